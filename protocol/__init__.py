@@ -1,0 +1,37 @@
+"""hdsp protocol v1: the wire types shared by the daemon and every client.
+
+Imports only msgspec and the standard library (a test checks it).
+"""
+
+from __future__ import annotations
+
+from .codec import FrameError, decode_client_message, decode_event, decode_server_message, encode
+from .commands import *  # noqa: F403
+from .commands import __all__ as _commands_all
+from .envelope import *  # noqa: F403
+from .envelope import __all__ as _envelope_all
+from .discovery import DISCOVERY_FILENAME, Discovery, discovery_path
+from .errors import ErrorCode
+from .events import *  # noqa: F403
+from .events import __all__ as _events_all
+from .history import *  # noqa: F403
+from .history import __all__ as _history_all
+from .version import PROTOCOL_VERSION, __version__
+
+__all__ = [  # noqa: PLE0604
+    "DISCOVERY_FILENAME",
+    "PROTOCOL_VERSION",
+    "Discovery",
+    "discovery_path",
+    "ErrorCode",
+    "FrameError",
+    "__version__",
+    "decode_client_message",
+    "decode_event",
+    "decode_server_message",
+    "encode",
+    *_commands_all,
+    *_envelope_all,
+    *_events_all,
+    *_history_all,
+]

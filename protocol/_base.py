@@ -1,0 +1,28 @@
+"""The one base every wire struct derives from."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+__all__ = ["CLIENT_ORIGIN", "SERVER_ORIGIN", "WireStruct"]
+
+
+class WireStruct(
+    msgspec.Struct,
+    frozen=True,
+    kw_only=True,
+    rename="camel",
+    omit_defaults=True,
+):
+    """Immutable, camelCase on the wire, optional fields left out when unset.
+
+    New fields always get a default so that older peers keep decoding.
+    """
+
+
+# `origin` is always on the wire (Roo requires it), so its default comes from a
+# factory: `omit_defaults` leaves out plain defaults but not factory-made ones.
+CLIENT_ORIGIN: Any = msgspec.field(default_factory=lambda: "client")
+SERVER_ORIGIN: Any = msgspec.field(default_factory=lambda: "server")

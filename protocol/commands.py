@@ -1,0 +1,250 @@
+"""Commands a client sends inside a `TaskCommand`, their results, and the table
+that ties each command to its result type and to the key that orders it.
+
+Commands that act on one task carry its id; the daemon runs commands with the
+same ordering key one after another and the others concurrently.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from ._base import WireStruct
+from .events import TaskEvent
+from .history import ClineMessage, HistoryItem, TaskState
+
+__all__ = [
+    "COMMANDS",
+    "CancelTask",
+    "CloseTask",
+    "Command",
+    "CommandSpec",
+    "GetStatus",
+    "GetTask",
+    "GetTaskData",
+    "ListTasks",
+    "ListTasksData",
+    "Ping",
+    "Pong",
+    "ReplayPage",
+    "Replay",
+    "ReplayData",
+    "ResumeTask",
+    "SendMessage",
+    "SendMessageData",
+    "Shutdown",
+    "StartNewTask",
+    "StartNewTaskData",
+    "StatusResult",
+    "TaskConfiguration",
+    "TaskList",
+    "TaskRef",
+    "TaskSnapshot",
+    "command_name",
+    "ordering_key",
+]
+
+
+class _CommandBase(WireStruct, tag_field="commandName"):
+    pass
+
+
+# ---- payloads ---------------------------------------------------------------
+
+
+class TaskConfiguration(WireStruct):
+    """The part of Roo's settings object that a new task reads. Other keys are
+    accepted and ignored."""
+
+    #: Name of the provider profile to use (Roo's apiConfigName).
+    api_config_name: str | None = None
+    #: Directory the agent works in; the daemon's working directory by default.
+    workspace: str | None = None
+    mode: str | None = None
+
+
+class StartNewTaskData(WireStruct):
+    text: str
+    configuration: TaskConfiguration = TaskConfiguration()
+    images: list[str] | None = None
+    new_tab: bool | None = None
+
+
+class SendMessageData(WireStruct):
+    text: str | None = None
+    images: list[str] | None = None
+
+
+class ListTasksData(WireStruct):
+    #: `nextCursor` of the previous page; None for the newest tasks.
+    cursor: str | None = None
+    limit: int = 50
+
+
+class GetTaskData(WireStruct):
+    task_id: str
+
+
+class ReplayData(WireStruct):
+    #: Return events with `seq` greater than this.
+    since_seq: int
+    #: Only this task's events.
+    task_id: str | None = None
+    #: Most events in one page; the daemon caps it.
+    limit: int = 1000
+
+
+# ---- commands ---------------------------------------------------------------
+
+
+class StartNewTask(_CommandBase, tag="StartNewTask"):
+    data: StartNewTaskData
+
+
+class CancelTask(_CommandBase, tag="CancelTask"):
+    task_id: str
+
+
+class CloseTask(_CommandBase, tag="CloseTask"):
+    task_id: str
+
+
+class ResumeTask(_CommandBase, tag="ResumeTask"):
+    #: The task id, as in Roo.
+    data: str
+
+
+class SendMessage(_CommandBase, tag="SendMessage"):
+    task_id: str
+    data: SendMessageData = SendMessageData()
+
+
+class ListTasks(_CommandBase, tag="ListTasks"):
+    data: ListTasksData = ListTasksData()
+
+
+class GetTask(_CommandBase, tag="GetTask"):
+    data: GetTaskData
+
+
+class Replay(_CommandBase, tag="Replay"):
+    data: ReplayData
+
+
+class Ping(_CommandBase, tag="Ping"):
+    pass
+
+
+class GetStatus(_CommandBase, tag="GetStatus"):
+    pass
+
+
+class Shutdown(_CommandBase, tag="Shutdown"):
+    pass
+
+
+Command = (
+    StartNewTask
+    | CancelTask
+    | CloseTask
+    | ResumeTask
+    | SendMessage
+    | ListTasks
+    | GetTask
+    | Replay
+    | Ping
+    | GetStatus
+    | Shutdown
+)
+
+
+# ---- results ----------------------------------------------------------------
+
+
+class TaskRef(WireStruct):
+    task_id: str
+    state: TaskState | None = None
+
+
+class TaskList(WireStruct):
+    tasks: list[HistoryItem]
+    #: Pass as `cursor` to get the next (older) page; absent on the last page.
+    next_cursor: str | None = None
+
+
+class TaskSnapshot(WireStruct):
+    item: HistoryItem
+    state: TaskState
+    #: Every UI message, including the current text of one still streaming.
+    messages: list[ClineMessage]
+    #: The newest `seq` this snapshot includes; replay from here to continue.
+    head_seq: int
+
+
+class ReplayPage(WireStruct):
+    #: Durable events, oldest first.
+    events: list[TaskEvent]
+    #: The newest `seq` the daemon has written; ask again while a page was full.
+    head_seq: int
+    #: True when more events follow this page.
+    more: bool = False
+
+
+class Pong(WireStruct):
+    server_time: int
+
+
+class StatusResult(WireStruct):
+    server_version: str
+    protocol_version: int
+    pid: int
+    uptime_seconds: float
+    head_seq: int
+    clients: int
+    tasks_total: int
+    tasks_running: int
+    data_dir: str
+    runtime_dir: str
+
+
+# ---- the table --------------------------------------------------------------
+
+
+class CommandSpec(msgspec.Struct, frozen=True):
+    request: type[Any]
+    result: type[Any]
+    #: Whether commands of this kind are ordered per task (by the task they name).
+    per_task: bool
+
+
+COMMANDS: dict[str, CommandSpec] = {
+    "StartNewTask": CommandSpec(StartNewTask, TaskRef, per_task=False),
+    "CancelTask": CommandSpec(CancelTask, TaskRef, per_task=True),
+    "CloseTask": CommandSpec(CloseTask, TaskRef, per_task=True),
+    "ResumeTask": CommandSpec(ResumeTask, TaskRef, per_task=True),
+    "SendMessage": CommandSpec(SendMessage, TaskRef, per_task=True),
+    "ListTasks": CommandSpec(ListTasks, TaskList, per_task=False),
+    "GetTask": CommandSpec(GetTask, TaskSnapshot, per_task=True),
+    "Replay": CommandSpec(Replay, ReplayPage, per_task=False),
+    "Ping": CommandSpec(Ping, Pong, per_task=False),
+    "GetStatus": CommandSpec(GetStatus, StatusResult, per_task=False),
+    "Shutdown": CommandSpec(Shutdown, type(None), per_task=False),
+}
+
+
+def command_name(command: Command) -> str:
+    return type(command).__struct_config__.tag  # type: ignore[return-value]
+
+
+def ordering_key(command: Command) -> str | None:
+    """The task a command is ordered by, or None when it runs concurrently."""
+    match command:
+        case CancelTask(task_id=t) | CloseTask(task_id=t) | SendMessage(task_id=t):
+            return t
+        case ResumeTask(data=t):
+            return t
+        case GetTask(data=GetTaskData(task_id=t)):
+            return t
+    return None

@@ -1,0 +1,36 @@
+"""Error codes carried by a `Reply` that is not ok.
+
+The wire never carries exception types, only these codes and a message a person
+can act on. Daemon and client translate their own exceptions to and from them.
+"""
+
+from __future__ import annotations
+
+import enum
+
+__all__ = ["ErrorCode"]
+
+
+class ErrorCode(enum.StrEnum):
+    #: A command came before the `Connect` handshake.
+    NOT_CONNECTED = "not_connected"
+    #: The client speaks a protocol version this daemon cannot serve.
+    UNSUPPORTED_VERSION = "unsupported_version"
+    #: The frame is not JSON, not an object, or a field has the wrong type.
+    INVALID_REQUEST = "invalid_request"
+    #: `commandName` names no command this daemon knows.
+    UNKNOWN_COMMAND = "unknown_command"
+    #: No task has that id.
+    TASK_NOT_FOUND = "task_not_found"
+    #: The task is doing something that the command would disturb.
+    TASK_BUSY = "task_busy"
+    #: The command does not apply to the task in its current state.
+    INVALID_STATE = "invalid_state"
+    #: The daemon has more work queued than it accepts; try again shortly.
+    OVERLOADED = "overloaded"
+    #: A replay cursor is older than the oldest event kept; take a snapshot.
+    CURSOR_EXPIRED = "cursor_expired"
+    #: The daemon is shutting down and takes no new work.
+    SHUTTING_DOWN = "shutting_down"
+    #: A bug or an unexpected failure inside the daemon; its log has details.
+    INTERNAL = "internal"

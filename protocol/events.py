@@ -1,0 +1,264 @@
+"""Task events: Roo's event names and payload tuples, plus hdsp's additions.
+
+Every event is durable (persisted, then published with a `seq`) except a
+`message` event that updates a message still marked `partial`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+
+
+from ._base import SERVER_ORIGIN as _SERVER
+from ._base import WireStruct
+from .history import ClineMessage, TokenUsage, ToolUsage
+
+__all__ = [
+    "CommandsResponse",
+    "CompletedInfo",
+    "DaemonShuttingDown",
+    "Event",
+    "MessageEvent",
+    "MessagePayload",
+    "ModelsResponse",
+    "ModesResponse",
+    "QueuedMessage",
+    "QueuedMessagesUpdated",
+    "TaskAborted",
+    "TaskActive",
+    "TaskAskResponded",
+    "TaskClosed",
+    "TaskCompleted",
+    "TaskCreated",
+    "TaskDelegated",
+    "TaskDelegationCompleted",
+    "TaskDelegationResumed",
+    "TaskFocused",
+    "TaskIdle",
+    "TaskInteractive",
+    "TaskModeSwitched",
+    "TaskPaused",
+    "TaskResumable",
+    "TaskSpawned",
+    "TaskStarted",
+    "TaskTokenUsageUpdated",
+    "TaskToolFailed",
+    "TaskUnfocused",
+    "TaskUnpaused",
+    "TaskEvent",
+    "event_task_id",
+    "is_durable",
+]
+
+
+class _EventBase(WireStruct, tag_field="eventName"):
+    pass
+
+
+class CompletedInfo(WireStruct):
+    is_subtask: bool
+
+
+class MessagePayload(WireStruct):
+    task_id: str
+    action: Literal["created", "updated"]
+    message: ClineMessage
+
+
+class QueuedMessage(WireStruct):
+    timestamp: int
+    id: str
+    text: str
+    images: list[str] | None = None
+
+
+# Events whose payload is just the task id.
+class TaskCreated(_EventBase, tag="taskCreated"):
+    payload: tuple[str]
+
+
+class TaskStarted(_EventBase, tag="taskStarted"):
+    payload: tuple[str]
+
+
+class TaskAborted(_EventBase, tag="taskAborted"):
+    payload: tuple[str]
+
+
+class TaskFocused(_EventBase, tag="taskFocused"):
+    payload: tuple[str]
+
+
+class TaskUnfocused(_EventBase, tag="taskUnfocused"):
+    payload: tuple[str]
+
+
+class TaskActive(_EventBase, tag="taskActive"):
+    payload: tuple[str]
+
+
+class TaskInteractive(_EventBase, tag="taskInteractive"):
+    payload: tuple[str]
+
+
+class TaskResumable(_EventBase, tag="taskResumable"):
+    payload: tuple[str]
+
+
+class TaskIdle(_EventBase, tag="taskIdle"):
+    payload: tuple[str]
+
+
+class TaskPaused(_EventBase, tag="taskPaused"):
+    payload: tuple[str]
+
+
+class TaskUnpaused(_EventBase, tag="taskUnpaused"):
+    payload: tuple[str]
+
+
+class TaskAskResponded(_EventBase, tag="taskAskResponded"):
+    payload: tuple[str]
+
+
+class TaskCompleted(_EventBase, tag="taskCompleted"):
+    payload: tuple[str, TokenUsage, ToolUsage, CompletedInfo]
+
+
+class TaskSpawned(_EventBase, tag="taskSpawned"):
+    """[taskId, childId]"""
+
+    payload: tuple[str, str]
+
+
+class TaskDelegated(_EventBase, tag="taskDelegated"):
+    """[parentId, childId]"""
+
+    payload: tuple[str, str]
+
+
+class TaskDelegationCompleted(_EventBase, tag="taskDelegationCompleted"):
+    """[parentId, childId, completionResultSummary]"""
+
+    payload: tuple[str, str, str]
+
+
+class TaskDelegationResumed(_EventBase, tag="taskDelegationResumed"):
+    """[parentId, childId]"""
+
+    payload: tuple[str, str]
+
+
+class MessageEvent(_EventBase, tag="message"):
+    payload: tuple[MessagePayload]
+
+
+class TaskModeSwitched(_EventBase, tag="taskModeSwitched"):
+    payload: tuple[str, str]
+
+
+class QueuedMessagesUpdated(_EventBase, tag="queuedMessagesUpdated"):
+    payload: tuple[str, list[QueuedMessage]]
+
+
+class TaskToolFailed(_EventBase, tag="taskToolFailed"):
+    """[taskId, toolName, error]"""
+
+    payload: tuple[str, str, str]
+
+
+class TaskTokenUsageUpdated(_EventBase, tag="taskTokenUsageUpdated"):
+    payload: tuple[str, TokenUsage, ToolUsage]
+
+
+class CommandsResponse(_EventBase, tag="commandsResponse"):
+    payload: tuple[list[Any]]
+
+
+class ModesResponse(_EventBase, tag="modesResponse"):
+    payload: tuple[list[Any]]
+
+
+class ModelsResponse(_EventBase, tag="modelsResponse"):
+    payload: tuple[dict[str, Any]]
+
+
+# hdsp additions
+class TaskClosed(_EventBase, tag="taskClosed"):
+    """The task was closed: it holds no resources until it is resumed."""
+
+    payload: tuple[str]
+
+
+class DaemonShuttingDown(_EventBase, tag="daemonShuttingDown"):
+    """The last event before the daemon exits: [reason]. Published daemon-wide."""
+
+    payload: tuple[str]
+
+
+Event = (
+    TaskCreated
+    | TaskStarted
+    | TaskCompleted
+    | TaskAborted
+    | TaskFocused
+    | TaskUnfocused
+    | TaskActive
+    | TaskInteractive
+    | TaskResumable
+    | TaskIdle
+    | TaskPaused
+    | TaskUnpaused
+    | TaskSpawned
+    | TaskDelegated
+    | TaskDelegationCompleted
+    | TaskDelegationResumed
+    | MessageEvent
+    | TaskModeSwitched
+    | TaskAskResponded
+    | QueuedMessagesUpdated
+    | TaskToolFailed
+    | TaskTokenUsageUpdated
+    | CommandsResponse
+    | ModesResponse
+    | ModelsResponse
+    | TaskClosed
+    | DaemonShuttingDown
+)
+
+_DAEMON_WIDE = (CommandsResponse, ModesResponse, ModelsResponse, DaemonShuttingDown)
+
+
+def event_task_id(event: Event) -> str | None:
+    """The task an event belongs to (its PUB topic), or None for daemon-wide ones."""
+    if isinstance(event, _DAEMON_WIDE):
+        return None
+    if isinstance(event, MessageEvent):
+        return event.payload[0].task_id
+    first: Any = event.payload[0]
+    return first if isinstance(first, str) else None
+
+
+def is_durable(event: Event) -> bool:
+    """False only for an update of a message that is still streaming."""
+    if isinstance(event, MessageEvent):
+        p = event.payload[0]
+        return not (p.action == "updated" and p.message.partial)
+    return True
+
+
+
+
+class TaskEvent(WireStruct, tag_field="type", tag="TaskEvent"):
+    """The envelope of an event, published on the `events` socket under the topic
+    of its task id (empty for daemon-wide events)."""
+
+    data: Event
+    origin: Literal["server"] = _SERVER
+    relay_client_id: str | None = None
+    #: Global, gap-free position in the event log; absent on live-only updates.
+    seq: int | None = None
+    #: `seq` of the previous durable event of the same topic (0 for the first), so
+    #: that a client following one task can tell a gap from another task's events.
+    prev_seq: int | None = None

@@ -1,0 +1,156 @@
+"""Roo-Code's task records: the UI message (`ClineMessage`), `HistoryItem`,
+`TokenUsage` and `ToolUsage`, with hdsp's additive fields.
+
+`ask` and `say` are plain strings on the wire so that a client keeps decoding
+messages of kinds added after it was built; `Ask` and `Say` name the known ones.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any, Literal
+
+from ._base import WireStruct
+
+__all__ = [
+    "Ask",
+    "ClineMessage",
+    "HistoryItem",
+    "ProgressStatus",
+    "Say",
+    "TaskState",
+    "TokenUsage",
+    "ToolUsage",
+    "ToolUsageEntry",
+]
+
+
+class Ask(enum.StrEnum):
+    FOLLOWUP = "followup"
+    COMMAND = "command"
+    COMMAND_OUTPUT = "command_output"
+    COMPLETION_RESULT = "completion_result"
+    TOOL = "tool"
+    API_REQ_FAILED = "api_req_failed"
+    RESUME_TASK = "resume_task"
+    RESUME_COMPLETED_TASK = "resume_completed_task"
+    MISTAKE_LIMIT_REACHED = "mistake_limit_reached"
+    USE_MCP_SERVER = "use_mcp_server"
+    AUTO_APPROVAL_MAX_REQ_REACHED = "auto_approval_max_req_reached"
+
+
+class Say(enum.StrEnum):
+    ERROR = "error"
+    API_REQ_STARTED = "api_req_started"
+    API_REQ_FINISHED = "api_req_finished"
+    API_REQ_RETRIED = "api_req_retried"
+    API_REQ_RETRY_DELAYED = "api_req_retry_delayed"
+    API_REQ_RATE_LIMIT_WAIT = "api_req_rate_limit_wait"
+    API_REQ_DELETED = "api_req_deleted"
+    TEXT = "text"
+    IMAGE = "image"
+    REASONING = "reasoning"
+    COMPLETION_RESULT = "completion_result"
+    USER_FEEDBACK = "user_feedback"
+    USER_FEEDBACK_DIFF = "user_feedback_diff"
+    COMMAND_OUTPUT = "command_output"
+    MCP_SERVER_REQUEST_STARTED = "mcp_server_request_started"
+    MCP_SERVER_RESPONSE = "mcp_server_response"
+    SUBTASK_RESULT = "subtask_result"
+    CHECKPOINT_SAVED = "checkpoint_saved"
+    DIFF_ERROR = "diff_error"
+    CONDENSE_CONTEXT = "condense_context"
+    CONDENSE_CONTEXT_ERROR = "condense_context_error"
+    SLIDING_WINDOW_TRUNCATION = "sliding_window_truncation"
+    TOOL = "tool"
+
+
+class TaskState(enum.StrEnum):
+    """Where a task is; Roo's classification plus hdsp's terminal states."""
+
+    #: The agent is working (a model request, a tool).
+    RUNNING = "running"
+    #: An ask waits for an answer before the agent can go on.
+    INTERACTIVE = "interactive"
+    #: The agent has nothing to do until a user speaks.
+    IDLE = "idle"
+    #: The task stopped (daemon restart, cancel) and can be resumed.
+    RESUMABLE = "resumable"
+    #: The task waits for a subtask.
+    PAUSED = "paused"
+    #: The agent finished; a new message continues the conversation.
+    COMPLETED = "completed"
+    #: The task was cancelled; a new message or `ResumeTask` continues it.
+    ABORTED = "aborted"
+
+
+class ProgressStatus(WireStruct):
+    icon: str | None = None
+    text: str | None = None
+
+
+class ClineMessage(WireStruct):
+    """One UI message. `ts` (milliseconds) is its id within its task."""
+
+    ts: int
+    type: Literal["ask", "say"]
+    ask: str | None = None
+    say: str | None = None
+    text: str | None = None
+    images: list[str] | None = None
+    partial: bool | None = None
+    reasoning: str | None = None
+    conversation_history_index: int | None = None
+    checkpoint: dict[str, Any] | None = None
+    progress_status: ProgressStatus | None = None
+    context_condense: dict[str, Any] | None = None
+    context_truncation: dict[str, Any] | None = None
+    is_protected: bool | None = None
+    api_protocol: Literal["openai", "anthropic"] | None = None
+    is_answered: bool | None = None
+
+
+class TokenUsage(WireStruct):
+    total_tokens_in: int
+    total_tokens_out: int
+    total_cost: float
+    context_tokens: int
+    total_cache_writes: int | None = None
+    total_cache_reads: int | None = None
+
+
+class ToolUsageEntry(WireStruct):
+    attempts: int
+    failures: int
+
+
+#: Per tool name: how often the agent tried it and how often it failed.
+ToolUsage = dict[str, ToolUsageEntry]
+
+
+class HistoryItem(WireStruct):
+    """One row per task: Roo's HistoryItem, plus hdsp's `state`."""
+
+    id: str
+    number: int
+    ts: int
+    task: str
+    tokens_in: int = 0
+    tokens_out: int = 0
+    total_cost: float = 0.0
+    root_task_id: str | None = None
+    parent_task_id: str | None = None
+    cache_writes: int | None = None
+    cache_reads: int | None = None
+    size: int | None = None
+    workspace: str | None = None
+    mode: str | None = None
+    api_config_name: str | None = None
+    status: Literal["active", "completed", "delegated"] | None = None
+    delegated_to_id: str | None = None
+    child_ids: list[str] | None = None
+    awaiting_child_id: str | None = None
+    completed_by_child_id: str | None = None
+    completion_result_summary: str | None = None
+    # hdsp additions
+    state: TaskState | None = None
