@@ -8,9 +8,9 @@ from __future__ import annotations
 from .codec import FrameError, decode_client_message, decode_event, decode_server_message, encode
 from .commands import *  # noqa: F403
 from .commands import __all__ as _commands_all
+from .discovery import DISCOVERY_FILENAME, Discovery, discovery_path
 from .envelope import *  # noqa: F403
 from .envelope import __all__ as _envelope_all
-from .discovery import DISCOVERY_FILENAME, Discovery, discovery_path
 from .errors import ErrorCode
 from .events import *  # noqa: F403
 from .events import __all__ as _events_all
@@ -18,7 +18,7 @@ from .history import *  # noqa: F403
 from .history import __all__ as _history_all
 from .version import PROTOCOL_VERSION, __version__
 
-__all__ = [  # noqa: PLE0604
+__all__ = [
     "DISCOVERY_FILENAME",
     "PROTOCOL_VERSION",
     "Discovery",

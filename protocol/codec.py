@@ -5,7 +5,7 @@ the error code, a message and the path of the offending field."""
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 
@@ -78,14 +78,14 @@ def _frame_error(frame: bytes, exc: msgspec.DecodeError) -> FrameError:
 
 def decode_client_message(frame: bytes) -> ClientMessage:
     try:
-        return _client_decoder.decode(frame)
+        return cast(ClientMessage, _client_decoder.decode(frame))
     except msgspec.DecodeError as exc:
         raise _frame_error(frame, exc) from exc
 
 
 def decode_server_message(frame: bytes) -> ServerMessage:
     try:
-        return _server_decoder.decode(frame)
+        return cast(ServerMessage, _server_decoder.decode(frame))
     except msgspec.DecodeError as exc:
         raise _frame_error(frame, exc) from exc
 

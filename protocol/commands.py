@@ -28,9 +28,9 @@ __all__ = [
     "ListTasksData",
     "Ping",
     "Pong",
-    "ReplayPage",
     "Replay",
     "ReplayData",
+    "ReplayPage",
     "ResumeTask",
     "SendMessage",
     "SendMessageData",
@@ -47,14 +47,14 @@ __all__ = [
 ]
 
 
-class _CommandBase(WireStruct, tag_field="commandName"):
+class _CommandBase(WireStruct, tag_field="commandName", frozen=True):
     pass
 
 
 # ---- payloads ---------------------------------------------------------------
 
 
-class TaskConfiguration(WireStruct):
+class TaskConfiguration(WireStruct, frozen=True):
     """The part of Roo's settings object that a new task reads. Other keys are
     accepted and ignored."""
 
@@ -65,29 +65,29 @@ class TaskConfiguration(WireStruct):
     mode: str | None = None
 
 
-class StartNewTaskData(WireStruct):
+class StartNewTaskData(WireStruct, frozen=True):
     text: str
     configuration: TaskConfiguration = TaskConfiguration()
     images: list[str] | None = None
     new_tab: bool | None = None
 
 
-class SendMessageData(WireStruct):
+class SendMessageData(WireStruct, frozen=True):
     text: str | None = None
     images: list[str] | None = None
 
 
-class ListTasksData(WireStruct):
+class ListTasksData(WireStruct, frozen=True):
     #: `nextCursor` of the previous page; None for the newest tasks.
     cursor: str | None = None
     limit: int = 50
 
 
-class GetTaskData(WireStruct):
+class GetTaskData(WireStruct, frozen=True):
     task_id: str
 
 
-class ReplayData(WireStruct):
+class ReplayData(WireStruct, frozen=True):
     #: Return events with `seq` greater than this.
     since_seq: int
     #: Only this task's events.
@@ -99,49 +99,49 @@ class ReplayData(WireStruct):
 # ---- commands ---------------------------------------------------------------
 
 
-class StartNewTask(_CommandBase, tag="StartNewTask"):
+class StartNewTask(_CommandBase, tag="StartNewTask", frozen=True):
     data: StartNewTaskData
 
 
-class CancelTask(_CommandBase, tag="CancelTask"):
+class CancelTask(_CommandBase, tag="CancelTask", frozen=True):
     task_id: str
 
 
-class CloseTask(_CommandBase, tag="CloseTask"):
+class CloseTask(_CommandBase, tag="CloseTask", frozen=True):
     task_id: str
 
 
-class ResumeTask(_CommandBase, tag="ResumeTask"):
+class ResumeTask(_CommandBase, tag="ResumeTask", frozen=True):
     #: The task id, as in Roo.
     data: str
 
 
-class SendMessage(_CommandBase, tag="SendMessage"):
+class SendMessage(_CommandBase, tag="SendMessage", frozen=True):
     task_id: str
     data: SendMessageData = SendMessageData()
 
 
-class ListTasks(_CommandBase, tag="ListTasks"):
+class ListTasks(_CommandBase, tag="ListTasks", frozen=True):
     data: ListTasksData = ListTasksData()
 
 
-class GetTask(_CommandBase, tag="GetTask"):
+class GetTask(_CommandBase, tag="GetTask", frozen=True):
     data: GetTaskData
 
 
-class Replay(_CommandBase, tag="Replay"):
+class Replay(_CommandBase, tag="Replay", frozen=True):
     data: ReplayData
 
 
-class Ping(_CommandBase, tag="Ping"):
+class Ping(_CommandBase, tag="Ping", frozen=True):
     pass
 
 
-class GetStatus(_CommandBase, tag="GetStatus"):
+class GetStatus(_CommandBase, tag="GetStatus", frozen=True):
     pass
 
 
-class Shutdown(_CommandBase, tag="Shutdown"):
+class Shutdown(_CommandBase, tag="Shutdown", frozen=True):
     pass
 
 
@@ -163,18 +163,18 @@ Command = (
 # ---- results ----------------------------------------------------------------
 
 
-class TaskRef(WireStruct):
+class TaskRef(WireStruct, frozen=True):
     task_id: str
     state: TaskState | None = None
 
 
-class TaskList(WireStruct):
+class TaskList(WireStruct, frozen=True):
     tasks: list[HistoryItem]
     #: Pass as `cursor` to get the next (older) page; absent on the last page.
     next_cursor: str | None = None
 
 
-class TaskSnapshot(WireStruct):
+class TaskSnapshot(WireStruct, frozen=True):
     item: HistoryItem
     state: TaskState
     #: Every UI message, including the current text of one still streaming.
@@ -183,7 +183,7 @@ class TaskSnapshot(WireStruct):
     head_seq: int
 
 
-class ReplayPage(WireStruct):
+class ReplayPage(WireStruct, frozen=True):
     #: Durable events, oldest first.
     events: list[TaskEvent]
     #: The newest `seq` the daemon has written; ask again while a page was full.
@@ -192,11 +192,11 @@ class ReplayPage(WireStruct):
     more: bool = False
 
 
-class Pong(WireStruct):
+class Pong(WireStruct, frozen=True):
     server_time: int
 
 
-class StatusResult(WireStruct):
+class StatusResult(WireStruct, frozen=True):
     server_version: str
     protocol_version: int
     pid: int

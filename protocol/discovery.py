@@ -15,7 +15,7 @@ __all__ = ["DISCOVERY_FILENAME", "Discovery", "discovery_path"]
 DISCOVERY_FILENAME = "hdspd.json"
 
 
-class Discovery(WireStruct):
+class Discovery(WireStruct, frozen=True):
     protocol_version: int
     server_version: str
     pid: int

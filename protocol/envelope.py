@@ -30,31 +30,31 @@ __all__ = [
 ]
 
 
-class _Envelope(WireStruct, tag_field="type"):
+class _Envelope(WireStruct, tag_field="type", frozen=True):
     pass
 
 
-class ClientInfo(WireStruct):
+class ClientInfo(WireStruct, frozen=True):
     name: str
     version: str
     #: What sort of frontend: "cli", "library", "jupyterlab", "script", ...
     kind: str = "library"
 
 
-class Connect(_Envelope, tag="Connect"):
+class Connect(_Envelope, tag="Connect", frozen=True):
     protocol_version: int
     client: ClientInfo
     origin: Literal["client"] = _CLIENT
 
 
-class Disconnect(_Envelope, tag="Disconnect"):
+class Disconnect(_Envelope, tag="Disconnect", frozen=True):
     """Sent by a client that is going away, so the daemon forgets it at once."""
 
     client_id: str
     origin: Literal["client"] = _CLIENT
 
 
-class TaskCommand(_Envelope, tag="TaskCommand"):
+class TaskCommand(_Envelope, tag="TaskCommand", frozen=True):
     client_id: str
     #: Chosen by the client; the `Reply` carries it back.
     request_id: str
@@ -62,7 +62,7 @@ class TaskCommand(_Envelope, tag="TaskCommand"):
     origin: Literal["client"] = _CLIENT
 
 
-class AckData(WireStruct):
+class AckData(WireStruct, frozen=True):
     client_id: str
     pid: int
     ppid: int
@@ -75,12 +75,12 @@ class AckData(WireStruct):
     max_message_size: int = 0
 
 
-class Ack(_Envelope, tag="Ack"):
+class Ack(_Envelope, tag="Ack", frozen=True):
     data: AckData
     origin: Literal["server"] = _SERVER
 
 
-class ErrorInfo(WireStruct):
+class ErrorInfo(WireStruct, frozen=True):
     code: ErrorCode
     message: str
     #: Where in the frame a decoding error was found, as `$.data.commandName`.
@@ -89,7 +89,7 @@ class ErrorInfo(WireStruct):
     details: dict[str, Any] | None = None
 
 
-class Reply(_Envelope, tag="Reply"):
+class Reply(_Envelope, tag="Reply", frozen=True):
     #: The command's `requestId`; None when the frame was too broken to have one.
     request_id: str | None
     ok: bool

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-
-
 from ._base import SERVER_ORIGIN as _SERVER
 from ._base import WireStruct
 from .history import ClineMessage, TokenUsage, ToolUsage
@@ -34,6 +32,7 @@ __all__ = [
     "TaskDelegated",
     "TaskDelegationCompleted",
     "TaskDelegationResumed",
+    "TaskEvent",
     "TaskFocused",
     "TaskIdle",
     "TaskInteractive",
@@ -46,27 +45,26 @@ __all__ = [
     "TaskToolFailed",
     "TaskUnfocused",
     "TaskUnpaused",
-    "TaskEvent",
     "event_task_id",
     "is_durable",
 ]
 
 
-class _EventBase(WireStruct, tag_field="eventName"):
+class _EventBase(WireStruct, tag_field="eventName", frozen=True):
     pass
 
 
-class CompletedInfo(WireStruct):
+class CompletedInfo(WireStruct, frozen=True):
     is_subtask: bool
 
 
-class MessagePayload(WireStruct):
+class MessagePayload(WireStruct, frozen=True):
     task_id: str
     action: Literal["created", "updated"]
     message: ClineMessage
 
 
-class QueuedMessage(WireStruct):
+class QueuedMessage(WireStruct, frozen=True):
     timestamp: int
     id: str
     text: str
@@ -74,124 +72,124 @@ class QueuedMessage(WireStruct):
 
 
 # Events whose payload is just the task id.
-class TaskCreated(_EventBase, tag="taskCreated"):
+class TaskCreated(_EventBase, tag="taskCreated", frozen=True):
     payload: tuple[str]
 
 
-class TaskStarted(_EventBase, tag="taskStarted"):
+class TaskStarted(_EventBase, tag="taskStarted", frozen=True):
     payload: tuple[str]
 
 
-class TaskAborted(_EventBase, tag="taskAborted"):
+class TaskAborted(_EventBase, tag="taskAborted", frozen=True):
     payload: tuple[str]
 
 
-class TaskFocused(_EventBase, tag="taskFocused"):
+class TaskFocused(_EventBase, tag="taskFocused", frozen=True):
     payload: tuple[str]
 
 
-class TaskUnfocused(_EventBase, tag="taskUnfocused"):
+class TaskUnfocused(_EventBase, tag="taskUnfocused", frozen=True):
     payload: tuple[str]
 
 
-class TaskActive(_EventBase, tag="taskActive"):
+class TaskActive(_EventBase, tag="taskActive", frozen=True):
     payload: tuple[str]
 
 
-class TaskInteractive(_EventBase, tag="taskInteractive"):
+class TaskInteractive(_EventBase, tag="taskInteractive", frozen=True):
     payload: tuple[str]
 
 
-class TaskResumable(_EventBase, tag="taskResumable"):
+class TaskResumable(_EventBase, tag="taskResumable", frozen=True):
     payload: tuple[str]
 
 
-class TaskIdle(_EventBase, tag="taskIdle"):
+class TaskIdle(_EventBase, tag="taskIdle", frozen=True):
     payload: tuple[str]
 
 
-class TaskPaused(_EventBase, tag="taskPaused"):
+class TaskPaused(_EventBase, tag="taskPaused", frozen=True):
     payload: tuple[str]
 
 
-class TaskUnpaused(_EventBase, tag="taskUnpaused"):
+class TaskUnpaused(_EventBase, tag="taskUnpaused", frozen=True):
     payload: tuple[str]
 
 
-class TaskAskResponded(_EventBase, tag="taskAskResponded"):
+class TaskAskResponded(_EventBase, tag="taskAskResponded", frozen=True):
     payload: tuple[str]
 
 
-class TaskCompleted(_EventBase, tag="taskCompleted"):
+class TaskCompleted(_EventBase, tag="taskCompleted", frozen=True):
     payload: tuple[str, TokenUsage, ToolUsage, CompletedInfo]
 
 
-class TaskSpawned(_EventBase, tag="taskSpawned"):
+class TaskSpawned(_EventBase, tag="taskSpawned", frozen=True):
     """[taskId, childId]"""
 
     payload: tuple[str, str]
 
 
-class TaskDelegated(_EventBase, tag="taskDelegated"):
+class TaskDelegated(_EventBase, tag="taskDelegated", frozen=True):
     """[parentId, childId]"""
 
     payload: tuple[str, str]
 
 
-class TaskDelegationCompleted(_EventBase, tag="taskDelegationCompleted"):
+class TaskDelegationCompleted(_EventBase, tag="taskDelegationCompleted", frozen=True):
     """[parentId, childId, completionResultSummary]"""
 
     payload: tuple[str, str, str]
 
 
-class TaskDelegationResumed(_EventBase, tag="taskDelegationResumed"):
+class TaskDelegationResumed(_EventBase, tag="taskDelegationResumed", frozen=True):
     """[parentId, childId]"""
 
     payload: tuple[str, str]
 
 
-class MessageEvent(_EventBase, tag="message"):
+class MessageEvent(_EventBase, tag="message", frozen=True):
     payload: tuple[MessagePayload]
 
 
-class TaskModeSwitched(_EventBase, tag="taskModeSwitched"):
+class TaskModeSwitched(_EventBase, tag="taskModeSwitched", frozen=True):
     payload: tuple[str, str]
 
 
-class QueuedMessagesUpdated(_EventBase, tag="queuedMessagesUpdated"):
+class QueuedMessagesUpdated(_EventBase, tag="queuedMessagesUpdated", frozen=True):
     payload: tuple[str, list[QueuedMessage]]
 
 
-class TaskToolFailed(_EventBase, tag="taskToolFailed"):
+class TaskToolFailed(_EventBase, tag="taskToolFailed", frozen=True):
     """[taskId, toolName, error]"""
 
     payload: tuple[str, str, str]
 
 
-class TaskTokenUsageUpdated(_EventBase, tag="taskTokenUsageUpdated"):
+class TaskTokenUsageUpdated(_EventBase, tag="taskTokenUsageUpdated", frozen=True):
     payload: tuple[str, TokenUsage, ToolUsage]
 
 
-class CommandsResponse(_EventBase, tag="commandsResponse"):
+class CommandsResponse(_EventBase, tag="commandsResponse", frozen=True):
     payload: tuple[list[Any]]
 
 
-class ModesResponse(_EventBase, tag="modesResponse"):
+class ModesResponse(_EventBase, tag="modesResponse", frozen=True):
     payload: tuple[list[Any]]
 
 
-class ModelsResponse(_EventBase, tag="modelsResponse"):
+class ModelsResponse(_EventBase, tag="modelsResponse", frozen=True):
     payload: tuple[dict[str, Any]]
 
 
 # hdsp additions
-class TaskClosed(_EventBase, tag="taskClosed"):
+class TaskClosed(_EventBase, tag="taskClosed", frozen=True):
     """The task was closed: it holds no resources until it is resumed."""
 
     payload: tuple[str]
 
 
-class DaemonShuttingDown(_EventBase, tag="daemonShuttingDown"):
+class DaemonShuttingDown(_EventBase, tag="daemonShuttingDown", frozen=True):
     """The last event before the daemon exits: [reason]. Published daemon-wide."""
 
     payload: tuple[str]
@@ -248,9 +246,7 @@ def is_durable(event: Event) -> bool:
     return True
 
 
-
-
-class TaskEvent(WireStruct, tag_field="type", tag="TaskEvent"):
+class TaskEvent(WireStruct, tag_field="type", tag="TaskEvent", frozen=True):
     """The envelope of an event, published on the `events` socket under the topic
     of its task id (empty for daemon-wide events)."""
 

@@ -84,12 +84,12 @@ class TaskState(enum.StrEnum):
     ABORTED = "aborted"
 
 
-class ProgressStatus(WireStruct):
+class ProgressStatus(WireStruct, frozen=True):
     icon: str | None = None
     text: str | None = None
 
 
-class ClineMessage(WireStruct):
+class ClineMessage(WireStruct, frozen=True):
     """One UI message. `ts` (milliseconds) is its id within its task."""
 
     ts: int
@@ -110,7 +110,7 @@ class ClineMessage(WireStruct):
     is_answered: bool | None = None
 
 
-class TokenUsage(WireStruct):
+class TokenUsage(WireStruct, frozen=True):
     total_tokens_in: int
     total_tokens_out: int
     total_cost: float
@@ -119,7 +119,7 @@ class TokenUsage(WireStruct):
     total_cache_reads: int | None = None
 
 
-class ToolUsageEntry(WireStruct):
+class ToolUsageEntry(WireStruct, frozen=True):
     attempts: int
     failures: int
 
@@ -128,7 +128,7 @@ class ToolUsageEntry(WireStruct):
 ToolUsage = dict[str, ToolUsageEntry]
 
 
-class HistoryItem(WireStruct):
+class HistoryItem(WireStruct, frozen=True):
     """One row per task: Roo's HistoryItem, plus hdsp's `state`."""
 
     id: str
