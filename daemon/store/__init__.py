@@ -1,0 +1,26 @@
+"""Durable state: SQLite (tasks, UI and API histories, the event log) and the
+journal through which every change is written before it is published."""
+
+from __future__ import annotations
+
+from .database import Database, TaskRow, Write
+from .errors import DataDirLocked, StoreCorrupt, StoreError, StoreTooNew
+from .journal import Journal, Publisher
+from .store import Store
+from .writes import append_api_message, insert_task, update_task
+
+__all__ = [
+    "DataDirLocked",
+    "Database",
+    "Journal",
+    "Publisher",
+    "Store",
+    "StoreCorrupt",
+    "StoreError",
+    "StoreTooNew",
+    "TaskRow",
+    "Write",
+    "append_api_message",
+    "insert_task",
+    "update_task",
+]

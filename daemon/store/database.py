@@ -1,0 +1,206 @@
+"""The SQLite database: one writer connection, one reader connection, WAL mode.
+
+Methods here are synchronous and run on worker threads (see `Store`); the writer
+connection is only ever used by the journal's writer, one batch at a time.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .errors import StoreCorrupt, StoreError, StoreTooNew
+from .migrations import MIGRATIONS, SCHEMA_VERSION
+
+__all__ = ["Database", "TaskRow", "Write"]
+
+#: One statement of a batch: SQL and its parameters.
+Write = tuple[str, Sequence[Any]]
+
+#: (id, number, ts, state, item JSON)
+TaskRow = tuple[str, int, int, str, bytes]
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=5.0)
+    conn.execute("PRAGMA busy_timeout = 5000")
+    conn.execute("PRAGMA foreign_keys = ON")
+    return conn
+
+
+class Database:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            self._writer = _connect(path)
+            self._writer.execute("PRAGMA journal_mode = WAL")
+            # WAL + NORMAL survives a crash of the process (kill -9); only a power
+            # loss can take the last commits back.
+            self._writer.execute("PRAGMA synchronous = NORMAL")
+            self._migrate()
+            self._reader = _connect(path)
+        except sqlite3.DatabaseError as exc:
+            raise StoreCorrupt(
+                f"The database {path} cannot be read ({exc}). hdsp never empties it by "
+                f"itself: move it aside (mv {path} {path}.broken) to start afresh, or "
+                f"repair it with `sqlite3 {path} .recover`."
+            ) from exc
+
+    # ---- schema -------------------------------------------------------------
+
+    def _migrate(self) -> None:
+        conn = self._writer
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise StoreTooNew(
+                f"The database {self.path} has schema version {version}, newer than this "
+                f"hdsp understands ({SCHEMA_VERSION}). Upgrade hdsp, or point it at another "
+                "data dir with --data-dir."
+            )
+        for number in range(version, SCHEMA_VERSION):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                for statement in _statements(MIGRATIONS[number]):
+                    conn.execute(statement)
+                conn.execute(f"PRAGMA user_version = {number + 1}")
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+
+    def schema_version(self) -> int:
+        return int(self._writer.execute("PRAGMA user_version").fetchone()[0])
+
+    def close(self) -> None:
+        self._reader.close()
+        self._writer.close()
+
+    # ---- writing (writer thread) -------------------------------------------
+
+    def commit(
+        self, writes: Sequence[Write], events: Sequence[tuple[int, str, int, bytes]]
+    ) -> None:
+        """Apply one batch in one transaction: the writes, then the event rows."""
+        conn = self._writer
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for sql, params in writes:
+                conn.execute(sql, params)
+            if events:
+                conn.executemany(
+                    "INSERT INTO events (seq, topic, ts, body) VALUES (?, ?, ?, ?)", events
+                )
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+
+    # ---- reading (reader thread) --------------------------------------------
+
+    def head_seq(self) -> int:
+        return int(self._reader.execute("SELECT COALESCE(MAX(seq), 0) FROM events").fetchone()[0])
+
+    def oldest_seq(self) -> int:
+        """The smallest seq still kept, or head + 1 when the log is empty."""
+        row = self._reader.execute("SELECT MIN(seq), MAX(seq) FROM events").fetchone()
+        return int(row[0]) if row[0] is not None else 1
+
+    def last_seq_by_topic(self) -> dict[str, int]:
+        rows = self._reader.execute("SELECT topic, MAX(seq) FROM events GROUP BY topic")
+        return {topic: int(seq) for topic, seq in rows}
+
+    def max_task_number(self) -> int:
+        return int(self._reader.execute("SELECT COALESCE(MAX(number), 0) FROM tasks").fetchone()[0])
+
+    def replay(self, since_seq: int, topic: str | None, limit: int) -> list[bytes]:
+        if topic is None:
+            rows = self._reader.execute(
+                "SELECT body FROM events WHERE seq > ? ORDER BY seq LIMIT ?", (since_seq, limit)
+            )
+        else:
+            rows = self._reader.execute(
+                "SELECT body FROM events WHERE topic = ? AND seq > ? ORDER BY seq LIMIT ?",
+                (topic, since_seq, limit),
+            )
+        return [bytes(body) for (body,) in rows]
+
+    def list_tasks(self, before_number: int | None, limit: int) -> list[TaskRow]:
+        if before_number is None:
+            rows = self._reader.execute(
+                "SELECT id, number, ts, state, item FROM tasks ORDER BY number DESC LIMIT ?",
+                (limit,),
+            )
+        else:
+            rows = self._reader.execute(
+                "SELECT id, number, ts, state, item FROM tasks WHERE number < ? "
+                "ORDER BY number DESC LIMIT ?",
+                (before_number, limit),
+            )
+        return [(r[0], r[1], r[2], r[3], bytes(r[4])) for r in rows]
+
+    def tasks_in_states(self, states: Sequence[str]) -> list[TaskRow]:
+        marks = ",".join("?" * len(states))
+        rows = self._reader.execute(
+            f"SELECT id, number, ts, state, item FROM tasks WHERE state IN ({marks})", states
+        )
+        return [(r[0], r[1], r[2], r[3], bytes(r[4])) for r in rows]
+
+    def get_task(self, task_id: str) -> TaskRow | None:
+        r = self._reader.execute(
+            "SELECT id, number, ts, state, item FROM tasks WHERE id = ?", (task_id,)
+        ).fetchone()
+        return None if r is None else (r[0], r[1], r[2], r[3], bytes(r[4]))
+
+    def snapshot(self, task_id: str) -> tuple[TaskRow, list[bytes], int] | None:
+        """The task row, its UI messages and the head seq, read in one transaction
+        so that the messages reflect exactly the events up to that seq."""
+        conn = self._reader
+        conn.execute("BEGIN")
+        try:
+            row = self.get_task(task_id)
+            if row is None:
+                return None
+            messages = [
+                bytes(b)
+                for (b,) in conn.execute(
+                    "SELECT body FROM ui_messages WHERE task_id = ? ORDER BY ts", (task_id,)
+                )
+            ]
+            return row, messages, self.head_seq()
+        finally:
+            conn.execute("COMMIT")
+
+    def api_messages(self, task_id: str) -> list[bytes]:
+        rows = self._reader.execute(
+            "SELECT body FROM api_messages WHERE task_id = ? ORDER BY idx", (task_id,)
+        )
+        return [bytes(b) for (b,) in rows]
+
+    def last_message_ts(self, task_id: str) -> int:
+        row = self._reader.execute(
+            "SELECT COALESCE(MAX(ts), 0) FROM ui_messages WHERE task_id = ?", (task_id,)
+        ).fetchone()
+        return int(row[0])
+
+    def counts(self) -> tuple[int, int]:
+        """(tasks, events)"""
+        tasks = self._reader.execute("SELECT COUNT(*) FROM tasks").fetchone()[0]
+        events = self._reader.execute("SELECT COUNT(*) FROM events").fetchone()[0]
+        return int(tasks), int(events)
+
+
+def _statements(script: str) -> list[str]:
+    """Split a migration script into statements (executescript would commit)."""
+    parts: list[str] = []
+    buf = ""
+    for line in script.splitlines(keepends=True):
+        buf += line
+        if sqlite3.complete_statement(buf):
+            parts.append(buf.strip())
+            buf = ""
+    if buf.strip():
+        raise StoreError(f"Incomplete statement in a migration: {buf.strip()[:80]}")
+    return parts

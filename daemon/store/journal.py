@@ -1,0 +1,165 @@
+"""The journal: the one path by which the daemon changes durable state and
+publishes events.
+
+Everything goes through one bounded queue, in order. The writer takes what has
+queued up (a batch), assigns each durable event the next global `seq`, commits the
+batch's writes and event rows in one transaction, and only then publishes the
+batch's events, durable and live-only alike, in queue order. So a client never
+sees an event that a crash could take back, and a live-only partial update never
+overtakes the durable event before it. Batching keeps the cost per event low
+under load (group commit); an idle daemon commits each event as it comes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+from anyio.abc import TaskStatus
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from hdsp.protocol import Event, MessageEvent, TaskEvent, encode, event_task_id, is_durable
+
+from .database import Write
+from .store import Store
+
+__all__ = ["Journal", "Publisher"]
+
+#: Sends one event: (topic, body). Topic is the task id, b"" for daemon-wide.
+Publisher = Callable[[bytes, bytes], Awaitable[None]]
+
+_MAX_BATCH = 1024
+
+
+@dataclass(slots=True)
+class _Item:
+    event: Event | None = None
+    writes: Sequence[Write] = ()
+    relay_client_id: str | None = None
+    done: anyio.Event | None = None
+    error: list[BaseException] = field(default_factory=list)
+
+
+class Journal:
+    def __init__(self, store: Store, publish: Publisher, capacity: int = 4096) -> None:
+        self._store = store
+        self._publish = publish
+        send, receive = anyio.create_memory_object_stream[_Item](capacity)
+        self._send: MemoryObjectSendStream[_Item] = send
+        self._receive: MemoryObjectReceiveStream[_Item] = receive
+        self._head_seq = 0
+        self._last_by_topic: dict[str, int] = {}
+        self._stopped = anyio.Event()
+
+    @property
+    def head_seq(self) -> int:
+        """The newest seq committed (and so published or about to be)."""
+        return self._head_seq
+
+    def statistics(self) -> dict[str, Any]:
+        s = self._send.statistics()
+        return {"queued": s.current_buffer_used, "capacity": s.max_buffer_size}
+
+    async def emit(self, event: Event, *writes: Write, relay_client_id: str | None = None) -> None:
+        """Queue an event (and writes that must commit with it). Returns once queued;
+        waits while the queue is full."""
+        await self._send.send(_Item(event, writes, relay_client_id))
+
+    async def write(self, *writes: Write) -> None:
+        """Queue writes with no event; they commit in order with everything else."""
+        await self._send.send(_Item(None, writes))
+
+    async def flush(self) -> None:
+        """Wait until everything queued before this call is committed and published.
+        Raises what the commit raised, if it failed."""
+        item = _Item(done=anyio.Event())
+        await self._send.send(item)
+        assert item.done is not None
+        await item.done.wait()
+        if item.error:
+            raise item.error[0]
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        self._head_seq = await self._store.read(self._store.db.head_seq)
+        self._last_by_topic = await self._store.read(self._store.db.last_seq_by_topic)
+        task_status.started()
+        try:
+            async with self._receive:
+                while True:
+                    try:
+                        first = await self._receive.receive()
+                    except anyio.EndOfStream:
+                        return
+                    batch = [first]
+                    while len(batch) < _MAX_BATCH:
+                        try:
+                            batch.append(self._receive.receive_nowait())
+                        except (anyio.WouldBlock, anyio.EndOfStream):
+                            break
+                    await self._commit_and_publish(batch)
+        finally:
+            self._stopped.set()
+
+    async def aclose(self) -> None:
+        """Stop taking items, let the writer finish what is queued, and wait for it."""
+        await self._send.aclose()
+        await self._stopped.wait()
+
+    async def _commit_and_publish(self, batch: list[_Item]) -> None:
+        now = int(time.time() * 1000)
+        seq = self._head_seq
+        last_by_topic = dict(self._last_by_topic)
+        writes: list[Write] = []
+        rows: list[tuple[int, str, int, bytes]] = []
+        frames: list[tuple[bytes, bytes]] = []
+        for item in batch:
+            writes.extend(item.writes)
+            if item.event is None:
+                continue
+            event = item.event
+            topic = event_task_id(event) or ""
+            if is_durable(event):
+                seq += 1
+                envelope = TaskEvent(
+                    data=event,
+                    seq=seq,
+                    prev_seq=last_by_topic.get(topic, 0),
+                    relay_client_id=item.relay_client_id,
+                )
+                last_by_topic[topic] = seq
+                body = encode(envelope)
+                rows.append((seq, topic, now, body))
+                if isinstance(event, MessageEvent):
+                    p = event.payload[0]
+                    writes.append(
+                        (
+                            "INSERT INTO ui_messages (task_id, ts, body) VALUES (?, ?, ?) "
+                            "ON CONFLICT (task_id, ts) DO UPDATE SET body = excluded.body",
+                            (p.task_id, p.message.ts, encode(p.message)),
+                        )
+                    )
+            else:
+                body = encode(TaskEvent(data=event, relay_client_id=item.relay_client_id))
+            frames.append((topic.encode(), body))
+        if writes or rows:
+            try:
+                with anyio.CancelScope(shield=True):
+                    await self._store.commit(writes, rows)
+            except Exception as exc:
+                # Nothing of this batch is durable: publish none of it, keep seq
+                # gap-free, and let waiters know.
+                for item in batch:
+                    if item.done is not None:
+                        item.error.append(exc)
+                        item.done.set()
+                raise
+        self._head_seq = seq
+        self._last_by_topic = last_by_topic
+        for topic_bytes, body in frames:
+            await self._publish(topic_bytes, body)
+        for item in batch:
+            if item.done is not None:
+                item.done.set()

@@ -1,0 +1,40 @@
+"""Schema migrations. `PRAGMA user_version` holds how many have been applied;
+each runs once, in its own transaction. Never edit a shipped migration: add one."""
+
+from __future__ import annotations
+
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION"]
+
+MIGRATIONS: list[str] = [
+    # 1: tasks, their two histories, and the event log.
+    """
+    CREATE TABLE tasks (
+        id       TEXT PRIMARY KEY,
+        number   INTEGER NOT NULL UNIQUE,
+        ts       INTEGER NOT NULL,
+        state    TEXT NOT NULL,
+        item     BLOB NOT NULL             -- HistoryItem, JSON
+    );
+    CREATE TABLE ui_messages (
+        task_id  TEXT NOT NULL REFERENCES tasks(id),
+        ts       INTEGER NOT NULL,
+        body     BLOB NOT NULL,            -- ClineMessage, JSON
+        PRIMARY KEY (task_id, ts)
+    ) WITHOUT ROWID;
+    CREATE TABLE api_messages (
+        task_id  TEXT NOT NULL REFERENCES tasks(id),
+        idx      INTEGER NOT NULL,
+        body     BLOB NOT NULL,            -- ApiMessage, JSON
+        PRIMARY KEY (task_id, idx)
+    ) WITHOUT ROWID;
+    CREATE TABLE events (
+        seq      INTEGER PRIMARY KEY,      -- global, gap-free
+        topic    TEXT NOT NULL,            -- task id, '' for daemon-wide events
+        ts       INTEGER NOT NULL,         -- milliseconds, for age-based retention
+        body     BLOB NOT NULL             -- the TaskEvent envelope as published
+    );
+    CREATE INDEX events_by_topic ON events(topic, seq);
+    """,
+]
+
+SCHEMA_VERSION = len(MIGRATIONS)

@@ -1,0 +1,146 @@
+"""The store and the journal on real SQLite files."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import anyio
+import msgspec
+import pytest
+
+from hdsp.daemon.store import (
+    Database,
+    Journal,
+    Store,
+    StoreCorrupt,
+    StoreTooNew,
+    insert_task,
+)
+from hdsp.daemon.store.migrations import SCHEMA_VERSION
+from hdsp.protocol import (
+    ClineMessage,
+    HistoryItem,
+    MessageEvent,
+    MessagePayload,
+    TaskCreated,
+    TaskEvent,
+    TaskState,
+    decode_event,
+)
+
+
+def _item(task_id: str, number: int) -> HistoryItem:
+    return HistoryItem(id=task_id, number=number, ts=number, task="t", state=TaskState.IDLE)
+
+
+def _message(task_id: str, ts: int, text: str, *, partial: bool, action: str) -> MessageEvent:
+    msg = ClineMessage(ts=ts, type="say", say="text", text=text, partial=partial or None)
+    return MessageEvent(payload=(MessagePayload(task_id, action, msg),))  # type: ignore[arg-type]
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.frames: list[tuple[bytes, TaskEvent]] = []
+        self.db: Database | None = None
+        self.committed_at_publish: list[int] = []
+
+    async def publish(self, topic: bytes, body: bytes) -> None:
+        event = decode_event(body)
+        if event.seq is not None and self.db is not None:
+            # Written before published: the row must already be readable.
+            rows = self.db.replay(event.seq - 1, None, 1)
+            assert rows and decode_event(rows[0]).seq == event.seq
+        self.frames.append((topic, event))
+
+
+async def test_journal_orders_persists_and_publishes(tmp_path: Path) -> None:
+    rec = Recorder()
+    async with Store.open(tmp_path / "db.sqlite3") as store:
+        rec.db = store.db
+        journal = Journal(store, rec.publish)
+        async with anyio.create_task_group() as tg:
+            await tg.start(journal.run)
+            for n, tid in enumerate(["a", "b"], start=1):
+                await journal.emit(TaskCreated(payload=(tid,)), insert_task(_item(tid, n)))
+            await journal.emit(_message("a", 10, "He", partial=True, action="created"))
+            await journal.emit(_message("a", 10, "Hel", partial=True, action="updated"))
+            await journal.emit(_message("b", 11, "x", partial=False, action="created"))
+            await journal.emit(_message("a", 10, "Hello", partial=False, action="updated"))
+            await journal.flush()
+            await journal.aclose()
+        events = [e for _, e in rec.frames]
+        assert [e.seq for e in events] == [1, 2, 3, None, 4, 5]
+        assert [e.prev_seq for e in events] == [0, 0, 1, None, 2, 3]
+        assert [t for t, _ in rec.frames] == [b"a", b"b", b"a", b"a", b"b", b"a"]
+        assert journal.head_seq == 5
+        snap = store.db.snapshot("a")
+        assert snap is not None
+        _, bodies, head = snap
+        assert head == 5
+        messages = [msgspec.json.decode(b, type=ClineMessage) for b in bodies]
+        assert [(m.ts, m.text, m.partial) for m in messages] == [(10, "Hello", None)]
+        assert [decode_event(b).seq for b in store.db.replay(2, "a", 10)] == [3, 5]
+
+
+async def test_journal_resumes_seq_after_restart(tmp_path: Path) -> None:
+    path = tmp_path / "db.sqlite3"
+    for round_ in range(2):
+        rec = Recorder()
+        async with Store.open(path) as store:
+            journal = Journal(store, rec.publish)
+            async with anyio.create_task_group() as tg:
+                await tg.start(journal.run)
+                await journal.emit(TaskCreated(payload=(f"t{round_}",)))
+                await journal.emit(TaskCreated(payload=("same",)))
+                await journal.aclose()
+        seqs = [(e.seq, e.prev_seq) for _, e in rec.frames]
+        assert seqs == ([(1, 0), (2, 0)] if round_ == 0 else [(3, 0), (4, 2)])
+
+
+async def test_journal_batches_under_load(tmp_path: Path) -> None:
+    rec = Recorder()
+    async with Store.open(tmp_path / "db.sqlite3") as store:
+        journal = Journal(store, rec.publish)
+        async with anyio.create_task_group() as tg:
+            await tg.start(journal.run)
+
+            async def producer(k: int) -> None:
+                for i in range(500):
+                    await journal.emit(TaskCreated(payload=(f"p{k}-{i}",)))
+
+            async with anyio.create_task_group() as producers:
+                for k in range(4):
+                    producers.start_soon(producer, k)
+            await journal.aclose()
+        assert [e.seq for _, e in rec.frames] == list(range(1, 2001))
+        assert store.db.counts() == (0, 2000)
+
+
+def test_corrupt_database_is_reported_not_emptied(tmp_path: Path) -> None:
+    path = tmp_path / "db.sqlite3"
+    garbage = b"this is not a database" * 100
+    path.write_bytes(garbage)
+    with pytest.raises(StoreCorrupt, match="never empties it"):
+        Database(path)
+    assert path.read_bytes() == garbage
+
+
+def test_newer_schema_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "db.sqlite3"
+    conn = sqlite3.connect(path)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    conn.close()
+    with pytest.raises(StoreTooNew, match="Upgrade hdsp"):
+        Database(path)
+
+
+def test_migrations_apply_once(tmp_path: Path) -> None:
+    path = tmp_path / "db.sqlite3"
+    db = Database(path)
+    assert db.schema_version() == SCHEMA_VERSION
+    db.close()
+    db = Database(path)  # a second open finds the schema current and changes nothing
+    assert db.schema_version() == SCHEMA_VERSION
+    assert db.counts() == (0, 0)
+    db.close()
