@@ -1,0 +1,617 @@
+"""Any OpenAI-compatible Chat Completions API: OpenAI, vLLM, Ollama, llama.cpp, ...
+
+One provider covers every server that speaks Chat Completions with streaming,
+through the official `openai` SDK's `AsyncOpenAI`:
+
+- Requests: hdsp's neutral history becomes chat messages. The system prompt is the
+  first message; images become ``image_url`` data URLs; ``tool_use`` blocks become
+  the assistant's ``tool_calls``; ``tool_result`` blocks become ``role: "tool"``
+  messages (their images follow in a user message, since tool messages carry only
+  text); reasoning blocks are dropped, this API has no way to send them back.
+- Replies stream as normalised :data:`Chunk` objects. Tool calls arrive as
+  fragments keyed by index, several per reply, ids and names on the first fragment
+  (or, from lax servers, no id at all); arguments are parsed once the choice
+  finishes. Reasoning comes from the ``reasoning_content`` (vLLM, DeepSeek) or
+  ``reasoning`` (Ollama, OpenRouter) delta fields some servers add.
+- Errors: the SDK's exceptions are translated here into :mod:`.errors`, the only
+  tree the engine knows. The SDK's own retries are off (``max_retries=0``):
+  retrying is the engine's decision, taken with the user in view.
+- Usage: :class:`UsageChunk` counts are disjoint, as Anthropic reports them:
+  ``input_tokens`` is the prompt *without* the cached part, which goes to
+  ``cache_read_tokens`` (OpenAI's ``prompt_tokens`` includes it). The prompt size is
+  the sum of the three input counts, whatever the provider.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import httpx2
+import openai
+from openai import AsyncOpenAI, AsyncStream, omit
+from openai.types import CompletionUsage
+from openai.types.chat import (
+    ChatCompletionAssistantMessageParam,
+    ChatCompletionChunk,
+    ChatCompletionContentPartImageParam,
+    ChatCompletionContentPartParam,
+    ChatCompletionContentPartTextParam,
+    ChatCompletionFunctionToolParam,
+    ChatCompletionMessageFunctionToolCallParam,
+    ChatCompletionMessageParam,
+    ChatCompletionToolMessageParam,
+    ChatCompletionUserMessageParam,
+)
+from openai.types.chat.chat_completion_chunk import ChoiceDeltaToolCall
+
+from .errors import (
+    AuthenticationFailed,
+    ContextWindowExceeded,
+    InvalidRequest,
+    NetworkError,
+    Overloaded,
+    ProviderError,
+    RateLimited,
+    ServerError,
+    retry_after_from_headers,
+)
+from .types import (
+    ApiMessage,
+    Chunk,
+    ImageBlock,
+    ModelInfo,
+    ModelRequest,
+    ReasoningDelta,
+    StopChunk,
+    TextBlock,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    ToolResultBlock,
+    ToolSpec,
+    ToolUseBlock,
+    UsageChunk,
+)
+
+__all__ = ["DEFAULT_TIMEOUT", "OpenAICompatibleProvider", "to_chat_messages", "to_chat_tools"]
+
+#: A guard against dead connections, not a deadline: callers set deadlines. The
+#: read timeout is the longest silence between two chunks, long enough for a local
+#: server that loads the model before its first token.
+DEFAULT_TIMEOUT = httpx2.Timeout(connect=10.0, read=300.0, write=60.0, pool=30.0)
+
+#: Sent when the profile has no key: local servers ignore it, and the SDK refuses
+#: to start without one.
+_NO_KEY = "hdsp-no-key"
+
+#: How long closing the HTTP response may take after the caller left (even when it
+#: was cancelled) before the connection is abandoned.
+_CLOSE_TIMEOUT = 5.0
+
+_DEFAULT_KEY_HINT = "set HDSP_API_KEY (or OPENAI_API_KEY) in hdspd's environment and restart it"
+
+# Wordings of "prompt too long" from OpenAI, vLLM, llama.cpp, LM Studio, LiteLLM...
+_CONTEXT_WINDOW = re.compile(
+    r"context[ _-]?(length|window|size)|maximum context|too many tokens|prompt is too long"
+    r"|exceeds? the (available )?context|reduce the length of the (messages|prompt)",
+    re.IGNORECASE,
+)
+
+_STOP_REASONS = {
+    "stop": "end_turn",
+    "tool_calls": "tool_use",
+    "function_call": "tool_use",
+    "length": "max_tokens",
+}
+
+
+class OpenAICompatibleProvider:
+    """A model behind an OpenAI-compatible Chat Completions API (see module docstring).
+
+    `base_url` None means OpenAI itself (or ``OPENAI_BASE_URL``). `api_key` None
+    means the profile has no key: fine for local servers, refused up front for
+    OpenAI. `name` (the profile's name) and `key_hint` (how to set the key) appear
+    in error messages.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        base_url: str | None,
+        api_key: str | None,
+        model_info: ModelInfo | None = None,
+        name: str = "openai-compatible",
+        *,
+        key_hint: str = _DEFAULT_KEY_HINT,
+    ) -> None:
+        self._model = model
+        self._info = model_info if model_info is not None else ModelInfo(known=False)
+        self.name = name
+        self._key_hint = key_hint
+        self._has_key = api_key is not None
+        self._client = AsyncOpenAI(
+            api_key=api_key if api_key is not None else _NO_KEY,
+            base_url=base_url,
+            max_retries=0,
+            timeout=DEFAULT_TIMEOUT,
+        )
+        #: Where requests go, for messages.
+        self.base_url = str(self._client.base_url).rstrip("/")
+        self._official = self._client.base_url.host == "api.openai.com"
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    def info(self) -> ModelInfo:
+        return self._info
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+    @asynccontextmanager
+    async def stream(self, request: ModelRequest) -> AsyncGenerator[AsyncIterator[Chunk]]:
+        """Send `request`; the body of the ``async with`` iterates the reply.
+
+        Errors before the first chunk raise from ``async with``, errors midway from
+        the iteration, all as :class:`ProviderError`. Leaving the block, by
+        exception or cancellation too, closes the HTTP response.
+        """
+        if self._official and not self._has_key:
+            raise AuthenticationFailed(
+                f"Profile {self.name!r} has no API key, and {self.base_url} needs one: "
+                f"{self._key_hint}."
+            )
+        max_tokens = request.max_tokens if request.max_tokens is not None else omit
+        try:
+            response = await self._client.chat.completions.create(
+                model=self._model,
+                messages=to_chat_messages(request.system, request.messages),
+                tools=to_chat_tools(request.tools) if request.tools else omit,
+                # OpenAI's reasoning models refuse `max_tokens`; other servers may
+                # not know `max_completion_tokens` yet.
+                max_tokens=omit if self._official else max_tokens,
+                max_completion_tokens=max_tokens if self._official else omit,
+                stream=True,
+                stream_options={"include_usage": True},
+            )
+        except openai.OpenAIError as exc:
+            raise self._translate(exc) from exc
+        chunks = self._chunks(response)
+        try:
+            yield chunks
+        finally:
+            try:
+                await chunks.aclose()
+            finally:
+                with anyio.move_on_after(_CLOSE_TIMEOUT, shield=True):
+                    await response.close()
+
+    async def _chunks(self, response: AsyncStream[ChatCompletionChunk]) -> AsyncGenerator[Chunk]:
+        assembler = _ReplyAssembler()
+        while True:
+            try:
+                chunk = await response.__anext__()
+            except StopAsyncIteration:
+                break
+            except openai.OpenAIError as exc:
+                raise self._translate(exc, midstream=True) from exc
+            except httpx2.HTTPError as exc:
+                raise self._broken(str(exc) or type(exc).__name__) from exc
+            except ValueError as exc:  # an event whose data is not JSON
+                raise NetworkError(
+                    f"{self.base_url} sent a malformed event stream ({exc}). The reply "
+                    "was abandoned; a proxy in between may be mangling the stream."
+                ) from exc
+            for item in assembler.feed(chunk):
+                yield item
+        if assembler.finish_reason is None:
+            raise self._broken("the stream ended before the model finished its reply")
+        for item in assembler.finish():
+            yield item
+
+    # ---- errors --------------------------------------------------------------
+
+    def _broken(self, detail: str) -> NetworkError:
+        return NetworkError(
+            f"The connection to {self.base_url} broke in the middle of the reply ({detail}). "
+            "The partial reply was discarded; retrying usually helps."
+        )
+
+    def _translate(self, exc: openai.OpenAIError, *, midstream: bool = False) -> ProviderError:
+        where = self.base_url
+        if isinstance(exc, openai.APITimeoutError):
+            return NetworkError(
+                f"{where} did not answer in time. Check that the server is up and not "
+                "overloaded; retrying may help."
+            )
+        if isinstance(exc, openai.APIConnectionError):
+            cause = exc.__cause__
+            detail = f"{type(cause).__name__}: {cause}" if cause is not None else exc.message
+            if midstream:
+                return self._broken(detail)
+            return NetworkError(
+                f"Could not connect to {where} ({detail}). Check that the server is "
+                f"running and that the base URL of profile {self.name!r} is right."
+            )
+        if isinstance(exc, openai.APIStatusError):
+            return self._status_error(exc)
+        if isinstance(exc, openai.APIError):
+            return self._error_event(exc)
+        return ProviderError(f"The request to {where} failed: {exc}")
+
+    def _status_error(self, exc: openai.APIStatusError) -> ProviderError:
+        where, status = self.base_url, exc.status_code
+        detail = _error_message(exc)
+        retry_after = retry_after_from_headers(exc.response.headers)
+        kwargs: dict[str, Any] = {"retry_after": retry_after, "status_code": status}
+        if status == 429:
+            if exc.code == "insufficient_quota":
+                return RateLimited(
+                    f"The account behind profile {self.name!r} has run out of quota at "
+                    f"{where} ({detail}). Add credit or raise the limit, then retry.",
+                    retryable=False,
+                    **kwargs,
+                )
+            wait = f" in {retry_after:g} s" if retry_after is not None else ""
+            return RateLimited(
+                f"{where} is rate-limiting requests ({detail}). Retry{wait}; if this "
+                "keeps happening, lower the request rate or raise the account's limits.",
+                **kwargs,
+            )
+        if status == 529 or (status == 503 and "overload" in detail.lower()):
+            return Overloaded(
+                f"{where} is overloaded ({detail}). Retry in a little while.", **kwargs
+            )
+        if status in (400, 413, 422) and _is_context_window(exc.code, detail):
+            return ContextWindowExceeded(
+                f"The conversation is too long for model {self._model!r} at {where} "
+                f"({detail}). Condense the history, or choose a model with a larger "
+                "context window.",
+                **kwargs,
+            )
+        if status in (401, 403):
+            if not self._has_key:
+                message = (
+                    f"{where} requires an API key, and profile {self.name!r} has none "
+                    f"({detail}): {self._key_hint}."
+                )
+            elif status == 401:
+                message = f"The API key was rejected by {where} ({detail}); {self._key_hint}."
+            else:
+                message = (
+                    f"The API key of profile {self.name!r} is not allowed to use model "
+                    f"{self._model!r} at {where} ({detail}). Check the key's permissions "
+                    f"or the model name; {self._key_hint}."
+                )
+            return AuthenticationFailed(message, **kwargs)
+        if status == 404:
+            return InvalidRequest(
+                f"{where} answered 404 ({detail}). Check the model name {self._model!r} "
+                f"and the base URL of profile {self.name!r} (it usually ends in /v1).",
+                **kwargs,
+            )
+        if status == 408:
+            return NetworkError(f"{where} timed out the request ({detail}). Retry.", **kwargs)
+        if status >= 500 or status == 409:
+            return ServerError(
+                f"{where} failed with HTTP {status} ({detail}). Retrying usually helps; "
+                "if not, the server's own logs say more.",
+                **kwargs,
+            )
+        return InvalidRequest(
+            f"{where} refused the request with HTTP {status} ({detail}). Check the "
+            f"model name and settings of profile {self.name!r}.",
+            **kwargs,
+        )
+
+    def _error_event(self, exc: openai.APIError) -> ProviderError:
+        """An ``{"error": ...}`` event in the middle of a stream."""
+        where, detail = self.base_url, _error_message(exc)
+        kind = f"{exc.code or ''} {exc.type or ''}".lower()
+        if _is_context_window(exc.code, detail):
+            return ContextWindowExceeded(
+                f"The conversation is too long for model {self._model!r} at {where} "
+                f"({detail}). Condense the history, or choose a model with a larger "
+                "context window."
+            )
+        if "rate_limit" in kind:
+            return RateLimited(f"{where} is rate-limiting requests ({detail}). Retry later.")
+        if "overload" in kind or "overload" in detail.lower():
+            return Overloaded(f"{where} is overloaded ({detail}). Retry in a little while.")
+        return ServerError(
+            f"{where} reported an error in the middle of the reply ({detail}). The "
+            "partial reply was discarded; retrying usually helps."
+        )
+
+
+def _error_message(exc: openai.APIError) -> str:
+    body = exc.body
+    if isinstance(body, dict):
+        message = body.get("message")
+        if isinstance(message, str) and message:
+            return message
+    return exc.message
+
+
+def _is_context_window(code: str | None, message: str) -> bool:
+    return code == "context_length_exceeded" or bool(_CONTEXT_WINDOW.search(message))
+
+
+# ---- requests ----------------------------------------------------------------
+
+
+def to_chat_tools(tools: list[ToolSpec]) -> list[ChatCompletionFunctionToolParam]:
+    """Tool specs as Chat Completions function tools."""
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": tool.name,
+                "description": tool.description,
+                "parameters": tool.parameters,
+            },
+        }
+        for tool in tools
+    ]
+
+
+def _image_part(block: ImageBlock) -> ChatCompletionContentPartImageParam:
+    return {
+        "type": "image_url",
+        "image_url": {"url": f"data:{block.media_type};base64,{block.data}"},
+    }
+
+
+def _text_part(text: str) -> ChatCompletionContentPartTextParam:
+    return {"type": "text", "text": text}
+
+
+def _tool_message(
+    block: ToolResultBlock,
+) -> tuple[ChatCompletionToolMessageParam, list[ImageBlock]]:
+    texts = [part.text for part in block.content if isinstance(part, TextBlock)]
+    images = [part for part in block.content if isinstance(part, ImageBlock)]
+    text = "\n\n".join(texts)
+    if images:
+        noun = "image follows" if len(images) == 1 else f"{len(images)} images follow"
+        text = (
+            f"{text}\n\n({noun} in the next message)" if text else f"({noun} in the next message)"
+        )
+    if block.is_error and not text.lstrip().lower().startswith("error"):
+        text = f"Error: {text}"
+    return {"role": "tool", "tool_call_id": block.tool_use_id, "content": text}, images
+
+
+def _user_messages(message: ApiMessage) -> list[ChatCompletionMessageParam]:
+    # Tool results first: they must follow the assistant's tool calls directly.
+    out: list[ChatCompletionMessageParam] = []
+    parts: list[ChatCompletionContentPartParam] = []
+    for block in message.content:
+        if isinstance(block, ToolResultBlock):
+            tool_message, images = _tool_message(block)
+            out.append(tool_message)
+            if images:
+                parts.append(
+                    _text_part(f"Images from the result of tool call {block.tool_use_id}:")
+                )
+                parts.extend(_image_part(image) for image in images)
+        elif isinstance(block, TextBlock):
+            parts.append(_text_part(block.text))
+        elif isinstance(block, ImageBlock):
+            parts.append(_image_part(block))
+    if parts:
+        user: ChatCompletionUserMessageParam
+        if len(parts) == 1 and parts[0]["type"] == "text":
+            user = {"role": "user", "content": parts[0]["text"]}
+        else:
+            user = {"role": "user", "content": parts}
+        out.append(user)
+    return out
+
+
+def _assistant_message(message: ApiMessage) -> ChatCompletionAssistantMessageParam | None:
+    texts = [block.text for block in message.content if isinstance(block, TextBlock)]
+    calls: list[ChatCompletionMessageFunctionToolCallParam] = [
+        {
+            "id": block.id,
+            "type": "function",
+            "function": {"name": block.name, "arguments": json.dumps(block.input)},
+        }
+        for block in message.content
+        if isinstance(block, ToolUseBlock)
+    ]
+    # Reasoning (and any image) has no place in an assistant message of this API.
+    assistant: ChatCompletionAssistantMessageParam = {"role": "assistant"}
+    text = "".join(texts)
+    if text:
+        assistant["content"] = text
+    if calls:
+        assistant["tool_calls"] = calls
+    if not text and not calls:
+        return None  # e.g. reasoning only: an empty assistant message is invalid
+    return assistant
+
+
+def to_chat_messages(system: str, messages: list[ApiMessage]) -> list[ChatCompletionMessageParam]:
+    """The neutral history as chat messages, the system prompt first."""
+    out: list[ChatCompletionMessageParam] = []
+    if system:
+        out.append({"role": "system", "content": system})
+    for message in messages:
+        if message.role == "user":
+            out.extend(_user_messages(message))
+        else:
+            assistant = _assistant_message(message)
+            if assistant is not None:
+                out.append(assistant)
+    return out
+
+
+# ---- replies -----------------------------------------------------------------
+
+
+@dataclass
+class _PendingCall:
+    index: int
+    id: str
+    id_from_server: bool
+    name: str | None = None
+    parts: list[str] = field(default_factory=list)
+    started: bool = False
+
+
+class _ReplyAssembler:
+    """Turns the ``chat.completion.chunk`` objects of one reply into hdsp chunks.
+
+    Only choice 0 counts (hdsp never asks for more). Usage is kept until the end,
+    since servers that report it on every chunk (vLLM's continuous usage) would
+    otherwise be counted many times.
+    """
+
+    def __init__(self) -> None:
+        self.finish_reason: str | None = None
+        self._usage: UsageChunk | None = None
+        self._calls: list[_PendingCall] = []
+        self._by_server_index: dict[int, _PendingCall] = {}
+
+    def feed(self, chunk: ChatCompletionChunk) -> list[Chunk]:
+        out: list[Chunk] = []
+        usage = getattr(chunk, "usage", None)
+        if isinstance(usage, CompletionUsage):
+            self._usage = _usage_chunk(usage)
+        for choice in getattr(chunk, "choices", None) or []:
+            if getattr(choice, "index", 0) != 0 or self.finish_reason is not None:
+                continue
+            delta = getattr(choice, "delta", None)
+            if delta is not None:
+                reasoning = _reasoning_text(delta)
+                if reasoning:
+                    out.append(ReasoningDelta(text=reasoning))
+                if isinstance(delta.content, str) and delta.content:
+                    out.append(TextDelta(text=delta.content))
+                if isinstance(delta.refusal, str) and delta.refusal:
+                    out.append(TextDelta(text=delta.refusal))
+                for fragment in delta.tool_calls or []:
+                    out.extend(self._tool_fragment(fragment))
+            if choice.finish_reason is not None:
+                out.extend(self._end_calls())
+                self.finish_reason = str(choice.finish_reason)
+        return out
+
+    def finish(self) -> list[Chunk]:
+        """The usage and the stop reason, once the stream has ended."""
+        out: list[Chunk] = []
+        if self._usage is not None:
+            out.append(self._usage)
+        reason = self.finish_reason or "end_turn"
+        if reason == "stop" and self._calls:
+            reason = "tool_calls"  # some servers say "stop" after tool calls
+        out.append(StopChunk(reason=_STOP_REASONS.get(reason, reason)))
+        return out
+
+    def _call_for(self, fragment: ChoiceDeltaToolCall) -> _PendingCall:
+        server_index = getattr(fragment, "index", None)
+        fragment_id = getattr(fragment, "id", None)
+        new_id = fragment_id if isinstance(fragment_id, str) and fragment_id else None
+        if isinstance(server_index, int):
+            call = self._by_server_index.get(server_index)
+        else:  # servers that send each call whole, without an index
+            call = self._calls[-1] if self._calls else None
+        if call is not None and new_id is not None and new_id != call.id:
+            if not call.id_from_server and not call.started:
+                call.id, call.id_from_server = new_id, True
+            elif call.id_from_server:
+                call = None  # a different id: a new call reusing the index
+        if call is None:
+            call = _PendingCall(
+                index=len(self._calls),
+                id=new_id or "call_" + secrets.token_hex(12),
+                id_from_server=new_id is not None,
+            )
+            self._calls.append(call)
+            if isinstance(server_index, int):
+                self._by_server_index[server_index] = call
+        return call
+
+    def _tool_fragment(self, fragment: ChoiceDeltaToolCall) -> list[Chunk]:
+        call = self._call_for(fragment)
+        function = getattr(fragment, "function", None)
+        name = getattr(function, "name", None)
+        arguments = getattr(function, "arguments", None)
+        if call.name is None and isinstance(name, str) and name:
+            call.name = name
+        if isinstance(arguments, str) and arguments:
+            call.parts.append(arguments)
+        else:
+            arguments = None
+        out: list[Chunk] = []
+        if not call.started and call.name is not None:
+            out.extend(self._start(call))
+        elif call.started and arguments is not None:
+            out.append(ToolCallDelta(index=call.index, arguments_delta=arguments))
+        return out
+
+    @staticmethod
+    def _start(call: _PendingCall) -> list[Chunk]:
+        call.started = True
+        out: list[Chunk] = [ToolCallStart(index=call.index, id=call.id, name=call.name or "")]
+        if call.parts:  # fragments that came before the name
+            out.append(ToolCallDelta(index=call.index, arguments_delta="".join(call.parts)))
+        return out
+
+    def _end_calls(self) -> list[Chunk]:
+        out: list[Chunk] = []
+        for call in self._calls:
+            if not call.started:
+                out.extend(self._start(call))
+            raw = "".join(call.parts)
+            out.append(
+                ToolCallEnd(
+                    index=call.index,
+                    id=call.id,
+                    name=call.name or "",
+                    arguments=_parse_arguments(raw),
+                    raw_arguments=raw,
+                )
+            )
+        return out
+
+
+def _parse_arguments(raw: str) -> dict[str, Any] | None:
+    if not raw.strip():
+        return {}  # a tool without parameters, called with nothing
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        return None
+    return parsed if isinstance(parsed, dict) else None
+
+
+def _reasoning_text(delta: object) -> str:
+    for name in ("reasoning_content", "reasoning"):
+        value = getattr(delta, name, None)
+        if isinstance(value, str) and value:
+            return value
+    return ""
+
+
+def _usage_chunk(usage: CompletionUsage) -> UsageChunk:
+    details = getattr(usage, "prompt_tokens_details", None)
+    cached = getattr(details, "cached_tokens", None) or 0
+    written = getattr(details, "cache_write_tokens", None) or 0
+    prompt = getattr(usage, "prompt_tokens", None) or 0
+    return UsageChunk(
+        input_tokens=max(0, prompt - cached - written),
+        output_tokens=getattr(usage, "completion_tokens", None) or 0,
+        cache_read_tokens=cached,
+        cache_write_tokens=written,
+    )

@@ -1,0 +1,163 @@
+"""Provider-neutral model requests, API history blocks and the normalised stream
+of chunks every provider yields."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import msgspec
+
+__all__ = [
+    "ApiMessage",
+    "Block",
+    "Chunk",
+    "ImageBlock",
+    "ModelInfo",
+    "ModelRequest",
+    "ReasoningBlock",
+    "ReasoningDelta",
+    "StopChunk",
+    "TextBlock",
+    "TextDelta",
+    "ToolCallDelta",
+    "ToolCallEnd",
+    "ToolCallStart",
+    "ToolResultBlock",
+    "ToolSpec",
+    "ToolUseBlock",
+    "UsageChunk",
+]
+
+
+class _Struct(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    pass
+
+
+# ---- API history (durable, provider-neutral) --------------------------------
+
+
+class TextBlock(_Struct, tag="text", frozen=True):
+    text: str
+
+
+class ImageBlock(_Struct, tag="image", frozen=True):
+    media_type: str
+    #: base64, no data: prefix
+    data: str
+
+
+class ReasoningBlock(_Struct, tag="reasoning", frozen=True):
+    text: str
+    #: Provider's opaque signature to send back (Anthropic thinking), if any.
+    signature: str | None = None
+
+
+class ToolUseBlock(_Struct, tag="tool_use", frozen=True):
+    id: str
+    name: str
+    input: dict[str, Any]
+
+
+class ToolResultBlock(_Struct, tag="tool_result", frozen=True):
+    tool_use_id: str
+    content: list[TextBlock | ImageBlock]
+    is_error: bool = False
+
+
+Block = TextBlock | ImageBlock | ReasoningBlock | ToolUseBlock | ToolResultBlock
+
+
+class ApiMessage(_Struct, frozen=True):
+    role: Literal["user", "assistant"]
+    content: list[Block]
+    ts: int
+    # Non-destructive context management (seeds 001/004): messages are tagged,
+    # never deleted.
+    condense_id: str | None = None
+    condense_parent: str | None = None
+    truncation_id: str | None = None
+    truncation_parent: str | None = None
+    is_summary: bool | None = None
+    is_truncation_marker: bool | None = None
+
+
+class ToolSpec(_Struct, frozen=True):
+    name: str
+    description: str
+    #: JSON Schema of the arguments object.
+    parameters: dict[str, Any]
+
+
+class ModelRequest(_Struct, frozen=True):
+    system: str
+    messages: list[ApiMessage]
+    tools: list[ToolSpec] = []
+    max_tokens: int | None = None
+
+
+class ModelInfo(_Struct, frozen=True):
+    context_window: int = 128_000
+    max_output: int = 8_192
+    #: USD per million tokens.
+    input_price: float = 0.0
+    output_price: float = 0.0
+    cache_read_price: float = 0.0
+    cache_write_price: float = 0.0
+    supports_images: bool = False
+    #: False when the model came from no table (defaults apply).
+    known: bool = True
+
+
+# ---- the normalised stream --------------------------------------------------
+
+
+class TextDelta(_Struct, tag="text", frozen=True):
+    text: str
+
+
+class ReasoningDelta(_Struct, tag="reasoning", frozen=True):
+    text: str
+
+
+class ToolCallStart(_Struct, tag="tool_call_start", frozen=True):
+    index: int
+    id: str
+    name: str
+
+
+class ToolCallDelta(_Struct, tag="tool_call_delta", frozen=True):
+    index: int
+    arguments_delta: str
+
+
+class ToolCallEnd(_Struct, tag="tool_call_end", frozen=True):
+    index: int
+    id: str
+    name: str
+    #: Parsed arguments, or None when the model sent JSON that does not parse.
+    arguments: dict[str, Any] | None
+    #: The raw argument text, kept for the error that goes back to the model.
+    raw_arguments: str = ""
+
+
+class UsageChunk(_Struct, tag="usage", frozen=True):
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+
+class StopChunk(_Struct, tag="stop", frozen=True):
+    #: "end_turn", "tool_use", "max_tokens", "stop_sequence", or the provider's own.
+    reason: str
+
+
+Chunk = (
+    TextDelta
+    | ReasoningDelta
+    | ToolCallStart
+    | ToolCallDelta
+    | ToolCallEnd
+    | UsageChunk
+    | StopChunk
+)

@@ -1,0 +1,509 @@
+"""A scriptable fake of the OpenAI Chat Completions streaming API, over real HTTP.
+
+Tests of the provider, and of the whole daemon running as a subprocess, point the
+real `openai` SDK at it. It speaks the wire format exactly (it shares its writer
+with hdsp's demo server, :mod:`hdsp.daemon.llm.demo`), and misbehaves on request::
+
+    with FakeOpenAI() as fake:                      # listens on 127.0.0.1:<free port>
+        fake.script(
+            Reply.text("Hello", chunk_size=2, usage=Usage(10, 5, cached=2)),
+            Reply.status(429, retry_after=1.5),
+            Reply.tool_calls([ToolCall("read_file", '{"path": "a.csv"}')], fragment=4),
+            Reply.reasoning("Let me think.") + Reply.text("Done."),
+            Reply.text("Hello world").cut_after(3),  # drops the connection mid-stream
+            Reply.hang(),                            # first chunk, then waits for a cancel
+        )
+        ...  # the SDK at fake.base_url ("http://127.0.0.1:PORT/v1")
+        fake.wait_for_requests(2)                    # or: await fake.wait_for_requests_async(2)
+        assert fake.requests[0]["stream_options"] == {"include_usage": True}
+
+Each request takes the next scripted reply; with none left it gets
+:attr:`FakeOpenAI.default` (a short text) so nothing hangs. Content builders
+(:meth:`Reply.text`, :meth:`Reply.reasoning`, :meth:`Reply.tool_calls`) combine
+with ``+``; faults are either whole replies (:meth:`Reply.status`,
+:meth:`Reply.context_length_exceeded`, :meth:`Reply.malformed_sse`,
+:meth:`Reply.error_event_midstream`, :meth:`Reply.hang`) or modifiers of a
+streamed one (``.cut_after(n)``, ``.hang_after(n)``, ``.malformed_after(n)``,
+``.error_after(n)``, ``.slow_first_byte(s)``, ``.without_usage()``,
+``.with_finish_reason(r)``), where ``n`` counts the SSE events sent first (the
+role chunk is event 0).
+
+Run it by hand, serving default replies: ``python -m tests.fakes.openai_server --port 8089``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import signal
+import threading
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import FrameType, TracebackType
+from typing import Any, Literal, Self
+
+import anyio.to_thread
+
+from hdsp.daemon.llm.demo import ChatCompletionsServer, ChatExchange, CompletionUsage
+
+__all__ = [
+    "FakeOpenAI",
+    "ReceivedRequest",
+    "Reply",
+    "ToolCall",
+    "Usage",
+    "main",
+]
+
+#: Token counts of the final usage chunk: ``Usage(prompt, completion, cached=0)``.
+Usage = CompletionUsage
+
+Fault = Literal["cut", "hang", "malformed", "error_event"]
+
+_ERROR_TYPES = {
+    400: ("invalid_request_error", None),
+    401: ("invalid_request_error", "invalid_api_key"),
+    403: ("invalid_request_error", "unsupported_country_region_territory"),
+    404: ("invalid_request_error", "model_not_found"),
+    429: ("requests", "rate_limit_exceeded"),
+}
+_ERROR_MESSAGES = {
+    400: "Invalid request.",
+    401: "Incorrect API key provided: sk-test. You can find your API key at "
+    "https://platform.openai.com/account/api-keys.",
+    403: "Country, region, or territory not supported.",
+    404: "The model `gpt-test` does not exist or you do not have access to it.",
+    429: "Rate limit reached for requests. Please try again later.",
+    500: "The server had an error while processing your request. Sorry about that!",
+    503: "The engine is currently overloaded, please try again later.",
+    529: "The service is overloaded, please try again later.",
+}
+_MALFORMED_EVENT = b'data: {"id": "chatcmpl-broken", "choices": [{"delta": {"content": "x\n\n'
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One tool call the fake model makes; `arguments` is streamed as given."""
+
+    name: str
+    #: JSON text, as the model would stream it; malformed on purpose if you like.
+    arguments: str = "{}"
+    #: None: a generated ``call_<n>`` id.
+    id: str | None = None
+    #: Send no id at all, as some lax servers do.
+    omit_id: bool = False
+
+
+@dataclass(frozen=True)
+class ReceivedRequest:
+    """One HTTP request the fake answered (or began to)."""
+
+    method: str
+    path: str
+    #: Header names in lower case.
+    headers: dict[str, str]
+    body: dict[str, Any]
+
+
+def _pieces(text: str, size: int) -> list[str]:
+    size = max(1, size)
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What the fake answers to one request. Build with the class methods."""
+
+    #: The ``delta`` objects streamed after the role chunk, one chunk each.
+    deltas: tuple[Mapping[str, Any], ...] = ()
+    finish_reason: str | None = "stop"
+    usage: CompletionUsage | None = field(default_factory=lambda: Usage(12, 5))
+    #: Not 200: answer with this status and `error` as the JSON body, no stream.
+    status_code: int = 200
+    error: Mapping[str, Any] | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    first_byte_delay: float = 0.0
+    fault: Fault | None = None
+    #: How many SSE events go out before the fault.
+    fault_at: int = 0
+    error_message: str = _ERROR_MESSAGES[500]
+
+    # ---- content -------------------------------------------------------------
+
+    @classmethod
+    def text(
+        cls,
+        text: str = "Hello from the fake OpenAI server.",
+        *,
+        chunk_size: int = 4,
+        usage: CompletionUsage | None = None,
+    ) -> Reply:
+        """Text streamed `chunk_size` characters per chunk, finish reason "stop"."""
+        return cls(
+            deltas=tuple({"content": piece} for piece in _pieces(text, chunk_size)),
+            usage=usage if usage is not None else Usage(12, max(1, len(text) // 4)),
+        )
+
+    @classmethod
+    def reasoning(
+        cls,
+        text: str = "Let me think about this.",
+        *,
+        chunk_size: int = 4,
+        key: Literal["reasoning_content", "reasoning"] = "reasoning_content",
+    ) -> Reply:
+        """Reasoning deltas under `key`: vLLM/DeepSeek's or Ollama/OpenRouter's name."""
+        return cls(deltas=tuple({key: piece} for piece in _pieces(text, chunk_size)))
+
+    @classmethod
+    def tool_calls(
+        cls,
+        calls: Sequence[ToolCall],
+        *,
+        fragment: int = 8,
+        interleave: bool = False,
+        usage: CompletionUsage | None = None,
+    ) -> Reply:
+        """Tool calls as OpenAI streams them, finish reason "tool_calls".
+
+        The first chunk of each call carries its index, id, type and name with
+        empty arguments; then the arguments follow `fragment` characters per
+        chunk. `interleave` alternates between the calls' fragments.
+        """
+        streams: list[list[dict[str, Any]]] = []
+        for index, call in enumerate(calls):
+            head: dict[str, Any] = {"index": index}
+            if not call.omit_id:
+                head["id"] = call.id if call.id is not None else f"call_{index}_fake"
+            head["type"] = "function"
+            head["function"] = {"name": call.name, "arguments": ""}
+            fragments = [
+                {"index": index, "function": {"arguments": piece}}
+                for piece in _pieces(call.arguments, fragment)
+            ]
+            streams.append([head, *fragments])
+        ordered: list[dict[str, Any]] = []
+        if interleave:
+            for position in range(max((len(s) for s in streams), default=0)):
+                ordered.extend(s[position] for s in streams if position < len(s))
+        else:
+            ordered = [item for s in streams for item in s]
+        return cls(
+            deltas=tuple({"tool_calls": [item]} for item in ordered),
+            finish_reason="tool_calls",
+            usage=usage if usage is not None else Usage(20, 10),
+        )
+
+    def __add__(self, other: Reply) -> Reply:
+        """The deltas of both; everything else (finish reason, usage...) from `other`."""
+        return dataclasses.replace(other, deltas=self.deltas + other.deltas)
+
+    # ---- whole-reply faults --------------------------------------------------
+
+    @classmethod
+    def status(
+        cls,
+        code: int,
+        message: str | None = None,
+        *,
+        retry_after: float | None = None,
+        retry_after_ms: float | None = None,
+        error_type: str | None = None,
+        error_code: str | None = None,
+    ) -> Reply:
+        """An HTTP error with OpenAI's JSON error body and optional Retry-After."""
+        default_type, default_code = _ERROR_TYPES.get(code, ("server_error", None))
+        headers: dict[str, str] = {}
+        if retry_after is not None:
+            headers["retry-after"] = f"{retry_after:g}"
+        if retry_after_ms is not None:
+            headers["retry-after-ms"] = f"{retry_after_ms:g}"
+        error = {
+            "message": message if message is not None else _ERROR_MESSAGES.get(code, "Error."),
+            "type": error_type if error_type is not None else default_type,
+            "param": None,
+            "code": error_code if error_code is not None else default_code,
+        }
+        return cls(status_code=code, error={"error": error}, headers=headers)
+
+    @classmethod
+    def context_length_exceeded(cls) -> Reply:
+        """OpenAI's 400 for a prompt larger than the context window."""
+        return cls.status(
+            400,
+            "This model's maximum context length is 128000 tokens. However, your messages "
+            "resulted in 130532 tokens. Please reduce the length of the messages.",
+            error_code="context_length_exceeded",
+        )
+
+    @classmethod
+    def malformed_sse(cls) -> Reply:
+        """A stream whose second event is not JSON."""
+        return cls.text("Hello there").malformed_after(2)
+
+    @classmethod
+    def error_event_midstream(cls, message: str = _ERROR_MESSAGES[500]) -> Reply:
+        """A stream that reports ``{"error": ...}`` after two events, as OpenAI does."""
+        return cls.text("Hello there").error_after(2, message)
+
+    @classmethod
+    def hang(cls) -> Reply:
+        """The role chunk and one text chunk, then nothing until the client or fake closes."""
+        return cls.text("Thinking it over").hang_after(2)
+
+    # ---- modifiers of a streamed reply ------------------------------------------
+
+    def cut_after(self, events: int) -> Reply:
+        """Drop the connection after `events` events, mid-response."""
+        return dataclasses.replace(self, fault="cut", fault_at=events)
+
+    def hang_after(self, events: int) -> Reply:
+        """Send `events` events, then block until the client disconnects or the fake closes."""
+        return dataclasses.replace(self, fault="hang", fault_at=events)
+
+    def malformed_after(self, events: int) -> Reply:
+        """Send `events` events, then one that is not JSON, then end the stream."""
+        return dataclasses.replace(self, fault="malformed", fault_at=events)
+
+    def error_after(self, events: int, message: str = _ERROR_MESSAGES[500]) -> Reply:
+        """Send `events` events, then an ``{"error": ...}`` event, then end the stream."""
+        return dataclasses.replace(
+            self, fault="error_event", fault_at=events, error_message=message
+        )
+
+    def slow_first_byte(self, seconds: float) -> Reply:
+        """Wait `seconds` before the status line (less if the client leaves)."""
+        return dataclasses.replace(self, first_byte_delay=seconds)
+
+    def without_usage(self) -> Reply:
+        """No usage chunk, even when the request asks for one (as some servers do)."""
+        return dataclasses.replace(self, usage=None)
+
+    def with_finish_reason(self, reason: str | None) -> Reply:
+        """Another finish reason; None sends none at all (then ``[DONE]``)."""
+        return dataclasses.replace(self, finish_reason=reason)
+
+
+class FakeOpenAI(ChatCompletionsServer):
+    """The fake server; see the module docstring. Starts on ``with`` or :meth:`start`."""
+
+    def __init__(self, *, port: int = 0, default: Reply | None = None) -> None:
+        super().__init__(port=port)
+        #: The reply when the script is empty.
+        self.default = (
+            default
+            if default is not None
+            else Reply.text("This is the default reply of hdsp's fake OpenAI server.")
+        )
+        self._cond = threading.Condition()
+        self._script: deque[Reply] = deque()
+        self._received: list[ReceivedRequest] = []
+        self._disconnects = 0
+        self._failures: list[BaseException] = []
+        self._stopping = False
+
+    # ---- scripting and inspection -------------------------------------------
+
+    def script(self, *replies: Reply) -> None:
+        """Queue replies, taken one per request in order."""
+        with self._cond:
+            self._script.extend(replies)
+
+    @property
+    def pending(self) -> int:
+        """Scripted replies not yet used."""
+        with self._cond:
+            return len(self._script)
+
+    @property
+    def received(self) -> list[ReceivedRequest]:
+        """Every chat completion request so far, in order of arrival."""
+        with self._cond:
+            return list(self._received)
+
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        """The decoded JSON bodies of :attr:`received`."""
+        return [request.body for request in self.received]
+
+    @property
+    def disconnects(self) -> int:
+        """How many clients went away before their response was complete."""
+        with self._cond:
+            return self._disconnects
+
+    def wait_for_requests(self, count: int, timeout: float = 10.0) -> list[dict[str, Any]]:
+        """Block until `count` requests have arrived; return their bodies."""
+        self._wait(lambda: len(self._received) >= count, timeout, f"{count} request(s)")
+        return self.requests
+
+    def wait_for_disconnects(self, count: int, timeout: float = 10.0) -> None:
+        """Block until `count` clients have gone away mid-response."""
+        self._wait(lambda: self._disconnects >= count, timeout, f"{count} disconnect(s)")
+
+    async def wait_for_requests_async(self, count: int) -> list[dict[str, Any]]:
+        """:meth:`wait_for_requests` for async tests; the caller sets the deadline."""
+        await self._wait_async(lambda: len(self._received) >= count, f"{count} request(s)")
+        return self.requests
+
+    async def wait_for_disconnects_async(self, count: int) -> None:
+        """:meth:`wait_for_disconnects` for async tests; the caller sets the deadline."""
+        await self._wait_async(lambda: self._disconnects >= count, f"{count} disconnect(s)")
+
+    def _wait(self, condition: Callable[[], bool], timeout: float | None, what: str) -> None:
+        with self._cond:
+            done = self._cond.wait_for(lambda: condition() or self._stopping, timeout)
+            if self._stopping and not condition():
+                raise RuntimeError(f"FakeOpenAI closed while waiting for {what}")
+            if not done:
+                raise TimeoutError(
+                    f"FakeOpenAI saw {len(self._received)} request(s) and "
+                    f"{self._disconnects} disconnect(s) in {timeout} s, waiting for {what}"
+                )
+
+    async def _wait_async(self, condition: Callable[[], bool], what: str) -> None:
+        # The condition variable lives in the fake's threads, so a worker thread
+        # waits on it. On cancellation that thread is abandoned, and released at
+        # once through `given_up`, so none outlives the wait.
+        given_up = threading.Event()
+
+        def wait() -> None:
+            self._wait(lambda: condition() or given_up.is_set(), None, what)
+
+        try:
+            await anyio.to_thread.run_sync(wait, abandon_on_cancel=True)
+        finally:
+            given_up.set()
+            with self._cond:
+                self._cond.notify_all()
+
+    # ---- serving ----------------------------------------------------------------
+
+    def model_names(self) -> list[str]:
+        return ["gpt-test"]
+
+    def handle_chat(self, exchange: ChatExchange) -> None:
+        with self._cond:
+            reply = self._script.popleft() if self._script else self.default
+            self._received.append(
+                ReceivedRequest("POST", exchange.path, dict(exchange.headers), exchange.body)
+            )
+            self._cond.notify_all()
+        if reply.first_byte_delay > 0 and not self._pause(exchange, reply.first_byte_delay):
+            return
+        if reply.status_code != 200:
+            exchange.send_json(reply.status_code, reply.error, reply.headers)
+            return
+        if exchange.body.get("stream") is not True:
+            exchange.send_json(
+                400,
+                {
+                    "error": {
+                        "message": "hdsp's fake OpenAI server only answers stream=true.",
+                        "type": "invalid_request_error",
+                        "param": "stream",
+                        "code": None,
+                    }
+                },
+            )
+            return
+        events = exchange.reply_events(
+            reply.deltas, finish_reason=reply.finish_reason, usage=reply.usage
+        )
+        exchange.start_stream(reply.headers)
+        for position in range(len(events) + 1):
+            if reply.fault is not None and position == reply.fault_at:
+                self._fault(exchange, reply)
+                return
+            if position < len(events):
+                exchange.send_raw(events[position])
+        exchange.end_stream()
+
+    def _pause(self, exchange: ChatExchange, seconds: float | None) -> bool:
+        """Wait; False (connection dropped) if the client left or the fake closes."""
+        result = exchange.wait(seconds)
+        if result == "timeout":
+            return True
+        if result == "disconnected":
+            exchange.disconnected = True
+        exchange.drop()
+        return False
+
+    def _fault(self, exchange: ChatExchange, reply: Reply) -> None:
+        if reply.fault == "cut":
+            exchange.drop()
+        elif reply.fault == "hang":
+            self._pause(exchange, None)
+        elif reply.fault == "malformed":
+            exchange.send_raw(_MALFORMED_EVENT)
+            exchange.end_stream()
+        elif reply.fault == "error_event":
+            error = {"message": reply.error_message, "type": "server_error", "param": None}
+            exchange.send_event({"error": error | {"code": None}})
+            exchange.end_stream()
+
+    def exchange_finished(self, exchange: ChatExchange) -> None:
+        if exchange.disconnected:
+            with self._cond:
+                self._disconnects += 1
+                self._cond.notify_all()
+
+    def handler_failed(self, exc: BaseException) -> None:
+        """A bug in the fake: fail the test at close rather than print and go on."""
+        with self._cond:
+            self._failures.append(exc)
+
+    def close(self) -> None:
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        super().close()
+        with self._cond:
+            failures, self._failures = self._failures, []
+        if failures:
+            raise RuntimeError(f"FakeOpenAI's handler failed: {failures[0]!r}") from failures[0]
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc is None:
+            self.close()
+            return
+        try:
+            self.close()
+        except RuntimeError:
+            pass  # the test's own failure is the one to see
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Serve default replies until interrupted, printing the base URL first."""
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.fakes.openai_server", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0: any free)")
+    parser.add_argument("--text", help="the reply to every request")
+    args = parser.parse_args(argv)
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+    default = Reply.text(args.text) if args.text else None
+    with FakeOpenAI(port=args.port, default=default) as fake:
+        print(fake.base_url, flush=True)
+        try:
+            threading.Event().wait()
+        except KeyboardInterrupt:
+            pass
+
+
+if __name__ == "__main__":
+    main()
