@@ -1,0 +1,9 @@
+"""`python -m hdsp.client` runs the `hdsp` CLI."""
+
+from __future__ import annotations
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

@@ -1,0 +1,163 @@
+"""The daemon: composes the store, the journal, the ZeroMQ server, the providers
+and the task manager, each owned by one task group, and shuts them down in order."""
+
+from __future__ import annotations
+
+import os
+import signal
+import stat
+import time
+from contextlib import ExitStack
+from pathlib import Path
+
+import anyio
+import structlog
+from anyio.abc import TaskStatus
+
+from hdsp.protocol import PROTOCOL_VERSION, DaemonShuttingDown, Discovery, __version__, encode
+
+from .config import profiles_from_env
+from .llm.registry import Providers
+from .lock import DirectoryLock, LockHeld
+from .paths import Paths
+from .sdnotify import notify_ready, notify_stopping
+from .server import Handlers, Server
+from .store import Journal, Store
+from .tasks import TaskManager
+
+__all__ = ["Daemon", "DaemonError"]
+
+log = structlog.get_logger("hdsp.daemon")
+
+#: How long a graceful shutdown may take before the rest is cut off.
+SHUTDOWN_GRACE = 20.0
+
+
+class DaemonError(Exception):
+    """The daemon cannot start; the message says why and what to do."""
+
+
+def _ensure_private_dir(path: Path) -> None:
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    st = path.stat()
+    if st.st_uid != os.getuid():
+        raise DaemonError(f"{path} belongs to another user; choose another --runtime-dir.")
+    if stat.S_IMODE(st.st_mode) & 0o077:
+        os.chmod(path, 0o700)
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+class Daemon:
+    def __init__(self, paths: Paths, *, max_message_size: int = 64 * 1024 * 1024) -> None:
+        self.paths = paths
+        self.max_message_size = max_message_size
+        self.started_monotonic = time.monotonic()
+        self._shutdown = anyio.Event()
+        self._shutdown_reason = ""
+        # Set in run(); every attribute below has exactly one owner there.
+        self.store: Store
+        self.journal: Journal
+        self.server: Server
+        self.tasks: TaskManager
+
+    def request_shutdown(self, reason: str) -> None:
+        if not self._shutdown.is_set():
+            self._shutdown_reason = reason
+            self._shutdown.set()
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        paths = self.paths
+        try:
+            paths.check()
+        except ValueError as exc:
+            raise DaemonError(str(exc)) from None
+        _ensure_private_dir(paths.runtime_dir)
+        paths.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        with ExitStack() as locks:
+            for lock_path, what in ((paths.runtime_lock, "runtime"), (paths.data_lock, "data")):
+                try:
+                    locks.enter_context(DirectoryLock(lock_path))
+                except LockHeld as exc:
+                    raise DaemonError(
+                        f"Another hdspd (pid {exc.holder_pid or '?'}) is already running with "
+                        f"this {what} dir ({lock_path.parent}). Use it (`hdsp daemon status`), "
+                        "stop it (`hdsp daemon stop`), or start this one with other "
+                        "--runtime-dir/--data-dir."
+                    ) from None
+            try:
+                await self._run_locked(task_status)
+            finally:
+                paths.discovery_file.unlink(missing_ok=True)
+
+    async def _run_locked(self, task_status: TaskStatus[None]) -> None:
+        paths = self.paths
+        async with Store.open(paths.database) as store, Providers(profiles_from_env()) as providers:
+            self.store = store
+            self.server = Server(
+                control_endpoint=paths.control_endpoint,
+                events_endpoint=paths.events_endpoint,
+                handle=Handlers(self),
+                head_seq=lambda: self.journal.head_seq,
+                max_message_size=self.max_message_size,
+            )
+            self.journal = Journal(store, self.server.publish)
+            self.tasks = TaskManager(store, self.journal, providers)
+            async with anyio.create_task_group() as tg:
+                await tg.start(self.journal.run)
+                await tg.start(self.server.run)
+                await tg.start(self.tasks.run)
+                tg.start_soon(self._watch_signals)
+                self._write_discovery()
+                log.info(
+                    "hdspd ready",
+                    control=paths.control_endpoint,
+                    events=paths.events_endpoint,
+                    data_dir=str(paths.data_dir),
+                    pid=os.getpid(),
+                )
+                notify_ready()
+                task_status.started()
+                await self._shutdown.wait()
+                notify_stopping()
+                log.info("hdspd shutting down", reason=self._shutdown_reason)
+                with anyio.move_on_after(SHUTDOWN_GRACE, shield=True) as scope:
+                    await self._stop_gracefully()
+                if scope.cancelled_caught:
+                    log.warning("graceful shutdown timed out", seconds=SHUTDOWN_GRACE)
+                tg.cancel_scope.cancel()
+
+    async def _stop_gracefully(self) -> None:
+        self.server.stop_accepting()
+        self.paths.discovery_file.unlink(missing_ok=True)
+        await self.tasks.shutdown()
+        await self.journal.emit(DaemonShuttingDown(payload=(self._shutdown_reason,)))
+        await self.journal.aclose()
+
+    async def _watch_signals(self) -> None:
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async for signum in signals:
+                if self._shutdown.is_set():
+                    log.warning("second signal: exiting now")
+                    os._exit(1)
+                self.request_shutdown(signal.Signals(signum).name)
+
+    def _write_discovery(self) -> None:
+        info = Discovery(
+            protocol_version=PROTOCOL_VERSION,
+            server_version=__version__,
+            pid=os.getpid(),
+            control=self.paths.control_endpoint,
+            events=self.paths.events_endpoint,
+            started_at=int(time.time() * 1000),
+        )
+        _write_private(self.paths.discovery_file, encode(info))

@@ -1,0 +1,78 @@
+"""Where the daemon keeps its data (SQLite, settings) and its runtime files
+(sockets, discovery file, lock). Flags win over `HDSP_DATA_DIR` /
+`HDSP_RUNTIME_DIR`, which win over platformdirs' per-user defaults."""
+
+from __future__ import annotations
+
+import os
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import platformdirs
+
+from hdsp.protocol import discovery_path
+
+__all__ = ["Paths", "default_runtime_dir", "resolve_paths"]
+
+# Unix domain socket paths are limited to 107 bytes on Linux.
+_MAX_SOCKET_PATH = 100
+
+
+def default_runtime_dir() -> Path:
+    with warnings.catch_warnings():
+        # platformdirs warns when XDG_RUNTIME_DIR is unset and falls back to /tmp.
+        warnings.simplefilter("ignore")
+        return Path(platformdirs.user_runtime_dir("hdsp"))
+
+
+@dataclass(frozen=True)
+class Paths:
+    data_dir: Path
+    runtime_dir: Path
+
+    @property
+    def database(self) -> Path:
+        return self.data_dir / "hdsp.sqlite3"
+
+    @property
+    def settings_file(self) -> Path:
+        return self.data_dir / "settings.json"
+
+    @property
+    def data_lock(self) -> Path:
+        return self.data_dir / "hdspd.lock"
+
+    @property
+    def runtime_lock(self) -> Path:
+        return self.runtime_dir / "hdspd.lock"
+
+    @property
+    def discovery_file(self) -> Path:
+        return discovery_path(self.runtime_dir)
+
+    @property
+    def control_endpoint(self) -> str:
+        return f"ipc://{self.runtime_dir / 'control'}"
+
+    @property
+    def events_endpoint(self) -> str:
+        return f"ipc://{self.runtime_dir / 'events'}"
+
+    def check(self) -> None:
+        """Raise ValueError with advice when the socket paths would be too long."""
+        longest = len(str(self.runtime_dir / "control"))
+        if longest > _MAX_SOCKET_PATH:
+            raise ValueError(
+                f"The runtime dir {self.runtime_dir} is too long for a Unix socket path "
+                f"({longest} > {_MAX_SOCKET_PATH} bytes); choose a shorter one with "
+                "--runtime-dir or HDSP_RUNTIME_DIR."
+            )
+
+
+def resolve_paths(data_dir: Path | None = None, runtime_dir: Path | None = None) -> Paths:
+    env_data = os.environ.get("HDSP_DATA_DIR")
+    env_runtime = os.environ.get("HDSP_RUNTIME_DIR")
+    data = data_dir or (Path(env_data) if env_data else Path(platformdirs.user_data_dir("hdsp")))
+    runtime = runtime_dir or (Path(env_runtime) if env_runtime else default_runtime_dir())
+    return Paths(data_dir=data.expanduser().absolute(), runtime_dir=runtime.expanduser().absolute())

@@ -1,0 +1,8 @@
+"""The agent engine: tasks, their turns and their histories."""
+
+from __future__ import annotations
+
+from .manager import TaskManager
+from .task import Task
+
+__all__ = ["Task", "TaskManager"]

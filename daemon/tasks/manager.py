@@ -1,0 +1,280 @@
+"""The TaskManager: creates, loads, steers and stops tasks. It owns the task group
+in which every agent turn runs."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from functools import partial
+
+import anyio
+import msgspec
+import structlog
+from anyio.abc import TaskGroup, TaskStatus
+
+from hdsp.daemon.config import ProfileNotFound
+from hdsp.daemon.errors import CommandError
+from hdsp.daemon.llm.registry import Providers
+from hdsp.daemon.llm.types import ApiMessage, Block, ImageBlock, TextBlock
+from hdsp.daemon.store import Journal, Store, TaskRow, insert_task
+from hdsp.protocol import (
+    ClineMessage,
+    ErrorCode,
+    HistoryItem,
+    Say,
+    SendMessageData,
+    StartNewTaskData,
+    TaskClosed,
+    TaskCreated,
+    TaskList,
+    TaskRef,
+    TaskResumable,
+    TaskSnapshot,
+    TaskState,
+)
+
+from .task import Task
+
+__all__ = ["TaskManager"]
+
+log = structlog.get_logger("hdsp.tasks")
+
+_item_decoder = msgspec.json.Decoder(HistoryItem)
+_message_decoder = msgspec.json.Decoder(ClineMessage)
+_api_decoder = msgspec.json.Decoder(ApiMessage)
+
+#: States a task is in while a turn of it runs or waits; after a crash or restart
+#: such a task is resumable.
+_LIVE_STATES = (TaskState.RUNNING.value, TaskState.INTERACTIVE.value, TaskState.PAUSED.value)
+
+
+def _user_content(text: str | None, images: list[str] | None) -> list[Block]:
+    content: list[Block] = []
+    for image in images or []:
+        media_type, _, data = image.removeprefix("data:").partition(";base64,")
+        content.append(ImageBlock(media_type=media_type or "image/png", data=data))
+    if text:
+        content.append(TextBlock(text=text))
+    return content
+
+
+class TaskManager:
+    def __init__(
+        self,
+        store: Store,
+        journal: Journal,
+        providers: Providers,
+        *,
+        default_workspace: str | None = None,
+    ) -> None:
+        self.store = store
+        self.journal = journal
+        self.providers = providers
+        self.default_workspace = default_workspace or os.getcwd()
+        self._tasks: dict[str, Task] = {}
+        self._tg: TaskGroup | None = None
+        self._number = 0
+        self._closing = False
+
+    # ---- lifetime -----------------------------------------------------------
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        self._number = await self.store.read(self.store.db.max_task_number)
+        await self._recover()
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            task_status.started()
+            await anyio.sleep_forever()
+
+    async def _recover(self) -> None:
+        """Tasks that were working when the daemon last stopped become resumable."""
+        rows = await self.store.read(self.store.db.tasks_in_states, _LIVE_STATES)
+        for row in rows:
+            task = self._task_from_row(row, api=[])
+            await task.set_state(TaskState.RESUMABLE, TaskResumable(payload=(task.id,)))
+            log.info("task resumable after restart", task_id=task.id)
+        await self.journal.flush()
+
+    async def shutdown(self) -> None:
+        """Stop every running turn, saving its task as resumable."""
+        self._closing = True
+        async with anyio.create_task_group() as tg:
+            for task in list(self._tasks.values()):
+                if task.busy:
+                    tg.start_soon(partial(task.stop, as_state=TaskState.RESUMABLE))
+
+    # ---- queries ------------------------------------------------------------
+
+    def statistics(self) -> dict[str, int]:
+        return {
+            "loaded": len(self._tasks),
+            "running": sum(1 for t in self._tasks.values() if t.busy),
+        }
+
+    async def list_tasks(self, cursor: str | None, limit: int) -> TaskList:
+        if limit < 1 or limit > 1000:
+            raise CommandError(ErrorCode.INVALID_REQUEST, "limit must be between 1 and 1000.")
+        before: int | None = None
+        if cursor is not None:
+            try:
+                before = int(cursor)
+            except ValueError:
+                raise CommandError(
+                    ErrorCode.INVALID_REQUEST,
+                    f"Invalid cursor {cursor!r}: pass the nextCursor of a previous ListTasks.",
+                ) from None
+        await self.journal.flush()
+        rows = await self.store.read(self.store.db.list_tasks, before, limit + 1)
+        items = [_item_decoder.decode(r[4]) for r in rows[:limit]]
+        items = [self._live_item(i) for i in items]
+        next_cursor = str(rows[limit - 1][1]) if len(rows) > limit else None
+        return TaskList(tasks=items, next_cursor=next_cursor)
+
+    def _live_item(self, item: HistoryItem) -> HistoryItem:
+        task = self._tasks.get(item.id)
+        return task.item if task is not None else item
+
+    async def snapshot(self, task_id: str) -> TaskSnapshot:
+        await self.journal.flush()
+        snap = await self.store.read(self.store.db.snapshot, task_id)
+        if snap is None:
+            raise self._not_found(task_id)
+        row, bodies, head_seq = snap
+        messages = [_message_decoder.decode(b) for b in bodies]
+        task = self._tasks.get(task_id)
+        item = _item_decoder.decode(row[4])
+        state = TaskState(row[3])
+        if task is not None:
+            # A message still streaming is newer in memory than in the store.
+            messages = [task.partial.get(m.ts, m) for m in messages]
+            item, state = task.item, task.state
+        return TaskSnapshot(item=item, state=state, messages=messages, head_seq=head_seq)
+
+    # ---- commands -----------------------------------------------------------
+
+    async def start_task(self, data: StartNewTaskData) -> TaskRef:
+        self._check_open()
+        tg = self._require_tg()
+        config = data.configuration
+        try:
+            profile = self.providers.resolve_name(config.api_config_name)
+        except ProfileNotFound as exc:
+            raise CommandError(ErrorCode.INVALID_REQUEST, str(exc)) from None
+        if not data.text.strip() and not data.images:
+            raise CommandError(ErrorCode.INVALID_REQUEST, "A new task needs text or images.")
+        workspace = str(await anyio.Path(config.workspace or self.default_workspace).absolute())
+        if not await anyio.Path(workspace).is_dir():
+            raise CommandError(
+                ErrorCode.INVALID_REQUEST, f"The workspace {workspace} is not a directory."
+            )
+        self._number += 1
+        task_id = str(uuid.uuid4())
+        item = HistoryItem(
+            id=task_id,
+            number=self._number,
+            ts=0,
+            task=data.text,
+            workspace=workspace,
+            mode=config.mode or "code",
+            api_config_name=profile,
+            status="active",
+            state=TaskState.IDLE,
+        )
+        task = Task(self, item, api=[], state=TaskState.IDLE)
+        task.item = msgspec.structs.replace(item, ts=task._next_ts())
+        self._tasks[task_id] = task
+        await self.journal.emit(TaskCreated(payload=(task_id,)), insert_task(task.item))
+        await task.say(Say.TEXT, data.text, images=data.images)
+        await task.append_api(
+            ApiMessage(role="user", content=_user_content(data.text, data.images), ts=task.item.ts)
+        )
+        task.start_turn(tg, first=True)
+        log.info("task started", task_id=task_id, profile=profile)
+        return TaskRef(task_id=task_id, state=TaskState.RUNNING)
+
+    async def send_message(self, task_id: str, data: SendMessageData) -> TaskRef:
+        self._check_open()
+        if not (data.text or "").strip() and not data.images:
+            raise CommandError(ErrorCode.INVALID_REQUEST, "The message has no text and no images.")
+        task = await self._load(task_id)
+        if task.busy:
+            raise CommandError(
+                ErrorCode.TASK_BUSY,
+                f"Task {task_id} is still working; wait for it to finish or cancel it first.",
+            )
+        await task.say(Say.USER_FEEDBACK, data.text, images=data.images)
+        await task.append_api(
+            ApiMessage(
+                role="user", content=_user_content(data.text, data.images), ts=task._next_ts()
+            )
+        )
+        task.start_turn(self._require_tg())
+        return TaskRef(task_id=task_id, state=TaskState.RUNNING)
+
+    async def cancel(self, task_id: str) -> TaskRef:
+        task = self._tasks.get(task_id)
+        if task is None:
+            row = await self.store.read(self.store.db.get_task, task_id)
+            if row is None:
+                raise self._not_found(task_id)
+            return TaskRef(task_id=task_id, state=TaskState(row[3]))
+        await task.stop()
+        return TaskRef(task_id=task_id, state=task.state)
+
+    async def close(self, task_id: str) -> TaskRef:
+        ref = await self.cancel(task_id)
+        task = self._tasks.pop(task_id, None)
+        if task is not None:
+            await self.journal.emit(TaskClosed(payload=(task_id,)))
+        return ref
+
+    async def resume(self, task_id: str) -> TaskRef:
+        self._check_open()
+        task = await self._load(task_id)
+        if task.busy:
+            raise CommandError(ErrorCode.TASK_BUSY, f"Task {task_id} is already running.")
+        if task.api and task.api[-1].role == "user":
+            # The last request was never answered (cancelled, or the daemon stopped).
+            task.start_turn(self._require_tg())
+        elif task.state in (TaskState.RESUMABLE, TaskState.RUNNING):
+            await task.set_state(TaskState.IDLE)
+        return TaskRef(task_id=task_id, state=task.state)
+
+    # ---- helpers ------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closing:
+            raise CommandError(ErrorCode.SHUTTING_DOWN, "The daemon is shutting down.")
+
+    def _require_tg(self) -> TaskGroup:
+        if self._tg is None:
+            raise CommandError(ErrorCode.SHUTTING_DOWN, "The task manager is not running.")
+        return self._tg
+
+    @staticmethod
+    def _not_found(task_id: str) -> CommandError:
+        return CommandError(
+            ErrorCode.TASK_NOT_FOUND, f"No task {task_id!r}; `hdsp tasks` lists the tasks."
+        )
+
+    def _task_from_row(self, row: TaskRow, api: list[ApiMessage]) -> Task:
+        item = _item_decoder.decode(row[4])
+        return Task(self, item, api=api, state=TaskState(row[3]))
+
+    async def _load(self, task_id: str) -> Task:
+        task = self._tasks.get(task_id)
+        if task is not None:
+            return task
+        await self.journal.flush()
+        row = await self.store.read(self.store.db.get_task, task_id)
+        if row is None:
+            raise self._not_found(task_id)
+        bodies = await self.store.read(self.store.db.api_messages, task_id)
+        api = [_api_decoder.decode(b) for b in bodies]
+        last_ts = await self.store.read(self.store.db.last_message_ts, task_id)
+        task = self._tasks.get(task_id)  # loaded concurrently while we read?
+        if task is None:
+            task = self._task_from_row(row, api)
+            task._last_ts = last_ts
+            self._tasks[task_id] = task
+        return task

@@ -1,0 +1,31 @@
+"""The system prompt: role, rules and environment."""
+
+from __future__ import annotations
+
+import platform
+import time
+
+__all__ = ["system_prompt"]
+
+_ROLE = (
+    "You are hdsp, a data-science agent that works in Jupyter. You help the user "
+    "explore data, write and run code, and explain results. Be concise and precise; "
+    "show code when it helps; say plainly when you are unsure."
+)
+
+
+def system_prompt(*, workspace: str, mode: str, tools: list[str]) -> str:
+    lines = [
+        _ROLE,
+        "",
+        "====",
+        "",
+        "ENVIRONMENT",
+        f"- Workspace: {workspace}",
+        f"- Mode: {mode}",
+        f"- Operating system: {platform.system()} {platform.release()}",
+        f"- Current time: {time.strftime('%Y-%m-%d %H:%M:%S %Z')}",
+    ]
+    if tools:
+        lines += ["", "TOOLS", *(f"- {name}" for name in tools)]
+    return "\n".join(lines)
