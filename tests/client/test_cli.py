@@ -1,0 +1,99 @@
+"""The `hdsp` CLI as a user runs it: a real process against a real daemon."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.daemon_process import DaemonProcess
+from tests.fakes.openai_server import FakeOpenAI
+from tests.fakes.openai_server import Reply as FakeReply
+
+
+def hdsp(daemon_runtime: Path, *args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "hdsp.client", *args],
+        env={"HDSP_RUNTIME_DIR": str(daemon_runtime), "PATH": "/usr/bin:/bin", "NO_COLOR": "1"},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def test_run_streams_the_reply_and_exits_0(daemon: DaemonProcess, fake_openai: FakeOpenAI) -> None:
+    fake_openai.script(FakeReply.reasoning("hmm") + FakeReply.text("Forty-two.", chunk_size=2))
+    r = hdsp(daemon.runtime_dir, "run", "What is the answer?")
+    assert r.returncode == 0, r.stderr
+    assert "> What is the answer?" in r.stdout
+    assert "thinking: hmm" in r.stdout
+    assert "Forty-two." in r.stdout
+    assert "tokens:" in r.stderr
+
+
+def test_tasks_show_send_cancel_and_events(daemon: DaemonProcess, fake_openai: FakeOpenAI) -> None:
+    fake_openai.script(FakeReply.text("first"), FakeReply.text("second"))
+    r = hdsp(daemon.runtime_dir, "run", "--detach", "Start something")
+    assert r.returncode == 0, r.stderr
+    task_id = r.stdout.strip()
+    assert len(task_id) == 36
+
+    r = hdsp(daemon.runtime_dir, "send", task_id[:8], "and more")
+    assert r.returncode == 0, r.stderr
+    assert "second" in r.stdout
+
+    r = hdsp(daemon.runtime_dir, "tasks")
+    assert r.returncode == 0 and task_id[:8] in r.stdout and "Start something" in r.stdout
+
+    r = hdsp(daemon.runtime_dir, "show", task_id[:6])
+    assert r.returncode == 0, r.stderr
+    assert (
+        r.stdout.index("> Start something")
+        < r.stdout.index("first")
+        < r.stdout.index("> and more")
+        < r.stdout.index("second")
+    )
+
+    r = hdsp(daemon.runtime_dir, "--json", "show", task_id)
+    assert json.loads(r.stdout)["item"]["id"] == task_id
+
+    r = hdsp(daemon.runtime_dir, "cancel", task_id)
+    assert r.returncode == 0 and "completed" in r.stdout
+
+    r = hdsp(daemon.runtime_dir, "events", "--task", task_id)
+    lines = [json.loads(line) for line in r.stdout.splitlines()]
+    assert lines[0]["data"]["eventName"] == "taskCreated"
+    seqs = [line["seq"] for line in lines]
+    assert seqs == sorted(seqs)
+
+    r = hdsp(daemon.runtime_dir, "--json", "daemon", "status")
+    assert json.loads(r.stdout)["tasksTotal"] == 1
+
+
+def test_errors_are_clear(daemon: DaemonProcess, tmp_path: Path) -> None:
+    r = hdsp(daemon.runtime_dir, "show", "no-such-task")
+    assert r.returncode == 2 and "No task id starts with" in r.stderr
+    r = hdsp(daemon.runtime_dir, "run", "--profile", "nope", "hi")
+    assert r.returncode == 2 and "No provider profile named 'nope'" in r.stderr
+    r = hdsp(daemon.runtime_dir, "run", "--workspace", str(tmp_path / "missing"), "hi")
+    assert r.returncode == 2 and "is not a directory" in r.stderr
+    r = hdsp(tmp_path, "tasks")
+    assert r.returncode == 3 and "hdspd is not running" in r.stderr
+
+
+def test_run_reports_a_failed_request(daemon: DaemonProcess, fake_openai: FakeOpenAI) -> None:
+    fake_openai.script(FakeReply.status(401))
+    r = hdsp(daemon.runtime_dir, "run", "hi")
+    assert r.returncode == 1
+    assert "error:" in r.stderr and "API key" in r.stderr
+
+
+@pytest.mark.parametrize("action", ["stop"])
+def test_daemon_stop(daemon: DaemonProcess, action: str) -> None:
+    r = hdsp(daemon.runtime_dir, "daemon", action)
+    assert r.returncode == 0
+    assert daemon.wait() == 0

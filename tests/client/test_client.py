@@ -1,0 +1,96 @@
+"""The client library against a real daemon: discovery errors, the sync facade,
+and gap repair on the live stream."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+from pathlib import Path
+
+import anyio
+import pytest
+
+from hdsp.client import Client, DaemonNotRunning, connect, sync
+from hdsp.protocol import TaskCompleted, TaskEvent
+from tests.daemon_process import DaemonProcess
+from tests.fakes.openai_server import FakeOpenAI
+from tests.fakes.openai_server import Reply as FakeReply
+from tests.integration.events_util import collect_turn
+
+
+async def test_no_discovery_file_says_how_to_start(tmp_path: Path) -> None:
+    with pytest.raises(DaemonNotRunning, match="Start it with `hdspd`"):
+        async with connect(tmp_path):
+            pass
+
+
+def _dead_pid() -> int:
+    """A pid that cannot be running: a child that has exited and been reaped."""
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return child.pid
+
+
+async def test_stale_discovery_file_is_recognised(tmp_path: Path) -> None:
+    pid = _dead_pid()
+    (tmp_path / "hdspd.json").write_text(
+        f'{{"protocolVersion":1,"serverVersion":"0","pid":{pid},"control":"ipc:///nope",'
+        '"events":"ipc:///nope2","startedAt":0}'
+    )
+    with pytest.raises(DaemonNotRunning, match="no longer running"):
+        async with connect(tmp_path):
+            pass
+
+
+async def test_unanswered_handshake_times_out(daemon: DaemonProcess) -> None:
+    assert daemon.proc is not None
+    daemon.proc.send_signal(signal.SIGSTOP)  # alive, listening, not answering
+    try:
+        with pytest.raises(DaemonNotRunning, match="did not answer the handshake"):
+            async with connect(daemon.runtime_dir, timeout=0.5):
+                pass
+    finally:
+        daemon.proc.send_signal(signal.SIGCONT)
+
+
+def test_sync_facade_runs_a_task(daemon: DaemonProcess, fake_openai: FakeOpenAI) -> None:
+    fake_openai.script(FakeReply.text("sync works"))
+    with sync.connect(daemon.runtime_dir) as c:
+        head = c.status().head_seq
+        ref = c.start_task("hello from a script")
+        texts = []
+        for event in c.events(ref.task_id, since_seq=head):
+            if isinstance(event.data, TaskCompleted):
+                break
+            msg = getattr(event.data, "payload", [None])[0]
+            if hasattr(msg, "message") and not msg.message.partial and msg.message.say == "text":
+                texts.append(msg.message.text)
+        assert texts[-1] == "sync works"
+        assert c.get_task(ref.task_id).item.id == ref.task_id
+
+
+async def test_a_stream_from_a_cursor_gets_every_later_event_once(
+    client: Client, fake_openai: FakeOpenAI
+) -> None:
+    """Events published before the stream subscribed come from the log, then the
+    stream goes on live: in order, each once."""
+    fake_openai.script(FakeReply.text("one"), FakeReply.text("two"))
+    head = (await client.status()).head_seq
+    ref = await client.start_task("first")
+    first = await collect_turn(client, ref.task_id, head)
+    middle = first[len(first) // 2].seq
+    assert middle is not None
+    # Follow live only from `middle` on: everything after it must come, once.
+    stream = client.events(ref.task_id, since_seq=middle)
+    got: list[TaskEvent] = []
+    async with stream:
+        mark = (await client.status()).head_seq
+        await client.send_message(ref.task_id, "second")
+        with anyio.fail_after(20):
+            async for event in stream:
+                got.append(event)
+                if isinstance(event.data, TaskCompleted) and event.seq and event.seq > mark:
+                    break
+    seqs = [e.seq for e in got if e.seq is not None]
+    page = await client.replay(middle, task_id=ref.task_id)
+    assert seqs == [e.seq for e in page.events]

@@ -1,0 +1,120 @@
+"""Running the real `hdspd` as a subprocess for tests.
+
+The daemon tells us it is ready the way it tells systemd: READY=1 on the datagram
+socket named by NOTIFY_SOCKET, so no test polls or sleeps for it. Its stderr goes
+to a file that is printed when a test fails.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from types import TracebackType
+
+__all__ = ["DaemonProcess", "short_tmp_dir"]
+
+
+def short_tmp_dir() -> Path:
+    """A fresh directory with a path short enough for Unix sockets (pytest's
+    tmp_path can exceed the 107-byte limit)."""
+    return Path(tempfile.mkdtemp(prefix="hdsp-", dir="/tmp"))
+
+
+class DaemonProcess:
+    def __init__(self, root: Path, env: Mapping[str, str] | None = None) -> None:
+        self.root = root
+        self.data_dir = root / "data"
+        self.runtime_dir = root / "run"
+        self.stderr_path = root / "hdspd.stderr"
+        self.extra_env = dict(env or {})
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._notify_path = root / "notify"
+        self.starts = 0
+
+    @property
+    def env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("HDSP_", "NOTIFY_"))}
+        env.update(
+            HDSP_DATA_DIR=str(self.data_dir),
+            HDSP_RUNTIME_DIR=str(self.runtime_dir),
+            PYTHONUNBUFFERED="1",
+            **self.extra_env,
+        )
+        return env
+
+    def start(self, *args: str, timeout: float = 20.0) -> None:
+        assert self.proc is None or self.proc.poll() is not None, "already running"
+        self._notify_path.unlink(missing_ok=True)
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as notify:
+            notify.bind(str(self._notify_path))
+            notify.settimeout(timeout)
+            env = self.env | {"NOTIFY_SOCKET": str(self._notify_path)}
+            with open(self.stderr_path, "ab") as err:
+                self.proc = subprocess.Popen(
+                    [sys.executable, "-m", "hdsp.daemon", "--log-format", "json", *args],
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=err,
+                    stderr=err,
+                )
+            self.starts += 1
+            try:
+                while True:
+                    message = notify.recv(4096)
+                    if b"READY=1" in message.split(b"\n"):
+                        return
+            except TimeoutError:
+                code = self.proc.poll()
+                raise AssertionError(
+                    f"hdspd did not become ready in {timeout} s (exit code {code}):\n"
+                    + self.stderr()
+                ) from None
+
+    def stderr(self) -> str:
+        try:
+            return self.stderr_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> int:
+        """Signal the daemon and wait for it to exit; returns its exit code."""
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        return self.proc.wait(timeout)
+
+    def kill(self) -> None:
+        self.stop(signal.SIGKILL)
+
+    def wait(self, timeout: float = 30.0) -> int:
+        assert self.proc is not None
+        return self.proc.wait(timeout)
+
+    def __enter__(self) -> DaemonProcess:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                self.stop(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if exc is not None:
+            sys.stderr.write(f"---- hdspd stderr ----\n{self.stderr()}\n")
+
+    def cleanup(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)

@@ -1,0 +1,42 @@
+"""Helpers for following a task's events in tests."""
+
+from __future__ import annotations
+
+from hdsp.client import Client
+from hdsp.protocol import (
+    Event,
+    MessageEvent,
+    TaskAborted,
+    TaskCompleted,
+    TaskEvent,
+    TaskIdle,
+    TaskResumable,
+)
+
+__all__ = ["ENDINGS", "collect_turn", "texts"]
+
+ENDINGS = (TaskCompleted, TaskAborted, TaskIdle, TaskResumable)
+
+
+async def collect_turn(
+    client: Client, task_id: str, since_seq: int, *, until: tuple[type[Event], ...] = ENDINGS
+) -> list[TaskEvent]:
+    """Every event of `task_id` after `since_seq` up to the first ending event."""
+    got: list[TaskEvent] = []
+    async with client.events(task_id, since_seq=since_seq) as events:
+        async for event in events:
+            got.append(event)
+            if isinstance(event.data, until):
+                return got
+    raise AssertionError("event stream ended early")
+
+
+def texts(events: list[TaskEvent], say: str = "text") -> list[str]:
+    """The final texts of the `say` messages among `events`, in order."""
+    final: dict[int, str] = {}
+    for e in events:
+        if isinstance(e.data, MessageEvent):
+            m = e.data.payload[0].message
+            if m.say == say and not m.partial:
+                final[m.ts] = m.text or ""
+    return [final[ts] for ts in sorted(final)]

@@ -1,0 +1,260 @@
+"""The distribution as users get it: import rules between packages, and a real wheel.
+
+DESIGN.md, "Layout": `hdsp.protocol` imports only msgspec and the standard library,
+and `hdsp.client` never imports `hdsp.daemon`, so clients (and the JupyterLab
+plugin) can be installed and imported without the daemon's dependencies.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from hdsp.protocol.version import __version__
+
+REPO = Path(__file__).resolve().parents[1]
+
+#: Import name -> source folder, as in pyproject's [tool.setuptools.package-dir].
+SOURCES = {
+    "hdsp.protocol": REPO / "protocol",
+    "hdsp.client": REPO / "clients",
+    "hdsp.daemon": REPO / "daemon",
+}
+
+# Folders under a package that hold no code of ours (a JupyterLab plugin's
+# node_modules ships Python files of its own).
+_NOT_SOURCE = {"node_modules", "__pycache__", "build", "dist", "lib"}
+
+
+# --- a static reading of every import ------------------------------------------------
+
+
+def python_files(root: Path) -> Iterator[Path]:
+    for path in sorted(root.rglob("*.py")):
+        parts = path.relative_to(root).parts[:-1]
+        if not any(part in _NOT_SOURCE or part.startswith(".") for part in parts):
+            yield path
+
+
+def module_of(package: str, root: Path, path: Path) -> tuple[str, bool]:
+    """Return the import name of the file at ``path`` and whether it is a package."""
+    parts = path.relative_to(root).with_suffix("").parts
+    is_package = parts[-1] == "__init__"
+    if is_package:
+        parts = parts[:-1]
+    return ".".join((package, *parts)), is_package
+
+
+def imports_of(package: str, root: Path, path: Path) -> Iterator[tuple[int, str]]:
+    """Yield (line, absolute module name) for every import in the file.
+
+    Relative imports are resolved. For ``from X import name`` both ``X`` and
+    ``X.name`` are yielded, since ``name`` may be a submodule.
+    """
+    module, is_package = module_of(package, root, path)
+    package_parts = module.split(".") if is_package else module.split(".")[:-1]
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom):
+            if node.level == 0:
+                base = node.module or ""
+            else:
+                up = node.level - 1
+                if up >= len(package_parts):
+                    raise AssertionError(f"{path}:{node.lineno}: relative import beyond hdsp")
+                base_parts = package_parts[: len(package_parts) - up]
+                base = ".".join([*base_parts, *([node.module] if node.module else [])])
+            yield node.lineno, base
+            for alias in node.names:
+                if alias.name != "*":
+                    yield node.lineno, f"{base}.{alias.name}"
+
+
+def violations(package: str, root: Path, allowed: Callable[[str], bool]) -> list[str]:
+    return [
+        f"{path.relative_to(root.parent)}:{line}: imports {name}"
+        for path in python_files(root)
+        for line, name in imports_of(package, root, path)
+        if not allowed(name)
+    ]
+
+
+def in_package(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
+def protocol_may_import(name: str) -> bool:
+    top = name.partition(".")[0]
+    return (
+        top in sys.stdlib_module_names
+        or top == "msgspec"
+        or name == "hdsp"
+        or in_package(name, "hdsp.protocol")
+    )
+
+
+def client_may_import(name: str) -> bool:
+    return not in_package(name, "hdsp.daemon")
+
+
+def test_protocol_imports_only_msgspec_and_the_stdlib() -> None:
+    assert any(python_files(SOURCES["hdsp.protocol"])), "no protocol sources found"
+    found = violations("hdsp.protocol", SOURCES["hdsp.protocol"], protocol_may_import)
+    assert not found, "hdsp.protocol may import only msgspec and the stdlib:\n" + "\n".join(found)
+
+
+def test_client_never_imports_the_daemon() -> None:
+    found = violations("hdsp.client", SOURCES["hdsp.client"], client_may_import)
+    assert not found, "hdsp.client must not import hdsp.daemon:\n" + "\n".join(found)
+
+
+def test_the_import_checker_catches_violations(tmp_path: Path) -> None:
+    """The two rules above would notice a breach, relative imports included."""
+    root = tmp_path / "clients"
+    (root / "sub").mkdir(parents=True)
+    (root / "__init__.py").write_text("from . import sub\n")
+    (root / "sub" / "__init__.py").write_text("")
+    (root / "sub" / "mod.py").write_text(
+        "import json\nfrom ...daemon import app\nfrom hdsp.daemon.tasks import Task\n"
+    )
+    found = violations("hdsp.client", root, client_may_import)
+    assert found == [
+        "clients/sub/mod.py:2: imports hdsp.daemon",
+        "clients/sub/mod.py:2: imports hdsp.daemon.app",
+        "clients/sub/mod.py:3: imports hdsp.daemon.tasks",
+        "clients/sub/mod.py:3: imports hdsp.daemon.tasks.Task",
+    ]
+    # The protocol's rule, applied to the same tree: only stdlib and msgspec pass.
+    (root / "__init__.py").write_text("from __future__ import annotations\nimport msgspec.json\n")
+    (root / "sub" / "mod.py").write_text("import zmq\nfrom .. import sub\n")
+    assert violations("hdsp.client", root, protocol_may_import) == [
+        "clients/sub/mod.py:1: imports zmq",
+        "clients/sub/mod.py:2: imports hdsp.client",
+        "clients/sub/mod.py:2: imports hdsp.client.sub",
+    ]
+
+
+# --- the same rules, at run time ----------------------------------------------------
+
+
+def run_python(code: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False, cwd=REPO
+    )
+
+
+def test_importing_the_client_does_not_load_the_daemon() -> None:
+    result = run_python(
+        "import hdsp.client, sys; "
+        "assert not any(m.startswith('hdsp.daemon') for m in sys.modules), "
+        "sorted(m for m in sys.modules if m.startswith('hdsp.daemon'))"
+    )
+    assert result.returncode == 0, result.stderr
+
+
+def test_importing_the_protocol_loads_only_msgspec_and_the_stdlib() -> None:
+    result = run_python(
+        "import json, sys, msgspec; before = set(sys.modules); import hdsp.protocol; "
+        "print(json.dumps(sorted(set(sys.modules) - before)))"
+    )
+    assert result.returncode == 0, result.stderr
+    loaded = json.loads(result.stdout)
+    foreign = [name for name in loaded if not protocol_may_import(name)]
+    assert not foreign, f"importing hdsp.protocol loaded {foreign}"
+
+
+# --- a wheel, installed in a clean virtualenv ----------------------------------------
+
+# Left out of the copy the wheel is built from: environments, caches, earlier builds.
+_NOT_COPIED = shutil.ignore_patterns(
+    ".git",
+    ".venv",
+    ".typecheck",
+    "build",
+    "dist",
+    "*.egg-info",
+    "__pycache__",
+    ".*_cache",
+    ".hypothesis",
+    "node_modules",
+)
+
+
+def run(args: list[str | Path], **kwargs: object) -> str:
+    """Run a command; on failure, fail the test with everything it printed."""
+    env = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "VIRTUAL_ENV"}}
+    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+    result = subprocess.run(
+        [str(arg) for arg in args],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
+        **kwargs,  # type: ignore[call-overload]
+    )
+    assert result.returncode == 0, (
+        f"{' '.join(map(str, args))} exited {result.returncode}\n"
+        f"--- stdout\n{result.stdout}\n--- stderr\n{result.stderr}"
+    )
+    return str(result.stdout)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_wheel_installs_and_runs_in_a_clean_venv(tmp_path: Path) -> None:
+    # Build from a copy, so the test leaves nothing in the work tree and does not
+    # race with editors; in an isolated environment, as pip would for users.
+    source = tmp_path / "src"
+    shutil.copytree(REPO, source, ignore=_NOT_COPIED, symlinks=True)
+    dist = tmp_path / "dist"
+    run([sys.executable, "-m", "build", "--wheel", "--outdir", dist, source])
+    (wheel,) = dist.glob("hdsp-*.whl")
+
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+    for shipped in (
+        "hdsp/protocol/schema.json",
+        "hdsp/protocol/py.typed",
+        "hdsp/daemon/hdspd.service",
+        "hdsp/daemon/py.typed",
+        "hdsp/client/py.typed",
+    ):
+        assert shipped in names, f"the wheel lacks {shipped}; check [tool.setuptools.package-data]"
+    assert not any(name.startswith("tests/") for name in names)
+
+    venv = tmp_path / "venv"
+    run([sys.executable, "-m", "venv", venv])
+    bin_dir = venv / "bin"
+    # Dependencies come from the index; pip's cache keeps repeated runs quick.
+    run([bin_dir / "python", "-m", "pip", "install", "--quiet", wheel])
+
+    # Run from an unrelated directory, so nothing is imported from the source tree.
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    assert __version__ in run([bin_dir / "hdspd", "--version"], cwd=outside)
+    assert __version__ in run([bin_dir / "hdsp", "--version"], cwd=outside)
+
+    # The unit is read from the installed package, not from the source tree.
+    where = run(
+        [
+            bin_dir / "python",
+            "-c",
+            "import hdsp.daemon.service as s; print(s.__file__); print(s.unit_text('/x/hdspd'))",
+        ],
+        cwd=outside,
+    )
+    module_file, _, unit = where.partition("\n")
+    assert Path(module_file).is_relative_to(venv)
+    assert "ExecStart=/x/hdspd\n" in unit
