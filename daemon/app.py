@@ -11,6 +11,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 import anyio
+import anyio.to_thread
 import structlog
 from anyio.abc import TaskStatus
 
@@ -127,6 +128,7 @@ class Daemon:
                 )
                 notify_ready()
                 task_status.started()
+                tg.start_soon(anyio.to_thread.run_sync, providers.warm)
                 await self._shutdown.wait()
                 notify_stopping()
                 log.info("hdspd shutting down", reason=self._shutdown_reason)

@@ -1,4 +1,7 @@
-"""Model providers: one interface, one normalised stream of chunks."""
+"""Model providers: one interface, one normalised stream of chunks.
+
+The provider modules (and their SDKs) are imported when first used, not here.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +16,6 @@ from .errors import (
     RateLimited,
     ServerError,
 )
-from .openai_compat import OpenAICompatibleProvider
 from .registry import Providers
 
 __all__ = [
@@ -21,7 +23,6 @@ __all__ = [
     "ContextWindowExceeded",
     "InvalidRequest",
     "NetworkError",
-    "OpenAICompatibleProvider",
     "Overloaded",
     "Provider",
     "ProviderError",

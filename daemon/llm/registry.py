@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 from contextlib import ExitStack
 from types import TracebackType
@@ -9,8 +10,6 @@ from types import TracebackType
 from hdsp.daemon.config import DEMO_PROFILE, Profile, ProfileNotFound
 
 from .base import Provider
-from .demo import DemoServer, demo_provider
-from .openai_compat import OpenAICompatibleProvider
 
 __all__ = ["Providers"]
 
@@ -44,6 +43,10 @@ class Providers:
         return provider
 
     def _create(self, profile: Profile) -> Provider:
+        # The SDKs take a third of a second to import: not at start-up (see warm()).
+        from .demo import DemoServer, demo_provider
+        from .openai_compat import OpenAICompatibleProvider
+
         if profile.provider == "demo" or profile.name == DEMO_PROFILE:
             # A small delay per chunk so that the demo shows streaming as it is.
             server = self._exit.enter_context(DemoServer(chunk_delay=0.02))
@@ -52,6 +55,12 @@ class Providers:
         return OpenAICompatibleProvider(
             model=profile.model, base_url=profile.base_url, api_key=key, name=profile.name
         )
+
+    @staticmethod
+    def warm() -> None:
+        """Import the provider SDKs (blocking): run on a worker thread once the daemon
+        is ready, so that neither start-up nor the first task waits for them."""
+        importlib.import_module("hdsp.daemon.llm.openai_compat")
 
     async def aclose(self) -> None:
         providers, self._cache = list(self._cache.values()), {}

@@ -367,3 +367,28 @@ def test_runtime_files_are_private(daemon: DaemonProcess) -> None:
     assert stat.S_IMODE(os.stat(daemon.runtime_dir / "hdspd.json").st_mode) == 0o600
     for name in ("control", "events"):
         assert stat.S_IMODE(os.stat(daemon.runtime_dir / name).st_mode) == 0o600
+
+
+async def test_a_snapshot_taken_mid_stream_has_the_partial_text(
+    client: Client, fake_openai: FakeOpenAI
+) -> None:
+    fake_openai.script(FakeReply.text("abcdefghijklmnop", chunk_size=2).hang_after(4))
+    head = (await client.status()).head_seq
+    ref = await client.start_task("stream and stall")
+    async with client.events(ref.task_id, since_seq=head) as events:
+        async for event in events:
+            data = event.data
+            if isinstance(data, MessageEvent) and data.payload[0].message.say == "text":
+                if data.payload[0].message.partial:
+                    break
+    snap = await client.get_task(ref.task_id)
+    assert snap.state == TaskState.RUNNING
+    streaming = [m for m in snap.messages if m.say == "text" and m.partial]
+    assert (
+        len(streaming) == 1
+        and streaming[0].text
+        and "abcdefghijklmnop".startswith(streaming[0].text)
+    )
+    await client.cancel_task(ref.task_id)
+    after = await client.get_task(ref.task_id)
+    assert not any(m.partial for m in after.messages)

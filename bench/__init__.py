@@ -1,0 +1,1 @@
+"""Benchmarks of hdsp, each against its baseline in the same run (`make bench`)."""

@@ -1,0 +1,48 @@
+"""`python -m bench [--quick]`: run every benchmark, write bench/results/."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import anyio
+
+from tests.daemon_process import DaemonProcess, short_tmp_dir
+
+from . import bench_roundtrip, bench_startup
+from .harness import Result, table, write_results
+
+BENCHMARKS = [bench_roundtrip, bench_startup]
+
+
+async def _main(quick: bool, out: Path) -> list[Result]:
+    scratch = short_tmp_dir()
+    daemon = DaemonProcess(short_tmp_dir())
+    results: list[Result] = []
+    try:
+        daemon.start()
+        for bench in BENCHMARKS:
+            print(f"running {bench.__name__.rsplit('.', 1)[-1]} ...", file=sys.stderr)
+            results.append(await bench.run(daemon.runtime_dir, scratch, quick=quick))
+    finally:
+        if daemon.proc is not None:
+            daemon.stop()
+        daemon.cleanup()
+        DaemonProcess(scratch).cleanup()
+    write_results(results, out, quick=quick)
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench")
+    p.add_argument("--quick", action="store_true", help="small sizes; checks the harness runs")
+    p.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
+    args = p.parse_args(argv)
+    results = anyio.run(_main, args.quick, args.out, backend="asyncio")
+    sys.stdout.write(table(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

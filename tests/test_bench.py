@@ -1,0 +1,31 @@
+"""The benchmark harness runs and produces figures (how fast is `make bench`'s
+business, not a test's)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_bench_quick_produces_every_figure(tmp_path: Path) -> None:
+    subprocess.run(
+        [sys.executable, "-m", "bench", "--quick", "--out", str(tmp_path)],
+        check=True,
+        capture_output=True,
+        cwd=Path(__file__).parents[1],
+        timeout=280,
+    )
+    data = json.loads((tmp_path / "quick.json").read_text())
+    names = {r["name"] for r in data["results"]}
+    assert {"command round trip", "start-up"} <= names
+    for result in data["results"]:
+        for figure in [*result["hdsp"].values(), *result["baseline"].values()]:
+            assert 0 < figure["min"] <= figure["median"] <= figure["max"]
+        assert result["ratios"], result["name"]
+    assert (tmp_path / "quick.md").read_text().startswith("| benchmark |")
