@@ -17,6 +17,7 @@ import anyio
 
 from hdsp.protocol import (
     ErrorCode,
+    MessageEvent,
     TaskAborted,
     TaskCompleted,
     TaskIdle,
@@ -118,9 +119,15 @@ class _Cli:
             )
         return matches[0]
 
-    async def follow(self, client: Client, task_id: str, since_seq: int) -> int:
-        """Print a task's events from `since_seq` until its turn ends; the exit code."""
+    async def follow(
+        self, client: Client, task_id: str, since_seq: int, *, after_our_message: bool = False
+    ) -> int:
+        """Print a task's events from `since_seq` until its turn ends; the exit code.
+        With `after_our_message`, the turn that counts is the one that takes the
+        message we sent (it may wait in the queue), which starts with a
+        user_feedback message: what comes before is neither shown nor counted."""
         stopping = False
+        waiting_for_our_turn = after_our_message
 
         async def on_interrupt(scope: anyio.CancelScope) -> None:
             nonlocal stopping
@@ -137,11 +144,18 @@ class _Cli:
             tg.start_soon(on_interrupt, tg.cancel_scope)
             async with client.events(task_id, since_seq=since_seq) as events:
                 async for event in events:
+                    data = event.data
+                    if (
+                        isinstance(data, MessageEvent)
+                        and data.payload[0].message.say == "user_feedback"
+                    ):
+                        waiting_for_our_turn = False
+                    if waiting_for_our_turn:
+                        continue
                     if self.args.json:
                         self.out(encode(event).decode())
                     else:
                         self.render.event(event)
-                    data = event.data
                     if isinstance(data, _ENDING):
                         tg.cancel_scope.cancel()
                         return self._ending(data, task_id)
@@ -177,10 +191,14 @@ class _Cli:
     async def cmd_send(self, client: Client) -> int:
         task_id = await self.resolve(client, self.args.task)
         head = (await client.status()).head_seq
-        await client.send_message(task_id, self.args.text)
+        ref = await client.send_message(task_id, self.args.text)
+        if ref.queued and not self.args.json:
+            self.render.note("The task is busy: the message waits until its turn ends.")
         if self.args.detach:
             return EXIT_OK
-        return await self.follow(client, task_id, head)
+        # Print from our message on: what the task said before it is not the answer.
+        self.render = Renderer(first_text_is_prompt=False)
+        return await self.follow(client, task_id, head, after_our_message=True)
 
     async def cmd_tasks(self, client: Client) -> int:
         page = await client.list_tasks(limit=self.args.limit)

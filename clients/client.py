@@ -36,6 +36,7 @@ from hdsp.protocol import (
     CloseTask,
     Command,
     Connect,
+    DeleteQueuedMessage,
     Disconnect,
     ErrorCode,
     FrameError,
@@ -50,6 +51,8 @@ from hdsp.protocol import (
     ReplayData,
     ReplayPage,
     Reply,
+    RespondToAsk,
+    RespondToAskData,
     ResumeTask,
     SendMessage,
     SendMessageData,
@@ -245,6 +248,28 @@ class Client:
     ) -> TaskRef:
         cmd = SendMessage(task_id=task_id, data=SendMessageData(text=text, images=images))
         result: TaskRef = await self.request(cmd)
+        return result
+
+    async def respond_to_ask(
+        self,
+        task_id: str,
+        ask_ts: int,
+        response: str = "yesButtonClicked",
+        text: str | None = None,
+        *,
+        images: list[str] | None = None,
+    ) -> TaskRef:
+        """Answer a waiting ask: "yesButtonClicked", "noButtonClicked" or
+        "messageResponse" (with text)."""
+        data = msgspec.convert(
+            {"askTs": ask_ts, "response": response, "text": text, "images": images},
+            RespondToAskData,
+        )
+        result: TaskRef = await self.request(RespondToAsk(task_id=task_id, data=data))
+        return result
+
+    async def delete_queued_message(self, task_id: str, message_id: str) -> TaskRef:
+        result: TaskRef = await self.request(DeleteQueuedMessage(task_id=task_id, data=message_id))
         return result
 
     async def cancel_task(self, task_id: str) -> TaskRef:

@@ -34,13 +34,21 @@ class Renderer:
     """Turns a task's messages into terminal output, printing each streamed message
     incrementally (only what was not printed yet)."""
 
-    def __init__(self, out: TextIO | None = None, err: TextIO | None = None) -> None:
+    def __init__(
+        self,
+        out: TextIO | None = None,
+        err: TextIO | None = None,
+        *,
+        first_text_is_prompt: bool = True,
+    ) -> None:
         self.out = out or sys.stdout
         self.err = err or sys.stderr
         self._color = _use_color(self.out)
         self._printed: dict[int, int] = {}  # ts -> characters printed
         self._open_ts: int | None = None  # message whose line is not finished yet
-        self._seen_first_text = False
+        # Roo's first text message of a task is the user's prompt; a renderer that
+        # starts mid-conversation must not take the agent's text for it.
+        self._seen_first_text = not first_text_is_prompt
 
     def _style(self, text: str, code: str) -> str:
         return f"\x1b[{code}m{text}\x1b[0m" if self._color else text

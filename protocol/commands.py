@@ -7,12 +7,12 @@ same ordering key one after another and the others concurrently.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
 from ._base import WireStruct
-from .events import TaskEvent
+from .events import QueuedMessage, TaskEvent
 from .history import ClineMessage, HistoryItem, TaskState
 
 __all__ = [
@@ -21,6 +21,7 @@ __all__ = [
     "CloseTask",
     "Command",
     "CommandSpec",
+    "DeleteQueuedMessage",
     "GetStatus",
     "GetTask",
     "GetTaskData",
@@ -31,6 +32,8 @@ __all__ = [
     "Replay",
     "ReplayData",
     "ReplayPage",
+    "RespondToAsk",
+    "RespondToAskData",
     "ResumeTask",
     "SendMessage",
     "SendMessageData",
@@ -87,6 +90,16 @@ class GetTaskData(WireStruct, frozen=True):
     task_id: str
 
 
+class RespondToAskData(WireStruct, frozen=True):
+    #: `ts` of the ask message being answered.
+    ask_ts: int
+    #: Roo's ClineAskResponse: "yesButtonClicked", "noButtonClicked",
+    #: "messageResponse" or "objectResponse".
+    response: Literal["yesButtonClicked", "noButtonClicked", "messageResponse", "objectResponse"]
+    text: str | None = None
+    images: list[str] | None = None
+
+
 class ReplayData(WireStruct, frozen=True):
     #: Return events with `seq` greater than this.
     since_seq: int
@@ -121,6 +134,21 @@ class SendMessage(_CommandBase, tag="SendMessage", frozen=True):
     data: SendMessageData = SendMessageData()
 
 
+class RespondToAsk(_CommandBase, tag="RespondToAsk", frozen=True):
+    """Answer a waiting ask. The first valid answer wins; later ones are refused
+    with `already_answered`, and `taskAskResponded` tells every client."""
+
+    task_id: str
+    data: RespondToAskData
+
+
+class DeleteQueuedMessage(_CommandBase, tag="DeleteQueuedMessage", frozen=True):
+    """Remove a message that waits in a task's queue (Roo: data is its id)."""
+
+    task_id: str
+    data: str
+
+
 class ListTasks(_CommandBase, tag="ListTasks", frozen=True):
     data: ListTasksData = ListTasksData()
 
@@ -151,6 +179,8 @@ Command = (
     | CloseTask
     | ResumeTask
     | SendMessage
+    | RespondToAsk
+    | DeleteQueuedMessage
     | ListTasks
     | GetTask
     | Replay
@@ -166,6 +196,8 @@ Command = (
 class TaskRef(WireStruct, frozen=True):
     task_id: str
     state: TaskState | None = None
+    #: SendMessage to a busy task: the message waits in the task's queue.
+    queued: bool | None = None
 
 
 class TaskList(WireStruct, frozen=True):
@@ -181,6 +213,8 @@ class TaskSnapshot(WireStruct, frozen=True):
     messages: list[ClineMessage]
     #: The newest `seq` this snapshot includes; replay from here to continue.
     head_seq: int
+    #: Messages waiting for the task's current turn to end.
+    queue: list[QueuedMessage] = []
 
 
 class ReplayPage(WireStruct, frozen=True):
@@ -225,6 +259,8 @@ COMMANDS: dict[str, CommandSpec] = {
     "CloseTask": CommandSpec(CloseTask, TaskRef, per_task=True),
     "ResumeTask": CommandSpec(ResumeTask, TaskRef, per_task=True),
     "SendMessage": CommandSpec(SendMessage, TaskRef, per_task=True),
+    "RespondToAsk": CommandSpec(RespondToAsk, TaskRef, per_task=True),
+    "DeleteQueuedMessage": CommandSpec(DeleteQueuedMessage, TaskRef, per_task=True),
     "ListTasks": CommandSpec(ListTasks, TaskList, per_task=False),
     "GetTask": CommandSpec(GetTask, TaskSnapshot, per_task=True),
     "Replay": CommandSpec(Replay, ReplayPage, per_task=False),
@@ -241,7 +277,13 @@ def command_name(command: Command) -> str:
 def ordering_key(command: Command) -> str | None:
     """The task a command is ordered by, or None when it runs concurrently."""
     match command:
-        case CancelTask(task_id=t) | CloseTask(task_id=t) | SendMessage(task_id=t):
+        case (
+            CancelTask(task_id=t)
+            | CloseTask(task_id=t)
+            | SendMessage(task_id=t)
+            | RespondToAsk(task_id=t)
+            | DeleteQueuedMessage(task_id=t)
+        ):
             return t
         case ResumeTask(data=t):
             return t

@@ -26,6 +26,8 @@ class ErrorCode(enum.StrEnum):
     TASK_BUSY = "task_busy"
     #: The command does not apply to the task in its current state.
     INVALID_STATE = "invalid_state"
+    #: The ask was answered already (by another client, or it timed out).
+    ALREADY_ANSWERED = "already_answered"
     #: The daemon has more work queued than it accepts; try again shortly.
     OVERLOADED = "overloaded"
     #: A replay cursor is older than the oldest event kept; take a snapshot.

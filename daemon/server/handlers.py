@@ -13,6 +13,7 @@ from hdsp.protocol import (
     PROTOCOL_VERSION,
     CancelTask,
     CloseTask,
+    DeleteQueuedMessage,
     ErrorCode,
     GetStatus,
     GetTask,
@@ -21,6 +22,7 @@ from hdsp.protocol import (
     Pong,
     Replay,
     ReplayPage,
+    RespondToAsk,
     ResumeTask,
     SendMessage,
     Shutdown,
@@ -53,6 +55,10 @@ class Handlers:
                 return await tasks.start_task(data)
             case SendMessage(task_id=task_id, data=data):
                 return await tasks.send_message(task_id, data)
+            case RespondToAsk(task_id=task_id, data=data):
+                return await tasks.respond_to_ask(task_id, data)
+            case DeleteQueuedMessage(task_id=task_id, data=message_id):
+                return await tasks.delete_queued_message(task_id, message_id)
             case CancelTask(task_id=task_id):
                 return await tasks.cancel(task_id)
             case CloseTask(task_id=task_id):

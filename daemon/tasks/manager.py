@@ -6,21 +6,25 @@ from __future__ import annotations
 import os
 import uuid
 from functools import partial
+from typing import Any
 
 import anyio
 import msgspec
 import structlog
 from anyio.abc import TaskGroup, TaskStatus
 
+from hdsp.daemon.approvals import ApprovalPolicy
 from hdsp.daemon.config import ProfileNotFound
 from hdsp.daemon.errors import CommandError
 from hdsp.daemon.llm.registry import Providers
-from hdsp.daemon.llm.types import ApiMessage, Block, ImageBlock, TextBlock
+from hdsp.daemon.llm.types import ApiMessage
 from hdsp.daemon.store import Journal, Store, TaskRow, insert_task
+from hdsp.daemon.tools import AskAnswer, ToolRegistry, default_tools
 from hdsp.protocol import (
     ClineMessage,
     ErrorCode,
     HistoryItem,
+    RespondToAskData,
     Say,
     SendMessageData,
     StartNewTaskData,
@@ -33,7 +37,7 @@ from hdsp.protocol import (
     TaskState,
 )
 
-from .task import Task
+from .task import Task, user_content
 
 __all__ = ["TaskManager"]
 
@@ -48,16 +52,6 @@ _api_decoder = msgspec.json.Decoder(ApiMessage)
 _LIVE_STATES = (TaskState.RUNNING.value, TaskState.INTERACTIVE.value, TaskState.PAUSED.value)
 
 
-def _user_content(text: str | None, images: list[str] | None) -> list[Block]:
-    content: list[Block] = []
-    for image in images or []:
-        media_type, _, data = image.removeprefix("data:").partition(";base64,")
-        content.append(ImageBlock(media_type=media_type or "image/png", data=data))
-    if text:
-        content.append(TextBlock(text=text))
-    return content
-
-
 class TaskManager:
     def __init__(
         self,
@@ -65,11 +59,18 @@ class TaskManager:
         journal: Journal,
         providers: Providers,
         *,
+        tools: ToolRegistry | None = None,
+        approvals: ApprovalPolicy | None = None,
+        services: dict[str, Any] | None = None,
         default_workspace: str | None = None,
     ) -> None:
         self.store = store
         self.journal = journal
         self.providers = providers
+        self.tools = tools if tools is not None else default_tools()
+        self.approvals = approvals if approvals is not None else ApprovalPolicy()
+        #: Daemon services a tool may ask for by name (ToolContext.service).
+        self.services: dict[str, Any] = services if services is not None else {}
         self.default_workspace = default_workspace or os.getcwd()
         self._tasks: dict[str, Task] = {}
         self._tg: TaskGroup | None = None
@@ -94,6 +95,10 @@ class TaskManager:
             await task.set_state(TaskState.RESUMABLE, TaskResumable(payload=(task.id,)))
             log.info("task resumable after restart", task_id=task.id)
         await self.journal.flush()
+
+    @property
+    def closing(self) -> bool:
+        return self._closing
 
     async def shutdown(self) -> None:
         """Stop every running turn, saving its task as resumable."""
@@ -148,7 +153,12 @@ class TaskManager:
             # A message still streaming is newer in memory than in the store.
             messages = [task.partial.get(m.ts, m) for m in messages]
             item, state = task.item, task.state
-        return TaskSnapshot(item=item, state=state, messages=messages, head_seq=head_seq)
+            queue = list(task.queue)
+        else:
+            queue = []
+        return TaskSnapshot(
+            item=item, state=state, messages=messages, head_seq=head_seq, queue=queue
+        )
 
     # ---- commands -----------------------------------------------------------
 
@@ -186,30 +196,43 @@ class TaskManager:
         await self.journal.emit(TaskCreated(payload=(task_id,)), insert_task(task.item))
         await task.say(Say.TEXT, data.text, images=data.images)
         await task.append_api(
-            ApiMessage(role="user", content=_user_content(data.text, data.images), ts=task.item.ts)
+            ApiMessage(role="user", content=user_content(data.text, data.images), ts=task.item.ts)
         )
         task.start_turn(tg, first=True)
         log.info("task started", task_id=task_id, profile=profile)
         return TaskRef(task_id=task_id, state=TaskState.RUNNING)
 
     async def send_message(self, task_id: str, data: SendMessageData) -> TaskRef:
+        """A message from the user: it answers a waiting ask, waits in the queue of
+        a busy task, or starts the next turn."""
         self._check_open()
         if not (data.text or "").strip() and not data.images:
             raise CommandError(ErrorCode.INVALID_REQUEST, "The message has no text and no images.")
         task = await self._load(task_id)
+        ask = task.pending_ask
+        if ask is not None:
+            answer = AskAnswer("messageResponse", data.text, list(data.images or []))
+            await task.respond(ask.ts, answer)
+            return TaskRef(task_id=task_id, state=TaskState.RUNNING)
         if task.busy:
-            raise CommandError(
-                ErrorCode.TASK_BUSY,
-                f"Task {task_id} is still working; wait for it to finish or cancel it first.",
-            )
-        await task.say(Say.USER_FEEDBACK, data.text, images=data.images)
-        await task.append_api(
-            ApiMessage(
-                role="user", content=_user_content(data.text, data.images), ts=task._next_ts()
-            )
-        )
-        task.start_turn(self._require_tg())
+            await task.enqueue(data)
+            return TaskRef(task_id=task_id, state=task.state, queued=True)
+        task.start_turn(self._require_tg(), message=data)
         return TaskRef(task_id=task_id, state=TaskState.RUNNING)
+
+    async def respond_to_ask(self, task_id: str, data: RespondToAskData) -> TaskRef:
+        task = self._tasks.get(task_id)
+        if task is None:
+            await self._load(task_id)  # task_not_found, or loaded with no ask waiting
+            raise CommandError(ErrorCode.INVALID_STATE, f"No ask waits in task {task_id}.")
+        answer = AskAnswer(data.response, data.text, list(data.images or []))
+        await task.respond(data.ask_ts, answer)
+        return TaskRef(task_id=task_id, state=task.state)
+
+    async def delete_queued_message(self, task_id: str, message_id: str) -> TaskRef:
+        task = await self._load(task_id)
+        await task.delete_queued(message_id)
+        return TaskRef(task_id=task_id, state=task.state)
 
     async def cancel(self, task_id: str) -> TaskRef:
         task = self._tasks.get(task_id)

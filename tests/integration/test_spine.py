@@ -209,9 +209,13 @@ async def test_cancel_send_close_and_concurrent_tasks(
     # All three model requests are in flight at once: tasks run concurrently.
     with anyio.fail_after(10):
         await fake_openai.wait_for_requests_async(3)
-    with pytest.raises(CommandFailed) as busy:
-        await client.send_message(refs[0].task_id, "not now")
-    assert busy.value.code == ErrorCode.TASK_BUSY
+    # A message to a busy task waits in its queue, visible to every client.
+    queued = await client.send_message(refs[0].task_id, "not now")
+    assert queued.queued
+    snap = await client.get_task(refs[0].task_id)
+    assert [m.text for m in snap.queue] == ["not now"]
+    await client.delete_queued_message(refs[0].task_id, snap.queue[0].id)
+    assert (await client.get_task(refs[0].task_id)).queue == []
 
     stopped = await client.cancel_task(refs[0].task_id)
     assert stopped.state == TaskState.ABORTED

@@ -1,0 +1,117 @@
+"""What a tool is: a name, a description written for the model, a JSON Schema for
+its arguments, a category (for approvals), and an async `execute`.
+
+A tool never talks to sockets or the store itself; it acts through the
+`ToolContext` its task hands it (say/ask/update messages, the workspace, the
+task's kernel), so that every effect is journalled and every client sees it.
+"""
+
+from __future__ import annotations
+
+import enum
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Protocol
+
+from hdsp.daemon.llm.types import ImageBlock, TextBlock
+from hdsp.protocol import ClineMessage
+
+__all__ = [
+    "AskAnswer",
+    "Tool",
+    "ToolCategory",
+    "ToolContext",
+    "ToolError",
+    "ToolResult",
+]
+
+
+class ToolCategory(enum.StrEnum):
+    """Approval classes (seed 004): each has its own always-allow switch."""
+
+    READ = "read"
+    WRITE = "write"
+    #: Runs code in a Jupyter kernel.
+    EXECUTE = "execute"
+    #: Runs a shell command.
+    COMMAND = "command"
+    MCP = "mcp"
+    SUBTASK = "subtask"
+    FOLLOWUP = "followup"
+    #: attempt_completion: never needs approval.
+    COMPLETION = "completion"
+
+
+class ToolError(Exception):
+    """A failure the model should read and can act on (a missing file, a search
+    block that does not match). The message goes back to the model as the tool
+    result, marked as an error."""
+
+
+@dataclass
+class ToolResult:
+    content: list[TextBlock | ImageBlock]
+    is_error: bool = False
+    #: Set by attempt_completion: the turn ends once this result is recorded.
+    completes_task: bool = False
+
+    @classmethod
+    def text(cls, text: str, *, is_error: bool = False) -> ToolResult:
+        return cls(content=[TextBlock(text=text)], is_error=is_error)
+
+
+@dataclass(frozen=True)
+class AskAnswer:
+    """A client's answer to an ask (Roo's askResponse, text, images)."""
+
+    response: str
+    text: str | None = None
+    images: list[str] = field(default_factory=list)
+
+    @property
+    def approved(self) -> bool:
+        return self.response == "yesButtonClicked"
+
+
+class ToolContext(Protocol):
+    """What a running tool may do; implemented by the task."""
+
+    @property
+    def task_id(self) -> str: ...
+
+    @property
+    def workspace(self) -> Path: ...
+
+    async def say(
+        self, say: str, text: str | None = None, *, partial: bool = False, **fields: Any
+    ) -> ClineMessage: ...
+
+    async def update(self, message: ClineMessage, **changes: Any) -> ClineMessage: ...
+
+    async def ask(self, ask: str, text: str | None = None, **fields: Any) -> AskAnswer:
+        """Ask every client and wait for the first answer (the caller may bound it)."""
+        ...
+
+    def service(self, name: str) -> Any:
+        """A daemon service the tool needs (for example "kernels"), or KeyError."""
+        ...
+
+
+class Tool(ABC):
+    name: ClassVar[str]
+    description: ClassVar[str]
+    #: JSON Schema (draft 2020-12) of the arguments object.
+    parameters: ClassVar[Mapping[str, Any]]
+    category: ClassVar[ToolCategory]
+
+    def approval_text(self, args: Mapping[str, Any]) -> str:
+        """The JSON text of the `tool` ask or say that shows this call to a person
+        (Roo's ClineSayTool shape: a `tool` key plus the arguments)."""
+        import json
+
+        return json.dumps({"tool": self.name, **args})
+
+    @abstractmethod
+    async def execute(self, ctx: ToolContext, args: Mapping[str, Any]) -> ToolResult: ...
