@@ -50,6 +50,7 @@ from openai.types.chat import (
     ChatCompletionUserMessageParam,
 )
 from openai.types.chat.chat_completion_chunk import ChoiceDeltaToolCall
+from openai.types.shared import ReasoningEffort
 
 from .errors import (
     AuthenticationFailed,
@@ -81,7 +82,13 @@ from .types import (
     UsageChunk,
 )
 
-__all__ = ["DEFAULT_TIMEOUT", "OpenAICompatibleProvider", "to_chat_messages", "to_chat_tools"]
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "OpenAICompatibleProvider",
+    "is_reasoning_model",
+    "to_chat_messages",
+    "to_chat_tools",
+]
 
 #: A guard against dead connections, not a deadline: callers set deadlines. The
 #: read timeout is the longest silence between two chunks, long enough for a local
@@ -105,6 +112,19 @@ _CONTEXT_WINDOW = re.compile(
     re.IGNORECASE,
 )
 
+# o1, o3-mini, o4-mini, gpt-5, gpt-5.1, gpt-5-mini; not gpt-5-chat-latest.
+_REASONING_MODEL = re.compile(r"^(?:o\d+(?:-|$)|gpt-5(?![\w.-]*chat))")
+
+
+def is_reasoning_model(model: str) -> bool:
+    """Whether `model` is one of OpenAI's reasoning models (o-series, gpt-5).
+
+    They refuse ``max_tokens`` and ``temperature``, and take ``reasoning_effort``.
+    A router's prefix (``openai/o3``) is ignored.
+    """
+    return bool(_REASONING_MODEL.match(model.strip().lower().rsplit("/", 1)[-1]))
+
+
 _STOP_REASONS = {
     "stop": "end_turn",
     "tool_calls": "tool_use",
@@ -119,7 +139,8 @@ class OpenAICompatibleProvider:
     `base_url` None means OpenAI itself (or ``OPENAI_BASE_URL``). `api_key` None
     means the profile has no key: fine for local servers, refused up front for
     OpenAI. `name` (the profile's name) and `key_hint` (how to set the key) appear
-    in error messages.
+    in error messages. `reasoning_effort` is sent to reasoning models
+    (:func:`is_reasoning_model`) and ignored for others, which refuse it.
     """
 
     def __init__(
@@ -131,11 +152,15 @@ class OpenAICompatibleProvider:
         name: str = "openai-compatible",
         *,
         key_hint: str = _DEFAULT_KEY_HINT,
+        reasoning_effort: ReasoningEffort = None,
     ) -> None:
         self._model = model
         self._info = model_info if model_info is not None else ModelInfo(known=False)
         self.name = name
         self._key_hint = key_hint
+        self._reasoning = is_reasoning_model(model)
+        #: Sent to reasoning models only: others refuse the parameter.
+        self._reasoning_effort = reasoning_effort if self._reasoning else None
         self._has_key = api_key is not None
         self._client = AsyncOpenAI(
             api_key=api_key if api_key is not None else _NO_KEY,
@@ -176,10 +201,12 @@ class OpenAICompatibleProvider:
                 model=self._model,
                 messages=to_chat_messages(request.system, request.messages),
                 tools=to_chat_tools(request.tools) if request.tools else omit,
-                # OpenAI's reasoning models refuse `max_tokens`; other servers may
-                # not know `max_completion_tokens` yet.
-                max_tokens=omit if self._official else max_tokens,
-                max_completion_tokens=max_tokens if self._official else omit,
+                # OpenAI's reasoning models refuse `max_tokens` (and `temperature`,
+                # never sent), wherever they are served; other servers may not know
+                # `max_completion_tokens` yet.
+                max_tokens=omit if self._official or self._reasoning else max_tokens,
+                max_completion_tokens=max_tokens if self._official or self._reasoning else omit,
+                reasoning_effort=self._reasoning_effort or omit,
                 stream=True,
                 stream_options={"include_usage": True},
             )

@@ -117,6 +117,10 @@ class TextDelta(_Struct, tag="text", frozen=True):
 
 class ReasoningDelta(_Struct, tag="reasoning", frozen=True):
     text: str
+    #: The provider's signature of the reasoning so far (Anthropic's signature_delta),
+    #: sent at the end of a thinking block with empty `text`. Keep it in the
+    #: ReasoningBlock: Anthropic refuses thinking sent back without it.
+    signature: str | None = None
 
 
 class ToolCallStart(_Struct, tag="tool_call_start", frozen=True):

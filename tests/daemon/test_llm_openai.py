@@ -25,7 +25,7 @@ from hdsp.daemon.llm.errors import (
     ServerError,
     retry_after_from_headers,
 )
-from hdsp.daemon.llm.openai_compat import OpenAICompatibleProvider
+from hdsp.daemon.llm.openai_compat import OpenAICompatibleProvider, is_reasoning_model
 from hdsp.daemon.llm.types import (
     ApiMessage,
     Chunk,
@@ -696,3 +696,38 @@ def test_the_fake_records_the_body_it_was_sent(fake: FakeOpenAI) -> None:
     assert payload.startswith("data: {")
     assert payload.endswith("data: [DONE]\n\n")
     assert fake.wait_for_requests(1) == [{"model": "m", "stream": True, "messages": []}]
+
+
+# ---- reasoning models ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("model", "effort", "expected"),
+    [
+        ("o3-mini", "low", {"max_completion_tokens": 1000, "reasoning_effort": "low"}),
+        ("openai/gpt-5", "high", {"max_completion_tokens": 1000, "reasoning_effort": "high"}),
+        ("o4-mini", None, {"max_completion_tokens": 1000}),
+        # Not a reasoning model: the effort is not sent, as it would be refused.
+        ("gpt-4o", "low", {"max_tokens": 1000}),
+        ("gpt-5-chat-latest", "low", {"max_tokens": 1000}),
+    ],
+)
+async def test_reasoning_models_get_max_completion_tokens_and_effort(
+    fake: FakeOpenAI, model: str, effort: Literal["low", "high"] | None, expected: dict[str, object]
+) -> None:
+    provider = OpenAICompatibleProvider(model, fake.base_url, "sk-test", reasoning_effort=effort)
+    request = ModelRequest(system="", messages=REQUEST.messages, max_tokens=1000)
+    try:
+        await collect(provider, request)
+    finally:
+        await provider.aclose()
+
+    body = fake.requests[0]
+    sent = {
+        key: body[key]
+        for key in ("max_tokens", "max_completion_tokens", "reasoning_effort")
+        if key in body
+    }
+    assert sent == expected
+    assert "temperature" not in body
+    assert is_reasoning_model(model) == ("max_completion_tokens" in expected)

@@ -1,0 +1,646 @@
+"""Anthropic's Messages API, streamed, through the official `anthropic` SDK.
+
+- Requests: hdsp's neutral history becomes Messages API content blocks. Anthropic
+  requires user and assistant turns to alternate, and hdsp may hold two user
+  messages in a row (a tool result, then the user's own words), so consecutive
+  messages of one role are merged, tool results first as the API wants them.
+  Images travel as base64 sources, in user messages and in tool results.
+  Reasoning goes back as ``thinking`` blocks with their signature; reasoning
+  without one (from another provider, or cut short) is dropped, since the API
+  refuses thinking it did not sign. Empty text blocks, which it also refuses, are
+  left out.
+- Prompt caching: the system prompt (and with it the tools, which precede it in
+  the cache's prefix) carries a ``cache_control`` breakpoint, and so does the last
+  block of each of the last two user messages: the last one writes the
+  conversation so far to the cache, the one before reads what the previous request
+  wrote. Three breakpoints, within the API's limit of four.
+- Extended thinking: with `thinking_budget`, requests ask for
+  ``thinking: {"type": "enabled", "budget_tokens": ...}``; the budget has to be
+  at least 1024 tokens and below ``max_tokens``.
+- Replies stream as normalised :data:`Chunk` objects: ``text_delta`` as
+  :class:`TextDelta`, ``thinking_delta`` as :class:`ReasoningDelta`, the block's
+  ``signature_delta`` as a :class:`ReasoningDelta` with empty text and the
+  signature, ``tool_use`` blocks as :class:`ToolCallStart`, :class:`ToolCallDelta`
+  per ``input_json_delta`` and :class:`ToolCallEnd` with the parsed input, then
+  one :class:`UsageChunk` and the :class:`StopChunk`. ``redacted_thinking``
+  blocks have no neutral form and are skipped.
+- Usage: Anthropic's counts are already disjoint (``input_tokens`` excludes cache
+  reads and writes), as :class:`UsageChunk` wants them. ``message_start`` gives the
+  input counts, ``message_delta`` the final (cumulative) output count.
+- Errors: the SDK's exceptions, the ``event: error`` the API may send mid-stream,
+  and broken streams are translated here into :mod:`.errors`. The SDK's own
+  retries are off (``max_retries=0``): retrying is the engine's decision
+  (:mod:`.retry`), taken with the user in view.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any, Literal, cast
+
+import anthropic
+import anyio
+import httpx2
+from anthropic import AsyncAnthropic, AsyncStream, omit
+from anthropic.types import (
+    ContentBlockParam,
+    ImageBlockParam,
+    InputJSONDelta,
+    MessageParam,
+    RawContentBlockDeltaEvent,
+    RawContentBlockStartEvent,
+    RawContentBlockStopEvent,
+    RawMessageDeltaEvent,
+    RawMessageStartEvent,
+    RawMessageStopEvent,
+    RawMessageStreamEvent,
+    SignatureDelta,
+    TextBlockParam,
+    ThinkingConfigEnabledParam,
+    ThinkingDelta,
+    ToolParam,
+)
+from anthropic.types import TextBlock as SdkTextBlock
+from anthropic.types import TextDelta as SdkTextDelta
+from anthropic.types import ThinkingBlock as SdkThinkingBlock
+from anthropic.types import ToolUseBlock as SdkToolUseBlock
+from anthropic.types.tool_result_block_param import Content as ToolResultContentParam
+
+from .errors import (
+    AuthenticationFailed,
+    ContextWindowExceeded,
+    InvalidRequest,
+    NetworkError,
+    Overloaded,
+    ProviderError,
+    RateLimited,
+    ServerError,
+    retry_after_from_headers,
+)
+from .models import lookup_model
+from .types import (
+    ApiMessage,
+    Block,
+    Chunk,
+    ImageBlock,
+    ModelInfo,
+    ModelRequest,
+    ReasoningBlock,
+    ReasoningDelta,
+    StopChunk,
+    TextBlock,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    ToolResultBlock,
+    ToolSpec,
+    ToolUseBlock,
+    UsageChunk,
+)
+
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "MIN_THINKING_BUDGET",
+    "AnthropicProvider",
+    "to_anthropic_messages",
+    "to_anthropic_system",
+    "to_anthropic_tools",
+]
+
+#: A guard against dead connections, not a deadline: callers set deadlines. The
+#: read timeout is the longest silence between two events; the API pings.
+DEFAULT_TIMEOUT = httpx2.Timeout(connect=10.0, read=300.0, write=60.0, pool=30.0)
+
+#: The smallest thinking budget the API accepts.
+MIN_THINKING_BUDGET = 1024
+
+#: Sent when the profile has no key, to a proxy that needs none. Without an
+#: explicit key the SDK would go looking for one (environment, profile files).
+_NO_KEY = "hdsp-no-key"
+
+#: How long closing the HTTP response may take after the caller left (even when it
+#: was cancelled) before the connection is abandoned.
+_CLOSE_TIMEOUT = 5.0
+
+_DEFAULT_KEY_HINT = "set ANTHROPIC_API_KEY in hdspd's environment and restart it"
+
+_EPHEMERAL: dict[str, str] = {"type": "ephemeral"}
+
+#: How many user messages, counted from the end, carry a cache breakpoint.
+_CACHED_USER_TURNS = 2
+
+# "prompt is too long: 208310 tokens > 200000 maximum", "input length and
+# `max_tokens` exceed context limit: ...", and the wordings of proxies.
+_CONTEXT_WINDOW = re.compile(
+    r"prompt is too long|context[ _-]?(limit|length|window)|too many (input )?tokens"
+    r"|exceeds? the (maximum )?context",
+    re.IGNORECASE,
+)
+
+_STOP_REASONS = {
+    # The reply ran into the context window: truncated, as by max_tokens.
+    "model_context_window_exceeded": "max_tokens",
+}
+
+_CACHEABLE: frozenset[str] = frozenset(("text", "image", "tool_use", "tool_result"))
+
+
+class AnthropicProvider:
+    """A Claude model behind Anthropic's Messages API (see module docstring).
+
+    `base_url` None means Anthropic itself (or ``ANTHROPIC_BASE_URL``); a proxy
+    that speaks the Messages API works too. `api_key` None means the profile has
+    no key: refused up front for Anthropic, sent as a placeholder to a proxy.
+    `model_info` None looks the model up in :mod:`.models`. `name` (the
+    profile's name) and `key_hint` (how to set the key) appear in error messages.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        api_key: str | None,
+        base_url: str | None = None,
+        model_info: ModelInfo | None = None,
+        name: str = "anthropic",
+        *,
+        thinking_budget: int | None = None,
+        key_hint: str = _DEFAULT_KEY_HINT,
+    ) -> None:
+        if thinking_budget is not None and thinking_budget < MIN_THINKING_BUDGET:
+            raise ValueError(
+                f"The thinking budget of profile {name!r} is {thinking_budget} tokens; "
+                f"Anthropic needs at least {MIN_THINKING_BUDGET}. Raise it, or unset it "
+                "to turn extended thinking off."
+            )
+        self._model = model
+        self._info = model_info if model_info is not None else lookup_model("anthropic", model)
+        self.name = name
+        self._thinking_budget = thinking_budget
+        self._key_hint = key_hint
+        self._has_key = api_key is not None
+        self._client = AsyncAnthropic(
+            api_key=api_key if api_key is not None else _NO_KEY,
+            base_url=base_url,
+            max_retries=0,
+            timeout=DEFAULT_TIMEOUT,
+        )
+        #: Where requests go, for messages.
+        self.base_url = str(self._client.base_url).rstrip("/")
+        self._official = self._client.base_url.host == "api.anthropic.com"
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    def info(self) -> ModelInfo:
+        return self._info
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+    @asynccontextmanager
+    async def stream(self, request: ModelRequest) -> AsyncGenerator[AsyncIterator[Chunk]]:
+        """Send `request`; the body of the ``async with`` iterates the reply.
+
+        Errors before the first event raise from ``async with``, errors midway from
+        the iteration, all as :class:`ProviderError`. Leaving the block, by
+        exception or cancellation too, closes the HTTP response.
+        """
+        if self._official and not self._has_key:
+            raise AuthenticationFailed(
+                f"Profile {self.name!r} has no API key, and {self.base_url} needs one: "
+                f"{self._key_hint}."
+            )
+        max_tokens = request.max_tokens if request.max_tokens is not None else self._info.max_output
+        thinking: ThinkingConfigEnabledParam | None = None
+        if self._thinking_budget is not None:
+            if self._thinking_budget >= max_tokens:
+                raise InvalidRequest(
+                    f"The thinking budget of profile {self.name!r} ({self._thinking_budget} "
+                    f"tokens) must be less than the reply's max_tokens ({max_tokens}). "
+                    "Lower the thinking budget or raise the output limit."
+                )
+            thinking = {"type": "enabled", "budget_tokens": self._thinking_budget}
+        try:
+            response = await self._client.messages.create(
+                model=self._model,
+                max_tokens=max_tokens,
+                system=to_anthropic_system(request.system) or omit,
+                messages=to_anthropic_messages(request.messages),
+                tools=to_anthropic_tools(request.tools) if request.tools else omit,
+                thinking=thinking if thinking is not None else omit,
+                stream=True,
+            )
+        except anthropic.AnthropicError as exc:
+            raise self._translate(exc) from exc
+        chunks = self._chunks(response)
+        try:
+            yield chunks
+        finally:
+            try:
+                await chunks.aclose()
+            finally:
+                with anyio.move_on_after(_CLOSE_TIMEOUT, shield=True):
+                    await response.close()
+
+    async def _chunks(self, response: AsyncStream[RawMessageStreamEvent]) -> AsyncGenerator[Chunk]:
+        assembler = _ReplyAssembler()
+        while True:
+            try:
+                event = await response.__anext__()
+            except StopAsyncIteration:
+                break
+            except (anthropic.AnthropicError, httpx2.HTTPError, ValueError) as exc:
+                if assembler.finished:
+                    break  # message_stop came: the reply is whole, whatever follows
+                raise self._midstream(exc) from exc
+            for item in assembler.feed(event):
+                yield item
+        if not assembler.finished:
+            raise self._broken("the stream ended before the model finished its reply")
+        for item in assembler.finish():
+            yield item
+
+    # ---- errors --------------------------------------------------------------
+
+    def _broken(self, detail: str) -> NetworkError:
+        return NetworkError(
+            f"The connection to {self.base_url} broke in the middle of the reply ({detail}). "
+            "The partial reply was discarded; retrying usually helps."
+        )
+
+    def _midstream(self, exc: Exception) -> ProviderError:
+        if isinstance(exc, anthropic.AnthropicError):
+            return self._translate(exc, midstream=True)
+        if isinstance(exc, httpx2.HTTPError):
+            return self._broken(str(exc) or type(exc).__name__)
+        return NetworkError(  # an event whose data is not JSON
+            f"{self.base_url} sent a malformed event stream ({exc}). The reply was "
+            "abandoned; a proxy in between may be mangling the stream."
+        )
+
+    def _translate(
+        self, exc: anthropic.AnthropicError, *, midstream: bool = False
+    ) -> ProviderError:
+        where = self.base_url
+        if isinstance(exc, anthropic.APITimeoutError):
+            return NetworkError(
+                f"{where} did not answer in time. Check that the service is up; retrying may help."
+            )
+        if isinstance(exc, anthropic.APIConnectionError):
+            cause = exc.__cause__
+            detail = f"{type(cause).__name__}: {cause}" if cause is not None else exc.message
+            if midstream:
+                return self._broken(detail)
+            return NetworkError(
+                f"Could not connect to {where} ({detail}). Check the network, and the "
+                f"base URL of profile {self.name!r}."
+            )
+        if isinstance(exc, anthropic.APIStatusError):
+            if midstream:
+                return self._error_event(exc)
+            return self._status_error(exc)
+        if isinstance(exc, anthropic.APIResponseValidationError):
+            return NetworkError(
+                f"{where} sent a reply hdsp cannot read ({exc.message}). A proxy in "
+                "between may be altering it; retrying may help."
+            )
+        return ProviderError(f"The request to {where} failed: {exc}")
+
+    def _too_long(self, detail: str, **kwargs: Any) -> ContextWindowExceeded:
+        return ContextWindowExceeded(
+            f"The conversation is too long for model {self._model!r} at {self.base_url} "
+            f"({detail}). Condense the history, or choose a model with a larger "
+            "context window.",
+            **kwargs,
+        )
+
+    def _status_error(self, exc: anthropic.APIStatusError) -> ProviderError:
+        where, status = self.base_url, exc.status_code
+        detail = _error_message(exc)
+        error_type = exc.type or ""
+        retry_after = retry_after_from_headers(exc.response.headers)
+        kwargs: dict[str, Any] = {"retry_after": retry_after, "status_code": status}
+        if status == 429 or error_type == "rate_limit_error":
+            wait = f" in {retry_after:g} s" if retry_after is not None else ""
+            return RateLimited(
+                f"{where} is rate-limiting requests ({detail}). Retry{wait}; if this "
+                "keeps happening, lower the request rate or raise the account's limits.",
+                **kwargs,
+            )
+        if status == 529 or error_type == "overloaded_error":
+            return Overloaded(
+                f"{where} is overloaded ({detail}). Retry in a little while.", **kwargs
+            )
+        if status == 402 or error_type == "billing_error" or "credit balance" in detail.lower():
+            return RateLimited(
+                f"The account behind profile {self.name!r} cannot pay for requests to "
+                f"{where} ({detail}). Add credit in the Anthropic Console, then retry.",
+                retryable=False,
+                **kwargs,
+            )
+        if status == 413 or (status == 400 and _CONTEXT_WINDOW.search(detail)):
+            return self._too_long(detail, **kwargs)
+        if status in (401, 403):
+            if not self._has_key:
+                message = (
+                    f"{where} requires an API key, and profile {self.name!r} has none "
+                    f"({detail}): {self._key_hint}."
+                )
+            elif status == 401:
+                message = f"The API key was rejected by {where} ({detail}); {self._key_hint}."
+            else:
+                message = (
+                    f"The API key of profile {self.name!r} is not allowed to use model "
+                    f"{self._model!r} at {where} ({detail}). Check the key's permissions "
+                    f"or the model name; {self._key_hint}."
+                )
+            return AuthenticationFailed(message, **kwargs)
+        if status == 404:
+            return InvalidRequest(
+                f"{where} answered 404 ({detail}). Check the model name {self._model!r} "
+                f"and the base URL of profile {self.name!r}.",
+                **kwargs,
+            )
+        if status == 408:
+            return NetworkError(f"{where} timed out the request ({detail}). Retry.", **kwargs)
+        if status >= 500 or status == 409:
+            return ServerError(
+                f"{where} failed with HTTP {status} ({detail}). Retrying usually helps; "
+                "if not, status.anthropic.com may say more.",
+                **kwargs,
+            )
+        return InvalidRequest(
+            f"{where} refused the request with HTTP {status} ({detail}). Check the "
+            f"model name and settings of profile {self.name!r}.",
+            **kwargs,
+        )
+
+    def _error_event(self, exc: anthropic.APIStatusError) -> ProviderError:
+        """An ``event: error`` in the middle of a stream (the HTTP status was 200)."""
+        where, detail = self.base_url, _error_message(exc)
+        error_type = exc.type or ""
+        if error_type == "overloaded_error":
+            return Overloaded(
+                f"{where} became overloaded in the middle of the reply ({detail}). The "
+                "partial reply was discarded; retry in a little while."
+            )
+        if error_type == "rate_limit_error":
+            return RateLimited(f"{where} is rate-limiting requests ({detail}). Retry later.")
+        if _CONTEXT_WINDOW.search(detail):
+            return self._too_long(detail)
+        if error_type == "invalid_request_error":
+            return InvalidRequest(
+                f"{where} refused the request in the middle of the reply ({detail}). "
+                f"Check the settings of profile {self.name!r}."
+            )
+        if error_type in ("authentication_error", "permission_error"):
+            return AuthenticationFailed(
+                f"{where} refused the key in the middle of the reply ({detail}); {self._key_hint}."
+            )
+        return ServerError(
+            f"{where} reported an error in the middle of the reply ({detail}). The "
+            "partial reply was discarded; retrying usually helps."
+        )
+
+
+def _error_message(exc: anthropic.APIStatusError) -> str:
+    message = exc.api_message
+    if isinstance(message, str) and message:
+        return message
+    return exc.message
+
+
+# ---- requests ----------------------------------------------------------------
+
+
+def to_anthropic_system(system: str) -> list[TextBlockParam]:
+    """The system prompt as one cached text block; none when it is empty."""
+    if not system:
+        return []
+    return [{"type": "text", "text": system, "cache_control": {"type": "ephemeral"}}]
+
+
+def to_anthropic_tools(tools: list[ToolSpec]) -> list[ToolParam]:
+    """Tool specs as Messages API tools (the arguments' schema as ``input_schema``)."""
+    return [
+        {"name": tool.name, "description": tool.description, "input_schema": tool.parameters}
+        for tool in tools
+    ]
+
+
+def _image(block: ImageBlock) -> ImageBlockParam:
+    return {
+        "type": "image",
+        "source": {
+            "type": "base64",
+            "media_type": cast(Any, block.media_type),
+            "data": block.data,
+        },
+    }
+
+
+def _tool_result(block: ToolResultBlock) -> ContentBlockParam:
+    content: list[ToolResultContentParam] = []
+    for part in block.content:
+        if isinstance(part, TextBlock):
+            if part.text:
+                content.append({"type": "text", "text": part.text})
+        else:
+            content.append(_image(part))
+    result: dict[str, Any] = {"type": "tool_result", "tool_use_id": block.tool_use_id}
+    if content:
+        result["content"] = content
+    if block.is_error:
+        result["is_error"] = True
+    return cast(ContentBlockParam, result)
+
+
+def _content(role: Literal["user", "assistant"], block: Block) -> ContentBlockParam | None:
+    """One neutral block as the API's, or None when it cannot (or must not) be sent."""
+    if isinstance(block, TextBlock):
+        return {"type": "text", "text": block.text} if block.text else None
+    if role == "user":
+        if isinstance(block, ImageBlock):
+            return _image(block)
+        if isinstance(block, ToolResultBlock):
+            return _tool_result(block)
+        return None  # tool calls and reasoning belong to the assistant
+    if isinstance(block, ToolUseBlock):
+        return {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}
+    if isinstance(block, ReasoningBlock) and block.signature:
+        return {"type": "thinking", "thinking": block.text, "signature": block.signature}
+    return None  # unsigned reasoning, images and tool results from the assistant
+
+
+def _mark_cache(block: ContentBlockParam) -> bool:
+    """Put a cache breakpoint on `block` if its type takes one; say whether it did."""
+    if block["type"] not in _CACHEABLE:
+        return False
+    cast(dict[str, Any], block)["cache_control"] = dict(_EPHEMERAL)
+    return True
+
+
+def to_anthropic_messages(messages: list[ApiMessage]) -> list[MessageParam]:
+    """The neutral history as alternating Messages API turns (see module docstring)."""
+    turns: list[tuple[Literal["user", "assistant"], list[ContentBlockParam]]] = []
+    for message in messages:
+        content = [
+            converted
+            for block in message.content
+            if (converted := _content(message.role, block)) is not None
+        ]
+        if not content:
+            continue
+        if turns and turns[-1][0] == message.role:
+            turns[-1][1].extend(content)
+        else:
+            turns.append((message.role, content))
+    out: list[MessageParam] = []
+    for role, content in turns:
+        if role == "user":
+            # Tool results must open the user turn that answers the tool calls.
+            content.sort(key=lambda block: block["type"] != "tool_result")
+            out.append({"role": "user", "content": content})
+        else:
+            out.append({"role": "assistant", "content": content})
+    cached = 0
+    for turn in reversed(out):
+        if cached == _CACHED_USER_TURNS:
+            break
+        if turn["role"] == "user":
+            blocks = cast(list[ContentBlockParam], turn["content"])
+            if _mark_cache(blocks[-1]):
+                cached += 1
+    return out
+
+
+# ---- replies -----------------------------------------------------------------
+
+
+@dataclass
+class _PendingCall:
+    index: int
+    id: str
+    name: str
+    parts: list[str] = field(default_factory=list)
+
+
+class _ReplyAssembler:
+    """Turns the events of one Messages stream into hdsp chunks.
+
+    Tool calls are numbered in order of appearance (0, 1, ...), as the other
+    providers do, not by the API's content block index, which counts text and
+    thinking blocks too.
+    """
+
+    def __init__(self) -> None:
+        #: True once ``message_stop`` arrived: the reply is complete.
+        self.finished = False
+        self._stop_reason: str | None = None
+        self._usage: dict[str, int] = {}
+        self._calls: dict[int, _PendingCall] = {}
+        self._count = 0
+
+    def feed(self, event: object) -> list[Chunk]:
+        if isinstance(event, RawContentBlockDeltaEvent):
+            return self._delta(event)
+        if isinstance(event, RawContentBlockStartEvent):
+            return self._start(event)
+        if isinstance(event, RawContentBlockStopEvent):
+            call = self._calls.pop(event.index, None)
+            return [_end(call)] if call is not None else []
+        if isinstance(event, RawMessageStartEvent):
+            self._take_usage(event.message.usage)
+        elif isinstance(event, RawMessageDeltaEvent):
+            if event.delta.stop_reason is not None:
+                self._stop_reason = str(event.delta.stop_reason)
+            self._take_usage(event.usage)
+        elif isinstance(event, RawMessageStopEvent):
+            self.finished = True
+        return []
+
+    def finish(self) -> list[Chunk]:
+        """Calls left open, the usage and the stop reason, once the reply is complete."""
+        out: list[Chunk] = [_end(call) for call in self._calls.values()]
+        self._calls.clear()
+        usage = self._usage
+        out.append(
+            UsageChunk(
+                input_tokens=usage.get("input_tokens", 0),
+                output_tokens=usage.get("output_tokens", 0),
+                cache_read_tokens=usage.get("cache_read_input_tokens", 0),
+                cache_write_tokens=usage.get("cache_creation_input_tokens", 0),
+            )
+        )
+        reason = self._stop_reason or "end_turn"
+        out.append(StopChunk(reason=_STOP_REASONS.get(reason, reason)))
+        return out
+
+    def _take_usage(self, usage: object) -> None:
+        # message_delta's counts are cumulative: the latest value of each wins.
+        for name in (
+            "input_tokens",
+            "output_tokens",
+            "cache_read_input_tokens",
+            "cache_creation_input_tokens",
+        ):
+            value = getattr(usage, name, None)
+            if isinstance(value, int):
+                self._usage[name] = value
+
+    def _start(self, event: RawContentBlockStartEvent) -> list[Chunk]:
+        block = event.content_block
+        if isinstance(block, SdkToolUseBlock):
+            call = _PendingCall(index=self._count, id=block.id, name=block.name)
+            self._count += 1
+            self._calls[event.index] = call
+            return [ToolCallStart(index=call.index, id=call.id, name=call.name)]
+        # Start events carry empty text in practice; a proxy may put text there.
+        if isinstance(block, SdkTextBlock) and block.text:
+            return [TextDelta(text=block.text)]
+        if isinstance(block, SdkThinkingBlock) and block.thinking:
+            return [ReasoningDelta(text=block.thinking)]
+        return []
+
+    def _delta(self, event: RawContentBlockDeltaEvent) -> list[Chunk]:
+        delta = event.delta
+        if isinstance(delta, SdkTextDelta):
+            return [TextDelta(text=delta.text)] if delta.text else []
+        if isinstance(delta, ThinkingDelta):
+            return [ReasoningDelta(text=delta.thinking)] if delta.thinking else []
+        if isinstance(delta, SignatureDelta):
+            return [ReasoningDelta(text="", signature=delta.signature)]
+        if isinstance(delta, InputJSONDelta):
+            call = self._calls.get(event.index)
+            if call is None or not delta.partial_json:
+                return []
+            call.parts.append(delta.partial_json)
+            return [ToolCallDelta(index=call.index, arguments_delta=delta.partial_json)]
+        return []  # citations
+
+
+def _end(call: _PendingCall) -> ToolCallEnd:
+    raw = "".join(call.parts)
+    return ToolCallEnd(
+        index=call.index,
+        id=call.id,
+        name=call.name,
+        arguments=_parse_arguments(raw),
+        raw_arguments=raw,
+    )
+
+
+def _parse_arguments(raw: str) -> dict[str, Any] | None:
+    if not raw.strip():
+        return {}  # a tool without parameters, called with nothing
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        return None
+    return parsed if isinstance(parsed, dict) else None

@@ -1,0 +1,707 @@
+"""A scriptable fake of the Anthropic Messages streaming API, over real HTTP.
+
+Tests of the Anthropic provider point the real `anthropic` SDK at it. It writes the
+event sequence of the real API, event by event::
+
+    message_start (usage)  content_block_start  ping  content_block_delta*
+    content_block_stop  [more blocks]  message_delta (stop_reason, usage)  message_stop
+
+each as ``event: <type>`` + ``data: {...}`` over HTTP/1.1 chunked encoding, on the
+loopback server core it shares with hdsp's demo model and the fake OpenAI API
+(:class:`hdsp.daemon.llm.demo.ChatCompletionsServer`). It misbehaves on request::
+
+    with FakeAnthropic() as fake:                   # listens on 127.0.0.1:<free port>
+        fake.script(
+            Reply.text("Hello", chunk_size=2, usage=Usage(10, 5, cache_read=90)),
+            Reply.thinking("Let me think.", signature="sig-1") + Reply.text("Done."),
+            Reply.tool_use([ToolUse("read_file", '{"path": "a.csv"}')], fragment=4),
+            Reply.status(429, retry_after=2),
+            Reply.overloaded(),                      # 529 overloaded_error
+            Reply.prompt_too_long(),                 # 400 "prompt is too long: ..."
+            Reply.text("Hello world").cut_after(3),  # drops the connection mid-stream
+            Reply.hang(),                            # a few events, then waits for a cancel
+        )
+        ...  # the SDK at fake.base_url ("http://127.0.0.1:PORT": the SDK adds /v1/messages)
+        fake.wait_for_requests(2)                    # or: await fake.wait_for_requests_async(2)
+        assert fake.requests[0]["system"][0]["cache_control"] == {"type": "ephemeral"}
+
+Each request takes the next scripted reply; with none left it gets
+:attr:`FakeAnthropic.default` (a short text) so nothing hangs. Content builders
+(:meth:`Reply.text`, :meth:`Reply.thinking`, :meth:`Reply.redacted_thinking`,
+:meth:`Reply.tool_use`) combine with ``+``; faults are either whole replies
+(:meth:`Reply.status`, :meth:`Reply.overloaded`, :meth:`Reply.prompt_too_long`,
+:meth:`Reply.malformed_sse`, :meth:`Reply.error_event_midstream`, :meth:`Reply.hang`)
+or modifiers of a streamed one (``.cut_after(n)``, ``.hang_after(n)``,
+``.malformed_after(n)``, ``.error_after(n)``, ``.slow_first_byte(s)``,
+``.without_stop()``, ``.with_stop_reason(r)``), where ``n`` counts the SSE events
+sent first (``message_start`` is event 0).
+
+Like the real API, the fake refuses (400, 401) a request without a key, without
+``max_tokens`` or ``stream: true``, with an empty text block, with more than four
+``cache_control`` breakpoints, or with a thinking budget that does not fit
+``max_tokens``: a provider bug shows up as the error the real API would give.
+
+Run it by hand, serving default replies: ``python -m tests.fakes.anthropic_server --port 8090``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import secrets
+import signal
+import threading
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import FrameType, TracebackType
+from typing import Any, Literal, Self
+
+import anyio.to_thread
+
+from hdsp.daemon.llm.demo import ChatCompletionsServer, ChatExchange
+
+__all__ = [
+    "ContentBlock",
+    "FakeAnthropic",
+    "ReceivedRequest",
+    "Reply",
+    "ToolUse",
+    "Usage",
+    "main",
+    "named_event",
+    "validate",
+]
+
+Fault = Literal["cut", "hang", "malformed", "error_event"]
+
+#: Error types and messages of the real API, by status.
+_ERRORS: dict[int, tuple[str, str]] = {
+    400: ("invalid_request_error", "Invalid request."),
+    401: ("authentication_error", "invalid x-api-key"),
+    403: (
+        "permission_error",
+        "Your API key does not have permission to use the specified resource.",
+    ),
+    404: ("not_found_error", "model: claude-test"),
+    413: ("request_too_large", "Request exceeds the maximum allowed number of bytes."),
+    429: (
+        "rate_limit_error",
+        "This request would exceed the rate limit for your organization of 50 requests "
+        "per minute. Please try again later.",
+    ),
+    500: ("api_error", "Internal server error"),
+    529: ("overloaded_error", "Overloaded"),
+}
+
+_MALFORMED_EVENT = (
+    b"event: content_block_delta\n"
+    b'data: {"type": "content_block_delta", "index": 0, "delta": {"type": "text_d\n\n'
+)
+
+#: How many ``cache_control`` breakpoints the API accepts in one request.
+_MAX_BREAKPOINTS = 4
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Token counts of one reply, as the API reports them (the three inputs disjoint)."""
+
+    input_tokens: int
+    output_tokens: int
+    #: ``cache_read_input_tokens``: prompt tokens read from the cache.
+    cache_read: int = 0
+    #: ``cache_creation_input_tokens``: prompt tokens written to the cache.
+    cache_write: int = 0
+    #: Repeat the input counts in ``message_delta`` too (cumulative), as newer API
+    #: versions do; by default it carries ``output_tokens`` only.
+    repeat_in_delta: bool = False
+
+    def at_start(self) -> dict[str, Any]:
+        """``message.usage`` of ``message_start``: output barely begun."""
+        return {
+            "input_tokens": self.input_tokens,
+            "cache_creation_input_tokens": self.cache_write,
+            "cache_read_input_tokens": self.cache_read,
+            "output_tokens": min(1, self.output_tokens),
+            "service_tier": "standard",
+        }
+
+    def at_end(self) -> dict[str, Any]:
+        """``usage`` of ``message_delta``: the final output count."""
+        usage: dict[str, Any] = {"output_tokens": self.output_tokens}
+        if self.repeat_in_delta:
+            usage |= {
+                "input_tokens": self.input_tokens,
+                "cache_creation_input_tokens": self.cache_write,
+                "cache_read_input_tokens": self.cache_read,
+            }
+        return usage
+
+
+@dataclass(frozen=True)
+class ToolUse:
+    """One tool call the fake model makes; `input` is streamed as given."""
+
+    name: str
+    #: JSON text, streamed as ``input_json_delta`` fragments; malformed on purpose if you like.
+    input: str = "{}"
+    #: None: a generated ``toolu_fake_<n>`` id.
+    id: str | None = None
+
+
+@dataclass(frozen=True)
+class ContentBlock:
+    """One content block of a reply: its ``content_block_start`` payload and deltas."""
+
+    start: Mapping[str, Any]
+    deltas: tuple[Mapping[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
+class ReceivedRequest:
+    """One HTTP request the fake answered (or began to)."""
+
+    method: str
+    path: str
+    #: Header names in lower case.
+    headers: dict[str, str]
+    body: dict[str, Any]
+
+
+def _pieces(text: str, size: int) -> list[str]:
+    size = max(1, size)
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def named_event(event_type: str, payload: Mapping[str, Any]) -> bytes:
+    """One named event, as the API writes it."""
+    return f"event: {event_type}\ndata: {json.dumps(payload, separators=(',', ':'))}\n\n".encode()
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What the fake answers to one request. Build with the class methods."""
+
+    blocks: tuple[ContentBlock, ...] = ()
+    #: None: ``message_delta`` says ``stop_reason: null``.
+    stop_reason: str | None = "end_turn"
+    usage: Usage = field(default_factory=lambda: Usage(25, 10))
+    #: False: the stream ends after the content blocks, without message_delta/stop.
+    finished: bool = True
+    #: Not 200: answer with this status and `error` as the JSON body, no stream.
+    status_code: int = 200
+    error: Mapping[str, Any] | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    first_byte_delay: float = 0.0
+    fault: Fault | None = None
+    #: How many SSE events go out before the fault.
+    fault_at: int = 0
+    error_type: str = "overloaded_error"
+    error_message: str = "Overloaded"
+
+    # ---- content -------------------------------------------------------------
+
+    @classmethod
+    def text(
+        cls,
+        text: str = "Hello from the fake Anthropic server.",
+        *,
+        chunk_size: int = 4,
+        usage: Usage | None = None,
+    ) -> Reply:
+        """A text block streamed `chunk_size` characters per delta, stop reason end_turn."""
+        deltas = tuple({"type": "text_delta", "text": piece} for piece in _pieces(text, chunk_size))
+        return cls(
+            blocks=(ContentBlock({"type": "text", "text": ""}, deltas),),
+            usage=usage if usage is not None else Usage(25, max(1, len(text) // 4)),
+        )
+
+    @classmethod
+    def thinking(
+        cls,
+        text: str = "Let me think about this.",
+        *,
+        signature: str | None = "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds",
+        chunk_size: int = 4,
+    ) -> Reply:
+        """A thinking block: thinking_delta fragments, then its signature_delta.
+
+        `signature` None sends none, as a broken proxy might.
+        """
+        deltas: list[Mapping[str, Any]] = [
+            {"type": "thinking_delta", "thinking": piece} for piece in _pieces(text, chunk_size)
+        ]
+        if signature is not None:
+            deltas.append({"type": "signature_delta", "signature": signature})
+        start = {"type": "thinking", "thinking": "", "signature": ""}
+        return cls(blocks=(ContentBlock(start, tuple(deltas)),))
+
+    @classmethod
+    def redacted_thinking(cls, data: str = "EmwKAhgBEgy3va3pzix") -> Reply:
+        """A ``redacted_thinking`` block: encrypted, whole in its start event."""
+        return cls(blocks=(ContentBlock({"type": "redacted_thinking", "data": data}),))
+
+    @classmethod
+    def tool_use(
+        cls,
+        calls: Sequence[ToolUse],
+        *,
+        fragment: int = 8,
+        usage: Usage | None = None,
+    ) -> Reply:
+        """Tool calls as the API streams them, stop reason tool_use.
+
+        Each is a ``tool_use`` block: its id and name (and ``input: {}``) in the
+        start event, then the input JSON in ``input_json_delta`` fragments of
+        `fragment` characters, the first one empty, as the API sends it.
+        """
+        blocks = []
+        for position, call in enumerate(calls):
+            start = {
+                "type": "tool_use",
+                "id": call.id if call.id is not None else f"toolu_fake_{position}",
+                "name": call.name,
+                "input": {},
+            }
+            pieces = ["", *_pieces(call.input, fragment)]
+            deltas = tuple({"type": "input_json_delta", "partial_json": p} for p in pieces)
+            blocks.append(ContentBlock(start, deltas))
+        return cls(
+            blocks=tuple(blocks),
+            stop_reason="tool_use",
+            usage=usage if usage is not None else Usage(40, 20),
+        )
+
+    def __add__(self, other: Reply) -> Reply:
+        """The blocks of both; everything else (stop reason, usage...) from `other`."""
+        return dataclasses.replace(other, blocks=self.blocks + other.blocks)
+
+    # ---- whole-reply faults --------------------------------------------------
+
+    @classmethod
+    def status(
+        cls,
+        code: int,
+        message: str | None = None,
+        *,
+        retry_after: float | None = None,
+        error_type: str | None = None,
+    ) -> Reply:
+        """An HTTP error with the API's JSON error body and optional ``retry-after``."""
+        default_type, default_message = _ERRORS.get(
+            code, ("api_error" if code >= 500 else "invalid_request_error", "Error.")
+        )
+        headers: dict[str, str] = {}
+        if retry_after is not None:
+            headers["retry-after"] = f"{retry_after:g}"
+        error = {
+            "type": "error",
+            "error": {
+                "type": error_type if error_type is not None else default_type,
+                "message": message if message is not None else default_message,
+            },
+            "request_id": "req_" + secrets.token_hex(12),
+        }
+        return cls(status_code=code, error=error, headers=headers)
+
+    @classmethod
+    def overloaded(cls) -> Reply:
+        """529 ``overloaded_error``: Anthropic's own status for a busy service."""
+        return cls.status(529)
+
+    @classmethod
+    def prompt_too_long(cls, tokens: int = 208_310, limit: int = 200_000) -> Reply:
+        """The API's 400 for a prompt larger than the context window."""
+        return cls.status(400, f"prompt is too long: {tokens} tokens > {limit} maximum")
+
+    @classmethod
+    def malformed_sse(cls) -> Reply:
+        """A stream whose fourth event (a delta) is not JSON."""
+        return cls.text("Hello there").malformed_after(4)
+
+    @classmethod
+    def error_event_midstream(
+        cls, error_type: str = "overloaded_error", message: str = "Overloaded"
+    ) -> Reply:
+        """A stream that reports ``event: error`` after the first text delta."""
+        return cls.text("Hello there").error_after(4, error_type, message)
+
+    @classmethod
+    def hang(cls) -> Reply:
+        """message_start, a text block with one delta, then nothing until a disconnect."""
+        return cls.text("Thinking it over").hang_after(4)
+
+    # ---- modifiers of a streamed reply ------------------------------------------
+
+    def cut_after(self, events: int) -> Reply:
+        """Drop the connection after `events` events, mid-response."""
+        return dataclasses.replace(self, fault="cut", fault_at=events)
+
+    def hang_after(self, events: int) -> Reply:
+        """Send `events` events, then block until the client disconnects or the fake closes."""
+        return dataclasses.replace(self, fault="hang", fault_at=events)
+
+    def malformed_after(self, events: int) -> Reply:
+        """Send `events` events, then one whose data is not JSON, then end the stream."""
+        return dataclasses.replace(self, fault="malformed", fault_at=events)
+
+    def error_after(
+        self, events: int, error_type: str = "overloaded_error", message: str = "Overloaded"
+    ) -> Reply:
+        """Send `events` events, then an ``event: error``, then end the stream."""
+        return dataclasses.replace(
+            self, fault="error_event", fault_at=events, error_type=error_type, error_message=message
+        )
+
+    def slow_first_byte(self, seconds: float) -> Reply:
+        """Wait `seconds` before the status line (less if the client leaves)."""
+        return dataclasses.replace(self, first_byte_delay=seconds)
+
+    def without_stop(self) -> Reply:
+        """End the HTTP response cleanly after the blocks, with no message_delta/message_stop."""
+        return dataclasses.replace(self, finished=False)
+
+    def with_stop_reason(self, reason: str | None) -> Reply:
+        """Another stop reason (max_tokens, stop_sequence, refusal, pause_turn...)."""
+        return dataclasses.replace(self, stop_reason=reason)
+
+    # ---- the wire ---------------------------------------------------------------
+
+    def events(self, model: str) -> list[bytes]:
+        """The whole stream of this reply, event by event, as the API sends it."""
+        message: dict[str, Any] = {
+            "id": "msg_" + secrets.token_hex(12),
+            "type": "message",
+            "role": "assistant",
+            "model": model,
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": self.usage.at_start(),
+        }
+        events = [named_event("message_start", {"type": "message_start", "message": message})]
+        pinged = False
+        for index, block in enumerate(self.blocks):
+            events.append(
+                named_event(
+                    "content_block_start",
+                    {"type": "content_block_start", "index": index, "content_block": block.start},
+                )
+            )
+            if not pinged:
+                events.append(named_event("ping", {"type": "ping"}))
+                pinged = True
+            events.extend(
+                named_event(
+                    "content_block_delta",
+                    {"type": "content_block_delta", "index": index, "delta": delta},
+                )
+                for delta in block.deltas
+            )
+            events.append(
+                named_event("content_block_stop", {"type": "content_block_stop", "index": index})
+            )
+        if not pinged:
+            events.append(named_event("ping", {"type": "ping"}))
+        if self.finished:
+            delta = {"stop_reason": self.stop_reason, "stop_sequence": None}
+            events.append(
+                named_event(
+                    "message_delta",
+                    {"type": "message_delta", "delta": delta, "usage": self.usage.at_end()},
+                )
+            )
+            events.append(named_event("message_stop", {"type": "message_stop"}))
+        return events
+
+
+def _error_body(error_type: str, message: str) -> dict[str, Any]:
+    return {
+        "type": "error",
+        "error": {"type": error_type, "message": message},
+        "request_id": "req_" + secrets.token_hex(12),
+    }
+
+
+def _blocks_of(body: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
+    """Every content block of a request: system, tools, messages, tool results."""
+    system = body.get("system")
+    if isinstance(system, list):
+        yield from (block for block in system if isinstance(block, Mapping))
+    tools = body.get("tools")
+    if isinstance(tools, list):
+        yield from (tool for tool in tools if isinstance(tool, Mapping))
+    messages = body.get("messages")
+    for message in messages if isinstance(messages, list) else []:
+        content = message.get("content") if isinstance(message, Mapping) else None
+        for block in content if isinstance(content, list) else []:
+            if not isinstance(block, Mapping):
+                continue
+            yield block
+            inner = block.get("content")
+            if block.get("type") == "tool_result" and isinstance(inner, list):
+                yield from (part for part in inner if isinstance(part, Mapping))
+
+
+def validate(body: Mapping[str, Any], headers: Mapping[str, str]) -> tuple[int, str, str] | None:
+    """What the real API would refuse in this request: (status, error type, message)."""
+    if not headers.get("x-api-key") and not headers.get("authorization"):
+        return 401, "authentication_error", "x-api-key header is required"
+    if body.get("stream") is not True:
+        return (
+            400,
+            "invalid_request_error",
+            "hdsp's fake Anthropic server only answers stream=true.",
+        )
+    max_tokens = body.get("max_tokens")
+    if not isinstance(max_tokens, int) or max_tokens < 1:
+        return 400, "invalid_request_error", "max_tokens: Field required"
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        return 400, "invalid_request_error", "messages: at least one message is required"
+    blocks = list(_blocks_of(body))
+    if any(block.get("type") == "text" and not block.get("text") for block in blocks):
+        return 400, "invalid_request_error", "messages: text content blocks must be non-empty"
+    breakpoints = sum(1 for block in blocks if "cache_control" in block)
+    if breakpoints > _MAX_BREAKPOINTS:
+        return (
+            400,
+            "invalid_request_error",
+            f"A maximum of {_MAX_BREAKPOINTS} blocks with cache_control may be provided. "
+            f"Found {breakpoints}.",
+        )
+    thinking = body.get("thinking")
+    if isinstance(thinking, Mapping) and thinking.get("type") == "enabled":
+        budget = thinking.get("budget_tokens")
+        if not isinstance(budget, int) or budget < 1024:
+            return 400, "invalid_request_error", "thinking.budget_tokens: must be >= 1024"
+        if max_tokens <= budget:
+            return (
+                400,
+                "invalid_request_error",
+                "`max_tokens` must be greater than `thinking.budget_tokens`.",
+            )
+    return None
+
+
+class FakeAnthropic(ChatCompletionsServer):
+    """The fake server; see the module docstring. Starts on ``with`` or :meth:`start`."""
+
+    base_path = ""  # the SDK appends /v1/messages to the base URL itself
+    endpoint = "/v1/messages"
+
+    def __init__(self, *, port: int = 0, default: Reply | None = None) -> None:
+        super().__init__(port=port)
+        #: The reply when the script is empty.
+        self.default = (
+            default
+            if default is not None
+            else Reply.text("This is the default reply of hdsp's fake Anthropic server.")
+        )
+        self._cond = threading.Condition()
+        self._script: deque[Reply] = deque()
+        self._received: list[ReceivedRequest] = []
+        self._disconnects = 0
+        self._failures: list[BaseException] = []
+        self._stopping = False
+
+    # ---- scripting and inspection -------------------------------------------
+
+    def script(self, *replies: Reply) -> None:
+        """Queue replies, taken one per request in order."""
+        with self._cond:
+            self._script.extend(replies)
+
+    @property
+    def pending(self) -> int:
+        """Scripted replies not yet used."""
+        with self._cond:
+            return len(self._script)
+
+    @property
+    def received(self) -> list[ReceivedRequest]:
+        """Every Messages request so far, in order of arrival."""
+        with self._cond:
+            return list(self._received)
+
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        """The decoded JSON bodies of :attr:`received`."""
+        return [request.body for request in self.received]
+
+    @property
+    def disconnects(self) -> int:
+        """How many clients went away before their response was complete."""
+        with self._cond:
+            return self._disconnects
+
+    def wait_for_requests(self, count: int, timeout: float = 10.0) -> list[dict[str, Any]]:
+        """Block until `count` requests have arrived; return their bodies."""
+        self._wait(lambda: len(self._received) >= count, timeout, f"{count} request(s)")
+        return self.requests
+
+    def wait_for_disconnects(self, count: int, timeout: float = 10.0) -> None:
+        """Block until `count` clients have gone away mid-response."""
+        self._wait(lambda: self._disconnects >= count, timeout, f"{count} disconnect(s)")
+
+    async def wait_for_requests_async(self, count: int) -> list[dict[str, Any]]:
+        """:meth:`wait_for_requests` for async tests; the caller sets the deadline."""
+        await self._wait_async(lambda: len(self._received) >= count, f"{count} request(s)")
+        return self.requests
+
+    async def wait_for_disconnects_async(self, count: int) -> None:
+        """:meth:`wait_for_disconnects` for async tests; the caller sets the deadline."""
+        await self._wait_async(lambda: self._disconnects >= count, f"{count} disconnect(s)")
+
+    def _wait(self, condition: Callable[[], bool], timeout: float | None, what: str) -> None:
+        with self._cond:
+            done = self._cond.wait_for(lambda: condition() or self._stopping, timeout)
+            if self._stopping and not condition():
+                raise RuntimeError(f"FakeAnthropic closed while waiting for {what}")
+            if not done:
+                raise TimeoutError(
+                    f"FakeAnthropic saw {len(self._received)} request(s) and "
+                    f"{self._disconnects} disconnect(s) in {timeout} s, waiting for {what}"
+                )
+
+    async def _wait_async(self, condition: Callable[[], bool], what: str) -> None:
+        # The condition variable lives in the fake's threads, so a worker thread
+        # waits on it. On cancellation that thread is abandoned, and released at
+        # once through `given_up`, so none outlives the wait.
+        given_up = threading.Event()
+
+        def wait() -> None:
+            self._wait(lambda: condition() or given_up.is_set(), None, what)
+
+        try:
+            await anyio.to_thread.run_sync(wait, abandon_on_cancel=True)
+        finally:
+            given_up.set()
+            with self._cond:
+                self._cond.notify_all()
+
+    # ---- serving ----------------------------------------------------------------
+
+    def error_body(self, status: int, message: str, error_type: str) -> object:
+        return _error_body(error_type, message)
+
+    def handle_chat(self, exchange: ChatExchange) -> None:
+        with self._cond:
+            reply = self._script.popleft() if self._script else self.default
+            self._received.append(
+                ReceivedRequest("POST", exchange.path, dict(exchange.headers), exchange.body)
+            )
+            self._cond.notify_all()
+        request_id = {"request-id": "req_" + secrets.token_hex(12)}
+        if reply.first_byte_delay > 0 and not self._pause(exchange, reply.first_byte_delay):
+            return
+        refused = validate(exchange.body, exchange.headers)
+        if refused is not None:
+            status, error_type, message = refused
+            exchange.send_json(status, _error_body(error_type, message), request_id)
+            return
+        if reply.status_code != 200:
+            exchange.send_json(reply.status_code, reply.error, {**request_id, **reply.headers})
+            return
+        events = reply.events(exchange.model)
+        exchange.start_stream({**request_id, **reply.headers})
+        for position in range(len(events) + 1):
+            if reply.fault is not None and position == reply.fault_at:
+                self._fault(exchange, reply)
+                return
+            if position < len(events):
+                exchange.send_raw(events[position])
+        exchange.end_stream()
+
+    def _pause(self, exchange: ChatExchange, seconds: float | None) -> bool:
+        """Wait; False (connection dropped) if the client left or the fake closes."""
+        result = exchange.wait(seconds)
+        if result == "timeout":
+            return True
+        if result == "disconnected":
+            exchange.disconnected = True
+        exchange.drop()
+        return False
+
+    def _fault(self, exchange: ChatExchange, reply: Reply) -> None:
+        if reply.fault == "cut":
+            exchange.drop()
+        elif reply.fault == "hang":
+            self._pause(exchange, None)
+        elif reply.fault == "malformed":
+            exchange.send_raw(_MALFORMED_EVENT)
+            exchange.end_stream()
+        elif reply.fault == "error_event":
+            payload = {
+                "type": "error",
+                "error": {"type": reply.error_type, "message": reply.error_message},
+            }
+            exchange.send_raw(named_event("error", payload))
+            exchange.end_stream()
+
+    def exchange_finished(self, exchange: ChatExchange) -> None:
+        if exchange.disconnected:
+            with self._cond:
+                self._disconnects += 1
+                self._cond.notify_all()
+
+    def handler_failed(self, exc: BaseException) -> None:
+        """A bug in the fake: fail the test at close rather than print and go on."""
+        with self._cond:
+            self._failures.append(exc)
+
+    def close(self) -> None:
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        super().close()
+        with self._cond:
+            failures, self._failures = self._failures, []
+        if failures:
+            raise RuntimeError(f"FakeAnthropic's handler failed: {failures[0]!r}") from failures[0]
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc is None:
+            self.close()
+            return
+        try:
+            self.close()
+        except RuntimeError:
+            pass  # the test's own failure is the one to see
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Serve default replies until interrupted, printing the base URL first."""
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.fakes.anthropic_server", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0: any free)")
+    parser.add_argument("--text", help="the reply to every request")
+    args = parser.parse_args(argv)
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+    default = Reply.text(args.text) if args.text else None
+    with FakeAnthropic(port=args.port, default=default) as fake:
+        print(fake.base_url, flush=True)
+        try:
+            threading.Event().wait()
+        except KeyboardInterrupt:
+            pass
+
+
+if __name__ == "__main__":
+    main()
