@@ -45,8 +45,11 @@ class DaemonProcess:
             HDSP_DATA_DIR=str(self.data_dir),
             HDSP_RUNTIME_DIR=str(self.runtime_dir),
             PYTHONUNBUFFERED="1",
-            **self.extra_env,
+            # Never the developer's own keyring: a file keyring under the test's root.
+            PYTHON_KEYRING_BACKEND="keyrings.alt.file.PlaintextKeyring",
+            XDG_DATA_HOME=str(self.root / "xdg-data"),
         )
+        env.update(self.extra_env)
         return env
 
     def start(self, *args: str, timeout: float = 20.0) -> None:

@@ -2,6 +2,50 @@
 
 from __future__ import annotations
 
-from .profiles import DEMO_PROFILE, Profile, ProfileNotFound, profiles_from_env
+from .profiles import (
+    DEFAULT_PROFILE,
+    DEMO_PROFILE,
+    ProfileNotFound,
+    Profiles,
+    env_default_profile,
+    secret_name,
+)
+from .secrets import (
+    InvalidSecret,
+    SecretError,
+    SecretStatus,
+    SecretStore,
+    SecretStoreFailed,
+    SecretStoreUnavailable,
+)
+from .service import ConfigService
+from .settings import (
+    ModelInfoOverride,
+    ProviderProfile,
+    Settings,
+    SettingsError,
+    SettingsInvalid,
+    SettingsStore,
+)
 
-__all__ = ["DEMO_PROFILE", "Profile", "ProfileNotFound", "profiles_from_env"]
+__all__ = [
+    "DEFAULT_PROFILE",
+    "DEMO_PROFILE",
+    "ConfigService",
+    "InvalidSecret",
+    "ModelInfoOverride",
+    "ProfileNotFound",
+    "Profiles",
+    "ProviderProfile",
+    "SecretError",
+    "SecretStatus",
+    "SecretStore",
+    "SecretStoreFailed",
+    "SecretStoreUnavailable",
+    "Settings",
+    "SettingsError",
+    "SettingsInvalid",
+    "SettingsStore",
+    "env_default_profile",
+    "secret_name",
+]

@@ -1,72 +1,308 @@
-"""Providers by profile name: created on first use, reused, closed at shutdown."""
+"""Providers by profile name: made on first use, reused, rebuilt when their
+profile or secret changes, closed at shutdown.
+
+Which provider a profile gets: "openai" and "openai-compatible" ->
+:class:`~.openai_compat.OpenAICompatibleProvider`, "anthropic" ->
+:class:`~.anthropic.AnthropicProvider`, "demo" -> the bundled demo server. The
+SDKs take a third of a second to import, so a provider module is imported when
+its first provider is made, or by :meth:`Providers.warm` once the daemon is ready.
+
+The API key is read when a provider's first request is made, not when the
+provider is handed out: reading the keyring blocks (D-Bus, an unlock dialog), so
+it happens on a worker thread from the request's async code, and a key that
+cannot be read fails that request with a message that says how to set it. The
+engine asks for its provider before every request, so a rebuilt provider is
+picked up by the next request; one still streaming keeps its old client until
+the reply ends, and is closed then.
+"""
 
 from __future__ import annotations
 
 import importlib
-import os
-from contextlib import ExitStack
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
+from contextlib import ExitStack, asynccontextmanager
+from dataclasses import dataclass
 from types import TracebackType
+from typing import TYPE_CHECKING, Any
 
-from hdsp.daemon.config import DEMO_PROFILE, Profile, ProfileNotFound
+import anyio
+import msgspec
+import structlog
+
+from hdsp.daemon.config.secrets import SecretError, SecretStore
 
 from .base import Provider
+from .errors import AuthenticationFailed
+from .types import Chunk, ModelInfo, ModelRequest
+
+if TYPE_CHECKING:
+    from hdsp.daemon.config.profiles import Profiles
+    from hdsp.daemon.config.settings import ModelInfoOverride, ProviderProfile
+    from hdsp.protocol import SettingsChange
+
+    from .demo import DemoServer
 
 __all__ = ["Providers"]
 
+log = structlog.get_logger("hdsp.llm")
 
-class Providers:
-    def __init__(self, profiles: dict[str, Profile], default: str | None = None) -> None:
-        self.profiles = profiles
-        self.default = default or ("default" if "default" in profiles else None)
-        self._cache: dict[str, Provider] = {}
-        self._exit = ExitStack()
 
-    def resolve_name(self, name: str | None) -> str:
-        chosen = name or self.default
-        if chosen is None:
-            raise ProfileNotFound(
-                "No provider is configured. Set HDSP_BASE_URL and HDSP_MODEL (and "
-                "HDSP_API_KEY) before starting hdspd, or run with `--profile demo` for a "
-                "simulated model."
-            )
-        if chosen not in self.profiles:
-            known = ", ".join(sorted(self.profiles))
-            raise ProfileNotFound(f"No provider profile named {chosen!r}. Known: {known}.")
-        return chosen
+def secret_name(profile: ProviderProfile) -> str | None:
+    # Imported here: hdsp.daemon.config imports the approvals, which import the
+    # tools, which import this package (a cycle at import time, not at run time).
+    from hdsp.daemon.config.profiles import secret_name
 
-    def get(self, name: str | None) -> Provider:
-        chosen = self.resolve_name(name)
-        provider = self._cache.get(chosen)
-        if provider is None:
-            provider = self._create(self.profiles[chosen])
-            self._cache[chosen] = provider
-        return provider
+    return secret_name(profile)
 
-    def _create(self, profile: Profile) -> Provider:
-        # The SDKs take a third of a second to import: not at start-up (see warm()).
-        from .demo import DemoServer, demo_provider
-        from .openai_compat import OpenAICompatibleProvider
 
-        if profile.provider == "demo" or profile.name == DEMO_PROFILE:
-            # A small delay per chunk so that the demo shows streaming as it is.
-            server = self._exit.enter_context(DemoServer(chunk_delay=0.02))
-            return demo_provider(server)
-        key = os.environ.get(profile.api_key_env) if profile.api_key_env else None
-        return OpenAICompatibleProvider(
-            model=profile.model, base_url=profile.base_url, api_key=key, name=profile.name
+#: How long closing a retired provider's HTTP client may take.
+_CLOSE_TIMEOUT = 5.0
+
+
+def _key_hint(name: str, profile: ProviderProfile, secrets: SecretStore | None) -> str:
+    """How to give profile `name` a key, for the providers' error messages."""
+    secret = secret_name(profile)
+    if secret is None:
+        return (
+            f"store one with `hdsp secret set NAME` and name it in the profile "
+            f"(`hdsp profile add {name} --provider {profile.provider} --model "
+            f"{profile.model} --secret NAME`)"
         )
+    env = " or ".join(SecretStore.env_vars(secret))
+    also = f" (or set {env} in hdspd's environment)" if env else ""
+    return f"run `hdsp secret set {secret}`{also}, then retry"
 
-    @staticmethod
-    def warm() -> None:
-        """Import the provider SDKs (blocking): run on a worker thread once the daemon
-        is ready, so that neither start-up nor the first task waits for them."""
-        importlib.import_module("hdsp.daemon.llm.openai_compat")
+
+class _ProfileProvider:
+    """A profile's provider, built on its first request (see the module docstring).
+
+    Retired (:meth:`aclose`) when the profile or its secret changes: closed at
+    once when idle, else when its last reply ends.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        profile: ProviderProfile,
+        info: ModelInfo | None,
+        build: Callable[[str | None], Provider],
+        read_key: Callable[[], Any],
+    ) -> None:
+        self.name = name
+        self.profile = profile
+        self._info = info
+        self._build = build
+        self._read_key = read_key
+        self._inner: Provider | None = None
+        self._lock = anyio.Lock()
+        self._active = 0
+        self._retired = False
+
+    @property
+    def model(self) -> str:
+        return self._inner.model if self._inner is not None else self.profile.model
+
+    def info(self) -> ModelInfo:
+        if self._inner is not None:
+            return self._inner.info()
+        return self._info if self._info is not None else ModelInfo(known=False)
+
+    async def _ensure(self) -> Provider:
+        async with self._lock:
+            if self._inner is None:
+                key: str | None = await self._read_key()
+                self._inner = self._build(key)
+            return self._inner
+
+    @asynccontextmanager
+    async def stream(self, request: ModelRequest) -> AsyncGenerator[AsyncIterator[Chunk]]:
+        self._active += 1
+        try:
+            inner = await self._ensure()
+            async with inner.stream(request) as chunks:
+                yield chunks
+        finally:
+            self._active -= 1
+            if self._retired and self._active == 0:
+                with anyio.move_on_after(_CLOSE_TIMEOUT, shield=True):
+                    await self._close()
+
+    async def _close(self) -> None:
+        inner, self._inner = self._inner, None
+        if inner is not None:
+            await inner.aclose()
 
     async def aclose(self) -> None:
-        providers, self._cache = list(self._cache.values()), {}
+        """Retire: close now when idle, else when the last reply ends."""
+        self._retired = True
+        if self._active == 0:
+            await self._close()
+
+
+@dataclass(frozen=True, slots=True)
+class _Built:
+    provider: _ProfileProvider
+    #: What it was built from; a change to either rebuilds it.
+    profile: ProviderProfile
+    models: Mapping[str, ModelInfoOverride]
+
+
+class Providers:
+    """Providers by profile name (see the module docstring).
+
+    `profiles` are the profiles in effect (settings, environment, built-in);
+    `secrets` reads their keys (None: no keys, for tests of keyless servers).
+    """
+
+    def __init__(self, profiles: Profiles, secrets: SecretStore | None = None) -> None:
+        self.profiles = profiles
+        self.secrets = secrets
+        self._cache: dict[str, _Built] = {}
+        self._exit = ExitStack()
+        self._demo: DemoServer | None = None
+        self._warned: set[tuple[str, str]] = set()
+
+    def resolve_name(self, name: str | None) -> str:
+        """The profile `name`, or the current one. Raises ProfileNotFound."""
+        return self.profiles.resolve_name(name)
+
+    def get(self, name: str | None) -> Provider:
+        """The provider of profile `name` (or of the current profile). Raises
+        ProfileNotFound. Cheap: the key is read and the SDK client made on the
+        provider's first request."""
+        chosen = self.resolve_name(name)
+        built = self._cache.get(chosen)
+        if built is None:
+            profile = self.profiles.all()[chosen]
+            models = dict(self.profiles.settings.models)
+            provider = _ProfileProvider(
+                chosen,
+                profile,
+                self._model_info(profile, models),
+                lambda key: self._create(chosen, profile, models, key),
+                lambda: self._read_key(chosen, profile),
+            )
+            built = self._cache[chosen] = _Built(provider, profile, models)
+        return built.provider
+
+    # ---- building --------------------------------------------------------------------
+
+    def _model_info(
+        self, profile: ProviderProfile, models: Mapping[str, ModelInfoOverride]
+    ) -> ModelInfo | None:
+        if profile.provider == "demo":
+            return None  # the demo provider knows its own
+        from .models import lookup_model
+
+        kind = profile.provider
+        extra = {model_id: o.apply(lookup_model(kind, model_id)) for model_id, o in models.items()}
+        info = lookup_model(kind, profile.model, extra)
+        if not info.known and (kind, profile.model) not in self._warned:
+            self._warned.add((kind, profile.model))
+            log.warning(
+                "unknown model: default limits apply and costs show as zero; describe it "
+                "in the settings' `models` section (`hdsp config set models.MODEL ...`)",
+                provider=kind,
+                model=profile.model,
+                context_window=info.context_window,
+            )
+        max_tokens = profile.options.max_tokens
+        if max_tokens is not None:
+            info = msgspec.structs.replace(info, max_output=max_tokens)
+        return info
+
+    async def _read_key(self, name: str, profile: ProviderProfile) -> str | None:
+        secret = secret_name(profile)
+        if secret is None or self.secrets is None:
+            return None
         try:
-            for provider in providers:
-                await provider.aclose()
+            return await self.secrets.get(secret)
+        except SecretError as exc:
+            raise AuthenticationFailed(
+                f"The API key of profile {name!r} could not be read: {exc}"
+            ) from exc
+
+    def _create(
+        self,
+        name: str,
+        profile: ProviderProfile,
+        models: Mapping[str, ModelInfoOverride],
+        key: str | None,
+    ) -> Provider:
+        kind = profile.provider
+        options = profile.options
+        if kind == "demo":
+            from .demo import DemoServer, demo_provider
+
+            if self._demo is None:
+                # A small delay per chunk so that the demo shows streaming as it is.
+                self._demo = self._exit.enter_context(DemoServer(chunk_delay=0.02))
+            return demo_provider(self._demo)
+        hint = _key_hint(name, profile, self.secrets)
+        info = self._model_info(profile, models)
+        if kind == "anthropic":
+            from .anthropic import AnthropicProvider
+
+            return AnthropicProvider(
+                profile.model,
+                key,
+                profile.base_url,
+                model_info=info,
+                name=name,
+                thinking_budget=options.thinking_budget,
+                key_hint=hint,
+            )
+        from .openai_compat import OpenAICompatibleProvider
+
+        if options.reasoning_effort is not None and (name, "effort") not in self._warned:
+            self._warned.add((name, "effort"))
+            log.warning(
+                "reasoning_effort is kept in the profile but not sent yet by this version",
+                profile=name,
+            )
+        return OpenAICompatibleProvider(
+            model=profile.model,
+            base_url=profile.base_url,
+            api_key=key,
+            model_info=info,
+            name=name,
+            key_hint=hint,
+        )
+
+    # ---- changes ---------------------------------------------------------------------
+
+    async def on_change(self, change: SettingsChange) -> None:
+        """Rebuild the providers that `change` concerns: a profile that changed or
+        went, a secret of theirs that was set or removed, a change of the model table."""
+        secrets_changed = change.reason in ("secretSet", "secretDeleted")
+        profiles = self.profiles.all()
+        models = self.profiles.settings.models
+        stale = [
+            name
+            for name, built in self._cache.items()
+            if profiles.get(name) != built.profile
+            or dict(models) != dict(built.models)
+            or (secrets_changed and secret_name(built.profile) in change.keys)
+        ]
+        for name in stale:
+            built = self._cache.pop(name)
+            log.info("provider rebuilt on next use", profile=name, reason=change.reason)
+            await built.provider.aclose()
+
+    def warm(self) -> None:
+        """Import the provider SDKs and choose the keyring backend (blocking): run on
+        a worker thread once the daemon is ready, so that neither start-up nor the
+        first task waits for them."""
+        importlib.import_module("hdsp.daemon.llm.openai_compat")
+        importlib.import_module("hdsp.daemon.llm.anthropic")
+        if self.secrets is not None:
+            self.secrets.warm()
+
+    async def aclose(self) -> None:
+        cached, self._cache = list(self._cache.values()), {}
+        try:
+            for built in cached:
+                await built.provider.aclose()
         finally:
             self._exit.close()
 

@@ -1,0 +1,488 @@
+"""The settings commands: what `GetSettings`, `SaveProfile`, `SetSecret`... do.
+
+One object, owned by the daemon, in front of the :class:`SettingsStore`, the
+:class:`SecretStore` and the :class:`Profiles` in effect. It answers with the
+protocol's result types and raises :class:`CommandError` with a code and a message
+a person can act on. After every change it calls its listeners with a
+:class:`SettingsChange`, which the daemon turns into the `settingsChanged` event and
+into rebuilding the providers that changed; so every path that changes settings
+tells every client and every cached provider, and none can forget to.
+
+A secret's value comes in through :meth:`ConfigService.set_secret` and goes only
+to the keyring: no result, change or log line carries it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from hdsp.daemon.errors import CommandError
+from hdsp.protocol import (
+    ErrorCode,
+    ImportResult,
+    ModelEntry,
+    ModelList,
+    ProfileData,
+    ProfileInfo,
+    ProfileList,
+    Rejection,
+    SaveProfileData,
+    SecretInfo,
+    SettingsChange,
+    SettingsExport,
+    SettingsView,
+)
+
+from .profiles import (
+    DEFAULT_PROFILE,
+    DEMO_PROFILE,
+    ProfileNotFound,
+    Profiles,
+    secret_name,
+)
+from .secrets import (
+    ENV_FALLBACKS,
+    InvalidSecret,
+    SecretStatus,
+    SecretStore,
+    SecretStoreFailed,
+    SecretStoreUnavailable,
+)
+from .settings import (
+    PROVIDER_KINDS,
+    FieldError,
+    ProviderProfile,
+    Settings,
+    SettingsError,
+    SettingsInvalid,
+    SettingsStore,
+)
+
+if TYPE_CHECKING:
+    from hdsp.daemon.llm.types import ModelInfo
+
+__all__ = ["ConfigService", "Listener", "model_table", "roo_model_record"]
+
+log = structlog.get_logger("hdsp.settings")
+
+#: Called after every change, in order; the daemon emits `settingsChanged` from one
+#: and rebuilds providers from another.
+Listener = Callable[[SettingsChange], Awaitable[None]]
+
+#: The model tables GetModels lists when it is given no provider.
+_FAMILIES = ("anthropic", "openai")
+
+
+@contextmanager
+def _as_command_errors() -> Iterator[None]:
+    """Translate the config errors into error replies (STYLE.md 9)."""
+    try:
+        yield
+    except SettingsInvalid as exc:
+        raise CommandError(
+            ErrorCode.INVALID_REQUEST,
+            str(exc),
+            details={"errors": [{"path": e.path, "message": e.message} for e in exc.errors]},
+        ) from None
+    except SettingsError as exc:
+        raise CommandError(ErrorCode.INTERNAL, str(exc)) from None
+    except (InvalidSecret, ProfileNotFound) as exc:
+        raise CommandError(ErrorCode.INVALID_REQUEST, str(exc)) from None
+    except (SecretStoreUnavailable, SecretStoreFailed) as exc:
+        raise CommandError(ErrorCode.UNAVAILABLE, str(exc)) from None
+
+
+def _secret_info(status: SecretStatus) -> SecretInfo:
+    return SecretInfo(
+        name=status.name,
+        is_set=status.is_set,
+        source=status.source,
+        env_vars=list(status.env_vars),
+        error=status.error,
+    )
+
+
+def _profile_document(data: ProfileData) -> dict[str, Any]:
+    document: dict[str, Any] = {"name": data.name, "provider": data.provider, "model": data.model}
+    if data.base_url is not None:
+        document["base_url"] = data.base_url
+    if data.options:
+        document["options"] = dict(data.options)
+    if data.secret is not None:
+        document["secret"] = data.secret
+    return document
+
+
+def _changed_keys(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
+    return sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+
+
+class ConfigService:
+    """Settings, profiles and secrets, as the commands see them (module docstring)."""
+
+    def __init__(self, store: SettingsStore, secrets: SecretStore, profiles: Profiles) -> None:
+        self.store = store
+        self.secrets = secrets
+        self.profiles = profiles
+        self._listeners: list[Listener] = []
+
+    def subscribe(self, listener: Listener) -> None:
+        """Call `listener` after every change (in the order of subscription)."""
+        self._listeners.append(listener)
+
+    @property
+    def settings(self) -> Settings:
+        return self.store.settings
+
+    async def _changed(self, change: SettingsChange) -> None:
+        for listener in self._listeners:
+            await listener(change)
+
+    def startup_report(self) -> SettingsChange | None:
+        """The `recovered` change to announce when the file was unusable at start."""
+        if not self.store.problems:
+            return None
+        return SettingsChange(
+            reason="recovered",
+            current_profile=self.profiles.current(),
+            message=" ".join(self.store.problems),
+        )
+
+    # ---- reading -----------------------------------------------------------------
+
+    async def _status(self, name: str) -> SecretStatus:
+        return await self.secrets.status(name)
+
+    async def _profile_info(
+        self, name: str, profile: ProviderProfile, current: str | None
+    ) -> ProfileInfo:
+        secret = secret_name(profile)
+        is_set = (await self._status(secret)).is_set if secret is not None else None
+        return ProfileInfo(
+            name=name,
+            provider=profile.provider,
+            model=profile.model,
+            source=self.profiles.source(name),
+            base_url=profile.base_url,
+            options=profile.options.model_dump(mode="json", exclude_none=True),
+            secret=secret,
+            secret_set=is_set,
+            current=name == current,
+        )
+
+    async def list_profiles(self) -> ProfileList:
+        current = self.profiles.current()
+        infos = [
+            await self._profile_info(name, profile, current)
+            for name, profile in sorted(self.profiles.all().items())
+        ]
+        return ProfileList(profiles=infos, current=current)
+
+    def secret_names(self) -> list[str]:
+        """Every secret name in use: the profiles' and the conventional ones."""
+        names = {name for name in ENV_FALLBACKS if name != "hdsp"}
+        names.update(
+            name for p in self.profiles.all().values() if (name := secret_name(p)) is not None
+        )
+        return sorted(names)
+
+    async def view(self) -> SettingsView:
+        secrets = [_secret_info(await self._status(name)) for name in self.secret_names()]
+        return SettingsView(
+            settings=self.settings.document(),
+            secrets=secrets,
+            path=str(self.store.path),
+            problems=list(self.store.problems),
+        )
+
+    async def export(self) -> SettingsExport:
+        names = sorted(
+            {name for p in self.settings.profiles.values() if (name := secret_name(p)) is not None}
+        )
+        return SettingsExport(settings=self.settings.document(), secret_names=names)
+
+    # ---- changing ------------------------------------------------------------------
+
+    async def update(
+        self, patch: Mapping[str, Any], *, client_id: str | None = None
+    ) -> SettingsView:
+        before = self.settings.document()
+        with _as_command_errors():
+            if isinstance(patch, Mapping) and patch.get("current_profile") is not None:
+                self._check_selectable(patch["current_profile"], patch)
+            after = (await self.store.update(patch)).document()
+        keys = _changed_keys(before, after)
+        if keys:
+            await self._changed(
+                SettingsChange(
+                    reason="updated",
+                    keys=keys,
+                    current_profile=self.profiles.current(),
+                    client_id=client_id,
+                )
+            )
+        return await self.view()
+
+    def _check_selectable(self, name: Any, patch: Mapping[str, Any] | None = None) -> None:
+        """Refuse to make current a profile that does not exist (nor comes with `patch`)."""
+        incoming = patch.get("profiles") if patch is not None else None
+        if isinstance(incoming, Mapping) and isinstance(incoming.get(name), Mapping):
+            return
+        if not isinstance(name, str) or name not in self.profiles.all():
+            known = ", ".join(sorted(self.profiles.all()))
+            raise SettingsInvalid(
+                [FieldError("current_profile", f"no profile is named {name!r} (known: {known})")]
+            )
+
+    async def save_profile(
+        self, data: SaveProfileData, *, client_id: str | None = None
+    ) -> ProfileInfo:
+        profile = data.profile
+        name = profile.name
+        with _as_command_errors():
+            if name == DEMO_PROFILE:
+                raise SettingsInvalid(
+                    [FieldError("profile.name", "'demo' is built in; choose another name")]
+                )
+            document = _profile_document(profile)
+
+            def change(current: dict[str, Any]) -> dict[str, Any]:
+                current.setdefault("profiles", {})[name] = document
+                if data.select:
+                    current["current_profile"] = name
+                return current
+
+            settings = await self.store.modify(change)
+        log.info("profile saved", profile=name, provider=profile.provider, model=profile.model)
+        await self._changed(
+            SettingsChange(
+                reason="profileSaved",
+                keys=[name],
+                current_profile=self.profiles.current(),
+                client_id=client_id,
+            )
+        )
+        return await self._profile_info(name, settings.profiles[name], self.profiles.current())
+
+    async def delete_profile(self, name: str, *, client_id: str | None = None) -> ProfileList:
+        with _as_command_errors():
+            if name not in self.settings.profiles:
+                if name == DEMO_PROFILE:
+                    why = "'demo' is built in and cannot be removed."
+                elif name == DEFAULT_PROFILE and name in self.profiles.all():
+                    why = (
+                        "'default' comes from HDSP_BASE_URL/HDSP_MODEL in hdspd's environment; "
+                        "unset them and restart hdspd to remove it."
+                    )
+                else:
+                    known = ", ".join(sorted(self.settings.profiles)) or "none"
+                    why = f"No saved profile is named {name!r} (saved: {known})."
+                raise ProfileNotFound(why)
+
+            def change(current: dict[str, Any]) -> dict[str, Any]:
+                current.get("profiles", {}).pop(name, None)
+                if current.get("current_profile") == name:
+                    current["current_profile"] = None
+                return current
+
+            await self.store.modify(change)
+        log.info("profile removed", profile=name)
+        await self._changed(
+            SettingsChange(
+                reason="profileDeleted",
+                keys=[name],
+                current_profile=self.profiles.current(),
+                client_id=client_id,
+            )
+        )
+        return await self.list_profiles()
+
+    async def select_profile(self, name: str, *, client_id: str | None = None) -> ProfileList:
+        with _as_command_errors():
+            self.profiles.resolve_name(name)
+
+            def change(current: dict[str, Any]) -> dict[str, Any]:
+                current["current_profile"] = name
+                return current
+
+            await self.store.modify(change)
+        log.info("profile selected", profile=name)
+        await self._changed(
+            SettingsChange(
+                reason="profileSelected", keys=[name], current_profile=name, client_id=client_id
+            )
+        )
+        return await self.list_profiles()
+
+    async def set_secret(
+        self, name: str, value: str, *, client_id: str | None = None
+    ) -> SecretInfo:
+        with _as_command_errors():
+            await self.secrets.set(name, value)
+        await self._changed(
+            SettingsChange(
+                reason="secretSet",
+                keys=[name],
+                current_profile=self.profiles.current(),
+                client_id=client_id,
+            )
+        )
+        return _secret_info(await self._status(name))
+
+    async def delete_secret(self, name: str, *, client_id: str | None = None) -> SecretInfo:
+        with _as_command_errors():
+            removed = await self.secrets.delete(name)
+        if removed:
+            await self._changed(
+                SettingsChange(
+                    reason="secretDeleted",
+                    keys=[name],
+                    current_profile=self.profiles.current(),
+                    client_id=client_id,
+                )
+            )
+        return _secret_info(await self._status(name))
+
+    async def import_settings(
+        self, document: Mapping[str, Any], *, merge: bool = True, client_id: str | None = None
+    ) -> ImportResult:
+        before = self.settings.document()
+        document = dict(document)
+        early: list[FieldError] = []
+        current = document.get("current_profile")
+        if current is not None:
+            try:
+                self._check_selectable(current, document)
+            except SettingsInvalid as exc:
+                early += exc.errors
+                document.pop("current_profile")
+        if isinstance(document.get("profiles"), Mapping) and DEMO_PROFILE in document["profiles"]:
+            early.append(FieldError("profiles.demo", "'demo' is built in; choose another name"))
+            document["profiles"] = {
+                k: v for k, v in document["profiles"].items() if k != DEMO_PROFILE
+            }
+        with _as_command_errors():
+            settings, rejected = await self.store.import_document(document, merge=merge)
+        rejected = early + rejected
+        after = settings.document()
+        applied = [
+            unit
+            for unit in _units(document)
+            if not any(r.path == unit or r.path.startswith(unit + ".") for r in rejected)
+        ]
+        for r in rejected:
+            log.warning("import: left out", path=r.path, reason=r.message)
+        keys = _changed_keys(before, after)
+        if keys:
+            await self._changed(
+                SettingsChange(
+                    reason="imported",
+                    keys=keys,
+                    current_profile=self.profiles.current(),
+                    client_id=client_id,
+                )
+            )
+        seen: set[tuple[str, str]] = set()
+        rejections = []
+        for r in rejected:
+            if (r.path, r.message) not in seen:
+                seen.add((r.path, r.message))
+                rejections.append(Rejection(path=r.path, reason=r.message))
+        return ImportResult(settings=after, applied=applied, rejected=rejections)
+
+    # ---- models ------------------------------------------------------------------------
+
+    def models(self, provider: str | None = None) -> ModelList:
+        """The model table with the user's overrides, for one provider or all."""
+        with _as_command_errors():
+            if provider is not None and provider not in PROVIDER_KINDS:
+                raise SettingsInvalid(
+                    [
+                        FieldError(
+                            "provider",
+                            f"must be one of {', '.join(PROVIDER_KINDS)}, not {provider!r}",
+                        )
+                    ],
+                    "Cannot list models",
+                )
+        return ModelList(models=model_table(self.settings, provider))
+
+
+def _units(document: Mapping[str, Any]) -> list[str]:
+    units: list[str] = []
+    for key, value in document.items():
+        if key == "version":
+            continue
+        if key in ("profiles", "models") and isinstance(value, Mapping):
+            units += [f"{key}.{name}" for name in value]
+        else:
+            units.append(key)
+    return units
+
+
+def model_table(settings: Settings, provider: str | None = None) -> list[ModelEntry]:
+    """hdsp's model table with `settings.models` applied: one provider's, or every
+    family's (user entries that extend no table then count as OpenAI-compatible)."""
+    from hdsp.daemon.llm.models import list_models, lookup_model
+
+    overrides = settings.models
+
+    def entry(family: str, model_id: str, info: ModelInfo) -> ModelEntry:
+        return ModelEntry(
+            provider=family,
+            id=model_id,
+            context_window=info.context_window,
+            max_output=info.max_output,
+            input_price=info.input_price,
+            output_price=info.output_price,
+            cache_read_price=info.cache_read_price,
+            cache_write_price=info.cache_write_price,
+            supports_images=info.supports_images,
+            source="settings" if model_id in overrides else "builtin",
+        )
+
+    if provider == "demo":
+        return []
+    if provider is not None:
+        extra = {
+            model_id: o.apply(lookup_model(provider, model_id)) for model_id, o in overrides.items()
+        }
+        return [entry(provider, i, info) for i, info in list_models(provider, extra).items()]
+    entries: list[ModelEntry] = []
+    listed: set[str] = set()
+    for family in _FAMILIES:
+        table = list_models(family)
+        for model_id, info in table.items():
+            override = overrides.get(model_id)
+            entries.append(entry(family, model_id, override.apply(info) if override else info))
+            listed.add(model_id)
+    for model_id, override in sorted(overrides.items()):
+        if model_id not in listed:
+            info = override.apply(lookup_model("openai-compatible", model_id))
+            entries.append(entry("openai-compatible", model_id, info))
+    return entries
+
+
+def roo_model_record(models: list[ModelEntry]) -> dict[str, Any]:
+    """The `modelsResponse` payload: Roo's record of ModelInfo by model id."""
+    record: dict[str, Any] = {}
+    for m in models:
+        record.setdefault(
+            m.id,
+            {
+                "provider": m.provider,
+                "contextWindow": m.context_window,
+                "maxTokens": m.max_output,
+                "supportsImages": m.supports_images,
+                "supportsPromptCache": m.cache_read_price > 0,
+                "inputPrice": m.input_price,
+                "outputPrice": m.output_price,
+                "cacheReadsPrice": m.cache_read_price,
+                "cacheWritesPrice": m.cache_write_price,
+            },
+        )
+    return record

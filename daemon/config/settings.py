@@ -1,0 +1,657 @@
+"""The daemon's global settings: pydantic models, and the store that keeps them.
+
+Why this shape (seed 001's ContextProxy, seed 003's StateProxy):
+
+- One document, ``settings.json`` in the data dir, validated by the models below.
+  Readers get a cached, validated, immutable copy (:attr:`SettingsStore.settings`);
+  nothing re-reads the file on the hot path.
+- Every change goes through :meth:`SettingsStore.modify`: computed on a copy,
+  validated whole, written atomically (a temporary file in the same directory,
+  fsync, rename, fsync of the directory) and only then served. An invalid change
+  raises :class:`SettingsInvalid` listing every bad field, and nothing is written.
+  Changes are applied one at a time, so concurrent updates never lose each other.
+- Unknown keys, from an older or a newer hdsp, are kept through a load/save cycle
+  (``extra="allow"`` at every level), and ``version`` names the document's shape;
+  :func:`migrate` brings older documents up to date, step by step.
+- A corrupt or invalid file is never silently emptied: it is moved aside as
+  ``settings.json.corrupt-<UTC timestamp>``; what still validates is kept (a
+  file that is not JSON keeps nothing: defaults apply); and the problem is logged
+  and kept in :attr:`SettingsStore.problems` for the daemon to report.
+- Settings hold the *names* of secrets, never their values (see :mod:`.secrets`).
+  A key that looks like a secret (``api_key``, ``token``...) is refused anywhere
+  in the document, so a pasted key cannot end up in the file, a reply or an export.
+
+Errors::
+
+    SettingsError              the file cannot be read or written (the message says which)
+    └── SettingsInvalid        a change or document does not validate (`.errors`)
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import stat
+import tempfile
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, Literal
+
+import anyio
+import anyio.to_thread
+import structlog
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from hdsp.daemon.approvals.settings import ApprovalSettings
+from hdsp.daemon.logs import is_secret_key
+
+from .secrets import SECRET_NAME_PATTERN
+
+if TYPE_CHECKING:
+    from hdsp.daemon.llm.retry import RetryPolicy
+    from hdsp.daemon.llm.types import ModelInfo
+
+__all__ = [
+    "PROFILE_NAME_PATTERN",
+    "PROVIDER_KINDS",
+    "SETTINGS_VERSION",
+    "FieldError",
+    "KernelSettings",
+    "ModelInfoOverride",
+    "ProfileOptions",
+    "ProviderKind",
+    "ProviderProfile",
+    "RetrySettings",
+    "Settings",
+    "SettingsError",
+    "SettingsInvalid",
+    "SettingsStore",
+    "check_document",
+    "merge_patch",
+    "migrate",
+    "validate_salvaging",
+    "write_atomically",
+]
+
+log = structlog.get_logger("hdsp.settings")
+
+#: The shape of the document this hdsp writes; see :func:`migrate`.
+SETTINGS_VERSION: Final = 1
+
+ProviderKind = Literal["anthropic", "openai", "openai-compatible", "demo"]
+PROVIDER_KINDS: Final[tuple[str, ...]] = ("anthropic", "openai", "openai-compatible", "demo")
+
+#: Profile names: as secret names, so that both fit on a command line unquoted.
+PROFILE_NAME_PATTERN: Final = SECRET_NAME_PATTERN
+
+
+class _Section(BaseModel):
+    """Immutable once validated; keeps keys it does not know (older, newer hdsp)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+
+class ProfileOptions(_Section):
+    """Provider options of a profile. Others are kept and passed on where a
+    provider knows them."""
+
+    #: Anthropic extended thinking: tokens the model may think for (at least 1024).
+    thinking_budget: int | None = Field(default=None, ge=1024)
+    #: OpenAI reasoning models: how hard to think.
+    reasoning_effort: Literal["minimal", "low", "medium", "high"] | None = None
+    #: The most tokens one reply may have (below the model's own limit).
+    max_tokens: int | None = Field(default=None, ge=1)
+
+
+class ProviderProfile(_Section):
+    """Which API, model and key a task talks to (a Roo "API configuration")."""
+
+    name: str = Field(pattern=PROFILE_NAME_PATTERN)
+    provider: ProviderKind
+    model: str = Field(min_length=1)
+    #: The API's base URL (".../v1" for OpenAI-compatible servers); None for the
+    #: provider's own.
+    base_url: str | None = None
+    options: ProfileOptions = ProfileOptions()
+    #: The NAME of the secret holding the API key (see :mod:`.secrets`), never the key.
+    secret: str | None = Field(default=None, pattern=SECRET_NAME_PATTERN)
+
+    @field_validator("model")
+    @classmethod
+    def _model_is_a_name(cls, value: str) -> str:
+        if value != value.strip():
+            raise ValueError("must not start or end with spaces")
+        return value
+
+    @field_validator("base_url")
+    @classmethod
+    def _base_url_is_http(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if not value.startswith(("http://", "https://")) or len(value.split("://", 1)[1]) == 0:
+            raise ValueError(
+                "must be an http:// or https:// URL, such as http://localhost:11434/v1"
+            )
+        return value
+
+
+class ModelInfoOverride(_Section):
+    """The user's entry in the model table: what is given replaces hdsp's numbers
+    for that model id, what is left out keeps them."""
+
+    context_window: int | None = Field(default=None, ge=1)
+    max_output: int | None = Field(default=None, ge=1)
+    #: USD per million tokens.
+    input_price: float | None = Field(default=None, ge=0)
+    output_price: float | None = Field(default=None, ge=0)
+    cache_read_price: float | None = Field(default=None, ge=0)
+    cache_write_price: float | None = Field(default=None, ge=0)
+    supports_images: bool | None = None
+
+    def apply(self, info: ModelInfo) -> ModelInfo:
+        """`info` with the numbers this entry gives, and marked known."""
+        import msgspec
+
+        given = {
+            name: value
+            for name in type(self).model_fields
+            if (value := getattr(self, name)) is not None
+        }
+        return msgspec.structs.replace(info, known=True, **given)
+
+
+class RetrySettings(_Section):
+    """Automatic retries of a failed model request (see :mod:`hdsp.daemon.llm.retry`)."""
+
+    #: Seconds before the first retry; doubled at each next one, with jitter.
+    base_delay: float = Field(default=1.0, gt=0)
+    #: The longest wait between two attempts; a server asking for more gets none.
+    max_delay: float = Field(default=600.0, gt=0)
+    #: Attempts in all, the first included; None: retry while the error allows.
+    max_attempts: int | None = Field(default=None, ge=1)
+
+    @model_validator(mode="after")
+    def _max_not_below_base(self) -> RetrySettings:
+        if self.max_delay < self.base_delay:
+            raise ValueError(
+                f"max_delay ({self.max_delay:g} s) must not be smaller than base_delay "
+                f"({self.base_delay:g} s)"
+            )
+        return self
+
+    def policy(self) -> RetryPolicy:
+        """These settings as the engine's :class:`RetryPolicy`."""
+        from hdsp.daemon.llm.retry import RetryPolicy
+
+        return RetryPolicy(
+            base_delay=self.base_delay, max_delay=self.max_delay, max_attempts=self.max_attempts
+        )
+
+
+class KernelSettings(_Section):
+    #: How long one execution may run before it is interrupted.
+    default_timeout_seconds: float = Field(default=120.0, gt=0)
+    #: How long an interrupted kernel may take to stop before it is restarted.
+    interrupt_grace_seconds: float = Field(default=5.0, ge=0)
+
+
+class Settings(_Section):
+    """The whole settings document (``settings.json``)."""
+
+    version: int = Field(default=SETTINGS_VERSION, ge=1)
+    #: The profile new tasks use when they name none; None: `default` if the
+    #: environment defines it.
+    current_profile: str | None = None
+    profiles: dict[str, ProviderProfile] = {}
+    #: The user's extensions of the model table, by model id.
+    models: dict[str, ModelInfoOverride] = {}
+    retry: RetrySettings = RetrySettings()
+    approvals: ApprovalSettings = Field(default_factory=ApprovalSettings)
+    kernels: KernelSettings = KernelSettings()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _profile_names_from_keys(cls, data: Any) -> Any:
+        """A profile's key is its name: fill it in where the file leaves it out, and
+        let the key win where they disagree, so that a hand-edited file stays usable."""
+        if isinstance(data, Mapping) and isinstance(data.get("profiles"), Mapping):
+            profiles = {
+                key: ({**value, "name": key} if isinstance(value, Mapping) else value)
+                for key, value in data["profiles"].items()
+            }
+            data = {**data, "profiles": profiles}
+        return data
+
+    def document(self) -> dict[str, Any]:
+        """The settings as the JSON object the file holds."""
+        return self.model_dump(mode="json")
+
+
+# ---- errors ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class FieldError:
+    #: Dotted path of the field: "retry.max_attempts", "profiles.work.provider".
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path or '(the document)'}: {self.message}"
+
+
+class SettingsError(Exception):
+    """The settings file cannot be read or written; the message says which and why."""
+
+
+class SettingsInvalid(SettingsError, ValueError):
+    """A change or a document does not validate; `errors` lists every bad field."""
+
+    def __init__(
+        self, errors: list[FieldError], what: str = "The settings were not changed"
+    ) -> None:
+        self.errors = errors
+        listed = "; ".join(str(e) for e in errors)
+        super().__init__(f"{what}: {listed}.")
+
+
+# ---- documents: migration, merge, validation ------------------------------------------
+
+
+def _v0_to_v1(data: dict[str, Any]) -> dict[str, Any]:
+    """Files written before the version field existed have version 1's shape."""
+    return data
+
+
+#: One step per version: _MIGRATIONS[n] turns a version-n document into version n+1.
+_MIGRATIONS: Final[dict[int, Callable[[dict[str, Any]], dict[str, Any]]]] = {0: _v0_to_v1}
+
+
+def migrate(data: dict[str, Any]) -> dict[str, Any]:
+    """Bring a settings document of an older version up to :data:`SETTINGS_VERSION`.
+
+    A document without ``version`` is version 0. A newer document is returned as
+    it is: this hdsp keeps what it does not know and never lowers the version.
+
+    Raises:
+        SettingsInvalid: ``version`` is not a whole number of at least 0.
+    """
+    version = data.get("version", 0)
+    if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+        raise SettingsInvalid(
+            [FieldError("version", f"must be a whole number, not {version!r}")],
+            "The settings document cannot be read",
+        )
+    if version > SETTINGS_VERSION:
+        log.warning(
+            "settings written by a newer hdsp: keys this version does not know are kept",
+            file_version=version,
+            known_version=SETTINGS_VERSION,
+        )
+        return data
+    while version < SETTINGS_VERSION:
+        data = _MIGRATIONS[version](dict(data))
+        version += 1
+        data["version"] = version
+    return data
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """JSON Merge Patch (RFC 7396): objects merge key by key, ``None`` removes a key,
+    anything else replaces. Neither argument is modified."""
+    if not isinstance(patch, Mapping):
+        return copy.deepcopy(patch)
+    result = copy.deepcopy(dict(target)) if isinstance(target, Mapping) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch(result.get(key), value)
+    return result
+
+
+def _walk(value: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            yield (*path, str(key))
+            yield from _walk(item, (*path, str(key)))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _walk(item, (*path, str(index)))
+
+
+def _secret_like_keys(document: Mapping[str, Any]) -> list[tuple[str, ...]]:
+    """Paths of keys named like secret values. A profile's ``secret`` (the name of a
+    keyring entry) is the one allowed."""
+    return [
+        path
+        for path in _walk(document)
+        if is_secret_key(path[-1])
+        and not (len(path) == 3 and path[0] == "profiles" and path[2] == "secret")
+    ]
+
+
+_SECRET_REASON = (
+    "looks like a secret value; settings hold only the names of secrets. Store the "
+    "key with `hdsp secret set NAME` and name it in a profile's `secret`"
+)
+
+
+def _dotted(loc: tuple[Any, ...]) -> str:
+    return ".".join(str(part) for part in loc)
+
+
+def _field_errors(exc: ValidationError) -> list[FieldError]:
+    return [FieldError(_dotted(err["loc"]), err["msg"]) for err in exc.errors()]
+
+
+def check_document(document: Mapping[str, Any]) -> Settings:
+    """Validate a whole document strictly.
+
+    Raises:
+        SettingsInvalid: listing every bad field (and every key that looks like a secret).
+    """
+    errors = [FieldError(".".join(p), _SECRET_REASON) for p in _secret_like_keys(document)]
+    try:
+        settings = Settings.model_validate(document)
+    except ValidationError as exc:
+        errors += _field_errors(exc)
+    if errors:
+        raise SettingsInvalid(errors)
+    return settings
+
+
+def _unit_of(loc: tuple[Any, ...]) -> tuple[str, ...]:
+    """What to leave out for an error at `loc`: a whole profile or model entry, a
+    whole list, else the field itself."""
+    unit: list[str] = []
+    for part in loc:
+        if not isinstance(part, str):
+            break  # a list index: the list goes as a whole
+        unit.append(part)
+        if len(unit) == 2 and unit[0] in ("profiles", "models"):
+            break
+    return tuple(unit)
+
+
+def _get(document: Mapping[str, Any], path: tuple[str, ...]) -> tuple[bool, Any]:
+    node: Any = document
+    for part in path:
+        if not isinstance(node, Mapping) or part not in node:
+            return False, None
+        node = node[part]
+    return True, node
+
+
+def _restore(document: dict[str, Any], path: tuple[str, ...], base: Mapping[str, Any]) -> None:
+    """Put `base`'s value at `path` into `document`, or remove `path` if base has none."""
+    parent: Any = document
+    for part in path[:-1]:
+        if not isinstance(parent, dict) or not isinstance(parent.get(part), dict):
+            return
+        parent = parent[part]
+    found, value = _get(base, path)
+    if found:
+        parent[path[-1]] = copy.deepcopy(value)
+    else:
+        parent.pop(path[-1], None)
+
+
+def validate_salvaging(
+    document: Mapping[str, Any], base: Mapping[str, Any] | None = None
+) -> tuple[Settings, list[FieldError]]:
+    """Validate `document`, leaving out what does not validate: a whole profile or
+    model entry, a list, or a single field, which takes `base`'s value (or its
+    default). Returns the settings and what was left out, and why.
+
+    Raises:
+        SettingsInvalid: nothing could be salvaged (the document is not an object).
+    """
+    base = base or {}
+    if not isinstance(document, Mapping):
+        raise SettingsInvalid([FieldError("", "must be a JSON object")], "Not a settings document")
+    work: dict[str, Any] = copy.deepcopy(dict(document))
+    rejected: list[FieldError] = []
+    for path in _secret_like_keys(work):
+        unit = path if path[0] not in ("profiles", "models") else path[:2]
+        rejected.append(FieldError(".".join(path), _SECRET_REASON))
+        _restore(work, unit, {})  # never from base: a secret-like key is never wanted
+    tried: set[tuple[str, ...]] = set()
+    while True:
+        try:
+            return Settings.model_validate(work), rejected
+        except ValidationError as exc:
+            errors = exc.errors()
+        progress = False
+        for err in errors:
+            unit = _unit_of(err["loc"])
+            rejected.append(FieldError(_dotted(err["loc"]), err["msg"]))
+            if not unit or (unit in tried and not _get(work, unit)[0]):
+                continue
+            # The first time, restore the base's value; if that fails too, drop it.
+            _restore(work, unit, base if unit not in tried else {})
+            tried.add(unit)
+            progress = True
+        if not progress:
+            raise SettingsInvalid(
+                [FieldError(_dotted(e["loc"]), e["msg"]) for e in errors],
+                "The settings document cannot be used",
+            )
+
+
+# ---- the store --------------------------------------------------------------------------
+
+
+def _utc_stamp() -> str:
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Replace `path` with `data` so that a crash leaves the old or the new file,
+    never a mix or nothing: a temporary file in the same directory (mode 0600),
+    fsync, rename over `path`, fsync of the directory."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        try:
+            os.fchmod(fd, 0o600)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+
+
+class SettingsStore:
+    """The settings file behind a cache (see the module docstring).
+
+    Call :meth:`load` once; then :attr:`settings` serves the cached copy and
+    :meth:`update`, :meth:`modify` and :meth:`import_document` change it.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._settings: Settings | None = None
+        self._lock = anyio.Lock()
+        #: What was wrong with the file at load, for people to read.
+        self.problems: list[str] = []
+        #: Where the corrupt or invalid file went, if it was moved aside.
+        self.moved_aside: Path | None = None
+
+    @property
+    def settings(self) -> Settings:
+        if self._settings is None:
+            raise RuntimeError("SettingsStore.load() has not run")
+        return self._settings
+
+    # ---- loading -------------------------------------------------------------------
+
+    async def load(self) -> Settings:
+        """Read the file once (on a worker thread); see :meth:`load_blocking`."""
+        return await anyio.to_thread.run_sync(self.load_blocking)
+
+    def load_blocking(self) -> Settings:
+        """Read and validate the file; defaults when there is none.
+
+        A corrupt or invalid file is moved aside and reported (:attr:`problems`,
+        :attr:`moved_aside`, a warning in the log); what still validates is kept.
+
+        Raises:
+            SettingsError: the file exists but cannot be read or moved aside.
+        """
+        self.problems = []
+        self.moved_aside = None
+        try:
+            raw = self.path.read_bytes()
+        except FileNotFoundError:
+            self._settings = Settings()
+            return self._settings
+        except OSError as exc:
+            raise SettingsError(
+                f"Cannot read the settings file {self.path}: {exc.strerror or exc}. "
+                "Fix its permissions, or move it away to start with defaults."
+            ) from exc
+        self._tighten_mode()
+        try:
+            document = json.loads(raw.decode("utf-8"))
+            if not isinstance(document, dict):
+                raise ValueError(f"the file holds a JSON {type(document).__name__}, not an object")
+        except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+            self._settings = Settings()
+            self._set_aside(f"it is not a JSON object ({exc}); defaults apply")
+            return self._settings
+        try:
+            settings, dropped = validate_salvaging(migrate(document))
+        except SettingsInvalid as exc:
+            self._settings = Settings()
+            self._set_aside(f"{exc}; defaults apply")
+            return self._settings
+        self._settings = settings
+        if dropped:
+            listed = "; ".join(str(e) for e in dropped)
+            self._set_aside(f"these parts were invalid and are left out: {listed}")
+        return settings
+
+    def _tighten_mode(self) -> None:
+        try:
+            mode = stat.S_IMODE(self.path.stat().st_mode)
+            if mode & 0o077:
+                os.chmod(self.path, 0o600)
+                log.warning(
+                    "settings file was readable by others; made it private",
+                    path=str(self.path),
+                    mode=oct(mode),
+                )
+        except OSError:
+            pass
+
+    def _set_aside(self, why: str) -> None:
+        stamp = _utc_stamp()
+        target = self.path.with_name(f"{self.path.name}.corrupt-{stamp}")
+        n = 1
+        while target.exists():
+            target = self.path.with_name(f"{self.path.name}.corrupt-{stamp}-{n}")
+            n += 1
+        try:
+            os.replace(self.path, target)
+            _fsync_dir(self.path.parent)
+        except OSError as exc:
+            raise SettingsError(
+                f"The settings file {self.path} is unusable ({why}), and moving it aside "
+                f"to {target.name} failed: {exc.strerror or exc}. Move it away by hand."
+            ) from exc
+        self.moved_aside = target
+        message = (
+            f"The settings file {self.path} was unusable: {why}. The old file is kept as {target}."
+        )
+        self.problems.append(message)
+        log.warning(
+            "settings file unusable: moved aside",
+            path=str(self.path),
+            moved_to=str(target),
+            problem=why,
+        )
+
+    # ---- changes -----------------------------------------------------------------------
+
+    async def modify(self, change: Callable[[dict[str, Any]], Mapping[str, Any]]) -> Settings:
+        """Apply `change` (current document -> new document), validate the result
+        whole, write it atomically, and serve it. Changes run one at a time.
+
+        Raises:
+            SettingsInvalid: the new document does not validate; nothing was written.
+            SettingsError: writing the file failed; nothing changed.
+        """
+        async with self._lock:
+            document = change(self.settings.document())
+            settings = check_document(document)
+            await self._save(settings)
+            return settings
+
+    async def update(self, patch: Mapping[str, Any]) -> Settings:
+        """Apply a JSON Merge Patch (see :func:`merge_patch`) to the settings.
+
+        Raises:
+            SettingsInvalid: the patch or its result does not validate (listing
+                every bad field); nothing was written.
+            SettingsError: writing the file failed; nothing changed.
+        """
+        if not isinstance(patch, Mapping):
+            raise SettingsInvalid([FieldError("", "a patch must be a JSON object")])
+        if "version" in patch:
+            raise SettingsInvalid([FieldError("version", "is managed by hdsp; leave it out")])
+        bad = _secret_like_keys(patch)
+        if bad:
+            raise SettingsInvalid([FieldError(".".join(p), _SECRET_REASON) for p in bad])
+        return await self.modify(lambda current: merge_patch(current, patch))
+
+    async def import_document(
+        self, document: Mapping[str, Any], *, merge: bool = True
+    ) -> tuple[Settings, list[FieldError]]:
+        """Apply a settings document (an export), leaving out the parts that do not
+        validate. `merge` merges it into the current settings; otherwise it
+        replaces them (defaults for what it leaves out). Returns the settings and
+        what was left out, and why.
+
+        Raises:
+            SettingsInvalid: `document` is not a settings document at all.
+            SettingsError: writing the file failed; nothing changed.
+        """
+        if not isinstance(document, Mapping):
+            raise SettingsInvalid([FieldError("", "must be a JSON object")], "Nothing was imported")
+        async with self._lock:
+            current = self.settings.document()
+            incoming = migrate(dict(document))
+            incoming.pop("version", None)
+            combined = merge_patch(current, incoming) if merge else incoming
+            base = current if merge else {}
+            settings, rejected = validate_salvaging(combined, base)
+            await self._save(settings)
+            return settings, rejected
+
+    async def _save(self, settings: Settings) -> None:
+        data = (json.dumps(settings.document(), indent=2, ensure_ascii=False) + "\n").encode()
+        try:
+            await anyio.to_thread.run_sync(write_atomically, self.path, data)
+        except OSError as exc:
+            raise SettingsError(
+                f"Could not save the settings to {self.path}: {exc.strerror or exc}. "
+                "Nothing was changed; check the disk and the directory's permissions."
+            ) from exc
+        self._settings = settings

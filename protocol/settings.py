@@ -1,0 +1,296 @@
+"""Settings, provider profiles and secrets on the wire: the commands, their results,
+and the payload of the daemon-wide `settingsChanged` event.
+
+The settings document itself travels as a plain JSON object (`settings`) rather
+than as structs: its sections belong to different parts of the daemon, unknown
+keys from older and newer versions are kept, and the daemon validates it. Its keys
+are snake_case, as in the file the daemon keeps (`settings.json` in its data dir).
+
+A secret's *value* travels exactly once, client to daemon, inside `SetSecret` over
+the local socket; no result, event or export ever carries one. Settings and
+profiles refer to secrets by name, and results say only whether a name is set.
+
+Settings commands run concurrently (their ordering key is None); the daemon
+applies changes one at a time and answers each with the state it produced.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from ._base import WireStruct, _CommandBase
+
+__all__ = [
+    "DeleteProfile",
+    "DeleteSecret",
+    "ExportSettings",
+    "GetModels",
+    "GetModelsData",
+    "GetSettings",
+    "ImportResult",
+    "ImportSettings",
+    "ImportSettingsData",
+    "ListProfiles",
+    "ModelEntry",
+    "ModelList",
+    "ProfileData",
+    "ProfileInfo",
+    "ProfileList",
+    "ProfileNameData",
+    "Rejection",
+    "SaveProfile",
+    "SaveProfileData",
+    "SecretInfo",
+    "SecretNameData",
+    "SelectProfile",
+    "SetSecret",
+    "SetSecretData",
+    "SettingsChange",
+    "SettingsExport",
+    "SettingsView",
+    "UpdateSettings",
+    "UpdateSettingsData",
+]
+
+
+# ---- records ------------------------------------------------------------------
+
+
+class SecretInfo(WireStruct, frozen=True):
+    """A secret by name: whether the daemon has a value for it, never the value."""
+
+    name: str
+    is_set: bool
+    #: Where the value comes from: "keyring" or "environment"; absent when not set.
+    source: Literal["keyring", "environment"] | None = None
+    #: Environment variables the daemon reads when the keyring has no value.
+    env_vars: list[str] = []
+    #: Why the daemon could not tell whether it is set (the keyring failed).
+    error: str | None = None
+
+
+class ProfileData(WireStruct, frozen=True):
+    """A provider profile as a client writes it (`SaveProfile`)."""
+
+    name: str
+    #: "anthropic", "openai", "openai-compatible" or "demo".
+    provider: str
+    model: str
+    #: The API's base URL; absent for the provider's own (OpenAI, Anthropic).
+    base_url: str | None = None
+    #: Provider options, e.g. `thinking_budget` (Anthropic), `reasoning_effort`
+    #: (OpenAI), `max_tokens`.
+    options: dict[str, Any] = {}
+    #: The NAME of the secret holding the API key (`SetSecret`), never a key.
+    secret: str | None = None
+
+
+class ProfileInfo(WireStruct, frozen=True):
+    """A profile as the daemon uses it."""
+
+    name: str
+    provider: str
+    model: str
+    #: "settings" (saved by a user), "builtin" (`demo`) or "environment" (the
+    #: `default` profile made from HDSP_BASE_URL/HDSP_MODEL/HDSP_API_KEY).
+    source: Literal["settings", "builtin", "environment"]
+    base_url: str | None = None
+    options: dict[str, Any] = {}
+    secret: str | None = None
+    #: Whether the named secret has a value (keyring or environment); absent when
+    #: the profile names no secret.
+    secret_set: bool | None = None
+    #: True for the profile new tasks use when they name none.
+    current: bool = False
+
+
+class ProfileList(WireStruct, frozen=True):
+    profiles: list[ProfileInfo]
+    #: The profile new tasks use when they name none; absent when there is none.
+    current: str | None = None
+
+
+class SettingsView(WireStruct, frozen=True):
+    """The settings document, with secrets shown only as names."""
+
+    settings: dict[str, Any]
+    #: Every secret name the settings refer to, plus the conventional ones
+    #: ("anthropic", "openai", "default").
+    secrets: list[SecretInfo]
+    #: The settings file.
+    path: str
+    #: Problems the daemon found in the file when it started (a corrupt file
+    #: moved aside, parts it had to drop), for people to read.
+    problems: list[str] = []
+
+
+class SettingsExport(WireStruct, frozen=True):
+    """A portable copy of the settings: secrets appear only as names."""
+
+    settings: dict[str, Any]
+    #: The secret names the profiles refer to; set them on the new machine with
+    #: `hdsp secret set NAME`.
+    secret_names: list[str] = []
+
+
+class Rejection(WireStruct, frozen=True):
+    #: Dotted path of what was left out: "profiles.work", "retry.max_attempts".
+    path: str
+    reason: str
+
+
+class ImportResult(WireStruct, frozen=True):
+    #: The settings after the import.
+    settings: dict[str, Any]
+    #: Dotted paths of what was taken: top-level keys, "profiles.NAME", "models.NAME".
+    applied: list[str] = []
+    #: What was left out, and why; the rest was applied.
+    rejected: list[Rejection] = []
+
+
+class ModelEntry(WireStruct, frozen=True):
+    """One model of the daemon's model table (with the user's overrides)."""
+
+    provider: str
+    id: str
+    context_window: int
+    max_output: int
+    #: USD per million tokens.
+    input_price: float = 0.0
+    output_price: float = 0.0
+    cache_read_price: float = 0.0
+    cache_write_price: float = 0.0
+    supports_images: bool = False
+    #: "builtin" (hdsp's table) or "settings" (the user's `models` section).
+    source: Literal["builtin", "settings"] = "builtin"
+
+
+class ModelList(WireStruct, frozen=True):
+    models: list[ModelEntry]
+
+
+class SettingsChange(WireStruct, frozen=True):
+    """The payload of `settingsChanged`: what changed, never a secret's value.
+
+    `reason` is one of "updated", "imported", "profileSaved", "profileDeleted",
+    "profileSelected", "secretSet", "secretDeleted", or "recovered" (the daemon
+    found the settings file corrupt or invalid at start; `message` says where the
+    old file went). Clients re-read what they show with `GetSettings` or
+    `ListProfiles`.
+    """
+
+    reason: str
+    #: Top-level settings keys that changed, or the names of the profile or secret.
+    keys: list[str] = []
+    #: The profile new tasks use after the change.
+    current_profile: str | None = None
+    #: The client whose command made the change.
+    client_id: str | None = None
+    message: str | None = None
+
+
+# ---- payloads -------------------------------------------------------------------
+
+
+class UpdateSettingsData(WireStruct, frozen=True):
+    #: A JSON Merge Patch (RFC 7396) of the settings document: objects merge,
+    #: `null` removes a key (its default applies), anything else replaces.
+    patch: dict[str, Any]
+
+
+class SaveProfileData(WireStruct, frozen=True):
+    #: Replaces a saved profile of the same name whole.
+    profile: ProfileData
+    #: Also make it the current profile.
+    select: bool = False
+
+
+class ProfileNameData(WireStruct, frozen=True):
+    name: str
+
+
+class SetSecretData(WireStruct, frozen=True):
+    name: str
+    value: str
+
+    def __repr__(self) -> str:
+        # Keep the value out of any log line or traceback that shows the struct.
+        return f"SetSecretData(name={self.name!r}, value=<hidden>)"
+
+
+class SecretNameData(WireStruct, frozen=True):
+    name: str
+
+
+class ImportSettingsData(WireStruct, frozen=True):
+    #: A settings document, as `ExportSettings` gives it.
+    settings: dict[str, Any]
+    #: True merges it into the current settings (JSON Merge Patch); False replaces
+    #: them, with defaults for what it leaves out.
+    merge: bool = True
+
+
+class GetModelsData(WireStruct, frozen=True):
+    #: Only this provider's models ("anthropic", "openai", ...).
+    provider: str | None = None
+
+
+# ---- commands -------------------------------------------------------------------
+
+
+class GetSettings(_CommandBase, tag="GetSettings", frozen=True):
+    pass
+
+
+class UpdateSettings(_CommandBase, tag="UpdateSettings", frozen=True):
+    """Change settings; an invalid result is refused whole, listing the fields."""
+
+    data: UpdateSettingsData
+
+
+class ListProfiles(_CommandBase, tag="ListProfiles", frozen=True):
+    pass
+
+
+class SaveProfile(_CommandBase, tag="SaveProfile", frozen=True):
+    data: SaveProfileData
+
+
+class DeleteProfile(_CommandBase, tag="DeleteProfile", frozen=True):
+    data: ProfileNameData
+
+
+class SelectProfile(_CommandBase, tag="SelectProfile", frozen=True):
+    """Make a profile the one new tasks use when they name none."""
+
+    data: ProfileNameData
+
+
+class SetSecret(_CommandBase, tag="SetSecret", frozen=True):
+    """Store a secret in the daemon's keyring. The value is never echoed or logged."""
+
+    data: SetSecretData
+
+
+class DeleteSecret(_CommandBase, tag="DeleteSecret", frozen=True):
+    """Remove a secret from the keyring (an environment variable stays in effect)."""
+
+    data: SecretNameData
+
+
+class ExportSettings(_CommandBase, tag="ExportSettings", frozen=True):
+    pass
+
+
+class ImportSettings(_CommandBase, tag="ImportSettings", frozen=True):
+    """Apply a settings document; parts that do not validate are left out and
+    reported in the result, the rest is applied."""
+
+    data: ImportSettingsData
+
+
+class GetModels(_CommandBase, tag="GetModels", frozen=True):
+    """Roo's GetModels: the reply lists the models, and a daemon-wide
+    `modelsResponse` event carries them too, keyed by model id."""
+
+    data: GetModelsData = GetModelsData()
