@@ -1,0 +1,53 @@
+"""Errors of the kernel service. Each carries the wire error code a command that
+meets it answers with; tools turn them into text the model can act on.
+
+    KernelError
+    ├── KernelNotFound      no kernel has that id (or it was shut down)
+    ├── KernelStartFailed   no such kernelspec, bad working directory, no handshake
+    ├── KernelDead          the kernel died; restart it (if hdsp started it)
+    ├── KernelNotOwned      restart of a kernel hdsp only attached to
+    └── KernelOverloaded    too many executions wait for one kernel
+
+jupyter_client's and zmq's exceptions are translated to these where they are met.
+"""
+
+from __future__ import annotations
+
+from hdsp.protocol import ErrorCode
+
+__all__ = [
+    "KernelDead",
+    "KernelError",
+    "KernelNotFound",
+    "KernelNotOwned",
+    "KernelOverloaded",
+    "KernelStartFailed",
+]
+
+
+class KernelError(Exception):
+    code: ErrorCode = ErrorCode.INTERNAL
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class KernelNotFound(KernelError):
+    code = ErrorCode.KERNEL_NOT_FOUND
+
+
+class KernelStartFailed(KernelError):
+    code = ErrorCode.INVALID_REQUEST
+
+
+class KernelDead(KernelError):
+    code = ErrorCode.INVALID_STATE
+
+
+class KernelNotOwned(KernelError):
+    code = ErrorCode.INVALID_STATE
+
+
+class KernelOverloaded(KernelError):
+    code = ErrorCode.OVERLOADED

@@ -1,0 +1,555 @@
+"""Notebook tools: read a notebook's cells, insert, edit and delete cells, and run
+a cell in the task's kernel with its outputs written back.
+
+Safety rules, the same for every tool that writes:
+
+- Paths resolve inside the task's workspace; `..`, absolute paths and symlinks
+  that lead out of it are refused.
+- A write is atomic (a temporary file in the same folder, fsync, rename) and the
+  notebook must validate against nbformat's schema first, so a reader never sees
+  half a notebook and the agent never leaves one JupyterLab cannot open.
+- A notebook is changed only as the task last saw it: the tools remember the
+  SHA-256 of the bytes each task last read or wrote, and a notebook changed on
+  disk since (by a person in JupyterLab, say) is not overwritten; the model is
+  told to read it again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import uuid
+import warnings
+from collections import OrderedDict
+from collections.abc import Mapping
+from functools import partial
+from pathlib import Path
+from typing import Any, ClassVar
+
+import anyio
+import anyio.to_thread
+import nbformat
+from nbformat import NotebookNode
+from nbformat.v4.rwbase import rejoin_lines
+
+from hdsp.daemon.llm.types import TextBlock
+from hdsp.protocol import ExecutionResult, KernelOutput
+
+from .base import Tool, ToolCategory, ToolContext, ToolError, ToolResult
+from .kernel_tools import run_code
+from .workspace import Workspace
+
+__all__ = [
+    "DeleteCell",
+    "EditCell",
+    "InsertCell",
+    "NotebookTracker",
+    "ReadNotebook",
+    "RunCell",
+    "notebook_output",
+    "notebook_tools",
+    "resolve_in_workspace",
+]
+
+# nbformat's functions carry no annotations; through these, mypy --strict takes
+# them as returning Any instead of refusing the calls.
+_nbf: Any = nbformat
+_v4: Any = nbformat.v4
+_rejoin_lines: Any = rejoin_lines
+
+#: Characters of a cell's source shown by read_notebook before it is cut.
+_SOURCE_LIMIT = 10_000
+#: Characters of an output shown in read_notebook's outline.
+_OUTPUT_PREVIEW = 200
+
+
+class NotebookTracker:
+    """What each task last read or wrote of each notebook, by content hash."""
+
+    def __init__(self, max_entries: int = 4096) -> None:
+        self._seen: OrderedDict[tuple[str, str], str] = OrderedDict()
+        self._max = max_entries
+
+    def seen(self, task_id: str, path: Path) -> str | None:
+        return self._seen.get((task_id, str(path)))
+
+    def remember(self, task_id: str, path: Path, digest: str) -> None:
+        key = (task_id, str(path))
+        self._seen[key] = digest
+        self._seen.move_to_end(key)
+        while len(self._seen) > self._max:
+            self._seen.popitem(last=False)
+
+
+def resolve_in_workspace(workspace: Path, path: str, *, write: bool) -> Path:
+    """`path` (relative to the workspace, or absolute inside it), resolved by the
+    workspace's rules (no way out, .hdspignore respected); a ToolError when it
+    leads outside or is not a notebook. Blocking: call it in a worker thread."""
+    if not path.strip():
+        raise ToolError("The path is empty; give a notebook path relative to the workspace.")
+    ws = Workspace(workspace)
+    target = ws.resolve_for_write(path) if write else ws.resolve(path)
+    if target.suffix != ".ipynb":
+        raise ToolError(f"{path} is not a notebook (.ipynb).")
+    return target
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _parse(data: bytes, path: Path) -> NotebookNode:
+    """Read a notebook as nbformat 4.5 (cells with ids), whatever minor version
+    it was written in."""
+    try:
+        text = data.decode("utf-8")
+        raw = json.loads(text)
+        if not isinstance(raw, dict):
+            raise ValueError("not a JSON object")
+        nb: NotebookNode
+        if raw.get("nbformat") == 4:
+            # What nbformat.reads does, minus its warning about missing cell ids
+            # (added below): multi-line strings stored as lists become strings.
+            nb = _rejoin_lines(_nbf.from_dict(raw))
+        else:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                nb = _nbf.reads(text, as_version=4)
+    except (UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
+        raise ToolError(f"{path.name} is not a readable notebook: {exc}") from None
+    if "cells" not in nb or "metadata" not in nb:
+        raise ToolError(f"{path.name} is not a notebook: it has no cells or metadata.")
+    if nb.get("nbformat_minor", 0) < 5:
+        nb["nbformat_minor"] = 5
+    ids = {c.get("id") for c in nb.cells}
+    for cell in nb.cells:
+        if not cell.get("id"):
+            cell["id"] = _new_id(ids)
+    return nb
+
+
+def _new_id(taken: set[Any]) -> str:
+    while True:
+        candidate = uuid.uuid4().hex[:8]
+        if candidate not in taken:
+            taken.add(candidate)
+            return candidate
+
+
+def _read(path: Path) -> tuple[bytes, str] | None:
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    return data, _digest(data)
+
+
+def _write_atomic(path: Path, data: bytes, expected: str | None) -> str:
+    """Replace `path` with `data` if it still holds what hashed to `expected`
+    (None: if it does not exist). Returns the new digest."""
+    current = _read(path)
+    if (current[1] if current is not None else None) != expected:
+        raise _ChangedOnDisk
+    mode = 0o644
+    if current is not None:
+        mode = path.stat().st_mode & 0o7777
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+    return _digest(data)
+
+
+class _ChangedOnDisk(Exception):
+    pass
+
+
+def notebook_output(out: KernelOutput) -> NotebookNode:
+    """A kernel output as a notebook keeps it (nbformat v4)."""
+    node: NotebookNode
+    match out.output_type:
+        case "stream":
+            node = _v4.new_output("stream", name=out.name or "stdout", text=out.text or "")
+        case "execute_result":
+            node = _v4.new_output(
+                "execute_result",
+                data=out.data or {},
+                metadata=out.metadata or {},
+                execution_count=out.execution_count,
+            )
+        case "error":
+            node = _v4.new_output(
+                "error",
+                ename=out.ename or "",
+                evalue=out.evalue or "",
+                traceback=list(out.traceback or []),
+            )
+        case _:
+            node = _v4.new_output("display_data", data=out.data or {}, metadata=out.metadata or {})
+    return node
+
+
+class _NotebookTool(Tool):
+    """The shared parts: the path rule, loading, and the guarded atomic save."""
+
+    #: Whether the tool writes the notebook (.hdspignore'd paths refuse writes).
+    writes: ClassVar[bool] = True
+
+    def __init__(self, tracker: NotebookTracker) -> None:
+        self.tracker = tracker
+
+    async def _path(self, ctx: ToolContext, args: Mapping[str, Any]) -> Path:
+        return await anyio.to_thread.run_sync(
+            partial(resolve_in_workspace, ctx.workspace, str(args["path"]), write=self.writes)
+        )
+
+    async def _load(self, ctx: ToolContext, path: Path, *, must_exist: bool = True) -> Any:
+        found = await anyio.to_thread.run_sync(_read, path)
+        if found is None and must_exist:
+            raise ToolError(f"There is no notebook at {self._rel(ctx, path)}.")
+        return found
+
+    async def _load_seen(self, ctx: ToolContext, path: Path) -> tuple[NotebookNode, str]:
+        """The notebook as the task last saw it; a ToolError if the task never read
+        it or it changed on disk since."""
+        data, digest = await self._load(ctx, path)
+        seen = self.tracker.seen(ctx.task_id, path)
+        rel = self._rel(ctx, path)
+        if seen is None:
+            raise ToolError(f"Read {rel} with read_notebook before changing it.")
+        if seen != digest:
+            raise ToolError(
+                f"{rel} changed on disk since you last read it (someone else edited it). "
+                "Nothing was written. Call read_notebook to see its cells now, then make "
+                "your change again."
+            )
+        return _parse(data, path), digest
+
+    async def _save(
+        self, ctx: ToolContext, path: Path, nb: NotebookNode, expected: str | None
+    ) -> None:
+        try:
+            _nbf.validate(nb)
+        except nbformat.ValidationError as exc:
+            raise ToolError(
+                f"The change would make an invalid notebook ({exc.message}); nothing was written."
+            ) from None
+        data = (_nbf.writes(nb) + "\n").encode("utf-8")
+        try:
+            digest = await anyio.to_thread.run_sync(_write_atomic, path, data, expected)
+        except _ChangedOnDisk:
+            raise ToolError(
+                f"{self._rel(ctx, path)} changed on disk while the change was being made; "
+                "nothing was written. Call read_notebook and try again."
+            ) from None
+        self.tracker.remember(ctx.task_id, path, digest)
+
+    @staticmethod
+    def _rel(ctx: ToolContext, path: Path) -> str:
+        try:
+            return str(path.relative_to(ctx.workspace.resolve()))
+        except ValueError:
+            return str(path)
+
+    @staticmethod
+    def _index(nb: NotebookNode, args: Mapping[str, Any]) -> int:
+        index = int(args["index"])
+        if not 0 <= index < len(nb.cells):
+            raise ToolError(
+                f"There is no cell {index}: the notebook has {len(nb.cells)} cells "
+                f"(indexes 0 to {len(nb.cells) - 1})."
+            )
+        return index
+
+
+def _outline(outputs: list[Any]) -> list[str]:
+    lines = []
+    for out in outputs:
+        kind = out.get("output_type")
+        if kind == "stream":
+            text = str(out.get("text", ""))
+            lines.append(
+                f"  - {out.get('name', 'stdout')}: {text.count(chr(10)) or 1} line(s): "
+                f"{_preview(text)}"
+            )
+        elif kind in ("execute_result", "display_data"):
+            data = out.get("data", {})
+            plain = data.get("text/plain")
+            shown = f": {_preview(str(plain))}" if plain is not None else ""
+            lines.append(f"  - {kind} [{', '.join(sorted(data))}]{shown}")
+        elif kind == "error":
+            lines.append(f"  - error {out.get('ename')}: {_preview(str(out.get('evalue', '')))}")
+        else:
+            lines.append(f"  - {kind}")
+    return lines
+
+
+def _preview(text: str) -> str:
+    text = text.strip().replace("\n", "\\n")
+    return text if len(text) <= _OUTPUT_PREVIEW else text[:_OUTPUT_PREVIEW] + "..."
+
+
+class ReadNotebook(_NotebookTool):
+    name: ClassVar[str] = "read_notebook"
+    description: ClassVar[str] = (
+        "Read a Jupyter notebook (.ipynb) in the workspace: every cell with its index, "
+        "type, source, and an outline of its outputs. Read a notebook before changing "
+        "it; if it changes on disk afterwards, read it again."
+    )
+    parameters: ClassVar[Mapping[str, Any]] = {
+        "type": "object",
+        "properties": {
+            "path": {"type": "string", "description": "Notebook path, relative to the workspace."}
+        },
+        "required": ["path"],
+        "additionalProperties": False,
+    }
+    category: ClassVar[ToolCategory] = ToolCategory.READ
+    writes: ClassVar[bool] = False
+
+    async def execute(self, ctx: ToolContext, args: Mapping[str, Any]) -> ToolResult:
+        path = await self._path(ctx, args)
+        data, digest = await self._load(ctx, path)
+        nb = _parse(data, path)
+        self.tracker.remember(ctx.task_id, path, digest)
+        kernel = nb.metadata.get("kernelspec", {}).get("name", "unknown")
+        lines = [f"{self._rel(ctx, path)}: {len(nb.cells)} cells, kernelspec {kernel}"]
+        for i, cell in enumerate(nb.cells):
+            source = str(cell.source)
+            if len(source) > _SOURCE_LIMIT:
+                source = (
+                    source[:_SOURCE_LIMIT]
+                    + f"\n[... {len(source) - _SOURCE_LIMIT:,} characters more]"
+                )
+            count = cell.get("execution_count")
+            head = f"## Cell {i} [{cell.cell_type}]" + (
+                f" (execution_count {count})" if count is not None else ""
+            )
+            lines += ["", head, source]
+            outputs = cell.get("outputs") or []
+            if outputs:
+                lines.append(f"Outputs ({len(outputs)}):")
+                lines += _outline(outputs)
+        return ToolResult(content=[TextBlock(text="\n".join(lines))])
+
+
+_CELL_TYPE = {"type": "string", "enum": ["code", "markdown", "raw"]}
+
+
+class InsertCell(_NotebookTool):
+    name: ClassVar[str] = "insert_cell"
+    description: ClassVar[str] = (
+        "Insert a cell into a notebook at an index (the cells from there move down), "
+        "or at the end without an index. Creates the notebook if it does not exist."
+    )
+    parameters: ClassVar[Mapping[str, Any]] = {
+        "type": "object",
+        "properties": {
+            "path": {"type": "string"},
+            "index": {"type": "integer", "minimum": 0},
+            "source": {"type": "string"},
+            "cell_type": _CELL_TYPE,
+        },
+        "required": ["path", "source"],
+        "additionalProperties": False,
+    }
+    category: ClassVar[ToolCategory] = ToolCategory.WRITE
+
+    async def execute(self, ctx: ToolContext, args: Mapping[str, Any]) -> ToolResult:
+        path = await self._path(ctx, args)
+        found = await self._load(ctx, path, must_exist=False)
+        expected: str | None
+        if found is None:
+            if not await anyio.Path(path.parent).is_dir():
+                raise ToolError(f"The folder of {self._rel(ctx, path)} does not exist.")
+            nb = _v4.new_notebook()
+            nb.metadata["kernelspec"] = {
+                "name": "python3",
+                "display_name": "Python 3",
+                "language": "python",
+            }
+            expected = None
+            created = True
+        else:
+            nb, expected = await self._load_seen(ctx, path)
+            created = False
+        index = args.get("index", len(nb.cells))
+        if not 0 <= int(index) <= len(nb.cells):
+            raise ToolError(
+                f"Index {index} is past the end: the notebook has {len(nb.cells)} cells "
+                f"(insert at 0 to {len(nb.cells)})."
+            )
+        kind = args.get("cell_type", "code")
+        make = {
+            "code": _v4.new_code_cell,
+            "markdown": _v4.new_markdown_cell,
+            "raw": _v4.new_raw_cell,
+        }[kind]
+        cell = make(str(args["source"]))
+        cell["id"] = _new_id({c.get("id") for c in nb.cells})
+        nb.cells.insert(int(index), cell)
+        await self._save(ctx, path, nb, expected)
+        what = "Created the notebook with" if created else "Inserted"
+        return ToolResult.text(
+            f"{what} a {kind} cell at index {index} of {self._rel(ctx, path)} "
+            f"(now {len(nb.cells)} cells)."
+        )
+
+
+class EditCell(_NotebookTool):
+    name: ClassVar[str] = "edit_cell"
+    description: ClassVar[str] = (
+        "Replace the source of a notebook cell (and optionally its type). A code "
+        "cell's old outputs are cleared, since they no longer match its code."
+    )
+    parameters: ClassVar[Mapping[str, Any]] = {
+        "type": "object",
+        "properties": {
+            "path": {"type": "string"},
+            "index": {"type": "integer", "minimum": 0},
+            "source": {"type": "string"},
+            "cell_type": _CELL_TYPE,
+        },
+        "required": ["path", "index", "source"],
+        "additionalProperties": False,
+    }
+    category: ClassVar[ToolCategory] = ToolCategory.WRITE
+
+    async def execute(self, ctx: ToolContext, args: Mapping[str, Any]) -> ToolResult:
+        path = await self._path(ctx, args)
+        nb, expected = await self._load_seen(ctx, path)
+        index = self._index(nb, args)
+        old = nb.cells[index]
+        kind = args.get("cell_type", old.cell_type)
+        make = {
+            "code": _v4.new_code_cell,
+            "markdown": _v4.new_markdown_cell,
+            "raw": _v4.new_raw_cell,
+        }[kind]
+        cell = make(str(args["source"]))
+        cell["id"] = old.get("id") or _new_id({c.get("id") for c in nb.cells})
+        if old.get("metadata"):
+            cell["metadata"] = old.metadata
+        nb.cells[index] = cell
+        await self._save(ctx, path, nb, expected)
+        return ToolResult.text(f"Cell {index} of {self._rel(ctx, path)} is now a {kind} cell.")
+
+
+class DeleteCell(_NotebookTool):
+    name: ClassVar[str] = "delete_cell"
+    description: ClassVar[str] = "Delete a cell of a notebook (the cells after it move up)."
+    parameters: ClassVar[Mapping[str, Any]] = {
+        "type": "object",
+        "properties": {
+            "path": {"type": "string"},
+            "index": {"type": "integer", "minimum": 0},
+        },
+        "required": ["path", "index"],
+        "additionalProperties": False,
+    }
+    category: ClassVar[ToolCategory] = ToolCategory.WRITE
+
+    async def execute(self, ctx: ToolContext, args: Mapping[str, Any]) -> ToolResult:
+        path = await self._path(ctx, args)
+        nb, expected = await self._load_seen(ctx, path)
+        index = self._index(nb, args)
+        del nb.cells[index]
+        await self._save(ctx, path, nb, expected)
+        return ToolResult.text(
+            f"Deleted cell {index} of {self._rel(ctx, path)} (now {len(nb.cells)} cells)."
+        )
+
+
+class RunCell(_NotebookTool):
+    name: ClassVar[str] = "run_cell"
+    description: ClassVar[str] = (
+        "Run a code cell of a notebook in your kernel (the same kernel as "
+        "execute_code) and save its outputs and execution count into the notebook. "
+        "You get the outputs as from execute_code."
+    )
+    parameters: ClassVar[Mapping[str, Any]] = {
+        "type": "object",
+        "properties": {
+            "path": {"type": "string"},
+            "index": {"type": "integer", "minimum": 0},
+            "timeout": {
+                "type": "number",
+                "exclusiveMinimum": 0,
+                "maximum": 86400,
+                "description": "Seconds before the code is interrupted (default 120).",
+            },
+        },
+        "required": ["path", "index"],
+        "additionalProperties": False,
+    }
+    category: ClassVar[ToolCategory] = ToolCategory.EXECUTE
+
+    def __init__(
+        self, tracker: NotebookTracker, *, text_limit: int = 20_000, max_images: int = 4
+    ) -> None:
+        super().__init__(tracker)
+        self.text_limit = text_limit
+        self.max_images = max_images
+
+    async def execute(self, ctx: ToolContext, args: Mapping[str, Any]) -> ToolResult:
+        path = await self._path(ctx, args)
+        nb, digest = await self._load_seen(ctx, path)
+        index = self._index(nb, args)
+        cell = nb.cells[index]
+        if cell.cell_type != "code":
+            raise ToolError(f"Cell {index} is a {cell.cell_type} cell; only code cells run.")
+        run = await run_code(ctx, str(cell.source), time_limit=args.get("timeout"))
+        result = run.model_content(text_limit=self.text_limit, max_images=self.max_images)
+        note = await self._store_outputs(ctx, path, index, digest, run.result)
+        first = result.content[0]
+        assert isinstance(first, TextBlock)
+        result.content[0] = TextBlock(text=f"{first.text}\n\n{note}")
+        return result
+
+    async def _store_outputs(
+        self,
+        ctx: ToolContext,
+        path: Path,
+        index: int,
+        digest: str,
+        result: ExecutionResult,
+    ) -> str:
+        rel = self._rel(ctx, path)
+        found = await self._load(ctx, path, must_exist=False)
+        if found is None or found[1] != digest:
+            return (
+                f"{rel} changed on disk while the cell ran, so its outputs were not "
+                "written (read_notebook, then run_cell again to store them)."
+            )
+        nb = _parse(found[0], path)
+        cell = nb.cells[index]
+        cell.outputs = [notebook_output(o) for o in result.outputs]
+        cell.execution_count = result.execution_count
+        await self._save(ctx, path, nb, digest)
+        return f"The outputs and execution count were saved to cell {index} of {rel}."
+
+
+def notebook_tools(tracker: NotebookTracker | None = None) -> list[Tool]:
+    """The notebook tools, sharing one tracker of what each task has read."""
+    tracker = tracker if tracker is not None else NotebookTracker()
+    return [
+        ReadNotebook(tracker),
+        InsertCell(tracker),
+        EditCell(tracker),
+        DeleteCell(tracker),
+        RunCell(tracker),
+    ]
