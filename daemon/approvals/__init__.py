@@ -1,7 +1,15 @@
-"""Approvals: the auto-approval policy and the asks it leads to."""
+"""Approvals: the auto-approval policy, its settings, and the asks it leads to."""
 
 from __future__ import annotations
 
-from .policy import ApprovalPolicy, Decision, Verdict
+from .policy import DEFAULT_FOLLOWUP_TIMEOUT, ApprovalPolicy, Decision, Verdict, command_decision
+from .settings import ApprovalSettings
 
-__all__ = ["ApprovalPolicy", "Decision", "Verdict"]
+__all__ = [
+    "DEFAULT_FOLLOWUP_TIMEOUT",
+    "ApprovalPolicy",
+    "ApprovalSettings",
+    "Decision",
+    "Verdict",
+    "command_decision",
+]

@@ -4,21 +4,52 @@ from __future__ import annotations
 
 from .base import AskAnswer, Tool, ToolCategory, ToolContext, ToolError, ToolResult
 from .completion import AttemptCompletion
+from .files import EditFile, ListFiles, ReadFile, SearchFiles, WriteToFile
+from .followup import AskFollowupQuestion
+from .kernel_tools import ExecuteCodeTool
+from .notebook_tools import notebook_tools
 from .registry import ToolRegistry
+from .shell import ExecuteCommand
+from .workspace import IgnoredPathError, OutsideWorkspaceError, PathNotFoundError, Workspace
 
 __all__ = [
     "AskAnswer",
+    "AskFollowupQuestion",
     "AttemptCompletion",
+    "EditFile",
+    "ExecuteCodeTool",
+    "ExecuteCommand",
+    "IgnoredPathError",
+    "ListFiles",
+    "OutsideWorkspaceError",
+    "PathNotFoundError",
+    "ReadFile",
+    "SearchFiles",
     "Tool",
     "ToolCategory",
     "ToolContext",
     "ToolError",
     "ToolRegistry",
     "ToolResult",
+    "Workspace",
+    "WriteToFile",
     "default_tools",
 ]
 
 
 def default_tools() -> ToolRegistry:
     """The tools every task gets."""
-    return ToolRegistry([AttemptCompletion()])
+    return ToolRegistry(
+        [
+            AttemptCompletion(),
+            ReadFile(),
+            WriteToFile(),
+            EditFile(),
+            ListFiles(),
+            SearchFiles(),
+            ExecuteCommand(),
+            AskFollowupQuestion(),
+            ExecuteCodeTool(),
+            *notebook_tools(),
+        ]
+    )

@@ -113,5 +113,17 @@ class Tool(ABC):
 
         return json.dumps({"tool": self.name, **args})
 
+    async def preview(self, ctx: ToolContext, args: Mapping[str, Any]) -> str:
+        """The text of the `tool` ask or say, computed with the task's workspace:
+        what a person sees before the call runs. A write tool adds the unified diff
+        of its change here, which `approval_text` cannot know. Never raises a
+        ToolError (the call itself reports the problem); defaults to `approval_text`."""
+        return self.approval_text(args)
+
+    def written_paths(self, args: Mapping[str, Any]) -> list[str]:
+        """The paths (as the model gave them) this call would write, so that the
+        approval policy can always ask before a write to a protected path."""
+        return []
+
     @abstractmethod
     async def execute(self, ctx: ToolContext, args: Mapping[str, Any]) -> ToolResult: ...
