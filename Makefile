@@ -34,8 +34,13 @@ typecheck: $(STAMP)
 schema: $(STAMP)
 	$(BIN)/python -m hdsp.protocol.schema > protocol/schema.json
 
+# A whole session against the simulated demo model (no key): it proposes to write
+# a note in a scratch workspace, and you approve (or deny) it in the terminal.
 demo: $(STAMP)
-	$(BIN)/hdsp run --profile demo "Show me what a session with hdsp looks like."
+	@ws=$$(mktemp -d /tmp/hdsp-demo-XXXXXX); echo "scratch workspace: $$ws"; \
+	$(BIN)/hdsp run --profile demo --workspace "$$ws" \
+		"Write a short note about this project to notes.md"; \
+	echo; ls -l "$$ws"
 
 bench: $(STAMP)
 	$(BIN)/python -m bench

@@ -7,6 +7,8 @@ usage or a command the daemon refused, 3 the daemon is unreachable.
 from __future__ import annotations
 
 import argparse
+import getpass
+import json
 import os
 import signal
 import sys
@@ -16,12 +18,15 @@ from typing import Any
 import anyio
 
 from hdsp.protocol import (
+    ClineMessage,
     ErrorCode,
     MessageEvent,
     TaskAborted,
     TaskCompleted,
     TaskIdle,
+    TaskInteractive,
     TaskResumable,
+    TaskState,
     __version__,
     encode,
 )
@@ -35,6 +40,37 @@ __all__ = ["main"]
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 
 _ENDING = (TaskCompleted, TaskAborted, TaskIdle, TaskResumable)
+
+#: --auto-approve names and the approval settings they switch on.
+_AUTO_APPROVE = {
+    "read": "always_allow_read_only",
+    "write": "always_allow_write",
+    "execute": "always_allow_execute",
+    "command": "always_allow_command",
+    "mcp": "always_allow_mcp",
+    "subtasks": "always_allow_subtasks",
+    "followup": "always_allow_followup",
+}
+
+
+def _approvals(auto_approve: str | None, yes: bool) -> dict[str, Any] | None:
+    """Per-task approval overrides from `--auto-approve` and `--yes`."""
+    if yes:
+        return {**dict.fromkeys(_AUTO_APPROVE.values(), True), "allowed_commands": ["*"]}
+    if not auto_approve:
+        return None
+    kinds = [k.strip() for k in auto_approve.split(",") if k.strip()]
+    unknown = [k for k in kinds if k not in _AUTO_APPROVE]
+    if unknown:
+        raise CommandFailed(
+            ErrorCode.INVALID_REQUEST,
+            f"--auto-approve: unknown kind {', '.join(unknown)}; "
+            f"choose from {', '.join(_AUTO_APPROVE)}.",
+        )
+    overrides: dict[str, Any] = {_AUTO_APPROVE[k]: True for k in kinds}
+    if "command" in kinds:
+        overrides["allowed_commands"] = ["*"]
+    return overrides
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -61,6 +97,26 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--profile", help="provider profile (`demo` needs no key)")
     run.add_argument("--workspace", help="directory the agent works in (default: here)")
     run.add_argument("--detach", action="store_true", help="print the task id and return")
+    run.add_argument(
+        "--auto-approve",
+        metavar="KINDS",
+        help="approve these without asking: read,write,execute,command,mcp,subtasks,followup",
+    )
+    run.add_argument(
+        "--yes", action="store_true", help="approve everything (unattended runs; use with care)"
+    )
+
+    attach = sub.add_parser(
+        "attach", parents=[common], help="show a task and follow it live, answering its asks"
+    )
+    attach.add_argument("task")
+
+    answer = sub.add_parser("answer", parents=[common], help="answer the ask a task waits on")
+    answer.add_argument("task")
+    answer.add_argument("text", nargs="?", help="a reply or feedback for the agent")
+    verdict = answer.add_mutually_exclusive_group()
+    verdict.add_argument("--yes", action="store_true", help="approve")
+    verdict.add_argument("--no", action="store_true", help="deny (the text says why)")
 
     tasks = sub.add_parser("tasks", parents=[common], help="list tasks, newest first")
     tasks.add_argument("--limit", type=int, default=20)
@@ -87,7 +143,60 @@ def _parser() -> argparse.ArgumentParser:
 
     daemon = sub.add_parser("daemon", parents=[common], help="the daemon itself")
     daemon.add_argument("action", choices=["status", "stop"])
+    _settings_parsers(sub, common)
     return p
+
+
+def _settings_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
+    """`hdsp config`, `hdsp profile` and `hdsp secret`."""
+    config = sub.add_parser("config", parents=[common], help="the daemon's settings")
+    actions = config.add_subparsers(dest="action", required=True, metavar="ACTION")
+    get = actions.add_parser("get", parents=[common], help="print the settings, or one key")
+    get.add_argument("key", nargs="?", help="dotted key, e.g. retry.max_attempts")
+    put = actions.add_parser("set", parents=[common], help="change one setting")
+    put.add_argument("key", help="dotted key, e.g. kernels.default_timeout_seconds")
+    put.add_argument("value", help="a JSON value (null restores the default); else a string")
+    export = actions.add_parser("export", parents=[common], help="write the settings (no secrets)")
+    export.add_argument("file", nargs="?", help="where to write them (default: stdout)")
+    load = actions.add_parser(
+        "import", parents=[common], help="apply exported settings (exit 1 if parts were left out)"
+    )
+    load.add_argument("file", help="a file written by `hdsp config export` ('-' for stdin)")
+    load.add_argument("--replace", action="store_true", help="replace the settings, not merge")
+
+    profile = sub.add_parser("profile", parents=[common], help="provider profiles")
+    actions = profile.add_subparsers(dest="action", required=True, metavar="ACTION")
+    actions.add_parser("list", parents=[common], help="list profiles (* marks the current one)")
+    add = actions.add_parser("add", parents=[common], help="add or replace a profile")
+    add.add_argument("name")
+    add.add_argument(
+        "--provider", required=True, help="anthropic, openai, openai-compatible or demo"
+    )
+    add.add_argument("--model", required=True, help="model id, e.g. claude-sonnet-4-6")
+    add.add_argument("--base-url", help="API base URL, e.g. http://localhost:11434/v1")
+    add.add_argument("--secret", help="NAME of the secret holding the key (`hdsp secret set`)")
+    add.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="provider option, e.g. thinking_budget=4096 (repeatable)",
+    )
+    add.add_argument("--use", action="store_true", help="also make it the current profile")
+    use = actions.add_parser("use", parents=[common], help="make a profile the current one")
+    use.add_argument("name")
+    rm = actions.add_parser("rm", parents=[common], help="remove a saved profile")
+    rm.add_argument("name")
+
+    secret = sub.add_parser("secret", parents=[common], help="API keys in the daemon's keyring")
+    actions = secret.add_subparsers(dest="action", required=True, metavar="ACTION")
+    put = actions.add_parser(
+        "set", parents=[common], help="store a secret (asks for it, or reads one line of stdin)"
+    )
+    put.add_argument("name", help="e.g. anthropic, openai, or a name a profile uses")
+    rm = actions.add_parser("rm", parents=[common], help="remove a secret from the keyring")
+    rm.add_argument("name")
+    actions.add_parser("list", parents=[common], help="secret names and whether they are set")
 
 
 class _Cli:
@@ -156,11 +265,47 @@ class _Cli:
                         self.out(encode(event).decode())
                     else:
                         self.render.event(event)
+                    if isinstance(data, (TaskInteractive, TaskIdle)) and self.interactive:
+                        ask = (await client.get_task(task_id)).pending_ask
+                        if ask is not None:
+                            await self.prompt_for(client, task_id, ask)
+                            continue
+                    if isinstance(data, TaskInteractive) and not self.interactive:
+                        tg.cancel_scope.cancel()
+                        self.render.note(
+                            f"The task waits for an approval: `hdsp attach {task_id[:8]}` on a "
+                            f"terminal, or `hdsp answer {task_id[:8]} --yes|--no [TEXT]`."
+                        )
+                        return EXIT_FAILED
                     if isinstance(data, _ENDING):
                         tg.cancel_scope.cancel()
                         return self._ending(data, task_id)
         self.render.note(f"Detached; the task goes on. `hdsp show {task_id[:8]}` shows it.")
         return EXIT_FAILED
+
+    @property
+    def interactive(self) -> bool:
+        """Whether asks can be answered here: a person at a terminal, not --json."""
+        return not self.args.json and sys.stdin.isatty() and sys.stdout.isatty()
+
+    async def prompt_for(self, client: Client, task_id: str, ask: ClineMessage) -> None:
+        """Show an ask and send the person's answer (another client may be faster)."""
+        self.render.ask(ask)
+        line = (await anyio.to_thread.run_sync(input, self.render.ask_prompt(ask))).strip()
+        if line.lower() in ("", "y", "yes"):
+            response, text = "yesButtonClicked", None
+        elif line.lower() in ("n", "no"):
+            response, text = "noButtonClicked", None
+        elif line.lower().startswith(("n ", "no ")):
+            response, text = "noButtonClicked", line.split(" ", 1)[1]
+        else:
+            response, text = "messageResponse", line
+        try:
+            await client.respond_to_ask(task_id, ask.ts, response, text)
+        except CommandFailed as exc:
+            if exc.code != ErrorCode.ALREADY_ANSWERED:
+                raise
+            self.render.note("Another client answered first.")
 
     def _ending(self, data: Any, task_id: str) -> int:
         if isinstance(data, TaskCompleted):
@@ -180,7 +325,12 @@ class _Cli:
     async def cmd_run(self, client: Client) -> int:
         a = self.args
         head = (await client.status()).head_seq
-        ref = await client.start_task(a.prompt, profile=a.profile, workspace=a.workspace)
+        ref = await client.start_task(
+            a.prompt,
+            profile=a.profile,
+            workspace=a.workspace,
+            approvals=_approvals(a.auto_approve, a.yes),
+        )
         if a.detach:
             self.out(ref.task_id)
             return EXIT_OK
@@ -199,6 +349,38 @@ class _Cli:
         # Print from our message on: what the task said before it is not the answer.
         self.render = Renderer(first_text_is_prompt=False)
         return await self.follow(client, task_id, head, after_our_message=True)
+
+    async def cmd_attach(self, client: Client) -> int:
+        task_id = await self.resolve(client, self.args.task)
+        snap = await client.get_task(task_id)
+        if not self.args.json:
+            self.render.note(f"task {task_id}  {snap.state}")
+            self.render.snapshot(snap.item, snap.messages)
+        if snap.pending_ask is not None and self.interactive:
+            await self.prompt_for(client, task_id, snap.pending_ask)
+        elif snap.state not in (TaskState.RUNNING, TaskState.INTERACTIVE) and not snap.queue:
+            return EXIT_OK if snap.state == TaskState.COMPLETED else EXIT_FAILED
+        return await self.follow(client, task_id, snap.head_seq)
+
+    async def cmd_answer(self, client: Client) -> int:
+        a = self.args
+        task_id = await self.resolve(client, a.task)
+        ask = (await client.get_task(task_id)).pending_ask
+        if ask is None:
+            raise CommandFailed(ErrorCode.INVALID_STATE, f"Task {task_id[:8]} waits on no ask.")
+        response = (
+            "yesButtonClicked"
+            if a.yes
+            else "noButtonClicked"
+            if a.no
+            else "messageResponse"
+            if a.text
+            else "yesButtonClicked"
+        )
+        await client.respond_to_ask(task_id, ask.ts, response, a.text)
+        if not a.json:
+            self.out(f"Answered the {ask.ask} ask of {task_id[:8]}.")
+        return EXIT_OK
 
     async def cmd_tasks(self, client: Client) -> int:
         page = await client.list_tasks(limit=self.args.limit)
@@ -278,6 +460,146 @@ class _Cli:
         )
         return EXIT_OK
 
+    # ---- settings, profiles, secrets ----------------------------------------
+
+    def out_json(self, value: Any) -> None:
+        indent = None if self.args.json else 2
+        self.out(json.dumps(value, indent=indent, ensure_ascii=False))
+
+    async def cmd_config(self, client: Client) -> int:
+        a = self.args
+        if a.action == "get":
+            view = await client.get_settings()
+            if a.key is None:
+                self.out_json(view.settings)
+                return EXIT_OK
+            found, value = _lookup(view.settings, a.key)
+            if not found:
+                raise CommandFailed(
+                    ErrorCode.INVALID_REQUEST,
+                    f"No setting {a.key!r}; `hdsp config get` prints them all.",
+                )
+            self.out_json(value)
+            return EXIT_OK
+        if a.action == "set":
+            view = await client.update_settings(_patch(a.key, _parse_value(a.value)))
+            found, value = _lookup(view.settings, a.key)
+            self.out_json(value if found else None)
+            return EXIT_OK
+        if a.action == "export":
+            exported = await client.export_settings()
+            text = json.dumps(exported.settings, indent=2, ensure_ascii=False) + "\n"
+            if a.file is None or a.file == "-":
+                sys.stdout.write(text)
+            else:
+                fd = os.open(a.file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                with os.fdopen(fd, "w", encoding="utf-8") as f:
+                    f.write(text)
+            if exported.secret_names and not a.json:
+                names = ", ".join(exported.secret_names)
+                print(
+                    f"hdsp: secrets are not exported; set them where you import: {names} "
+                    "(`hdsp secret set NAME`).",
+                    file=sys.stderr,
+                )
+            return EXIT_OK
+        # import
+        try:
+            if a.file == "-":
+                document = json.load(sys.stdin)
+            else:
+                document = json.loads(await anyio.Path(a.file).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise CommandFailed(
+                ErrorCode.INVALID_REQUEST, f"Cannot read settings from {a.file}: {exc}"
+            ) from None
+        if not isinstance(document, dict):
+            raise CommandFailed(
+                ErrorCode.INVALID_REQUEST, f"{a.file} holds no settings (not a JSON object)."
+            )
+        result = await client.import_settings(document, merge=not a.replace)
+        if a.json:
+            self.out(encode(result).decode())
+        else:
+            for path in result.applied:
+                self.out(f"imported  {path}")
+            for rejection in result.rejected:
+                self.out(f"left out  {rejection.path}: {rejection.reason}")
+        return EXIT_FAILED if result.rejected else EXIT_OK
+
+    async def cmd_profile(self, client: Client) -> int:
+        a = self.args
+        if a.action == "add":
+            options = dict(_option(text) for text in a.option)
+            info = await client.save_profile(
+                a.name,
+                provider=a.provider,
+                model=a.model,
+                base_url=a.base_url,
+                options=options,
+                secret=a.secret,
+                select=a.use,
+            )
+            if a.json:
+                self.out(encode(info).decode())
+                return EXIT_OK
+            self.out(f"saved profile {info.name}" + (" (current)" if info.current else ""))
+            if info.secret is not None and not info.secret_set:
+                self.out(f"its key is not set yet: hdsp secret set {info.secret}")
+            if not info.current:
+                self.out(f"use it with `hdsp profile use {info.name}` or `--profile {info.name}`")
+            return EXIT_OK
+        if a.action == "use":
+            listing = await client.select_profile(a.name)
+        elif a.action == "rm":
+            listing = await client.delete_profile(a.name)
+        else:
+            listing = await client.list_profiles()
+        if a.json:
+            for info in listing.profiles:
+                self.out(encode(info).decode())
+            return EXIT_OK
+        for info in listing.profiles:
+            mark = "*" if info.current else " "
+            key = ""
+            if info.secret is not None:
+                key = f"key: {info.secret} ({'set' if info.secret_set else 'NOT SET'})"
+            where = f" {info.base_url}" if info.base_url else ""
+            self.out(
+                f"{mark} {info.name:<14} {info.provider:<18} {info.model}{where}  "
+                f"[{info.source}] {key}".rstrip()
+            )
+        if listing.current is None:
+            self.out("No current profile: `hdsp profile use NAME` picks one.")
+        return EXIT_OK
+
+    async def cmd_secret(self, client: Client) -> int:
+        a = self.args
+        if a.action == "list":
+            view = await client.get_settings()
+            for secret in view.secrets:
+                if a.json:
+                    self.out(encode(secret).decode())
+                    continue
+                state = f"set ({secret.source})" if secret.is_set else "not set"
+                env = f"  env: {', '.join(secret.env_vars)}" if secret.env_vars else ""
+                error = f"  ({secret.error})" if secret.error else ""
+                self.out(f"{secret.name:<16} {state}{env}{error}")
+            return EXIT_OK
+        if a.action == "set":
+            info = await client.set_secret(a.name, a.value)
+        else:
+            info = await client.delete_secret(a.name)
+        if a.json:
+            self.out(encode(info).decode())
+        elif a.action == "set":
+            self.out(f"secret {info.name} stored in hdspd's keyring")
+        elif info.is_set:
+            self.out(f"secret {info.name} removed from the keyring; {info.source} still sets it")
+        else:
+            self.out(f"secret {info.name} removed")
+        return EXIT_OK
+
     async def main(self) -> int:
         handler = getattr(self, f"cmd_{self.args.command}")
         try:
@@ -297,6 +619,17 @@ class _Cli:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "secret" and args.action == "set":
+        # Read before connecting, and never from argv (where `ps` and shell
+        # history would show it).
+        try:
+            args.value = _read_secret(args.name)
+        except (EOFError, KeyboardInterrupt):
+            print("hdsp: no value given; nothing was stored.", file=sys.stderr)
+            return EXIT_USAGE
+        if not args.value:
+            print("hdsp: the value is empty; nothing was stored.", file=sys.stderr)
+            return EXIT_USAGE
     if args.command == "tasks" and not 1 <= args.limit <= 1000:
         print("hdsp: --limit must be between 1 and 1000", file=sys.stderr)
         return EXIT_USAGE
@@ -309,3 +642,47 @@ def main(argv: list[str] | None = None) -> int:
         # stdout at /dev/null so that the interpreter's final flush stays quiet.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
+
+
+# ---- settings helpers ---------------------------------------------------------
+
+
+def _read_secret(name: str) -> str:
+    """The value of a secret: asked for without echo on a terminal, else the first
+    line of stdin (`pass show key | hdsp secret set name`)."""
+    if sys.stdin.isatty():
+        return getpass.getpass(f"Value of secret {name!r} (not shown): ").strip()
+    return sys.stdin.readline().strip()
+
+
+def _parse_value(text: str) -> Any:
+    """A JSON value, or the text itself when it is not JSON (`hdsp config set
+    current_profile work`)."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _option(text: str) -> tuple[str, Any]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise CommandFailed(ErrorCode.INVALID_REQUEST, f"--option takes KEY=VALUE, not {text!r}.")
+    return key.strip(), _parse_value(value)
+
+
+def _patch(key: str, value: Any) -> dict[str, Any]:
+    """{"a": {"b": value}} from "a.b"."""
+    patch: Any = value
+    for part in reversed(key.split(".")):
+        patch = {part: patch}
+    return dict(patch)
+
+
+def _lookup(document: Any, key: str) -> tuple[bool, Any]:
+    node = document
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return False, None
+        node = node[part]
+    return True, node

@@ -13,7 +13,7 @@ import itertools
 import os
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from types import TracebackType
@@ -72,6 +72,34 @@ from hdsp.protocol import (
     decode_server_message,
     encode,
 )
+from hdsp.protocol.settings import (
+    DeleteProfile,
+    DeleteSecret,
+    ExportSettings,
+    GetModels,
+    GetModelsData,
+    GetSettings,
+    ImportResult,
+    ImportSettings,
+    ImportSettingsData,
+    ListProfiles,
+    ModelList,
+    ProfileData,
+    ProfileInfo,
+    ProfileList,
+    ProfileNameData,
+    SaveProfile,
+    SaveProfileData,
+    SecretInfo,
+    SecretNameData,
+    SelectProfile,
+    SetSecret,
+    SetSecretData,
+    SettingsExport,
+    SettingsView,
+    UpdateSettings,
+    UpdateSettingsData,
+)
 
 from .discovery import find_daemon
 from .errors import CommandFailed, ConnectionLost, DaemonNotRunning, ProtocolError
@@ -83,14 +111,18 @@ T = TypeVar("T")
 _SYNC_PREFIX = b"\x00sync."
 #: Events buffered per stream before the client drops and later replays them.
 STREAM_BUFFER = 10_000
+#: A stream quiet for this long checks the log for events it may have missed.
+IDLE_CHECK = 5.0
 
 
 class _Pending:
-    __slots__ = ("done", "reply")
+    __slots__ = ("done", "lost", "reply")
 
     def __init__(self) -> None:
         self.done = anyio.Event()
         self.reply: Reply | None = None
+        #: The daemon went away while this waited.
+        self.lost = False
 
 
 class Client:
@@ -107,7 +139,13 @@ class Client:
         self._syncs: dict[bytes, anyio.Event] = {}
         self._ack_waiter: _Pending | None = None
         self._closed = False
+        self._info: ClientInfo | None = None
+        #: Set while the daemon is connected and has acknowledged this client.
+        self._acked = anyio.Event()
         self.ack: AckData | None = None
+        #: How often the client re-connected to a daemon that went away.
+        self.reconnects = 0
+        self._handshaking = anyio.Lock()
         #: Seconds a command may wait for its reply; None waits for ever.
         self.timeout: float | None = 30.0
 
@@ -134,7 +172,31 @@ class Client:
             raise CommandFailed.from_info(reply.error)
         assert isinstance(reply, Ack)
         self.ack = reply.data
+        self._info = info
+        self._acked.set()
         return reply.data
+
+    async def _watch_connection(self, monitor: zmq.asyncio.Socket) -> None:
+        """Follow the control socket's connection: when the daemon goes away, fail
+        the commands that wait; when it is back (ZeroMQ reconnects by itself, with
+        backoff), say Connect again and let every event stream catch up."""
+        from zmq.utils.monitor import parse_monitor_message
+
+        lost = False
+        stale: AckData | None = None
+        while True:
+            event = parse_monitor_message(await monitor.recv_multipart())["event"]
+            if event == zmq.EVENT_DISCONNECTED:
+                lost = True
+                stale = self.ack
+                if self._acked.is_set():
+                    self._acked = anyio.Event()
+                for pending in self._pending.values():
+                    pending.lost = True
+                    pending.done.set()
+            elif event == zmq.EVENT_CONNECTED and lost:
+                lost = False
+                await self._rehandshake(stale)
 
     async def aclose(self) -> None:
         if self._closed:
@@ -188,42 +250,86 @@ class Client:
     # ---- commands -----------------------------------------------------------
 
     async def request(self, command: Command, *, timeout: float | None = None) -> Any:
-        """Send a command and return its result, decoded to the command's result type."""
+        """Send a command and return its result, decoded to the command's result type.
+
+        Across a daemon restart: a command the daemon refused as `not_connected`
+        was not carried out and is sent again after a new handshake; an idempotent
+        one (GetTask, Replay, ...) is also sent again when the daemon went away
+        before replying. Others raise ConnectionLost: they may have run."""
         if self._closed or self.ack is None:
             raise ConnectionLost("The client is closed.")
+        limit = self.timeout if timeout is None else timeout
+        name = command_name(command)
+        spec = COMMANDS[name]
+        reply: Reply | None = None
+        with anyio.move_on_after(limit):
+            while True:
+                await self._acked.wait()
+                reply = await self._exchange(command)
+                if reply is None and spec.idempotent:
+                    continue  # the daemon went away first; ask again once it is back
+                if reply is not None and reply.error is not None:
+                    if reply.error.code == ErrorCode.NOT_CONNECTED:
+                        await self._rehandshake(self.ack)
+                        continue
+                break
+        if reply is None:
+            if self._closed:
+                raise ConnectionLost("The client was closed while a command waited.")
+            if not self._acked.is_set():
+                raise ConnectionLost(
+                    f"hdspd went away while {name} waited for its reply; it may or may not "
+                    f"have been carried out (and was not back within {limit:g} s)."
+                )
+            raise ConnectionLost(f"hdspd did not answer {name} within {limit:g} s.")
+        if not reply.ok:
+            if reply.error is None:
+                raise ProtocolError("The daemon sent an error reply without an error.")
+            raise CommandFailed.from_info(reply.error)
+        try:
+            return msgspec.convert(reply.result, spec.result, from_attributes=False)
+        except msgspec.ValidationError as exc:
+            raise ProtocolError(f"Unreadable result of {name}: {exc}") from exc
+
+    async def _exchange(self, command: Command) -> Reply | None:
+        """Send once and wait for the reply; None when the daemon went away first."""
+        assert self.ack is not None
         request_id = f"{self._prefix}-{next(self._ids)}"
-        pending = self._pending[request_id] = _Pending()
         frame = encode(TaskCommand(client_id=self.client_id, request_id=request_id, data=command))
         if self.ack.max_message_size and len(frame) > self.ack.max_message_size:
-            del self._pending[request_id]
             raise CommandFailed(
                 ErrorCode.INVALID_REQUEST,
                 f"The command is {len(frame)} bytes, above the daemon's limit of "
                 f"{self.ack.max_message_size}.",
             )
-        limit = self.timeout if timeout is None else timeout
+        pending = self._pending[request_id] = _Pending()
         try:
             await self._control.send(frame)
-            with anyio.move_on_after(limit):
-                await pending.done.wait()
+            await pending.done.wait()
         finally:
             self._pending.pop(request_id, None)
-        reply = pending.reply
-        if reply is None:
-            if self._closed:
-                raise ConnectionLost("The client was closed while a command waited.")
-            raise ConnectionLost(
-                f"hdspd did not answer {command_name(command)} within {limit:g} s."
-            )
-        if not reply.ok:
-            if reply.error is None:
-                raise ProtocolError("The daemon sent an error reply without an error.")
-            raise CommandFailed.from_info(reply.error)
-        result_type = COMMANDS[command_name(command)].result
-        try:
-            return msgspec.convert(reply.result, result_type, from_attributes=False)
-        except msgspec.ValidationError as exc:
-            raise ProtocolError(f"Unreadable result of {command_name(command)}: {exc}") from exc
+        if pending.lost and pending.reply is None:
+            return None
+        return pending.reply
+
+    async def _rehandshake(self, stale: AckData | None) -> None:
+        """Say Connect again (a restarted daemon does not know this client), unless
+        it was done already since the caller saw the `stale` Ack fail."""
+        async with self._handshaking:
+            if self._info is None or self._closed:
+                return
+            if self._acked.is_set() and self.ack is not stale:
+                return  # someone else did it meanwhile
+            if self._acked.is_set():
+                self._acked = anyio.Event()  # (waiters of a cleared one keep theirs)
+            try:
+                with anyio.fail_after(10):
+                    await self._handshake(self._info)
+            except (TimeoutError, CommandFailed):
+                return
+            self.reconnects += 1
+            for stream in list(self._streams):
+                stream._resync()
 
     async def start_task(
         self,
@@ -233,11 +339,17 @@ class Client:
         workspace: str | os.PathLike[str] | None = None,
         mode: str | None = None,
         images: list[str] | None = None,
+        kernel_id: str | None = None,
+        approvals: dict[str, Any] | None = None,
     ) -> TaskRef:
+        """Start a task. `approvals` overrides the daemon's auto-approval settings
+        for this task (for example {"always_allow_write": True})."""
         config = TaskConfiguration(
             api_config_name=profile,
             workspace=os.fspath(workspace) if workspace is not None else None,
             mode=mode,
+            kernel_id=kernel_id,
+            approvals=approvals,
         )
         data = StartNewTaskData(text=text, configuration=config, images=images)
         result: TaskRef = await self.request(StartNewTask(data=data))
@@ -313,16 +425,105 @@ class Client:
     async def shutdown(self) -> None:
         await self.request(Shutdown())
 
+    # ---- settings, profiles, secrets ------------------------------------------
+
+    async def get_settings(self) -> SettingsView:
+        """The daemon's settings document; secrets only as names and whether set."""
+        result: SettingsView = await self.request(GetSettings())
+        return result
+
+    async def update_settings(self, patch: Mapping[str, Any]) -> SettingsView:
+        """Change settings with a JSON Merge Patch (`None` removes a key). An invalid
+        result is refused whole: CommandFailed, its `details["errors"]` listing fields."""
+        data = UpdateSettingsData(patch=dict(patch))
+        result: SettingsView = await self.request(UpdateSettings(data=data))
+        return result
+
+    async def list_profiles(self) -> ProfileList:
+        result: ProfileList = await self.request(ListProfiles())
+        return result
+
+    async def save_profile(
+        self,
+        name: str,
+        *,
+        provider: str,
+        model: str,
+        base_url: str | None = None,
+        options: Mapping[str, Any] | None = None,
+        secret: str | None = None,
+        select: bool = False,
+    ) -> ProfileInfo:
+        """Save (or replace) a provider profile; `secret` is the NAME of the secret
+        holding its key (`set_secret`), never the key. `select` makes it current."""
+        profile = ProfileData(
+            name=name,
+            provider=provider,
+            model=model,
+            base_url=base_url,
+            options=dict(options or {}),
+            secret=secret,
+        )
+        cmd = SaveProfile(data=SaveProfileData(profile=profile, select=select))
+        result: ProfileInfo = await self.request(cmd)
+        return result
+
+    async def delete_profile(self, name: str) -> ProfileList:
+        result: ProfileList = await self.request(DeleteProfile(data=ProfileNameData(name=name)))
+        return result
+
+    async def select_profile(self, name: str) -> ProfileList:
+        """Make `name` the profile new tasks use when they name none."""
+        result: ProfileList = await self.request(SelectProfile(data=ProfileNameData(name=name)))
+        return result
+
+    async def set_secret(self, name: str, value: str) -> SecretInfo:
+        """Store a secret in the daemon's keyring. The value goes over the local
+        socket once and is never sent back."""
+        cmd = SetSecret(data=SetSecretData(name=name, value=value))
+        result: SecretInfo = await self.request(cmd)
+        return result
+
+    async def delete_secret(self, name: str) -> SecretInfo:
+        result: SecretInfo = await self.request(DeleteSecret(data=SecretNameData(name=name)))
+        return result
+
+    async def export_settings(self) -> SettingsExport:
+        """The settings to copy elsewhere: secrets only as names."""
+        result: SettingsExport = await self.request(ExportSettings())
+        return result
+
+    async def import_settings(
+        self, settings: Mapping[str, Any], *, merge: bool = True
+    ) -> ImportResult:
+        """Apply a settings document; what does not validate is left out and listed
+        in `rejected`."""
+        data = ImportSettingsData(settings=dict(settings), merge=merge)
+        result: ImportResult = await self.request(ImportSettings(data=data))
+        return result
+
+    async def get_models(self, provider: str | None = None) -> ModelList:
+        """The daemon's model table (with the settings' overrides)."""
+        cmd = GetModels(data=GetModelsData(provider=provider))
+        result: ModelList = await self.request(cmd)
+        return result
+
     # ---- events -------------------------------------------------------------
 
-    def events(self, task_id: str | None = None, *, since_seq: int | None = None) -> EventStream:
+    def events(
+        self,
+        task_id: str | None = None,
+        *,
+        since_seq: int | None = None,
+        buffer: int = STREAM_BUFFER,
+    ) -> EventStream:
         """Events of one task (or all), as an async context manager and iterator.
 
         With `since_seq`, the stream starts with every durable event after it (from
         the log), then goes on live; without, it starts live. Live-only partial
         updates have no seq and are passed through as they come.
         """
-        return EventStream(self, task_id, since_seq)
+        return EventStream(self, task_id, since_seq, buffer)
 
     async def _sync_subscriptions(self) -> None:
         """Return once every subscription made so far is in effect at the daemon."""
@@ -341,17 +542,26 @@ class Client:
 
 
 class EventStream:
-    def __init__(self, client: Client, task_id: str | None, since_seq: int | None) -> None:
+    def __init__(
+        self, client: Client, task_id: str | None, since_seq: int | None, buffer: int
+    ) -> None:
         self._client = client
         self.task_id = task_id
         #: The seq of the last durable event delivered (of this stream's topic).
         self.last_seq = since_seq
-        send, receive = anyio.create_memory_object_stream[TaskEvent](STREAM_BUFFER)
-        self._send: MemoryObjectSendStream[TaskEvent] = send
-        self._receive: MemoryObjectReceiveStream[TaskEvent] = receive
+        # None in the stream means: the connection came back, catch up from the log.
+        send, receive = anyio.create_memory_object_stream[TaskEvent | None](buffer)
+        self._send: MemoryObjectSendStream[TaskEvent | None] = send
+        self._receive: MemoryObjectReceiveStream[TaskEvent | None] = receive
+        self._resync_pending = False
         self._ready: deque[TaskEvent] = deque()
         self._topic = (task_id or "").encode()
+        #: Live events dropped because the reader fell behind (replayed later).
         self.dropped = 0
+        #: Gaps found on the live stream and filled from the log.
+        self.gaps = 0
+        #: Catch-ups after the daemon came back.
+        self.resyncs = 0
 
     async def __aenter__(self) -> EventStream:
         c = self._client
@@ -379,12 +589,22 @@ class EventStream:
             self._send.close()
             self._receive.close()
 
+    def _resync(self) -> None:
+        try:
+            self._send.send_nowait(None)
+        except anyio.WouldBlock:
+            self._resync_pending = True  # taken up when the reader drains the buffer
+        except anyio.BrokenResourceError:
+            pass
+
     def _deliver(self, event: TaskEvent) -> None:
         try:
             self._send.send_nowait(event)
         except anyio.WouldBlock:
-            # The user reads too slowly: drop, and the gap is replayed later.
+            # The user reads too slowly: drop, and catch up from the log once the
+            # buffer is drained.
             self.dropped += 1
+            self._resync_pending = True
         except anyio.BrokenResourceError:
             pass
 
@@ -411,23 +631,48 @@ class EventStream:
             return event.seq > self.last_seq + 1
         return (event.prev_seq or 0) > self.last_seq
 
+    async def _next_live(self) -> TaskEvent | None:
+        """The next live event; None when the stream must catch up from the log
+        first (events were dropped, the daemon came back, or the stream has been
+        quiet for a while: the live stream cannot show a gap at its very end)."""
+        try:
+            return self._receive.receive_nowait()
+        except anyio.WouldBlock:
+            if self._resync_pending:
+                return None
+        with anyio.move_on_after(IDLE_CHECK):
+            return await self._receive.receive()
+        self._resync_pending = self.last_seq is not None
+        return None
+
     def __aiter__(self) -> AsyncIterator[TaskEvent]:
         return self
 
     async def __anext__(self) -> TaskEvent:
         while True:
+            event: TaskEvent | None
             if self._ready:
                 event = self._ready.popleft()
             else:
                 try:
-                    event = await self._receive.receive()
+                    event = await self._next_live()
                 except (anyio.EndOfStream, anyio.ClosedResourceError):
                     raise StopAsyncIteration from None
+            if event is None:
+                # Catch up from the log: after a reconnect, dropped events, or a
+                # quiet spell.
+                self._resync_pending = False
+                self.resyncs += 1
+                await self._client._sync_subscriptions()
+                if self.last_seq is not None:
+                    await self._fill(up_to=None)
+                continue
             if event.seq is None:
                 return event
             if self.last_seq is not None and event.seq <= self.last_seq:
                 continue  # already delivered (replay and live overlap)
             if self._is_gap(event):
+                self.gaps += 1
                 await self._fill(up_to=event.seq)
                 self._ready.append(event)
                 continue
@@ -449,15 +694,21 @@ async def connect(
     ctx = zmq.asyncio.Context.instance()
     control = ctx.socket(zmq.DEALER)
     events = ctx.socket(zmq.SUB)
+    monitor: zmq.asyncio.Socket | None = None
     try:
         for sock in (control, events):
             sock.setsockopt(zmq.LINGER, 0)
+            # ZeroMQ reconnects by itself when the daemon comes back; back off to 5 s.
+            sock.setsockopt(zmq.RECONNECT_IVL, 100)
+            sock.setsockopt(zmq.RECONNECT_IVL_MAX, 5000)
+        monitor = control.get_monitor_socket(zmq.EVENT_CONNECTED | zmq.EVENT_DISCONNECTED)
         control.connect(info.control)
         events.connect(info.events)
         async with anyio.create_task_group() as tg:
             client = Client(tg, control, events)
             tg.start_soon(client._read_control)
             tg.start_soon(client._read_events)
+            tg.start_soon(client._watch_connection, monitor)
             try:
                 with anyio.move_on_after(timeout) as scope:
                     await client._handshake(ClientInfo(name=name, version=__version__, kind=kind))
@@ -476,5 +727,8 @@ async def connect(
             raise group.exceptions[0] from None
         raise
     finally:
+        if monitor is not None:
+            control.disable_monitor()
+            monitor.close(linger=0)
         control.close(linger=0)
         events.close(linger=0)

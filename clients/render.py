@@ -3,6 +3,7 @@ arrives, reasoning dimmed, errors red, a usage line at the end."""
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from typing import TextIO
@@ -104,6 +105,11 @@ class Renderer:
                 if m.say == "text":
                     self.out.write("\n")
             self.out.flush()
+        elif m.type == "say" and m.say == "completion_result" and m.ts not in self._printed:
+            self._finish_line()
+            self.out.write(self._style("Result: ", "1;32") + (m.text or "") + "\n")
+            self._printed[m.ts] = len(m.text or "")
+            self.out.flush()
         elif m.type == "say" and m.say == "error":
             self._finish_line()
             self.err.write(self._style(f"error: {m.text}", "1;31") + "\n")
@@ -111,4 +117,35 @@ class Renderer:
         elif m.type == "say" and m.say in ("api_req_retry_delayed", "api_req_retried"):
             self.note(m.text or m.say)
         elif m.type == "ask" and m.ask == "api_req_failed":
-            self.note("The model request failed; `hdsp send TASK` retries with a new message.")
+            self.note("The model request failed; answering the ask retries it.")
+
+    def ask(self, m: ClineMessage) -> None:
+        """Show what an ask wants: the command, the file change (its diff), the
+        question with its suggestions."""
+        self._finish_line()
+        text = m.text or ""
+        try:
+            data = json.loads(text) if text.startswith("{") else None
+        except ValueError:
+            data = None
+        if m.ask == "command":
+            body = f"Run this command?\n  $ {text}"
+        elif m.ask == "followup" and isinstance(data, dict):
+            suggest = [s.get("answer", "") for s in data.get("suggest", []) if isinstance(s, dict)]
+            body = str(data.get("question", text)) + "".join(f"\n  - {s}" for s in suggest)
+        elif isinstance(data, dict) and "tool" in data:
+            shown = {k: v for k, v in data.items() if k not in ("tool", "diff", "content")}
+            body = f"Allow {data['tool']} {json.dumps(shown)}?"
+            if data.get("diff"):
+                body += "\n" + str(data["diff"])
+            if m.is_protected:
+                body += "\n(this path is protected)"
+        else:
+            body = f"{m.ask}: {text}" if text else str(m.ask)
+        self.out.write(self._style(body, "1;33") + "\n")
+        self.out.flush()
+
+    def ask_prompt(self, m: ClineMessage) -> str:
+        if m.ask == "followup":
+            return "answer> "
+        return "[Y]es / [n]o (or `no <why>`), or type a message> "

@@ -30,6 +30,23 @@ def _parser() -> argparse.ArgumentParser:
         metavar="BYTES",
         help="larger frames are refused by the transport (default 64 MiB)",
     )
+    p.add_argument(
+        "--event-retention-days",
+        type=float,
+        default=30.0,
+        metavar="DAYS",
+        help="prune events older than this (task histories are kept); default 30",
+    )
+    p.add_argument(
+        "--event-retention-count",
+        type=int,
+        default=1_000_000,
+        metavar="N",
+        help="keep at most this many newest events; default 1000000",
+    )
+    p.add_argument(
+        "--pub-hwm", type=int, default=100_000, help=argparse.SUPPRESS
+    )  # for tests: events queued per subscriber before ZeroMQ drops them
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     p.add_argument("--log-format", default="auto", choices=["auto", "json", "console"])
     sub = p.add_subparsers(dest="command")
@@ -56,14 +73,20 @@ def main(argv: list[str] | None = None) -> int:
             print(installed_message(result))
         return 0
 
-    from .app import Daemon, DaemonError
+    from .app import Daemon, DaemonError, Retention
     from .logs import configure_logging
     from .paths import resolve_paths
     from .store import StoreError
 
     configure_logging(args.log_level, args.log_format)
     daemon = Daemon(
-        resolve_paths(args.data_dir, args.runtime_dir), max_message_size=args.max_message_size
+        resolve_paths(args.data_dir, args.runtime_dir),
+        max_message_size=args.max_message_size,
+        pub_hwm=args.pub_hwm,
+        retention=Retention(
+            max_age_seconds=args.event_retention_days * 86400,
+            max_events=args.event_retention_count,
+        ),
     )
     try:
         anyio.run(daemon.run, backend="asyncio")

@@ -8,6 +8,7 @@ import signal
 import stat
 import time
 from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
@@ -15,9 +16,19 @@ import anyio.to_thread
 import structlog
 from anyio.abc import TaskStatus
 
-from hdsp.protocol import PROTOCOL_VERSION, DaemonShuttingDown, Discovery, __version__, encode
+from hdsp.protocol import (
+    PROTOCOL_VERSION,
+    DaemonShuttingDown,
+    Discovery,
+    SettingsChange,
+    SettingsChanged,
+    __version__,
+    encode,
+)
 
-from .config import profiles_from_env
+from .approvals import ApprovalPolicy
+from .config import ConfigService, Profiles, SecretStore, SettingsError, SettingsStore
+from .kernels import KernelService
 from .llm.registry import Providers
 from .lock import DirectoryLock, LockHeld
 from .paths import Paths
@@ -26,12 +37,22 @@ from .server import Handlers, Server
 from .store import Journal, Store
 from .tasks import TaskManager
 
-__all__ = ["Daemon", "DaemonError"]
+__all__ = ["Daemon", "DaemonError", "Retention"]
 
 log = structlog.get_logger("hdsp.daemon")
 
 #: How long a graceful shutdown may take before the rest is cut off.
 SHUTDOWN_GRACE = 20.0
+
+
+@dataclass(frozen=True)
+class Retention:
+    """How long the event log keeps events (task histories are never pruned)."""
+
+    max_age_seconds: float = 30 * 24 * 3600
+    max_events: int = 1_000_000
+    #: Pruning runs at start and then this often.
+    interval_seconds: float = 600.0
 
 
 class DaemonError(Exception):
@@ -59,9 +80,18 @@ def _write_private(path: Path, data: bytes) -> None:
 
 
 class Daemon:
-    def __init__(self, paths: Paths, *, max_message_size: int = 64 * 1024 * 1024) -> None:
+    def __init__(
+        self,
+        paths: Paths,
+        *,
+        max_message_size: int = 64 * 1024 * 1024,
+        pub_hwm: int = 100_000,
+        retention: Retention | None = None,
+    ) -> None:
+        self.pub_hwm = pub_hwm
         self.paths = paths
         self.max_message_size = max_message_size
+        self.retention = retention or Retention()
         self.started_monotonic = time.monotonic()
         self._shutdown = anyio.Event()
         self._shutdown_reason = ""
@@ -70,6 +100,8 @@ class Daemon:
         self.journal: Journal
         self.server: Server
         self.tasks: TaskManager
+        self.kernels: KernelService
+        self.config: ConfigService
 
     def request_shutdown(self, reason: str) -> None:
         if not self._shutdown.is_set():
@@ -102,22 +134,49 @@ class Daemon:
 
     async def _run_locked(self, task_status: TaskStatus[None]) -> None:
         paths = self.paths
-        async with Store.open(paths.database) as store, Providers(profiles_from_env()) as providers:
+        self.config = await self._open_config()
+        providers = Providers(self.config.profiles, self.config.secrets)
+        async with Store.open(paths.database) as store, providers:
             self.store = store
+            await self._prune_once()
             self.server = Server(
                 control_endpoint=paths.control_endpoint,
                 events_endpoint=paths.events_endpoint,
                 handle=Handlers(self),
                 head_seq=lambda: self.journal.head_seq,
                 max_message_size=self.max_message_size,
+                pub_hwm=self.pub_hwm,
             )
             self.journal = Journal(store, self.server.publish)
-            self.tasks = TaskManager(store, self.journal, providers)
+            settings = self.config.store.settings
+            self.tasks = TaskManager(
+                store,
+                self.journal,
+                providers,
+                approvals=ApprovalPolicy(settings.approvals),
+                retry_policy=settings.retry.policy(),
+            )
+            self.tasks.services.setdefault("settings", self.config.store)
+            self.kernels = KernelService(
+                self.journal.emit,
+                runtime_dir=paths.runtime_dir / "k",
+                default_time_limit=settings.kernels.default_timeout_seconds,
+                interrupt_grace=settings.kernels.interrupt_grace_seconds,
+            )
+            self.tasks.services["kernels"] = self.kernels
+            self.config.subscribe(providers.on_change)
+            self.config.subscribe(self._apply_settings)
+            self.config.subscribe(self._announce_settings)
             async with anyio.create_task_group() as tg:
                 await tg.start(self.journal.run)
                 await tg.start(self.server.run)
+                report = self.config.startup_report()
+                if report is not None:  # the settings file was corrupt: say so, durably
+                    await self._announce_settings(report)
+                await tg.start(self.kernels.run)
                 await tg.start(self.tasks.run)
-                tg.start_soon(self._watch_signals)
+                await tg.start(self._watch_signals)
+                tg.start_soon(self._prune_events)
                 self._write_discovery()
                 log.info(
                     "hdspd ready",
@@ -138,15 +197,49 @@ class Daemon:
                     log.warning("graceful shutdown timed out", seconds=SHUTDOWN_GRACE)
                 tg.cancel_scope.cancel()
 
+    async def _open_config(self) -> ConfigService:
+        """Load the settings (a corrupt file is moved aside and reported, see
+        :mod:`.config.settings`) and put the profiles and secrets behind them."""
+        store = SettingsStore(self.paths.settings_file)
+        try:
+            await store.load()
+        except SettingsError as exc:
+            raise DaemonError(str(exc)) from None
+        return ConfigService(store, SecretStore(), Profiles(store))
+
+    async def _apply_settings(self, change: SettingsChange) -> None:
+        """Settings the engine reads live: approvals and the retry policy."""
+        settings = self.config.store.settings
+        self.tasks.approvals.settings = settings.approvals
+        self.tasks.retry_policy = settings.retry.policy()
+
+    async def _announce_settings(self, change: SettingsChange) -> None:
+        await self.journal.emit(SettingsChanged(payload=(change,)))
+
     async def _stop_gracefully(self) -> None:
         self.server.stop_accepting()
         self.paths.discovery_file.unlink(missing_ok=True)
         await self.tasks.shutdown()
+        await self.kernels.aclose()
         await self.journal.emit(DaemonShuttingDown(payload=(self._shutdown_reason,)))
         await self.journal.aclose()
 
-    async def _watch_signals(self) -> None:
+    async def _prune_once(self) -> None:
+        r = self.retention
+        before = int((time.time() - r.max_age_seconds) * 1000)
+        deleted = await self.store.prune_events(before, r.max_events)
+        if deleted:
+            log.info("pruned old events", deleted=deleted)
+
+    async def _prune_events(self) -> None:
+        while True:
+            await anyio.sleep(self.retention.interval_seconds)
+            await self._prune_once()
+
+    async def _watch_signals(self, *, task_status: TaskStatus[None]) -> None:
+        # Started before READY=1: a SIGTERM right after readiness is handled too.
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            task_status.started()
             async for signum in signals:
                 if self._shutdown.is_set():
                     log.warning("second signal: exiting now")

@@ -16,6 +16,10 @@ from .events import *  # noqa: F403
 from .events import __all__ as _events_all
 from .history import *  # noqa: F403
 from .history import __all__ as _history_all
+from .kernels import *  # noqa: F403
+from .kernels import __all__ as _kernels_all
+from .settings import *  # noqa: F403
+from .settings import __all__ as _settings_all
 from .version import PROTOCOL_VERSION, __version__
 
 __all__ = [
@@ -34,4 +38,6 @@ __all__ = [
     *_envelope_all,
     *_events_all,
     *_history_all,
+    *_kernels_all,
+    *_settings_all,
 ]

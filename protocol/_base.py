@@ -22,6 +22,12 @@ class WireStruct(
     """
 
 
+class _CommandBase(WireStruct, tag_field="commandName", frozen=True):
+    """The base of every command: tagged by `commandName`. It lives here, not in
+    commands.py, so that modules of commands (kernels.py) can be imported by
+    commands.py without a cycle."""
+
+
 # `origin` is always on the wire (Roo requires it), so its default comes from a
 # factory: `omit_defaults` leaves out plain defaults but not factory-made ones.
 CLIENT_ORIGIN: Any = msgspec.field(default_factory=lambda: "client")

@@ -11,9 +11,42 @@ from typing import Any, Literal
 
 import msgspec
 
-from ._base import WireStruct
+from ._base import WireStruct, _CommandBase
 from .events import QueuedMessage, TaskEvent
 from .history import ClineMessage, HistoryItem, TaskState
+from .kernels import (
+    AttachKernel,
+    ExecuteCode,
+    ExecutionResult,
+    InterruptKernel,
+    KernelInfo,
+    KernelList,
+    KernelRef,
+    ListKernels,
+    RestartKernel,
+    ShutdownKernel,
+    StartKernel,
+)
+from .settings import (
+    DeleteProfile,
+    DeleteSecret,
+    ExportSettings,
+    GetModels,
+    GetSettings,
+    ImportResult,
+    ImportSettings,
+    ListProfiles,
+    ModelList,
+    ProfileInfo,
+    ProfileList,
+    SaveProfile,
+    SecretInfo,
+    SelectProfile,
+    SetSecret,
+    SettingsExport,
+    SettingsView,
+    UpdateSettings,
+)
 
 __all__ = [
     "COMMANDS",
@@ -50,10 +83,6 @@ __all__ = [
 ]
 
 
-class _CommandBase(WireStruct, tag_field="commandName", frozen=True):
-    pass
-
-
 # ---- payloads ---------------------------------------------------------------
 
 
@@ -66,6 +95,12 @@ class TaskConfiguration(WireStruct, frozen=True):
     #: Directory the agent works in; the daemon's working directory by default.
     workspace: str | None = None
     mode: str | None = None
+    #: A kernel (ListKernels) the task's code runs in; by default the task starts
+    #: its own on first use, in its workspace.
+    kernel_id: str | None = None
+    #: Auto-approval settings for this task only (hdsp's ApprovalSettings fields,
+    #: or Roo's names such as alwaysAllowWrite), over the daemon's settings.
+    approvals: dict[str, Any] | None = None
 
 
 class StartNewTaskData(WireStruct, frozen=True):
@@ -187,6 +222,24 @@ Command = (
     | Ping
     | GetStatus
     | Shutdown
+    | ListKernels
+    | StartKernel
+    | AttachKernel
+    | InterruptKernel
+    | RestartKernel
+    | ShutdownKernel
+    | ExecuteCode
+    | GetSettings
+    | UpdateSettings
+    | ListProfiles
+    | SaveProfile
+    | DeleteProfile
+    | SelectProfile
+    | SetSecret
+    | DeleteSecret
+    | ExportSettings
+    | ImportSettings
+    | GetModels
 )
 
 
@@ -215,6 +268,8 @@ class TaskSnapshot(WireStruct, frozen=True):
     head_seq: int
     #: Messages waiting for the task's current turn to end.
     queue: list[QueuedMessage] = []
+    #: The ask that waits for an answer, if any (also among `messages`).
+    pending_ask: ClineMessage | None = None
 
 
 class ReplayPage(WireStruct, frozen=True):
@@ -251,6 +306,9 @@ class CommandSpec(msgspec.Struct, frozen=True):
     result: type[Any]
     #: Whether commands of this kind are ordered per task (by the task they name).
     per_task: bool
+    #: Whether sending it twice is harmless (a client may resend it after the
+    #: daemon went away before replying).
+    idempotent: bool = False
 
 
 COMMANDS: dict[str, CommandSpec] = {
@@ -261,12 +319,32 @@ COMMANDS: dict[str, CommandSpec] = {
     "SendMessage": CommandSpec(SendMessage, TaskRef, per_task=True),
     "RespondToAsk": CommandSpec(RespondToAsk, TaskRef, per_task=True),
     "DeleteQueuedMessage": CommandSpec(DeleteQueuedMessage, TaskRef, per_task=True),
-    "ListTasks": CommandSpec(ListTasks, TaskList, per_task=False),
-    "GetTask": CommandSpec(GetTask, TaskSnapshot, per_task=True),
-    "Replay": CommandSpec(Replay, ReplayPage, per_task=False),
-    "Ping": CommandSpec(Ping, Pong, per_task=False),
-    "GetStatus": CommandSpec(GetStatus, StatusResult, per_task=False),
+    "ListTasks": CommandSpec(ListTasks, TaskList, per_task=False, idempotent=True),
+    "GetTask": CommandSpec(GetTask, TaskSnapshot, per_task=True, idempotent=True),
+    "Replay": CommandSpec(Replay, ReplayPage, per_task=False, idempotent=True),
+    "Ping": CommandSpec(Ping, Pong, per_task=False, idempotent=True),
+    "GetStatus": CommandSpec(GetStatus, StatusResult, per_task=False, idempotent=True),
     "Shutdown": CommandSpec(Shutdown, type(None), per_task=False),
+    # Kernel commands run concurrently; the kernel service orders executions.
+    "ListKernels": CommandSpec(ListKernels, KernelList, per_task=False),
+    "StartKernel": CommandSpec(StartKernel, KernelInfo, per_task=False),
+    "AttachKernel": CommandSpec(AttachKernel, KernelInfo, per_task=False),
+    "InterruptKernel": CommandSpec(InterruptKernel, KernelRef, per_task=False),
+    "RestartKernel": CommandSpec(RestartKernel, KernelRef, per_task=False),
+    "ShutdownKernel": CommandSpec(ShutdownKernel, KernelRef, per_task=False),
+    "ExecuteCode": CommandSpec(ExecuteCode, ExecutionResult, per_task=False),
+    # Settings commands run concurrently; the settings store applies changes in turn.
+    "GetSettings": CommandSpec(GetSettings, SettingsView, per_task=False, idempotent=True),
+    "UpdateSettings": CommandSpec(UpdateSettings, SettingsView, per_task=False, idempotent=True),
+    "ListProfiles": CommandSpec(ListProfiles, ProfileList, per_task=False, idempotent=True),
+    "SaveProfile": CommandSpec(SaveProfile, ProfileInfo, per_task=False, idempotent=True),
+    "DeleteProfile": CommandSpec(DeleteProfile, ProfileList, per_task=False),
+    "SelectProfile": CommandSpec(SelectProfile, ProfileList, per_task=False, idempotent=True),
+    "SetSecret": CommandSpec(SetSecret, SecretInfo, per_task=False, idempotent=True),
+    "DeleteSecret": CommandSpec(DeleteSecret, SecretInfo, per_task=False),
+    "ExportSettings": CommandSpec(ExportSettings, SettingsExport, per_task=False, idempotent=True),
+    "ImportSettings": CommandSpec(ImportSettings, ImportResult, per_task=False, idempotent=True),
+    "GetModels": CommandSpec(GetModels, ModelList, per_task=False, idempotent=True),
 }
 
 

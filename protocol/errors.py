@@ -22,6 +22,8 @@ class ErrorCode(enum.StrEnum):
     UNKNOWN_COMMAND = "unknown_command"
     #: No task has that id.
     TASK_NOT_FOUND = "task_not_found"
+    #: No kernel has that id (ListKernels lists them).
+    KERNEL_NOT_FOUND = "kernel_not_found"
     #: The task is doing something that the command would disturb.
     TASK_BUSY = "task_busy"
     #: The command does not apply to the task in its current state.
@@ -34,5 +36,8 @@ class ErrorCode(enum.StrEnum):
     CURSOR_EXPIRED = "cursor_expired"
     #: The daemon is shutting down and takes no new work.
     SHUTTING_DOWN = "shutting_down"
+    #: Something the command needs is not set up where the daemon runs (no keyring
+    #: backend for secrets, say); the message says how to set it up.
+    UNAVAILABLE = "unavailable"
     #: A bug or an unexpected failure inside the daemon; its log has details.
     INTERNAL = "internal"

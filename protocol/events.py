@@ -1,7 +1,8 @@
 """Task events: Roo's event names and payload tuples, plus hdsp's additions.
 
 Every event is durable (persisted, then published with a `seq`) except a
-`message` event that updates a message still marked `partial`.
+`message` event that updates a message still marked `partial`, an
+`executionOutput`, and a `kernelStatus` of busy or idle.
 """
 
 from __future__ import annotations
@@ -11,18 +12,25 @@ from typing import Any, Literal
 from ._base import SERVER_ORIGIN as _SERVER
 from ._base import WireStruct
 from .history import ClineMessage, TokenUsage, ToolUsage
+from .kernels import ExecutionOutputData, KernelInfo, KernelState
+from .settings import SettingsChange
 
 __all__ = [
     "CommandsResponse",
     "CompletedInfo",
     "DaemonShuttingDown",
     "Event",
+    "ExecutionOutput",
+    "KernelShutdown",
+    "KernelStarted",
+    "KernelStatus",
     "MessageEvent",
     "MessagePayload",
     "ModelsResponse",
     "ModesResponse",
     "QueuedMessage",
     "QueuedMessagesUpdated",
+    "SettingsChanged",
     "TaskAborted",
     "TaskActive",
     "TaskAskResponded",
@@ -195,6 +203,44 @@ class DaemonShuttingDown(_EventBase, tag="daemonShuttingDown", frozen=True):
     payload: tuple[str]
 
 
+class KernelStarted(_EventBase, tag="kernelStarted", frozen=True):
+    """hdsp started a kernel or attached to one: [kernel]. Daemon-wide."""
+
+    payload: tuple[KernelInfo]
+
+
+class KernelStatus(_EventBase, tag="kernelStatus", frozen=True):
+    """[kernelId, status]. Daemon-wide. busy and idle flip with every execution
+    and are live-only (ListKernels has the current one); starting, restarting and
+    dead are durable."""
+
+    payload: tuple[str, KernelState]
+
+
+class KernelShutdown(_EventBase, tag="kernelShutdown", frozen=True):
+    """hdsp shut the kernel down, or detached from one it did not start: [kernelId].
+    Daemon-wide."""
+
+    payload: tuple[str]
+
+
+class ExecutionOutput(_EventBase, tag="executionOutput", frozen=True):
+    """Outputs of a running execution, a few per second at most. Live-only: the
+    execution's result (a tool result, the cell_output message, the ExecuteCode
+    reply) is what lasts. Published under the task's topic when a task runs the
+    code, daemon-wide otherwise."""
+
+    payload: tuple[ExecutionOutputData]
+
+
+class SettingsChanged(_EventBase, tag="settingsChanged", frozen=True):
+    """Settings, a profile or a secret changed (never with a secret's value), or
+    the daemon recovered from a corrupt settings file at start: [change].
+    Daemon-wide."""
+
+    payload: tuple[SettingsChange]
+
+
 Event = (
     TaskCreated
     | TaskStarted
@@ -223,9 +269,23 @@ Event = (
     | ModelsResponse
     | TaskClosed
     | DaemonShuttingDown
+    | KernelStarted
+    | KernelStatus
+    | KernelShutdown
+    | ExecutionOutput
+    | SettingsChanged
 )
 
-_DAEMON_WIDE = (CommandsResponse, ModesResponse, ModelsResponse, DaemonShuttingDown)
+_DAEMON_WIDE = (
+    CommandsResponse,
+    ModesResponse,
+    ModelsResponse,
+    DaemonShuttingDown,
+    KernelStarted,
+    KernelStatus,
+    KernelShutdown,
+    SettingsChanged,
+)
 
 
 def event_task_id(event: Event) -> str | None:
@@ -233,6 +293,8 @@ def event_task_id(event: Event) -> str | None:
     if isinstance(event, _DAEMON_WIDE):
         return None
     if isinstance(event, MessageEvent):
+        return event.payload[0].task_id
+    if isinstance(event, ExecutionOutput):
         return event.payload[0].task_id
     first: Any = event.payload[0]
     return first if isinstance(first, str) else None
@@ -243,6 +305,10 @@ def is_durable(event: Event) -> bool:
     if isinstance(event, MessageEvent):
         p = event.payload[0]
         return not (p.action == "updated" and p.message.partial)
+    if isinstance(event, ExecutionOutput):
+        return False
+    if isinstance(event, KernelStatus):
+        return event.payload[1] not in (KernelState.BUSY, KernelState.IDLE)
     return True
 
 

@@ -63,6 +63,9 @@ class Say(enum.StrEnum):
     CONDENSE_CONTEXT_ERROR = "condense_context_error"
     SLIDING_WINDOW_TRUNCATION = "sliding_window_truncation"
     TOOL = "tool"
+    # hdsp additions
+    #: Code a tool runs in a kernel and its outputs; the text is a `CellOutput`.
+    CELL_OUTPUT = "cell_output"
 
 
 class TaskState(enum.StrEnum):
@@ -108,6 +111,9 @@ class ClineMessage(WireStruct, frozen=True):
     is_protected: bool | None = None
     api_protocol: Literal["openai", "anthropic"] | None = None
     is_answered: bool | None = None
+    # hdsp additions
+    #: The tool call this message belongs to (its ask, its streamed output).
+    tool_use_id: str | None = None
 
 
 class TokenUsage(WireStruct, frozen=True):

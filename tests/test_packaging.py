@@ -258,3 +258,26 @@ def test_wheel_installs_and_runs_in_a_clean_venv(tmp_path: Path) -> None:
     module_file, _, unit = where.partition("\n")
     assert Path(module_file).is_relative_to(venv)
     assert "ExecStart=/x/hdspd\n" in unit
+
+    # Every module of the source tree is in the wheel and imports from it.
+    expected = sorted(
+        ("hdsp." + pkg + "." + ".".join(p.relative_to(REPO / root).with_suffix("").parts)).replace(
+            ".__init__", ""
+        )
+        for root, pkg in (("protocol", "protocol"), ("daemon", "daemon"), ("clients", "client"))
+        for p in (REPO / root).rglob("*.py")
+        if p.name != "__main__.py"
+    )
+    imported = run(
+        [
+            bin_dir / "python",
+            "-c",
+            "import importlib, sys\n"
+            "for name in sys.argv[1:]:\n"
+            "    importlib.import_module(name)\n"
+            "print(len(sys.argv) - 1)",
+            *expected,
+        ],
+        cwd=outside,
+    )
+    assert imported.strip() == str(len(expected))

@@ -1,6 +1,7 @@
 """Model providers: one interface, one normalised stream of chunks.
 
-The provider modules (and their SDKs) are imported when first used, not here.
+The provider modules (and their SDKs) are imported when first used, not here,
+and so is the registry (`hdsp.daemon.llm.registry`), which depends on the config.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from .errors import (
     RateLimited,
     ServerError,
 )
-from .registry import Providers
 
 __all__ = [
     "AuthenticationFailed",
@@ -26,7 +26,6 @@ __all__ = [
     "Overloaded",
     "Provider",
     "ProviderError",
-    "Providers",
     "RateLimited",
     "ServerError",
 ]

@@ -323,8 +323,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def _send_error_json(self, status: int, message: str, error_type: str) -> None:
-        body = {"error": {"message": message, "type": error_type, "param": None, "code": None}}
-        self.send_json(status, body)
+        self.send_json(status, self.server.owner.error_body(status, message, error_type))
 
     def do_GET(self) -> None:
         path = urlsplit(self.path).path
@@ -346,7 +345,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_error_json(411, "A Content-Length is required.", "invalid_request_error")
             return
         raw = self.rfile.read(int(length))
-        if not path.endswith("/chat/completions"):
+        if not path.endswith(self.server.owner.endpoint):
             self._send_error_json(404, f"Unknown path {path}.", "invalid_request_error")
             return
         try:
@@ -378,7 +377,16 @@ class ChatCompletionsServer:
     (or `port`) and returns the base URL to give the SDK (``.../v1``);
     :meth:`close` wakes waiting handlers, ends open connections and joins the
     threads. Both are idempotent, and the server is a context manager.
+
+    Another streaming API can reuse this plumbing by setting :attr:`base_path`,
+    :attr:`endpoint` and :meth:`error_body` (the fake Anthropic Messages API in
+    ``tests/fakes/anthropic_server.py`` does).
     """
+
+    #: Appended to ``http://127.0.0.1:PORT`` to make :attr:`base_url`, what the SDK is given.
+    base_path = "/v1"
+    #: POSTs to a path that ends with this reach :meth:`handle_chat`; others get a 404.
+    endpoint = "/chat/completions"
 
     def __init__(self, *, port: int = 0) -> None:
         self._port = port
@@ -405,6 +413,10 @@ class ChatCompletionsServer:
         """What ``GET /v1/models`` lists."""
         return []
 
+    def error_body(self, status: int, message: str, error_type: str) -> object:
+        """The JSON body of an error the plumbing answers itself (bad path, bad body)."""
+        return {"error": {"message": message, "type": error_type, "param": None, "code": None}}
+
     # ---- life cycle --------------------------------------------------------
 
     def start(self) -> str:
@@ -423,7 +435,7 @@ class ChatCompletionsServer:
                 )
                 thread.start()
                 self._httpd, self._thread = httpd, thread
-                self._base_url = f"http://127.0.0.1:{port}/v1"
+                self._base_url = f"http://127.0.0.1:{port}{self.base_path}"
             return self._base_url
 
     @property
@@ -524,6 +536,40 @@ def demo_reply(body: Mapping[str, Any]) -> tuple[str, str]:
     return _DEMO_REASONING, text
 
 
+_FILE_NAME = re.compile(r"\b([\w./-]+\.(?:md|txt|py|csv|json))\b")
+
+
+def demo_tool_call(body: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The demo model's tool call, if it makes one: asked to write a file (a name
+    like notes.md in the message) and offered write_to_file, it writes a short,
+    clearly simulated note there; once that result is back, it completes. So a
+    demo session shows the approval of a file edit end to end."""
+    tools = {
+        t.get("function", {}).get("name") for t in body.get("tools") or [] if isinstance(t, dict)
+    }
+    messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+    if not messages:
+        return None
+    last = messages[-1]
+    if last.get("role") == "tool" and "attempt_completion" in tools:
+        result = (
+            "[Simulated] The demo model wrote the note you approved. With a real model, "
+            "this is where hdsp would summarise what it did and found."
+        )
+        return "attempt_completion", json.dumps({"result": result})
+    if last.get("role") != "user" or "write_to_file" not in tools:
+        return None
+    match = _FILE_NAME.search(_message_text(last))
+    if match is None:
+        return None
+    content = (
+        "# A note from hdsp's demo model\n\n"
+        "This file was written by a simulated model (no real model was called), after "
+        "you approved the change in hdsp.\n"
+    )
+    return "write_to_file", json.dumps({"path": match.group(1), "content": content})
+
+
 def _pieces(text: str) -> list[str]:
     """Word-sized pieces, as a model streams tokens."""
     return re.findall(r"\s*\S+", text) or [text]
@@ -544,6 +590,23 @@ class DemoServer(ChatCompletionsServer):
         return [DEMO_MODEL]
 
     def handle_chat(self, exchange: ChatExchange) -> None:
+        call = demo_tool_call(exchange.body)
+        if call is not None and exchange.body.get("stream") is True:
+            name, arguments = call
+            head = {"index": 0, "id": f"call_demo_{name}", "type": "function"}
+            deltas: list[Mapping[str, Any]] = [
+                {"tool_calls": [{**head, "function": {"name": name, "arguments": ""}}]},
+                *(
+                    {"tool_calls": [{"index": 0, "function": {"arguments": piece}}]}
+                    for piece in _pieces(arguments)
+                ),
+            ]
+            exchange.start_stream()
+            usage = CompletionUsage(100, max(1, len(arguments) // 4))
+            for event in exchange.reply_events(deltas, finish_reason="tool_calls", usage=usage):
+                exchange.send_raw(event)
+            exchange.end_stream()
+            return
         reasoning, text = demo_reply(exchange.body)
         prompt_tokens = max(1, len(json.dumps(exchange.body.get("messages", []))) // 4)
         usage = CompletionUsage(prompt_tokens, max(1, (len(reasoning) + len(text)) // 4))

@@ -8,28 +8,50 @@ from typing import TYPE_CHECKING, Any, cast
 
 import msgspec
 
+from hdsp.daemon.config.service import roo_model_record
 from hdsp.daemon.errors import CommandError
+from hdsp.daemon.logs import register_secret
 from hdsp.protocol import (
     PROTOCOL_VERSION,
+    AttachKernel,
     CancelTask,
     CloseTask,
+    DeleteProfile,
     DeleteQueuedMessage,
+    DeleteSecret,
     ErrorCode,
+    ExecuteCode,
+    ExportSettings,
+    GetModels,
+    GetSettings,
     GetStatus,
     GetTask,
+    ImportSettings,
+    InterruptKernel,
+    ListKernels,
+    ListProfiles,
     ListTasks,
+    ModelList,
+    ModelsResponse,
     Ping,
     Pong,
     Replay,
     ReplayPage,
     RespondToAsk,
+    RestartKernel,
     ResumeTask,
+    SaveProfile,
+    SelectProfile,
     SendMessage,
+    SetSecret,
     Shutdown,
+    ShutdownKernel,
+    StartKernel,
     StartNewTask,
     StatusResult,
     TaskCommand,
     TaskEvent,
+    UpdateSettings,
     __version__,
 )
 
@@ -71,6 +93,31 @@ class Handlers:
                 return await tasks.snapshot(data.task_id)
             case Replay(data=data):
                 return await self._replay(data.since_seq, data.task_id, data.limit)
+            case GetSettings():
+                return await d.config.view()
+            case UpdateSettings(data=data):
+                return await d.config.update(data.patch, client_id=session.client_id)
+            case ListProfiles():
+                return await d.config.list_profiles()
+            case SaveProfile(data=data):
+                return await d.config.save_profile(data, client_id=session.client_id)
+            case DeleteProfile(data=data):
+                return await d.config.delete_profile(data.name, client_id=session.client_id)
+            case SelectProfile(data=data):
+                return await d.config.select_profile(data.name, client_id=session.client_id)
+            case SetSecret(data=data):
+                register_secret(data.value)  # before anything can log it
+                return await d.config.set_secret(data.name, data.value, client_id=session.client_id)
+            case DeleteSecret(data=data):
+                return await d.config.delete_secret(data.name, client_id=session.client_id)
+            case ExportSettings():
+                return await d.config.export()
+            case ImportSettings(data=data):
+                return await d.config.import_settings(
+                    data.settings, merge=data.merge, client_id=session.client_id
+                )
+            case GetModels(data=data):
+                return await self._models(data.provider)
             case Ping():
                 return Pong(server_time=int(time.time() * 1000))
             case GetStatus():
@@ -78,6 +125,16 @@ class Handlers:
             case Shutdown():
                 d.request_shutdown(f"Shutdown command from {session.client_id}")
                 return None
+            case (
+                ListKernels()
+                | StartKernel()
+                | AttachKernel()
+                | InterruptKernel()
+                | RestartKernel()
+                | ShutdownKernel()
+                | ExecuteCode()
+            ):
+                return await d.kernels.handle(cmd.data)
         raise CommandError(ErrorCode.UNKNOWN_COMMAND, f"No handler for {type(cmd.data).__name__}.")
 
     async def _replay(self, since_seq: int, task_id: str | None, limit: int) -> ReplayPage:
@@ -99,6 +156,13 @@ class Handlers:
         # The stored bodies are the published envelopes: splice them in unparsed.
         events = cast(list[TaskEvent], [msgspec.Raw(b) for b in bodies])
         return ReplayPage(events=events, head_seq=head, more=len(bodies) == limit)
+
+    async def _models(self, provider: str | None) -> ModelList:
+        """Roo's GetModels: the reply, and a daemon-wide modelsResponse event."""
+        d = self.daemon
+        models = d.config.models(provider)
+        await d.journal.emit(ModelsResponse(payload=(roo_model_record(models.models),)))
+        return models
 
     async def _status(self) -> StatusResult:
         d = self.daemon

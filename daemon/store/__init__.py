@@ -7,7 +7,13 @@ from .database import Database, TaskRow, Write
 from .errors import DataDirLocked, StoreCorrupt, StoreError, StoreTooNew
 from .journal import Journal, Publisher
 from .store import Store
-from .writes import append_api_message, insert_task, update_task
+from .writes import (
+    append_api_message,
+    insert_task,
+    save_turn,
+    save_ui_message,
+    update_task,
+)
 
 __all__ = [
     "DataDirLocked",
@@ -22,5 +28,7 @@ __all__ = [
     "Write",
     "append_api_message",
     "insert_task",
+    "save_turn",
+    "save_ui_message",
     "update_task",
 ]

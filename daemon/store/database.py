@@ -98,14 +98,37 @@ class Database:
                 conn.execute("ROLLBACK")
             raise
 
+    def prune_events(self, before_ts: int, keep_last: int) -> int:
+        """Delete events older than `before_ts` (ms) or beyond the newest
+        `keep_last`; the newest event always stays, so `seq` never goes back.
+        Task histories are not touched. Returns how many were deleted."""
+        conn = self._writer
+        head = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM events").fetchone()[0]
+        by_count = head - max(keep_last, 1)
+        by_age = conn.execute(
+            "SELECT COALESCE(MAX(seq), 0) FROM events WHERE ts < ?", (before_ts,)
+        ).fetchone()[0]
+        cutoff = min(max(by_count, by_age), head - 1)
+        if cutoff <= 0:
+            return 0
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            deleted = conn.execute("DELETE FROM events WHERE seq <= ?", (cutoff,)).rowcount
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        return int(deleted)
+
     # ---- reading (reader thread) --------------------------------------------
 
     def head_seq(self) -> int:
         return int(self._reader.execute("SELECT COALESCE(MAX(seq), 0) FROM events").fetchone()[0])
 
     def oldest_seq(self) -> int:
-        """The smallest seq still kept, or head + 1 when the log is empty."""
-        row = self._reader.execute("SELECT MIN(seq), MAX(seq) FROM events").fetchone()
+        """The smallest seq still kept (1 while nothing was ever pruned)."""
+        row = self._reader.execute("SELECT MIN(seq) FROM events").fetchone()
         return int(row[0]) if row[0] is not None else 1
 
     def last_seq_by_topic(self) -> dict[str, int]:
@@ -184,6 +207,34 @@ class Database:
             "SELECT COALESCE(MAX(ts), 0) FROM ui_messages WHERE task_id = ?", (task_id,)
         ).fetchone()
         return int(row[0])
+
+    def open_turns(self) -> list[tuple[TaskRow, bytes | None]]:
+        """Tasks whose last turn did not finish (daemon stopped or crashed), or
+        that were running when it stopped, with their saved turn state."""
+        rows = self._reader.execute(
+            "SELECT id, number, ts, state, item, turn FROM tasks "
+            "WHERE turn IS NOT NULL OR state IN ('running', 'interactive', 'paused')"
+        )
+        return [
+            ((r[0], r[1], r[2], r[3], bytes(r[4])), None if r[5] is None else bytes(r[5]))
+            for r in rows
+        ]
+
+    def turn_of(self, task_id: str) -> bytes | None:
+        row = self._reader.execute("SELECT turn FROM tasks WHERE id = ?", (task_id,)).fetchone()
+        return None if row is None or row[0] is None else bytes(row[0])
+
+    def ui_message(self, task_id: str, ts: int) -> bytes | None:
+        row = self._reader.execute(
+            "SELECT body FROM ui_messages WHERE task_id = ? AND ts = ?", (task_id, ts)
+        ).fetchone()
+        return None if row is None else bytes(row[0])
+
+    def ui_messages(self, task_id: str) -> list[bytes]:
+        rows = self._reader.execute(
+            "SELECT body FROM ui_messages WHERE task_id = ? ORDER BY ts", (task_id,)
+        )
+        return [bytes(b) for (b,) in rows]
 
     def counts(self) -> tuple[int, int]:
         """(tasks, events)"""

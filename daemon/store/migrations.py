@@ -35,6 +35,11 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX events_by_topic ON events(topic, seq);
     """,
+    # 2: where an unfinished agent turn stands (phase, tool calls and their
+    # status), so that a restarted daemon resumes it instead of starting over.
+    """
+    ALTER TABLE tasks ADD COLUMN turn BLOB;
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -38,6 +38,12 @@ class Store:
         """Run one of `Database`'s read methods on the reader connection."""
         return await anyio.to_thread.run_sync(fn, *args, limiter=self._read_limiter)
 
+    async def prune_events(self, before_ts: int, keep_last: int) -> int:
+        """Retention: runs on the writer connection, between the journal's batches."""
+        return await anyio.to_thread.run_sync(
+            self.db.prune_events, before_ts, keep_last, limiter=self._write_limiter
+        )
+
     async def commit(
         self, writes: Sequence[Write], events: Sequence[tuple[int, str, int, bytes]]
     ) -> None:

@@ -7,7 +7,7 @@ from hdsp.protocol import HistoryItem, encode
 
 from .database import Write
 
-__all__ = ["append_api_message", "insert_task", "update_task"]
+__all__ = ["append_api_message", "insert_task", "save_turn", "save_ui_message", "update_task"]
 
 
 def insert_task(item: HistoryItem) -> Write:
@@ -31,4 +31,19 @@ def append_api_message(task_id: str, index: int, body: bytes) -> Write:
         "INSERT INTO api_messages (task_id, idx, body) VALUES (?, ?, ?) "
         "ON CONFLICT (task_id, idx) DO UPDATE SET body = excluded.body",
         (task_id, index, body),
+    )
+
+
+def save_turn(task_id: str, turn: bytes | None) -> Write:
+    """Record where the task's unfinished turn stands (None: no turn is open)."""
+    return ("UPDATE tasks SET turn = ? WHERE id = ?", (turn, task_id))
+
+
+def save_ui_message(task_id: str, ts: int, body: bytes) -> Write:
+    """Store the current text of a message still streaming, with no event: what a
+    restart after a crash knows of it (partial updates themselves are live-only)."""
+    return (
+        "INSERT INTO ui_messages (task_id, ts, body) VALUES (?, ?, ?) "
+        "ON CONFLICT (task_id, ts) DO UPDATE SET body = excluded.body",
+        (task_id, ts, body),
     )

@@ -17,10 +17,12 @@ from hdsp.daemon.approvals import ApprovalPolicy
 from hdsp.daemon.config import ProfileNotFound
 from hdsp.daemon.errors import CommandError
 from hdsp.daemon.llm.registry import Providers
+from hdsp.daemon.llm.retry import DEFAULT_RETRY_POLICY, RetryPolicy
 from hdsp.daemon.llm.types import ApiMessage
 from hdsp.daemon.store import Journal, Store, TaskRow, insert_task
 from hdsp.daemon.tools import AskAnswer, ToolRegistry, default_tools
 from hdsp.protocol import (
+    Ask,
     ClineMessage,
     ErrorCode,
     HistoryItem,
@@ -37,7 +39,7 @@ from hdsp.protocol import (
     TaskState,
 )
 
-from .task import Task, user_content
+from .task import Task, TurnState, turn_decoder, user_content
 
 __all__ = ["TaskManager"]
 
@@ -46,10 +48,6 @@ log = structlog.get_logger("hdsp.tasks")
 _item_decoder = msgspec.json.Decoder(HistoryItem)
 _message_decoder = msgspec.json.Decoder(ClineMessage)
 _api_decoder = msgspec.json.Decoder(ApiMessage)
-
-#: States a task is in while a turn of it runs or waits; after a crash or restart
-#: such a task is resumable.
-_LIVE_STATES = (TaskState.RUNNING.value, TaskState.INTERACTIVE.value, TaskState.PAUSED.value)
 
 
 class TaskManager:
@@ -61,6 +59,7 @@ class TaskManager:
         *,
         tools: ToolRegistry | None = None,
         approvals: ApprovalPolicy | None = None,
+        retry_policy: RetryPolicy | None = None,
         services: dict[str, Any] | None = None,
         default_workspace: str | None = None,
     ) -> None:
@@ -68,6 +67,9 @@ class TaskManager:
         self.journal = journal
         self.providers = providers
         self.tools = tools if tools is not None else default_tools()
+        self.retry_policy: RetryPolicy = retry_policy or DEFAULT_RETRY_POLICY
+        #: Consecutive tool errors before the task asks mistake_limit_reached.
+        self.mistake_limit = 3
         self.approvals = approvals if approvals is not None else ApprovalPolicy()
         #: Daemon services a tool may ask for by name (ToolContext.service).
         self.services: dict[str, Any] = services if services is not None else {}
@@ -81,20 +83,50 @@ class TaskManager:
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         self._number = await self.store.read(self.store.db.max_task_number)
-        await self._recover()
         async with anyio.create_task_group() as tg:
             self._tg = tg
+            await self._recover(tg)
             task_status.started()
             await anyio.sleep_forever()
 
-    async def _recover(self) -> None:
-        """Tasks that were working when the daemon last stopped become resumable."""
-        rows = await self.store.read(self.store.db.tasks_in_states, _LIVE_STATES)
-        for row in rows:
-            task = self._task_from_row(row, api=[])
-            await task.set_state(TaskState.RESUMABLE, TaskResumable(payload=(task.id,)))
-            log.info("task resumable after restart", task_id=task.id)
+    async def _recover(self, tg: TaskGroup) -> None:
+        """Pick up every turn the daemon left open when it stopped or crashed.
+
+        A turn that waited on an ask keeps waiting on it (answering it goes on
+        where the turn stood). A turn that was working becomes resumable: the task
+        asks `resume_task`, as Roo does on load, and answering it (or ResumeTask)
+        goes on where the turn stood.
+        """
+        rows = await self.store.read(self.store.db.open_turns)
+        for row, turn_body in rows:
+            task = await self._load_row(row)
+            turn = turn_decoder.decode(turn_body) if turn_body is not None else None
+            if turn is None:
+                if not (task.api and task.api[-1].role == "user"):
+                    # Nothing was in flight; only the state was stale.
+                    await task.set_state(TaskState.IDLE)
+                    continue
+                turn = TurnState()
+            task.turn = turn
+            if not await self._waits_on_ask(task, turn):
+                await task.set_state(TaskState.RESUMABLE, TaskResumable(payload=(task.id,)))
+                ask = await task.post_ask(Ask.RESUME_TASK)
+                turn.resume_ask_ts = ask.ts
+                await task.save_turn()
+            task.start_turn(tg, resume=True)
+            log.info("task picked up after restart", task_id=task.id)
         await self.journal.flush()
+
+    async def _waits_on_ask(self, task: Task, turn: TurnState) -> bool:
+        """Whether the open turn stood at an ask that is still unanswered."""
+        waiting = [turn.resume_ask_ts, turn.ask_ts, *(c.ask_ts for c in turn.calls)]
+        for ts in waiting:
+            if ts is None:
+                continue
+            body = await self.store.read(self.store.db.ui_message, task.id, ts)
+            if body is not None and not _message_decoder.decode(body).is_answered:
+                return True
+        return False
 
     @property
     def closing(self) -> bool:
@@ -156,8 +188,14 @@ class TaskManager:
             queue = list(task.queue)
         else:
             queue = []
+        pending = task.pending_ask if task is not None else None
         return TaskSnapshot(
-            item=item, state=state, messages=messages, head_seq=head_seq, queue=queue
+            item=item,
+            state=state,
+            messages=messages,
+            head_seq=head_seq,
+            queue=queue,
+            pending_ask=pending,
         )
 
     # ---- commands -----------------------------------------------------------
@@ -177,8 +215,23 @@ class TaskManager:
             raise CommandError(
                 ErrorCode.INVALID_REQUEST, f"The workspace {workspace} is not a directory."
             )
-        self._number += 1
+        kernels = self.services.get("kernels")
+        if config.kernel_id is not None and not (kernels and kernels.has_kernel(config.kernel_id)):
+            raise CommandError(
+                ErrorCode.KERNEL_NOT_FOUND,
+                f"No kernel {config.kernel_id!r}; ListKernels lists the kernels.",
+            )
         task_id = str(uuid.uuid4())
+        if config.approvals:
+            try:
+                self.approvals.configure_task(task_id, config.approvals)
+            except ValueError as exc:
+                raise CommandError(
+                    ErrorCode.INVALID_REQUEST, f"Invalid approval settings: {exc}"
+                ) from None
+        self._number += 1
+        if config.kernel_id is not None and kernels is not None:
+            kernels.bind_task(task_id, config.kernel_id)
         item = HistoryItem(
             id=task_id,
             number=self._number,
@@ -247,20 +300,36 @@ class TaskManager:
     async def close(self, task_id: str) -> TaskRef:
         ref = await self.cancel(task_id)
         task = self._tasks.pop(task_id, None)
+        self.approvals.forget(task_id)
+        kernels = self.services.get("kernels")
+        if kernels is not None:
+            await kernels.release_task(task_id)
         if task is not None:
             await self.journal.emit(TaskClosed(payload=(task_id,)))
         return ref
 
     async def resume(self, task_id: str) -> TaskRef:
+        """Continue a task: answer its resume ask, make an unanswered request
+        again, or ask how to go on (resume_task, or resume_completed_task)."""
         self._check_open()
         task = await self._load(task_id)
+        ask = task.pending_ask
+        if ask is not None and ask.ask in (Ask.RESUME_TASK, Ask.RESUME_COMPLETED_TASK):
+            await task.respond(ask.ts, AskAnswer("yesButtonClicked"))
+            return TaskRef(task_id=task_id, state=TaskState.RUNNING)
         if task.busy:
-            raise CommandError(ErrorCode.TASK_BUSY, f"Task {task_id} is already running.")
+            what = "waits for an answer to its ask" if ask is not None else "is running"
+            raise CommandError(ErrorCode.TASK_BUSY, f"Task {task_id} {what}.")
+        tg = self._require_tg()
         if task.api and task.api[-1].role == "user":
             # The last request was never answered (cancelled, or the daemon stopped).
-            task.start_turn(self._require_tg())
-        elif task.state in (TaskState.RESUMABLE, TaskState.RUNNING):
-            await task.set_state(TaskState.IDLE)
+            task.start_turn(tg)
+            return TaskRef(task_id=task_id, state=TaskState.RUNNING)
+        kind = Ask.RESUME_COMPLETED_TASK if task.state is TaskState.COMPLETED else Ask.RESUME_TASK
+        task.turn = TurnState()
+        task.turn.resume_ask_ts = (await task.post_ask(kind)).ts
+        await task.save_turn()
+        task.start_turn(tg, resume=True)
         return TaskRef(task_id=task_id, state=task.state)
 
     # ---- helpers ------------------------------------------------------------
@@ -292,11 +361,15 @@ class TaskManager:
         row = await self.store.read(self.store.db.get_task, task_id)
         if row is None:
             raise self._not_found(task_id)
+        return await self._load_row(row)
+
+    async def _load_row(self, row: TaskRow) -> Task:
+        task_id = row[0]
         bodies = await self.store.read(self.store.db.api_messages, task_id)
-        api = [_api_decoder.decode(b) for b in bodies]
         last_ts = await self.store.read(self.store.db.last_message_ts, task_id)
-        task = self._tasks.get(task_id)  # loaded concurrently while we read?
+        task = self._tasks.get(task_id)  # loaded by another command meanwhile?
         if task is None:
+            api = [_api_decoder.decode(b) for b in bodies]
             task = self._task_from_row(row, api)
             task._last_ts = last_ts
             self._tasks[task_id] = task

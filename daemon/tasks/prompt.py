@@ -14,7 +14,8 @@ _ROLE = (
 )
 
 
-def system_prompt(*, workspace: str, mode: str, tools: list[str]) -> str:
+def system_prompt(*, workspace: str, mode: str, tools: list[str], kernel: str | None = None) -> str:
+    """`kernel` describes the Jupyter kernel the task's code runs in, if any."""
     lines = [
         _ROLE,
         "",
@@ -23,6 +24,7 @@ def system_prompt(*, workspace: str, mode: str, tools: list[str]) -> str:
         "ENVIRONMENT",
         f"- Workspace: {workspace}",
         f"- Mode: {mode}",
+        *([f"- Jupyter kernel (execute_code, run_cell): {kernel}"] if kernel else []),
         f"- Operating system: {platform.system()} {platform.release()}",
         f"- Current time: {time.strftime('%Y-%m-%d %H:%M:%S %Z')}",
     ]

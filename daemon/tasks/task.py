@@ -16,10 +16,9 @@ import json
 import time
 import uuid
 from collections import deque
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import msgspec
@@ -28,13 +27,14 @@ from anyio.abc import TaskGroup
 
 from hdsp.daemon.approvals import Decision
 from hdsp.daemon.errors import CommandError
-from hdsp.daemon.llm.errors import ProviderError
+from hdsp.daemon.llm.errors import ContextWindowExceeded, ProviderError
 from hdsp.daemon.llm.types import (
     ApiMessage,
     Block,
     ImageBlock,
     ModelInfo,
     ModelRequest,
+    ReasoningBlock,
     ReasoningDelta,
     StopChunk,
     TextBlock,
@@ -44,7 +44,7 @@ from hdsp.daemon.llm.types import (
     ToolUseBlock,
     UsageChunk,
 )
-from hdsp.daemon.store import append_api_message, update_task
+from hdsp.daemon.store import append_api_message, save_turn, save_ui_message, update_task
 from hdsp.daemon.tools import AskAnswer, ToolCategory, ToolError, ToolResult
 from hdsp.protocol import (
     Ask,
@@ -79,16 +79,20 @@ from .prompt import system_prompt
 if TYPE_CHECKING:
     from .manager import TaskManager
 
-__all__ = ["Task", "user_content"]
+__all__ = ["CallState", "Task", "TurnState", "turn_decoder", "user_content"]
 
 log = structlog.get_logger("hdsp.tasks")
 
 #: Live-only partial updates of one message are sent at most this often (seconds).
 PARTIAL_INTERVAL = 0.05
+#: A message still streaming has its text stored (no event) at most this often.
+PARTIAL_SAVE_INTERVAL = 1.0
 #: Model requests in one turn before the turn stops (a guard against loops).
 MAX_REQUESTS_PER_TURN = 50
 #: Messages that may wait for a busy task.
 MAX_QUEUED = 32
+#: The same call with the same arguments this many times in a row is refused.
+REPETITION_LIMIT = 3
 
 #: Which state a waiting ask puts its task in (Roo's classification).
 _ASK_STATES: dict[str, tuple[TaskState, type[TaskInteractive | TaskIdle | TaskResumable]]] = {
@@ -137,6 +141,8 @@ class _Streaming:
     text_msg: ClineMessage | None = None
     reasoning: str = ""
     reasoning_msg: ClineMessage | None = None
+    #: Signatures of the reasoning blocks (Anthropic thinking), to send back.
+    signatures: list[str] = field(default_factory=list)
     last_partial: float = 0.0
     tool_calls: list[ToolCallEnd] = field(default_factory=list)
     usage: UsageChunk = field(default_factory=UsageChunk)
@@ -148,6 +154,45 @@ class _PendingAsk:
     message: ClineMessage
     answered: anyio.Event = field(default_factory=anyio.Event)
     answer: AskAnswer | None = None
+
+
+class CallState(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """One tool call of the open turn: pending -> asking -> approved -> running -> done."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any] | None
+    raw_arguments: str = ""
+    status: Literal["pending", "asking", "approved", "running", "done"] = "pending"
+    #: The approval ask, while one waits.
+    ask_ts: int | None = None
+    #: When a waiting approval gives up (ms since the epoch; from the ask's ts, so
+    #: a restart does not restart the clock), and whether it then approves.
+    ask_deadline: int | None = None
+    approve_on_timeout: bool = False
+    #: The approval was the request cap's (auto_approval_max_req_reached).
+    cap_reached: bool = False
+    result: list[TextBlock | ImageBlock] | None = None
+    is_error: bool = False
+    completes_task: bool = False
+
+
+class TurnState(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """Where an unfinished turn stands, saved at every step, so that a daemon that
+    stopped or crashed resumes the turn instead of starting it over: a model
+    request in flight is made again, approved tool calls run, a tool that was
+    running is reported as interrupted, and a waiting ask keeps waiting."""
+
+    phase: Literal["request", "tools"] = "request"
+    #: An api_req_failed ask the request waits on.
+    ask_ts: int | None = None
+    #: A resume_task ask the turn waits on before it goes on (after a restart).
+    resume_ask_ts: int | None = None
+    calls: list[CallState] = []
+
+
+_turn_encoder = msgspec.json.Encoder()
+turn_decoder = msgspec.json.Decoder(TurnState)
 
 
 class Task:
@@ -171,8 +216,22 @@ class Task:
         self._streaming: _Streaming | None = None
         self._pending_ask: _PendingAsk | None = None
         self._answered: deque[int] = deque(maxlen=64)
+        self._last_answered: _PendingAsk | None = None
+        #: The open turn's saved state (None between turns).
+        self.turn: TurnState | None = None
+        #: Set while a tool runs: messages it creates carry its tool_use_id.
+        self._tool_use_id: str | None = None
+        #: Text a person gave while resuming, for the next model request.
+        self._feedback: list[str] = []
+        #: While a tool runs: (seconds, answer on timeout or None to fail) for its asks.
+        self._ask_timeout: tuple[float, AskAnswer | None] | None = None
+        #: Consecutive tool errors, and the last call (name, arguments) with its count.
+        self.mistakes = 0
+        self._last_call: tuple[str, str] | None = None
+        self._repeats = 0
         self.queue: deque[QueuedMessage] = deque()
         self.partial: dict[int, ClineMessage] = {}
+        self._partial_saved: dict[int, float] = {}
         self.tool_usage: dict[str, ToolUsageEntry] = {}
         self.context_tokens = 0
 
@@ -192,6 +251,14 @@ class Task:
 
     def service(self, name: str) -> Any:
         return self._manager.services[name]
+
+    def _kernel_line(self) -> str | None:
+        """Which kernel this task's code runs in, for the system prompt."""
+        kernels = self._manager.services.get("kernels")
+        if kernels is None:
+            return None
+        line: str = kernels.describe_for_task(self.id, self.workspace)
+        return line
 
     # -------------------------------------------------------------------------
 
@@ -232,6 +299,8 @@ class Task:
     async def say(
         self, say: str, text: str | None = None, *, partial: bool = False, **fields: Any
     ) -> ClineMessage:
+        if self._tool_use_id is not None:
+            fields.setdefault("tool_use_id", self._tool_use_id)
         return await self._created(
             ClineMessage(
                 ts=self._next_ts(),
@@ -245,11 +314,18 @@ class Task:
 
     async def update(self, message: ClineMessage, **changes: Any) -> ClineMessage:
         new = msgspec.structs.replace(message, **changes)
+        writes = []
         if new.partial:
             self.partial[new.ts] = new
+            now = time.monotonic()
+            if now - self._partial_saved.get(new.ts, 0.0) >= PARTIAL_SAVE_INTERVAL:
+                # Now and then, what a crash would otherwise take: the text so far.
+                self._partial_saved[new.ts] = now
+                writes.append(save_ui_message(self.id, new.ts, _api_encoder.encode(new)))
         else:
             self.partial.pop(new.ts, None)
-        await self._emit(MessageEvent(payload=(MessagePayload(self.id, "updated", new),)))
+            self._partial_saved.pop(new.ts, None)
+        await self._emit(MessageEvent(payload=(MessagePayload(self.id, "updated", new),)), *writes)
         return new
 
     async def set_state(self, state: TaskState, event: Event | None = None) -> None:
@@ -260,24 +336,67 @@ class Task:
         else:
             await self._emit(event, update_task(self.item))
 
-    async def append_api(self, message: ApiMessage) -> None:
+    async def append_api(self, message: ApiMessage, *, with_turn: bool = False) -> None:
+        """Append to the API history; `with_turn` saves the turn state in the same
+        transaction (so a crash never leaves them disagreeing)."""
         self.api.append(message)
-        await self._manager.journal.write(
-            append_api_message(self.id, len(self.api) - 1, _api_encoder.encode(message))
-        )
+        writes = [append_api_message(self.id, len(self.api) - 1, _api_encoder.encode(message))]
+        if with_turn:
+            writes.append(self._turn_write())
+        await self._manager.journal.write(*writes)
 
     # ---- asks ---------------------------------------------------------------
 
     async def ask(self, ask: str, text: str | None = None, **fields: Any) -> AskAnswer:
-        """Post an ask and wait for the first answer from any client."""
-        msg = await self._created(
-            ClineMessage(ts=self._next_ts(), type="ask", ask=ask, text=text, **fields)
+        """Post an ask and wait for the first answer from any client (within the
+        time the approval policy gives the running tool's asks, if any)."""
+        message = await self.post_ask(ask, text, **fields)
+        if self._ask_timeout is None:
+            return await self.wait_answer(message)
+        seconds, on_timeout = self._ask_timeout
+        fallback = on_timeout or AskAnswer("noButtonClicked")
+        answer = await self.wait_answer(
+            message, deadline_ms=message.ts + int(seconds * 1000), on_timeout=fallback
         )
-        pending = self._pending_ask = _PendingAsk(msg)
-        state, event = _ASK_STATES.get(ask, (TaskState.INTERACTIVE, TaskInteractive))
+        if on_timeout is None and answer is fallback:
+            raise ToolError(f"No answer within {seconds:g} s.")
+        return answer
+
+    async def post_ask(self, ask: str, text: str | None = None, **fields: Any) -> ClineMessage:
+        """Post an ask; it is answerable from this moment (an answer that comes
+        before `wait_answer` is kept for it)."""
+        if self._tool_use_id is not None:
+            fields.setdefault("tool_use_id", self._tool_use_id)
+        message = ClineMessage(ts=self._next_ts(), type="ask", ask=ask, text=text, **fields)
+        self._pending_ask = _PendingAsk(message)
+        return await self._created(message)
+
+    async def wait_answer(
+        self,
+        message: ClineMessage,
+        *,
+        deadline_ms: int | None = None,
+        on_timeout: AskAnswer | None = None,
+    ) -> AskAnswer:
+        """Wait for the answer to the ask `message` (posted now or before a restart),
+        with the task in the state Roo gives that kind of ask. At `deadline_ms` the
+        ask is answered with `on_timeout`, as if a client had, so everyone sees it."""
+        last = self._last_answered
+        if last is not None and last.message.ts == message.ts and last.answer is not None:
+            return last.answer  # answered between posting and waiting
+        pending = self._pending_ask
+        if pending is None or pending.message.ts != message.ts:
+            pending = self._pending_ask = _PendingAsk(message)
+        state, event = _ASK_STATES.get(message.ask or "", (TaskState.INTERACTIVE, TaskInteractive))
         try:
             await self.set_state(state, event(payload=(self.id,)))
-            await pending.answered.wait()
+            if deadline_ms is None:
+                await pending.answered.wait()
+            else:
+                with anyio.move_on_after(max(0.0, (deadline_ms - _now_ms()) / 1000)):
+                    await pending.answered.wait()
+                if pending.answer is None and on_timeout is not None:
+                    await self.respond(message.ts, on_timeout)
         finally:
             if self._pending_ask is pending:
                 self._pending_ask = None
@@ -301,6 +420,7 @@ class Task:
             )
         # First answer wins: from here on, the ask is no longer pending.
         self._pending_ask = None
+        self._last_answered = pending
         self._answered.append(ask_ts)
         pending.answer = answer
         await self.update(pending.message, is_answered=True)
@@ -336,17 +456,31 @@ class Task:
 
     # ---- turns --------------------------------------------------------------
 
+    def _turn_write(self) -> Any:
+        body = None if self.turn is None else _turn_encoder.encode(self.turn)
+        return save_turn(self.id, body)
+
+    async def save_turn(self) -> None:
+        await self._manager.journal.write(self._turn_write())
+
     def start_turn(
-        self, tg: TaskGroup, *, first: bool = False, message: SendMessageData | None = None
+        self,
+        tg: TaskGroup,
+        *,
+        first: bool = False,
+        message: SendMessageData | None = None,
+        resume: bool = False,
     ) -> None:
-        """Start an agent turn in `tg`, first recording `message` from the user.
-        The caller checked that no turn is running."""
+        """Start an agent turn in `tg`: record `message` from the user first, or,
+        with `resume`, go on from the saved `self.turn`. The caller checked that no
+        turn is running."""
         assert not self.busy
         self._turn_done = anyio.Event()
         self._scope = anyio.CancelScope()
         self._stop_as = TaskState.ABORTED
-        self.state = TaskState.RUNNING
-        tg.start_soon(self._run_turn, tg, first, message, name=f"task {self.id}")
+        if not resume:
+            self.state = TaskState.RUNNING
+        tg.start_soon(self._run_turn, tg, first, message, resume, name=f"task {self.id}")
 
     async def stop(self, *, as_state: TaskState = TaskState.ABORTED) -> None:
         """Cancel the running turn, if any, and wait until it has ended."""
@@ -355,14 +489,17 @@ class Task:
             self._scope.cancel()
         await self._turn_done.wait()
 
-    async def _run_turn(self, tg: TaskGroup, first: bool, message: SendMessageData | None) -> None:
+    async def _run_turn(
+        self, tg: TaskGroup, first: bool, message: SendMessageData | None, resume: bool
+    ) -> None:
         assert self._scope is not None
         structlog.contextvars.bind_contextvars(task_id=self.id)
         outcome: TaskState | None = None
         try:
             with self._scope:
-                start: Event = (TaskStarted if first else TaskActive)(payload=(self.id,))
-                await self.set_state(TaskState.RUNNING, start)
+                if not resume:
+                    start: Event = (TaskStarted if first else TaskActive)(payload=(self.id,))
+                    await self.set_state(TaskState.RUNNING, start)
                 if message is not None:
                     await self.say(Say.USER_FEEDBACK, message.text, images=message.images)
                     await self.append_api(
@@ -383,6 +520,7 @@ class Task:
                 await self._end_turn(outcome)
             self._scope = None
             self._pending_ask = None
+            self._tool_use_id = None
             self._turn_done.set()
         if outcome is TaskState.COMPLETED and self.queue and not self._manager.closing:
             queued = self.queue.popleft()
@@ -391,6 +529,15 @@ class Task:
 
     async def _end_turn(self, outcome: TaskState | None) -> None:
         await self._close_streaming(interrupted=outcome is None)
+        if outcome is None and self._stop_as is TaskState.RESUMABLE:
+            # The daemon is stopping: keep the open turn for the next start.
+            await self.set_state(TaskState.RESUMABLE, TaskResumable(payload=(self.id,)))
+            return
+        if self.turn is not None and self.turn.phase == "tools":
+            await self._close_calls("The tool call was cancelled by the user.")
+        else:
+            self.turn = None
+            await self.save_turn()
         if outcome is TaskState.COMPLETED:
             await self.set_state(
                 TaskState.COMPLETED,
@@ -403,12 +550,28 @@ class Task:
                     )
                 ),
             )
-        elif self._stop_as is TaskState.RESUMABLE:
-            await self.set_state(TaskState.RESUMABLE, TaskResumable(payload=(self.id,)))
-        else:
-            if self._scope is not None and not self._scope.cancel_called:
-                await self.say(Say.ERROR, "The task stopped on an internal error; see the log.")
-            await self.set_state(TaskState.ABORTED, TaskAborted(payload=(self.id,)))
+            return
+        if self._scope is not None and not self._scope.cancel_called:
+            await self.say(Say.ERROR, "The task stopped on an internal error; see the log.")
+        await self.set_state(TaskState.ABORTED, TaskAborted(payload=(self.id,)))
+
+    async def _close_calls(self, reason: str) -> None:
+        """Answer every tool call of the open turn, so that the API history stays
+        valid (each tool_use needs its tool_result), and close the turn's tool phase
+        in the same transaction."""
+        assert self.turn is not None
+        calls = self.turn.calls
+        self.turn = None
+        results: list[Block] = []
+        for call in calls:
+            if call.status == "done" and call.result is not None:
+                content, is_error = call.result, call.is_error
+            else:
+                content, is_error = [TextBlock(text=reason)], True
+            results.append(ToolResultBlock(tool_use_id=call.id, content=content, is_error=is_error))
+        await self.append_api(
+            ApiMessage(role="user", content=results, ts=self._next_ts()), with_turn=True
+        )
 
     async def _close_streaming(self, *, interrupted: bool) -> None:
         """Finish messages left partial and keep what the model said so far."""
@@ -430,19 +593,44 @@ class Task:
                 )
             )
 
-    async def _request(self) -> _Streaming:
-        """One model request, retried after a failure once a person says so."""
+    async def _saved_message(self, ts: int) -> ClineMessage | None:
+        store = self._manager.store
+        await self._manager.journal.flush()  # it may have been posted a moment ago
+        body = await store.read(store.db.ui_message, self.id, ts)
+        return None if body is None else msgspec.json.decode(body, type=ClineMessage)
+
+    async def _request(self, turn: TurnState) -> _Streaming:
+        """One model request. Transient failures are retried after a backoff that
+        every client sees (api_req_retry_delayed, api_req_retried); a context window
+        that overflows is reduced (non-destructively, at most 3 times); anything
+        else asks api_req_failed, and any answer retries."""
         manager = self._manager
         tools = manager.tools
+        attempt = 0
+        reductions = 0
+        previous: _Streaming | None = None
         while True:
+            if turn.ask_ts is not None:
+                # Resumed while an api_req_failed ask waited: it still waits.
+                failed = await self._saved_message(turn.ask_ts)
+                if failed is not None and not failed.is_answered:
+                    await self.wait_answer(failed)
+                turn.ask_ts = None
+                await self.save_turn()
+            if self._feedback:
+                text, self._feedback = "\n\n".join(self._feedback), []
+                await self.append_api(
+                    ApiMessage(role="user", content=[TextBlock(text=text)], ts=self._next_ts())
+                )
             provider = manager.providers.get(self.item.api_config_name)
             request = ModelRequest(
                 system=system_prompt(
                     workspace=str(self.workspace),
                     mode=self.item.mode or "code",
                     tools=tools.names(),
+                    kernel=self._kernel_line(),
                 ),
-                messages=list(self.api),
+                messages=[m for m in self.api if m.truncation_parent is None],
                 tools=tools.specs(),
             )
             started = await self.say(
@@ -450,106 +638,325 @@ class Task:
                 json.dumps({"model": provider.model, "profile": self.item.api_config_name}),
             )
             s = self._streaming = _Streaming()
+            if previous is not None:
+                # A retry replaces what the broken attempt showed, not adds to it.
+                s.text_msg, s.reasoning_msg = previous.text_msg, previous.reasoning_msg
             try:
                 async with provider.stream(request) as chunks:
                     async for chunk in chunks:
                         await self._on_chunk(s, chunk)
             except ProviderError as exc:
                 await self._close_streaming(interrupted=False)
+                await self.update(started, text=json.dumps({"error": exc.message}))
+                previous = s
+                attempt += 1
+                if isinstance(exc, ContextWindowExceeded) and reductions < 3:
+                    reductions += 1
+                    if await self._reduce_context():
+                        continue
+                delay = manager.retry_policy.delay(exc, attempt)
+                if delay is not None:
+                    await self._wait_before_retry(exc, attempt, delay)
+                    continue
                 await self.say(Say.ERROR, exc.message)
-                await self.ask(Ask.API_REQ_FAILED, exc.message)
-                continue  # any answer retries
+                failed = await self.post_ask(Ask.API_REQ_FAILED, exc.message)
+                turn.ask_ts = failed.ts
+                await self.save_turn()
+                attempt = 0
+                continue  # the loop waits for the answer; any answer retries
             await self._close_streaming(interrupted=False)
+            if previous is not None:
+                # Messages of a broken attempt that this one did not reuse.
+                if previous.text_msg is not None and not s.text:
+                    await self.update(previous.text_msg, text="", partial=False)
+                if previous.reasoning_msg is not None and not s.reasoning:
+                    await self.update(previous.reasoning_msg, text="", partial=False)
             await self._account(started, s, provider.info())
             return s
 
+    async def _wait_before_retry(self, exc: ProviderError, attempt: int, delay: float) -> None:
+        """Wait `delay` seconds (cancellable: the task's scope), counting down in a
+        message every client sees."""
+        deadline = anyio.current_time() + delay
+        msg = await self.say(
+            Say.API_REQ_RETRY_DELAYED,
+            f"{exc.message}\nRetry {attempt} in {delay:.0f} s.",
+            partial=True,
+        )
+        while (left := deadline - anyio.current_time()) > 0:
+            await anyio.sleep(min(1.0, left))
+            remaining = max(0.0, deadline - anyio.current_time())
+            msg = await self.update(
+                msg, text=f"{exc.message}\nRetry {attempt} in {remaining:.0f} s."
+            )
+        await self.update(msg, text=f"{exc.message}\nRetried (attempt {attempt}).", partial=False)
+        await self.say(Say.API_REQ_RETRIED, json.dumps({"attempt": attempt, "delay": delay}))
+
+    async def _reduce_context(self) -> bool:
+        """The forced reduction of seed 004: hide the oldest quarter of the visible
+        conversation (never the task's first message), tagging messages instead of
+        deleting them. False when nothing is left to hide."""
+        visible = [i for i, m in enumerate(self.api) if m.truncation_parent is None]
+        if len(visible) < 4:
+            return False
+        want = max(1, (len(visible) - 1) // 4)
+        # Cut before an assistant message, so that every tool result kept has its
+        # tool call, and the conversation still starts with the user's task.
+        cut = want + 1
+        while cut < len(visible) and self.api[visible[cut]].role != "assistant":
+            cut += 1
+        if cut >= len(visible) - 1:
+            return False
+        truncation_id = uuid.uuid4().hex
+        hidden = visible[1:cut]
+        writes = []
+        for index in hidden:
+            self.api[index] = msgspec.structs.replace(
+                self.api[index], truncation_parent=truncation_id
+            )
+            writes.append(append_api_message(self.id, index, _api_encoder.encode(self.api[index])))
+        await self._manager.journal.write(*writes)
+        await self.say(
+            Say.SLIDING_WINDOW_TRUNCATION,
+            json.dumps({"truncationId": truncation_id, "messagesRemoved": len(hidden)}),
+            context_truncation={"truncationId": truncation_id, "messagesRemoved": len(hidden)},
+        )
+        return True
+
     async def _loop(self) -> None:
         for _ in range(MAX_REQUESTS_PER_TURN):
-            s = await self._request()
-            content: list[Block] = []
-            if s.text:
-                content.append(TextBlock(text=s.text))
-            content.extend(
-                ToolUseBlock(id=c.id, name=c.name, input=c.arguments or {}) for c in s.tool_calls
-            )
-            await self.append_api(ApiMessage(role="assistant", content=content, ts=self._next_ts()))
-            if not s.tool_calls:
-                return  # a reply with no tool call ends the turn
-            results: list[Block] = []
-            completed = False
-            for call in s.tool_calls:
-                result = await self._run_tool(call)
-                results.append(
-                    ToolResultBlock(
-                        tool_use_id=call.id, content=result.content, is_error=result.is_error
-                    )
+            turn = self.turn
+            if turn is None:
+                turn = self.turn = TurnState()
+                await self.save_turn()
+            if turn.resume_ask_ts is not None:
+                resume_ask = await self._saved_message(turn.resume_ask_ts)
+                if resume_ask is not None and not resume_ask.is_answered:
+                    answer = await self.wait_answer(resume_ask)
+                    if answer.text:
+                        self._feedback.append(answer.text)
+                turn.resume_ask_ts = None
+                await self.save_turn()
+            if turn.phase == "request":
+                s = await self._request(turn)
+                content: list[Block] = []
+                if s.reasoning and s.signatures:
+                    # Anthropic needs its signed thinking back with the tool calls.
+                    content.append(ReasoningBlock(text=s.reasoning, signature=s.signatures[-1]))
+                if s.text:
+                    content.append(TextBlock(text=s.text))
+                content.extend(
+                    ToolUseBlock(id=c.id, name=c.name, input=c.arguments or {})
+                    for c in s.tool_calls
                 )
-                completed = completed or result.completes_task
-            await self.append_api(ApiMessage(role="user", content=results, ts=self._next_ts()))
-            if completed:
+                if not s.tool_calls:
+                    await self.append_api(
+                        ApiMessage(role="assistant", content=content, ts=self._next_ts())
+                    )
+                    return  # a reply with no tool call ends the turn
+                turn.phase = "tools"
+                turn.calls = [
+                    CallState(
+                        id=c.id, name=c.name, arguments=c.arguments, raw_arguments=c.raw_arguments
+                    )
+                    for c in s.tool_calls
+                ]
+                await self.append_api(
+                    ApiMessage(role="assistant", content=content, ts=self._next_ts()),
+                    with_turn=True,
+                )
+            for call in turn.calls:
+                if call.status != "done":
+                    await self._run_call(call)
+            await self._close_calls("")
+            if any(c.completes_task for c in turn.calls):
                 return
+            if self.mistakes >= self._manager.mistake_limit:
+                answer = await self.ask(
+                    Ask.MISTAKE_LIMIT_REACHED,
+                    f"The agent made {self.mistakes} mistakes in a row (tool errors). "
+                    "Guidance from you may help it; or stop the task here.",
+                )
+                self.mistakes = 0
+                if answer.response == "noButtonClicked":
+                    return
+                if answer.text:
+                    self._feedback.append(answer.text)
         await self.say(
             Say.ERROR, f"The agent made {MAX_REQUESTS_PER_TURN} requests in one turn; stopping."
         )
 
-    async def _run_tool(self, call: ToolCallEnd) -> ToolResult:
+    async def _finish_call(self, call: CallState, result: ToolResult) -> None:
+        self.mistakes = self.mistakes + 1 if result.is_error else 0
+        call.status = "done"
+        call.ask_ts = None
+        call.result = result.content
+        call.is_error = result.is_error
+        call.completes_task = result.completes_task
+        await self.save_turn()
+        if result.is_error:
+            entry = self.tool_usage.get(call.name, ToolUsageEntry(attempts=0, failures=0))
+            self.tool_usage[call.name] = msgspec.structs.replace(entry, failures=entry.failures + 1)
+            text = " ".join(b.text for b in result.content if isinstance(b, TextBlock))
+            await self._emit(TaskToolFailed(payload=(self.id, call.name, text)))
+
+    async def _run_call(self, call: CallState) -> None:
         registry = self._manager.tools
         tool = registry.get(call.name)
-        entry = self.tool_usage.get(call.name, ToolUsageEntry(attempts=0, failures=0))
-        self.tool_usage[call.name] = msgspec.structs.replace(entry, attempts=entry.attempts + 1)
-        if tool is None:
+        if call.status == "running":
+            # It was running when the daemon stopped: what it did is unknown.
+            output = await self._known_output(call.id)
+            await self._finish_call(
+                call,
+                ToolResult.text(
+                    "The tool call was interrupted by a restart of hdsp before it finished; "
+                    "check its effects before repeating it. Output seen so far:\n"
+                    + (output or "(none)"),
+                    is_error=True,
+                ),
+            )
+            return
+        if call.status == "pending":
+            entry = self.tool_usage.get(call.name, ToolUsageEntry(attempts=0, failures=0))
+            self.tool_usage[call.name] = msgspec.structs.replace(entry, attempts=entry.attempts + 1)
+            problem = self._check_call(call) or self._check_repetition(call)
+            if problem is not None:
+                await self._finish_call(call, problem)
+                return
+            assert tool is not None and call.arguments is not None
+            verdict = self._manager.approvals.decide(
+                tool, call.arguments, task_id=self.id, workspace=self.workspace
+            )
+            if verdict.decision is Decision.DENY:
+                await self._finish_call(
+                    call, ToolResult.text(f"Denied: {verdict.reason}", is_error=True)
+                )
+                return
+            text = await tool.preview(self, call.arguments)
+            if verdict.decision is Decision.ASK:
+                if verdict.cap_reached:
+                    kind, text = Ask.AUTO_APPROVAL_MAX_REQ_REACHED, verdict.reason
+                elif tool.category is ToolCategory.COMMAND:
+                    kind, text = Ask.COMMAND, str(call.arguments.get("command", text))
+                elif tool.category is ToolCategory.MCP:
+                    kind = Ask.USE_MCP_SERVER
+                else:
+                    kind = Ask.TOOL
+                ask = await self.post_ask(
+                    kind, text, tool_use_id=call.id, is_protected=verdict.protected or None
+                )
+                call.status, call.ask_ts = "asking", ask.ts
+                call.cap_reached = verdict.cap_reached
+                if verdict.timeout is not None:
+                    call.ask_deadline = ask.ts + int(verdict.timeout * 1000)
+                    call.approve_on_timeout = verdict.on_timeout is Decision.APPROVE
+                await self.save_turn()
+            else:
+                if tool.category not in (ToolCategory.COMPLETION, ToolCategory.FOLLOWUP):
+                    await self.say(Say.TOOL, text, tool_use_id=call.id)
+                if verdict.timeout is not None:
+                    on_timeout = (
+                        AskAnswer("messageResponse", verdict.default_answer)
+                        if verdict.on_timeout is Decision.APPROVE
+                        else None
+                    )
+                    self._ask_timeout = (verdict.timeout, on_timeout)
+                call.status = "approved"
+        if call.status == "asking":
+            assert call.ask_ts is not None
+            ask_message = await self._saved_message(call.ask_ts)
+            if ask_message is None:
+                call.status = "pending"
+                return await self._run_call(call)
+            timed_out = AskAnswer(
+                "yesButtonClicked" if call.approve_on_timeout else "noButtonClicked",
+                "(no answer in time)",
+            )
+            answer = await self.wait_answer(
+                ask_message, deadline_ms=call.ask_deadline, on_timeout=timed_out
+            )
+            if not answer.approved:
+                feedback = f" The user said: {answer.text}" if answer.text else ""
+                if answer is timed_out:
+                    feedback = " Nobody answered the approval request in time."
+                await self._finish_call(
+                    call, ToolResult.text(f"The user denied this operation.{feedback}")
+                )
+                return
+            if call.cap_reached:
+                self._manager.approvals.reset_count(self.id)
+            call.status = "approved"
+        assert call.status == "approved" and tool is not None and call.arguments is not None
+        call.status = "running"
+        await self.save_turn()
+        # Durable before the tool acts: after a crash, "running" means it may have.
+        await self._manager.journal.flush()
+        self._tool_use_id = call.id
+        try:
+            result = await tool.execute(self, call.arguments)
+        except ToolError as exc:
+            result = ToolResult.text(f"Error: {exc}", is_error=True)
+        except Exception as exc:
+            log.exception("tool failed", tool=tool.name)
             result = ToolResult.text(
+                f"Error: the tool {tool.name} failed inside hdsp ({type(exc).__name__}).",
+                is_error=True,
+            )
+        finally:
+            self._tool_use_id = None
+            self._ask_timeout = None
+        await self._finish_call(call, result)
+
+    def _check_repetition(self, call: CallState) -> ToolResult | None:
+        """Stop the same call with the same arguments from looping."""
+        signature = (call.name, json.dumps(call.arguments, sort_keys=True))
+        self._repeats = self._repeats + 1 if signature == self._last_call else 1
+        self._last_call = signature
+        if self._repeats < REPETITION_LIMIT:
+            return None
+        return ToolResult.text(
+            f"Error: {call.name} was called with the same arguments {self._repeats} times in "
+            "a row. It will not run again like this: use what it returned, change the "
+            "arguments, or try another approach.",
+            is_error=True,
+        )
+
+    def _check_call(self, call: CallState) -> ToolResult | None:
+        """An error result for a call that cannot run as the model sent it."""
+        registry = self._manager.tools
+        if registry.get(call.name) is None:
+            return ToolResult.text(
                 f"Error: there is no tool named {call.name!r}. "
                 f"The tools are: {', '.join(registry.names())}.",
                 is_error=True,
             )
-        elif call.arguments is None:
-            result = ToolResult.text(
+        if call.arguments is None:
+            return ToolResult.text(
                 f"Error: the arguments of {call.name} are not valid JSON "
                 f"({call.raw_arguments[:200]!r}). Send one JSON object that matches the "
                 "tool's schema.",
                 is_error=True,
             )
-        elif problems := registry.validate(call.name, call.arguments):
-            result = ToolResult.text(
+        if problems := registry.validate(call.name, call.arguments):
+            return ToolResult.text(
                 f"Error: invalid arguments for {call.name}:\n"
                 + "\n".join(f"- {p}" for p in problems),
                 is_error=True,
             )
-        else:
-            result = await self._approve_and_execute(tool, call.arguments)
-        if result.is_error:
-            entry = self.tool_usage[call.name]
-            self.tool_usage[call.name] = msgspec.structs.replace(entry, failures=entry.failures + 1)
-            text = " ".join(b.text for b in result.content if isinstance(b, TextBlock))
-            await self._emit(TaskToolFailed(payload=(self.id, call.name, text)))
-        return result
+        return None
 
-    async def _approve_and_execute(self, tool: Any, args: Mapping[str, Any]) -> ToolResult:
-        verdict = self._manager.approvals.decide(tool, args, task_id=self.id)
-        if verdict.decision is Decision.DENY:
-            return ToolResult.text(f"Denied: {verdict.reason}", is_error=True)
-        text = tool.approval_text(args)
-        if verdict.decision is Decision.ASK:
-            kind = {ToolCategory.COMMAND: Ask.COMMAND, ToolCategory.MCP: Ask.USE_MCP_SERVER}.get(
-                tool.category, Ask.TOOL
-            )
-            answer = await self.ask(kind, text)
-            if not answer.approved:
-                feedback = f" The user said: {answer.text}" if answer.text else ""
-                return ToolResult.text(f"The user denied this operation.{feedback}")
-        elif tool.category is not ToolCategory.COMPLETION:
-            await self.say(Say.TOOL, text)
-        try:
-            return await tool.execute(self, args)  # type: ignore[no-any-return]
-        except ToolError as exc:
-            return ToolResult.text(f"Error: {exc}", is_error=True)
-        except Exception as exc:
-            log.exception("tool failed", tool=tool.name)
-            return ToolResult.text(
-                f"Error: the tool {tool.name} failed inside hdsp ({type(exc).__name__}).",
-                is_error=True,
-            )
+    async def _known_output(self, tool_use_id: str) -> str:
+        """The output a tool had streamed before an interruption (its messages)."""
+        store = self._manager.store
+        await self._manager.journal.flush()
+        bodies = await store.read(store.db.ui_messages, self.id)
+        texts = []
+        for body in bodies:
+            m = msgspec.json.decode(body, type=ClineMessage)
+            if m.tool_use_id == tool_use_id and m.type == "say" and m.say != Say.TOOL and m.text:
+                texts.append(m.text)
+        text = "\n".join(texts)
+        return text if len(text) <= 4000 else "...\n" + text[-4000:]
 
     async def _on_chunk(self, s: _Streaming, chunk: object) -> None:
         match chunk:
@@ -563,13 +970,25 @@ class Task:
                 if s.text_msg is None:
                     s.text_msg = await self.say(Say.TEXT, s.text, partial=True)
                     s.last_partial = time.monotonic()
+                elif not s.text_msg.partial:  # a retry takes over the broken attempt's
+                    s.text_msg = await self.update(s.text_msg, text=s.text, partial=True)
+                    s.last_partial = time.monotonic()
                 elif time.monotonic() - s.last_partial >= PARTIAL_INTERVAL:
                     s.text_msg = await self.update(s.text_msg, text=s.text)
                     s.last_partial = time.monotonic()
-            case ReasoningDelta(text=delta):
+            case ReasoningDelta(text=delta, signature=signature):
+                if signature:
+                    s.signatures.append(signature)
+                if not delta:
+                    return
                 s.reasoning += delta
                 if s.reasoning_msg is None:
                     s.reasoning_msg = await self.say(Say.REASONING, s.reasoning, partial=True)
+                    s.last_partial = time.monotonic()
+                elif not s.reasoning_msg.partial:
+                    s.reasoning_msg = await self.update(
+                        s.reasoning_msg, text=s.reasoning, partial=True
+                    )
                     s.last_partial = time.monotonic()
                 elif time.monotonic() - s.last_partial >= PARTIAL_INTERVAL:
                     s.reasoning_msg = await self.update(s.reasoning_msg, text=s.reasoning)

@@ -97,3 +97,48 @@ def test_daemon_stop(daemon: DaemonProcess, action: str) -> None:
     r = hdsp(daemon.runtime_dir, "daemon", action)
     assert r.returncode == 0
     assert daemon.wait() == 0
+
+
+def _write_call(path: str) -> FakeReply:
+    from tests.fakes.openai_server import ToolCall
+
+    return FakeReply.tool_calls(
+        [ToolCall("write_to_file", json.dumps({"path": path, "content": "hi\n"}))]
+    )
+
+
+def _done() -> FakeReply:
+    from tests.fakes.openai_server import ToolCall
+
+    return FakeReply.tool_calls([ToolCall("attempt_completion", '{"result": "ok"}')])
+
+
+def test_auto_approve_runs_unattended(
+    daemon: DaemonProcess, fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    fake_openai.script(_write_call("a.txt"), _done())
+    r = hdsp(
+        daemon.runtime_dir, "run", "--workspace", str(tmp_path), "--auto-approve", "write", "go"
+    )
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "a.txt").read_text() == "hi\n"
+    assert "Result: ok" in r.stdout
+    r = hdsp(daemon.runtime_dir, "run", "--auto-approve", "writes", "go")
+    assert r.returncode == 2 and "unknown kind writes" in r.stderr
+
+
+def test_a_script_answers_an_approval(
+    daemon: DaemonProcess, fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    fake_openai.script(_write_call("b.txt"), _done())
+    # Not on a terminal: `hdsp run` stops at the approval and says how to answer.
+    r = hdsp(daemon.runtime_dir, "run", "--workspace", str(tmp_path), "write b")
+    assert r.returncode == 1 and "hdsp answer" in r.stderr
+    task = r.stderr.split("task ", 1)[1].split()[0]
+    r = hdsp(daemon.runtime_dir, "answer", task[:8], "--yes")
+    assert r.returncode == 0, r.stderr
+    r = hdsp(daemon.runtime_dir, "attach", task[:8])
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "b.txt").exists()
+    r = hdsp(daemon.runtime_dir, "answer", task[:8], "--no")
+    assert r.returncode == 2 and "waits on no ask" in r.stderr
