@@ -10,10 +10,10 @@ import anyio
 
 from tests.daemon_process import DaemonProcess, short_tmp_dir
 
-from . import bench_history, bench_roundtrip, bench_startup
+from . import bench_history, bench_kernel, bench_roundtrip, bench_startup
 from .harness import Result, table, write_results
 
-BENCHMARKS = [bench_roundtrip, bench_startup, bench_history]
+BENCHMARKS = [bench_roundtrip, bench_startup, bench_history, bench_kernel]
 
 
 async def _main(quick: bool, out: Path) -> list[Result]:

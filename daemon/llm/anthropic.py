@@ -72,14 +72,15 @@ from anthropic.types.tool_result_block_param import Content as ToolResultContent
 
 from .errors import (
     AuthenticationFailed,
-    ContextWindowExceeded,
     InvalidRequest,
     NetworkError,
     Overloaded,
     ProviderError,
     RateLimited,
     ServerError,
-    retry_after_from_headers,
+    connection_broken,
+    context_window_exceeded,
+    status_error,
 )
 from .models import lookup_model
 from .types import (
@@ -269,10 +270,7 @@ class AnthropicProvider:
     # ---- errors --------------------------------------------------------------
 
     def _broken(self, detail: str) -> NetworkError:
-        return NetworkError(
-            f"The connection to {self.base_url} broke in the middle of the reply ({detail}). "
-            "The partial reply was discarded; retrying usually helps."
-        )
+        return connection_broken(self.base_url, detail)
 
     def _midstream(self, exc: Exception) -> ProviderError:
         if isinstance(exc, anthropic.AnthropicError):
@@ -312,73 +310,33 @@ class AnthropicProvider:
             )
         return ProviderError(f"The request to {where} failed: {exc}")
 
-    def _too_long(self, detail: str, **kwargs: Any) -> ContextWindowExceeded:
-        return ContextWindowExceeded(
-            f"The conversation is too long for model {self._model!r} at {self.base_url} "
-            f"({detail}). Condense the history, or choose a model with a larger "
-            "context window.",
-            **kwargs,
-        )
-
     def _status_error(self, exc: anthropic.APIStatusError) -> ProviderError:
         where, status = self.base_url, exc.status_code
         detail = _error_message(exc)
         error_type = exc.type or ""
-        retry_after = retry_after_from_headers(exc.response.headers)
-        kwargs: dict[str, Any] = {"retry_after": retry_after, "status_code": status}
-        if status == 429 or error_type == "rate_limit_error":
-            wait = f" in {retry_after:g} s" if retry_after is not None else ""
-            return RateLimited(
-                f"{where} is rate-limiting requests ({detail}). Retry{wait}; if this "
-                "keeps happening, lower the request rate or raise the account's limits.",
-                **kwargs,
-            )
-        if status == 529 or error_type == "overloaded_error":
-            return Overloaded(
-                f"{where} is overloaded ({detail}). Retry in a little while.", **kwargs
-            )
-        if status == 402 or error_type == "billing_error" or "credit balance" in detail.lower():
-            return RateLimited(
+        billing = (
+            status == 402 or error_type == "billing_error" or "credit balance" in detail.lower()
+        )
+        return status_error(
+            status,
+            detail,
+            exc.response.headers,
+            where=where,
+            profile=self.name,
+            model=self._model,
+            has_key=self._has_key,
+            key_hint=self._key_hint,
+            rate_limited=status == 429 or error_type == "rate_limit_error",
+            overloaded=status == 529 or error_type == "overloaded_error",
+            out_of_credit=(
                 f"The account behind profile {self.name!r} cannot pay for requests to "
-                f"{where} ({detail}). Add credit in the Anthropic Console, then retry.",
-                retryable=False,
-                **kwargs,
-            )
-        if status == 413 or (status == 400 and _CONTEXT_WINDOW.search(detail)):
-            return self._too_long(detail, **kwargs)
-        if status in (401, 403):
-            if not self._has_key:
-                message = (
-                    f"{where} requires an API key, and profile {self.name!r} has none "
-                    f"({detail}): {self._key_hint}."
-                )
-            elif status == 401:
-                message = f"The API key was rejected by {where} ({detail}); {self._key_hint}."
-            else:
-                message = (
-                    f"The API key of profile {self.name!r} is not allowed to use model "
-                    f"{self._model!r} at {where} ({detail}). Check the key's permissions "
-                    f"or the model name; {self._key_hint}."
-                )
-            return AuthenticationFailed(message, **kwargs)
-        if status == 404:
-            return InvalidRequest(
-                f"{where} answered 404 ({detail}). Check the model name {self._model!r} "
-                f"and the base URL of profile {self.name!r}.",
-                **kwargs,
-            )
-        if status == 408:
-            return NetworkError(f"{where} timed out the request ({detail}). Retry.", **kwargs)
-        if status >= 500 or status == 409:
-            return ServerError(
-                f"{where} failed with HTTP {status} ({detail}). Retrying usually helps; "
-                "if not, status.anthropic.com may say more.",
-                **kwargs,
-            )
-        return InvalidRequest(
-            f"{where} refused the request with HTTP {status} ({detail}). Check the "
-            f"model name and settings of profile {self.name!r}.",
-            **kwargs,
+                f"{where} ({detail}). Add credit in the Anthropic Console, then retry."
+                if billing
+                else None
+            ),
+            too_long=status == 413 or (status == 400 and bool(_CONTEXT_WINDOW.search(detail))),
+            not_found_hint="",
+            server_error_hint="status.anthropic.com may say more",
         )
 
     def _error_event(self, exc: anthropic.APIStatusError) -> ProviderError:
@@ -393,7 +351,7 @@ class AnthropicProvider:
         if error_type == "rate_limit_error":
             return RateLimited(f"{where} is rate-limiting requests ({detail}). Retry later.")
         if _CONTEXT_WINDOW.search(detail):
-            return self._too_long(detail)
+            return context_window_exceeded(self._model, where, detail)
         if error_type == "invalid_request_error":
             return InvalidRequest(
                 f"{where} refused the request in the middle of the reply ({detail}). "

@@ -26,6 +26,7 @@ from __future__ import annotations
 import email.utils
 import time
 from collections.abc import Mapping
+from typing import Any
 
 __all__ = [
     "AuthenticationFailed",
@@ -36,7 +37,10 @@ __all__ = [
     "ProviderError",
     "RateLimited",
     "ServerError",
+    "connection_broken",
+    "context_window_exceeded",
     "retry_after_from_headers",
+    "status_error",
 ]
 
 
@@ -134,3 +138,101 @@ def retry_after_from_headers(
         return None
     current = time.time() if now is None else now
     return max(0.0, when.timestamp() - current)
+
+
+def connection_broken(where: str, detail: str) -> NetworkError:
+    """The connection to `where` broke while a reply was streaming."""
+    return NetworkError(
+        f"The connection to {where} broke in the middle of the reply ({detail}). "
+        "The partial reply was discarded; retrying usually helps."
+    )
+
+
+def context_window_exceeded(
+    model: str, where: str, detail: str, **kwargs: Any
+) -> ContextWindowExceeded:
+    """The prompt does not fit `model` at `where`; `kwargs` go to the error."""
+    return ContextWindowExceeded(
+        f"The conversation is too long for model {model!r} at {where} "
+        f"({detail}). Condense the history, or choose a model with a larger "
+        "context window.",
+        **kwargs,
+    )
+
+
+def status_error(
+    status: int,
+    detail: str,
+    headers: Mapping[str, str],
+    *,
+    where: str,
+    profile: str,
+    model: str,
+    has_key: bool,
+    key_hint: str,
+    rate_limited: bool,
+    overloaded: bool,
+    out_of_credit: str | None,
+    too_long: bool,
+    not_found_hint: str,
+    server_error_hint: str,
+) -> ProviderError:
+    """The error for an HTTP error response of a model API, checked in this order.
+
+    The provider reads its SDK's exception and decides what only it can tell:
+    whether the response means `rate_limited`, `overloaded` or `too_long` (a
+    prompt over the context window), and `out_of_credit`, the whole message of a
+    non-retryable :class:`RateLimited` when the account cannot pay (None if not).
+    `not_found_hint` ends the 404 message, `server_error_hint` says where to look
+    after a 5xx. `where` is the base URL, `profile` the profile's name, `detail`
+    the server's own message; `headers` give the retry delay.
+    """
+    retry_after = retry_after_from_headers(headers)
+    kwargs: dict[str, Any] = {"retry_after": retry_after, "status_code": status}
+    if rate_limited:
+        wait = f" in {retry_after:g} s" if retry_after is not None else ""
+        return RateLimited(
+            f"{where} is rate-limiting requests ({detail}). Retry{wait}; if this "
+            "keeps happening, lower the request rate or raise the account's limits.",
+            **kwargs,
+        )
+    if overloaded:
+        return Overloaded(f"{where} is overloaded ({detail}). Retry in a little while.", **kwargs)
+    if out_of_credit is not None:
+        return RateLimited(out_of_credit, retryable=False, **kwargs)
+    if too_long:
+        return context_window_exceeded(model, where, detail, **kwargs)
+    if status in (401, 403):
+        if not has_key:
+            message = (
+                f"{where} requires an API key, and profile {profile!r} has none "
+                f"({detail}): {key_hint}."
+            )
+        elif status == 401:
+            message = f"The API key was rejected by {where} ({detail}); {key_hint}."
+        else:
+            message = (
+                f"The API key of profile {profile!r} is not allowed to use model "
+                f"{model!r} at {where} ({detail}). Check the key's permissions "
+                f"or the model name; {key_hint}."
+            )
+        return AuthenticationFailed(message, **kwargs)
+    if status == 404:
+        return InvalidRequest(
+            f"{where} answered 404 ({detail}). Check the model name {model!r} "
+            f"and the base URL of profile {profile!r}{not_found_hint}.",
+            **kwargs,
+        )
+    if status == 408:
+        return NetworkError(f"{where} timed out the request ({detail}). Retry.", **kwargs)
+    if status >= 500 or status == 409:
+        return ServerError(
+            f"{where} failed with HTTP {status} ({detail}). Retrying usually helps; "
+            f"if not, {server_error_hint}.",
+            **kwargs,
+        )
+    return InvalidRequest(
+        f"{where} refused the request with HTTP {status} ({detail}). Check the "
+        f"model name and settings of profile {profile!r}.",
+        **kwargs,
+    )

@@ -54,14 +54,14 @@ from openai.types.shared import ReasoningEffort
 
 from .errors import (
     AuthenticationFailed,
-    ContextWindowExceeded,
-    InvalidRequest,
     NetworkError,
     Overloaded,
     ProviderError,
     RateLimited,
     ServerError,
-    retry_after_from_headers,
+    connection_broken,
+    context_window_exceeded,
+    status_error,
 )
 from .types import (
     ApiMessage,
@@ -248,10 +248,7 @@ class OpenAICompatibleProvider:
     # ---- errors --------------------------------------------------------------
 
     def _broken(self, detail: str) -> NetworkError:
-        return NetworkError(
-            f"The connection to {self.base_url} broke in the middle of the reply ({detail}). "
-            "The partial reply was discarded; retrying usually helps."
-        )
+        return connection_broken(self.base_url, detail)
 
     def _translate(self, exc: openai.OpenAIError, *, midstream: bool = False) -> ProviderError:
         where = self.base_url
@@ -278,66 +275,27 @@ class OpenAICompatibleProvider:
     def _status_error(self, exc: openai.APIStatusError) -> ProviderError:
         where, status = self.base_url, exc.status_code
         detail = _error_message(exc)
-        retry_after = retry_after_from_headers(exc.response.headers)
-        kwargs: dict[str, Any] = {"retry_after": retry_after, "status_code": status}
-        if status == 429:
-            if exc.code == "insufficient_quota":
-                return RateLimited(
-                    f"The account behind profile {self.name!r} has run out of quota at "
-                    f"{where} ({detail}). Add credit or raise the limit, then retry.",
-                    retryable=False,
-                    **kwargs,
-                )
-            wait = f" in {retry_after:g} s" if retry_after is not None else ""
-            return RateLimited(
-                f"{where} is rate-limiting requests ({detail}). Retry{wait}; if this "
-                "keeps happening, lower the request rate or raise the account's limits.",
-                **kwargs,
-            )
-        if status == 529 or (status == 503 and "overload" in detail.lower()):
-            return Overloaded(
-                f"{where} is overloaded ({detail}). Retry in a little while.", **kwargs
-            )
-        if status in (400, 413, 422) and _is_context_window(exc.code, detail):
-            return ContextWindowExceeded(
-                f"The conversation is too long for model {self._model!r} at {where} "
-                f"({detail}). Condense the history, or choose a model with a larger "
-                "context window.",
-                **kwargs,
-            )
-        if status in (401, 403):
-            if not self._has_key:
-                message = (
-                    f"{where} requires an API key, and profile {self.name!r} has none "
-                    f"({detail}): {self._key_hint}."
-                )
-            elif status == 401:
-                message = f"The API key was rejected by {where} ({detail}); {self._key_hint}."
-            else:
-                message = (
-                    f"The API key of profile {self.name!r} is not allowed to use model "
-                    f"{self._model!r} at {where} ({detail}). Check the key's permissions "
-                    f"or the model name; {self._key_hint}."
-                )
-            return AuthenticationFailed(message, **kwargs)
-        if status == 404:
-            return InvalidRequest(
-                f"{where} answered 404 ({detail}). Check the model name {self._model!r} "
-                f"and the base URL of profile {self.name!r} (it usually ends in /v1).",
-                **kwargs,
-            )
-        if status == 408:
-            return NetworkError(f"{where} timed out the request ({detail}). Retry.", **kwargs)
-        if status >= 500 or status == 409:
-            return ServerError(
-                f"{where} failed with HTTP {status} ({detail}). Retrying usually helps; "
-                "if not, the server's own logs say more.",
-                **kwargs,
-            )
-        return InvalidRequest(
-            f"{where} refused the request with HTTP {status} ({detail}). Check the "
-            f"model name and settings of profile {self.name!r}.",
-            **kwargs,
+        no_quota = status == 429 and exc.code == "insufficient_quota"
+        return status_error(
+            status,
+            detail,
+            exc.response.headers,
+            where=where,
+            profile=self.name,
+            model=self._model,
+            has_key=self._has_key,
+            key_hint=self._key_hint,
+            rate_limited=status == 429 and not no_quota,
+            overloaded=status == 529 or (status == 503 and "overload" in detail.lower()),
+            out_of_credit=(
+                f"The account behind profile {self.name!r} has run out of quota at "
+                f"{where} ({detail}). Add credit or raise the limit, then retry."
+                if no_quota
+                else None
+            ),
+            too_long=status in (400, 413, 422) and _is_context_window(exc.code, detail),
+            not_found_hint=" (it usually ends in /v1)",
+            server_error_hint="the server's own logs say more",
         )
 
     def _error_event(self, exc: openai.APIError) -> ProviderError:
@@ -345,11 +303,7 @@ class OpenAICompatibleProvider:
         where, detail = self.base_url, _error_message(exc)
         kind = f"{exc.code or ''} {exc.type or ''}".lower()
         if _is_context_window(exc.code, detail):
-            return ContextWindowExceeded(
-                f"The conversation is too long for model {self._model!r} at {where} "
-                f"({detail}). Condense the history, or choose a model with a larger "
-                "context window."
-            )
+            return context_window_exceeded(self._model, where, detail)
         if "rate_limit" in kind:
             return RateLimited(f"{where} is rate-limiting requests ({detail}). Retry later.")
         if "overload" in kind or "overload" in detail.lower():

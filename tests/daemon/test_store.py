@@ -144,3 +144,25 @@ def test_migrations_apply_once(tmp_path: Path) -> None:
     assert db.schema_version() == SCHEMA_VERSION
     assert db.counts() == (0, 0)
     db.close()
+
+
+def test_an_older_database_is_migrated_with_its_data(tmp_path: Path) -> None:
+    from hdsp.daemon.store.database import _statements
+    from hdsp.daemon.store.migrations import MIGRATIONS
+
+    path = tmp_path / "old.sqlite3"
+    conn = sqlite3.connect(path, isolation_level=None)
+    for statement in _statements(MIGRATIONS[0]):  # the schema of hdsp's first version
+        conn.execute(statement)
+    conn.execute("PRAGMA user_version = 1")
+    item = msgspec.json.encode(_item("old", 1))
+    conn.execute("INSERT INTO tasks VALUES ('old', 1, 1, 'running', ?)", (item,))
+    conn.execute("INSERT INTO events VALUES (1, 'old', 0, x'7b7d')")
+    conn.close()
+
+    db = Database(path)
+    assert db.schema_version() == SCHEMA_VERSION
+    assert db.get_task("old") is not None and db.head_seq() == 1
+    # The new column is there, and the task shows as open (it was running).
+    assert [row[0][0] for row in db.open_turns()] == ["old"]
+    db.close()
