@@ -52,15 +52,13 @@ import json
 import secrets
 import signal
 import threading
-from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from types import FrameType, TracebackType
-from typing import Any, Literal, Self
+from types import FrameType
+from typing import Any, Literal
 
-import anyio.to_thread
-
-from hdsp.daemon.llm.demo import ChatCompletionsServer, ChatExchange
+from hdsp.daemon.llm.demo import ChatExchange
+from tests.fakes.scripted import ReceivedRequest, ScriptedServer
 
 __all__ = [
     "ContentBlock",
@@ -157,17 +155,6 @@ class ContentBlock:
 
     start: Mapping[str, Any]
     deltas: tuple[Mapping[str, Any], ...] = ()
-
-
-@dataclass(frozen=True)
-class ReceivedRequest:
-    """One HTTP request the fake answered (or began to)."""
-
-    method: str
-    path: str
-    #: Header names in lower case.
-    headers: dict[str, str]
-    body: dict[str, Any]
 
 
 def _pieces(text: str, size: int) -> list[str]:
@@ -486,101 +473,23 @@ def validate(body: Mapping[str, Any], headers: Mapping[str, str]) -> tuple[int, 
     return None
 
 
-class FakeAnthropic(ChatCompletionsServer):
+class FakeAnthropic(ScriptedServer[Reply]):
     """The fake server; see the module docstring. Starts on ``with`` or :meth:`start`."""
 
     base_path = ""  # the SDK appends /v1/messages to the base URL itself
     endpoint = "/v1/messages"
 
+    fake_name = "FakeAnthropic"
+
     def __init__(self, *, port: int = 0, default: Reply | None = None) -> None:
-        super().__init__(port=port)
-        #: The reply when the script is empty.
-        self.default = (
-            default
-            if default is not None
-            else Reply.text("This is the default reply of hdsp's fake Anthropic server.")
+        super().__init__(
+            port=port,
+            default=(
+                default
+                if default is not None
+                else Reply.text("This is the default reply of hdsp's fake Anthropic server.")
+            ),
         )
-        self._cond = threading.Condition()
-        self._script: deque[Reply] = deque()
-        self._received: list[ReceivedRequest] = []
-        self._disconnects = 0
-        self._failures: list[BaseException] = []
-        self._stopping = False
-
-    # ---- scripting and inspection -------------------------------------------
-
-    def script(self, *replies: Reply) -> None:
-        """Queue replies, taken one per request in order."""
-        with self._cond:
-            self._script.extend(replies)
-
-    @property
-    def pending(self) -> int:
-        """Scripted replies not yet used."""
-        with self._cond:
-            return len(self._script)
-
-    @property
-    def received(self) -> list[ReceivedRequest]:
-        """Every Messages request so far, in order of arrival."""
-        with self._cond:
-            return list(self._received)
-
-    @property
-    def requests(self) -> list[dict[str, Any]]:
-        """The decoded JSON bodies of :attr:`received`."""
-        return [request.body for request in self.received]
-
-    @property
-    def disconnects(self) -> int:
-        """How many clients went away before their response was complete."""
-        with self._cond:
-            return self._disconnects
-
-    def wait_for_requests(self, count: int, timeout: float = 10.0) -> list[dict[str, Any]]:
-        """Block until `count` requests have arrived; return their bodies."""
-        self._wait(lambda: len(self._received) >= count, timeout, f"{count} request(s)")
-        return self.requests
-
-    def wait_for_disconnects(self, count: int, timeout: float = 10.0) -> None:
-        """Block until `count` clients have gone away mid-response."""
-        self._wait(lambda: self._disconnects >= count, timeout, f"{count} disconnect(s)")
-
-    async def wait_for_requests_async(self, count: int) -> list[dict[str, Any]]:
-        """:meth:`wait_for_requests` for async tests; the caller sets the deadline."""
-        await self._wait_async(lambda: len(self._received) >= count, f"{count} request(s)")
-        return self.requests
-
-    async def wait_for_disconnects_async(self, count: int) -> None:
-        """:meth:`wait_for_disconnects` for async tests; the caller sets the deadline."""
-        await self._wait_async(lambda: self._disconnects >= count, f"{count} disconnect(s)")
-
-    def _wait(self, condition: Callable[[], bool], timeout: float | None, what: str) -> None:
-        with self._cond:
-            done = self._cond.wait_for(lambda: condition() or self._stopping, timeout)
-            if self._stopping and not condition():
-                raise RuntimeError(f"FakeAnthropic closed while waiting for {what}")
-            if not done:
-                raise TimeoutError(
-                    f"FakeAnthropic saw {len(self._received)} request(s) and "
-                    f"{self._disconnects} disconnect(s) in {timeout} s, waiting for {what}"
-                )
-
-    async def _wait_async(self, condition: Callable[[], bool], what: str) -> None:
-        # The condition variable lives in the fake's threads, so a worker thread
-        # waits on it. On cancellation that thread is abandoned, and released at
-        # once through `given_up`, so none outlives the wait.
-        given_up = threading.Event()
-
-        def wait() -> None:
-            self._wait(lambda: condition() or given_up.is_set(), None, what)
-
-        try:
-            await anyio.to_thread.run_sync(wait, abandon_on_cancel=True)
-        finally:
-            given_up.set()
-            with self._cond:
-                self._cond.notify_all()
 
     # ---- serving ----------------------------------------------------------------
 
@@ -588,12 +497,7 @@ class FakeAnthropic(ChatCompletionsServer):
         return _error_body(error_type, message)
 
     def handle_chat(self, exchange: ChatExchange) -> None:
-        with self._cond:
-            reply = self._script.popleft() if self._script else self.default
-            self._received.append(
-                ReceivedRequest("POST", exchange.path, dict(exchange.headers), exchange.body)
-            )
-            self._cond.notify_all()
+        reply = self._take_reply(exchange)
         request_id = {"request-id": "req_" + secrets.token_hex(12)}
         if reply.first_byte_delay > 0 and not self._pause(exchange, reply.first_byte_delay):
             return
@@ -615,16 +519,6 @@ class FakeAnthropic(ChatCompletionsServer):
                 exchange.send_raw(events[position])
         exchange.end_stream()
 
-    def _pause(self, exchange: ChatExchange, seconds: float | None) -> bool:
-        """Wait; False (connection dropped) if the client left or the fake closes."""
-        result = exchange.wait(seconds)
-        if result == "timeout":
-            return True
-        if result == "disconnected":
-            exchange.disconnected = True
-        exchange.drop()
-        return False
-
     def _fault(self, exchange: ChatExchange, reply: Reply) -> None:
         if reply.fault == "cut":
             exchange.drop()
@@ -640,45 +534,6 @@ class FakeAnthropic(ChatCompletionsServer):
             }
             exchange.send_raw(named_event("error", payload))
             exchange.end_stream()
-
-    def exchange_finished(self, exchange: ChatExchange) -> None:
-        if exchange.disconnected:
-            with self._cond:
-                self._disconnects += 1
-                self._cond.notify_all()
-
-    def handler_failed(self, exc: BaseException) -> None:
-        """A bug in the fake: fail the test at close rather than print and go on."""
-        with self._cond:
-            self._failures.append(exc)
-
-    def close(self) -> None:
-        with self._cond:
-            self._stopping = True
-            self._cond.notify_all()
-        super().close()
-        with self._cond:
-            failures, self._failures = self._failures, []
-        if failures:
-            raise RuntimeError(f"FakeAnthropic's handler failed: {failures[0]!r}") from failures[0]
-
-    def __enter__(self) -> Self:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if exc is None:
-            self.close()
-            return
-        try:
-            self.close()
-        except RuntimeError:
-            pass  # the test's own failure is the one to see
 
 
 def main(argv: Sequence[str] | None = None) -> None:
