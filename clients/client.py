@@ -10,6 +10,7 @@ durable event once and in order.
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 import uuid
 from collections import deque
@@ -106,6 +107,8 @@ from .errors import CommandFailed, ConnectionLost, DaemonNotRunning, ProtocolErr
 
 __all__ = ["Client", "EventStream", "connect"]
 
+_log = logging.getLogger("hdsp.client")
+
 T = TypeVar("T")
 
 _SYNC_PREFIX = b"\x00sync."
@@ -145,6 +148,8 @@ class Client:
         self.ack: AckData | None = None
         #: How often the client re-connected to a daemon that went away.
         self.reconnects = 0
+        #: Messages from the daemon that this client could not decode (skipped).
+        self.unreadable = 0
         self._handshaking = anyio.Lock()
         #: Seconds a command may wait for its reply; None waits for ever.
         self.timeout: float | None = 30.0
@@ -216,8 +221,9 @@ class Client:
             frame = await self._control.recv()
             try:
                 msg = decode_server_message(frame)
-            except FrameError:
-                continue  # a newer daemon's message this client cannot read
+            except FrameError as exc:
+                self._unreadable(exc)
+                continue
             if isinstance(msg, Ack):
                 if self._ack_waiter is not None:
                     self._ack_waiter.reply = msg  # type: ignore[assignment]
@@ -230,6 +236,17 @@ class Client:
                     pending.reply = msg
                     pending.done.set()
 
+    def _unreadable(self, exc: FrameError) -> None:
+        """A frame this client cannot decode (most likely from a newer daemon): it
+        is skipped, but counted and logged, never dropped in silence."""
+        self.unreadable += 1
+        _log.warning(
+            "skipped a message this client cannot read (%s at %s); if this repeats, "
+            "install the same hdsp version as the daemon (`hdsp daemon status`)",
+            exc.message,
+            exc.path,
+        )
+
     async def _read_events(self) -> None:
         while True:
             topic, body = await self._events.recv_multipart()
@@ -240,7 +257,8 @@ class Client:
                 continue
             try:
                 event = decode_event(body)
-            except FrameError:
+            except FrameError as exc:
+                self._unreadable(exc)
                 continue
             task_topic = topic.decode()
             for stream in self._streams:

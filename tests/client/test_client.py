@@ -94,3 +94,78 @@ async def test_a_stream_from_a_cursor_gets_every_later_event_once(
     seqs = [e.seq for e in got if e.seq is not None]
     page = await client.replay(middle, task_id=ref.task_id)
     assert seqs == [e.seq for e in page.events]
+
+
+async def test_an_unreadable_event_is_counted_and_logged_not_dropped_silently(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A peer that speaks the protocol (real sockets, as the daemon binds them)
+    publishes one event this client cannot decode, then a good one."""
+    import os
+
+    import zmq
+    import zmq.asyncio
+
+    from hdsp.protocol import (
+        PROTOCOL_VERSION,
+        Ack,
+        AckData,
+        Discovery,
+        TaskCreated,
+        TaskEvent,
+        decode_client_message,
+        encode,
+    )
+
+    ctx = zmq.asyncio.Context()
+    router, pub = ctx.socket(zmq.ROUTER), ctx.socket(zmq.XPUB)
+    control, events = f"ipc://{tmp_path}/c", f"ipc://{tmp_path}/e"
+    router.bind(control)
+    pub.bind(events)
+    (tmp_path / "hdspd.json").write_bytes(
+        encode(
+            Discovery(
+                protocol_version=PROTOCOL_VERSION,
+                server_version="test",
+                pid=os.getpid(),
+                control=control,
+                events=events,
+                started_at=0,
+            )
+        )
+    )
+
+    async def serve() -> None:
+        ident, frame = await router.recv_multipart()
+        assert decode_client_message(frame)
+        ack = AckData(
+            client_id="c1",
+            pid=1,
+            ppid=1,
+            protocol_version=PROTOCOL_VERSION,
+            server_version="test",
+            head_seq=0,
+        )
+        await router.send_multipart([ident, encode(Ack(data=ack))])
+        while True:
+            sub = await pub.recv()
+            if sub[:1] == b"\x01" and sub[1:].startswith(b"\x00sync."):
+                await pub.send_multipart([sub[1:], b"{}"])
+
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(serve)
+            async with connect(tmp_path) as c, c.events("t1") as stream:
+                await pub.send_multipart([b"t1", b'{"type":"TaskEvent","data":{"eventName":"x"}}'])
+                good = TaskEvent(data=TaskCreated(payload=("t1",)))
+                await pub.send_multipart([b"t1", encode(good)])
+                with anyio.fail_after(5):
+                    event = await stream.__anext__()
+                assert event == good
+                assert c.unreadable == 1
+            tg.cancel_scope.cancel()
+    finally:
+        router.close(0)
+        pub.close(0)
+        ctx.term()
+    assert "cannot read" in caplog.text
