@@ -39,8 +39,13 @@ class Database:
             # WAL + NORMAL survives a crash of the process (kill -9); only a power
             # loss can take the last commits back.
             self._writer.execute("PRAGMA synchronous = NORMAL")
+            # No checkpoint inside a commit: that would stall the writer for
+            # milliseconds every few thousand events. `checkpoint()` runs on its own
+            # connection, beside the writer (a WAL checkpoint never blocks writers).
+            self._writer.execute("PRAGMA wal_autocheckpoint = 0")
             self._migrate()
             self._reader = _connect(path)
+            self._checkpointer = _connect(path)
         except sqlite3.DatabaseError as exc:
             raise StoreCorrupt(
                 f"The database {path} cannot be read ({exc}). hdsp never empties it by "
@@ -74,8 +79,16 @@ class Database:
         return int(self._writer.execute("PRAGMA user_version").fetchone()[0])
 
     def close(self) -> None:
+        self._checkpointer.close()
         self._reader.close()
-        self._writer.close()
+        self._writer.close()  # the last connection out checkpoints what is left
+
+    def checkpoint(self) -> tuple[int, int]:
+        """Copy committed pages from the WAL into the database (PASSIVE: skips
+        what readers still use; the writer restarts the WAL once all is copied).
+        Returns (WAL pages, pages checkpointed)."""
+        _, log, done = self._checkpointer.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        return int(log), int(done)
 
     # ---- writing (writer thread) -------------------------------------------
 

@@ -32,6 +32,9 @@ __all__ = ["Journal", "Publisher"]
 Publisher = Callable[[bytes, bytes], Awaitable[None]]
 
 _MAX_BATCH = 1024
+#: Commits between WAL checkpoints (each commit adds a few pages to the WAL; this
+#: keeps it at a few megabytes, like SQLite's own default of 1000 pages).
+CHECKPOINT_EVERY = 250
 
 
 @dataclass(slots=True)
@@ -53,6 +56,8 @@ class Journal:
         self._head_seq = 0
         self._last_by_topic: dict[str, int] = {}
         self._stopped = anyio.Event()
+        self._commits_since_checkpoint = 0
+        self._checkpoint_due = anyio.Event()
 
     @property
     def head_seq(self) -> int:
@@ -66,17 +71,25 @@ class Journal:
     async def emit(self, event: Event, *writes: Write, relay_client_id: str | None = None) -> None:
         """Queue an event (and writes that must commit with it). Returns once queued;
         waits while the queue is full."""
-        await self._send.send(_Item(event, writes, relay_client_id))
+        await self._queue(_Item(event, writes, relay_client_id))
 
     async def write(self, *writes: Write) -> None:
         """Queue writes with no event; they commit in order with everything else."""
-        await self._send.send(_Item(None, writes))
+        await self._queue(_Item(None, writes))
+
+    async def _queue(self, item: _Item) -> None:
+        # Straight in while there is room: a trip through the event loop per event
+        # would cost more than the commit.
+        try:
+            self._send.send_nowait(item)
+        except anyio.WouldBlock:
+            await self._send.send(item)
 
     async def flush(self) -> None:
         """Wait until everything queued before this call is committed and published.
         Raises what the commit raised, if it failed."""
         item = _Item(done=anyio.Event())
-        await self._send.send(item)
+        await self._queue(item)
         assert item.done is not None
         await item.done.wait()
         if item.error:
@@ -87,21 +100,35 @@ class Journal:
         self._last_by_topic = await self._store.read(self._store.db.last_seq_by_topic)
         task_status.started()
         try:
-            async with self._receive:
-                while True:
-                    try:
-                        first = await self._receive.receive()
-                    except anyio.EndOfStream:
-                        return
-                    batch = [first]
-                    while len(batch) < _MAX_BATCH:
-                        try:
-                            batch.append(self._receive.receive_nowait())
-                        except (anyio.WouldBlock, anyio.EndOfStream):
-                            break
-                    await self._commit_and_publish(batch)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._checkpoints)
+                await self._write_loop()
+                tg.cancel_scope.cancel()
         finally:
             self._stopped.set()
+
+    async def _write_loop(self) -> None:
+        async with self._receive:
+            while True:
+                try:
+                    first = await self._receive.receive()
+                except anyio.EndOfStream:
+                    return
+                batch = [first]
+                while len(batch) < _MAX_BATCH:
+                    try:
+                        batch.append(self._receive.receive_nowait())
+                    except (anyio.WouldBlock, anyio.EndOfStream):
+                        break
+                await self._commit_and_publish(batch)
+
+    async def _checkpoints(self) -> None:
+        """Keep the WAL short, beside the writer rather than inside its commits."""
+        while True:
+            await self._checkpoint_due.wait()
+            self._checkpoint_due = anyio.Event()
+            self._commits_since_checkpoint = 0
+            await self._store.checkpoint()
 
     async def aclose(self) -> None:
         """Stop taking items, let the writer finish what is queued, and wait for it."""
@@ -156,6 +183,9 @@ class Journal:
                         item.error.append(exc)
                         item.done.set()
                 raise
+            self._commits_since_checkpoint += 1
+            if self._commits_since_checkpoint >= CHECKPOINT_EVERY:
+                self._checkpoint_due.set()
         self._head_seq = seq
         self._last_by_topic = last_by_topic
         for topic_bytes, body in frames:

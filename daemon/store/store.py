@@ -18,11 +18,18 @@ __all__ = ["Store"]
 T = TypeVar("T")
 
 
+#: A batch with at most this many statements commits on the event loop's thread:
+#: that takes tens of microseconds, less than handing it to a worker thread and
+#: back. Bigger batches go to a thread, where SQLite runs without the GIL.
+INLINE_STATEMENTS = 32
+
+
 class Store:
     def __init__(self, db: Database) -> None:
         self.db = db
         self._read_limiter = anyio.CapacityLimiter(1)
         self._write_limiter = anyio.CapacityLimiter(1)
+        self._checkpoint_limiter = anyio.CapacityLimiter(1)
 
     @classmethod
     @asynccontextmanager
@@ -47,4 +54,30 @@ class Store:
     async def commit(
         self, writes: Sequence[Write], events: Sequence[tuple[int, str, int, bytes]]
     ) -> None:
-        await anyio.to_thread.run_sync(self.db.commit, writes, events, limiter=self._write_limiter)
+        if len(writes) + len(events) > INLINE_STATEMENTS:
+            await anyio.to_thread.run_sync(
+                self.db.commit, writes, events, limiter=self._write_limiter
+            )
+            return
+        # The writer connection is shared with retention (on a worker thread): hold
+        # the same limiter, without a trip through the loop when it is free.
+        try:
+            self._write_limiter.acquire_nowait()
+        except anyio.WouldBlock:
+            await self._write_limiter.acquire()
+        try:
+            self.db.commit(writes, events)
+        finally:
+            self._write_limiter.release()
+
+    async def checkpoint(self) -> tuple[int, int]:
+        """Checkpoint the WAL on a worker thread. The first pass runs beside the
+        writer and copies most of it; a checkpoint that runs while commits go on
+        can never finish, though, and then the WAL never starts over. So the
+        second pass holds commits back (they queue in the journal; the event loop
+        runs on) while it copies the little that is left."""
+        await anyio.to_thread.run_sync(self.db.checkpoint, limiter=self._checkpoint_limiter)
+        async with self._write_limiter:
+            return await anyio.to_thread.run_sync(
+                self.db.checkpoint, limiter=self._checkpoint_limiter
+            )

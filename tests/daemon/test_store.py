@@ -17,6 +17,7 @@ from hdsp.daemon.store import (
     StoreTooNew,
     insert_task,
 )
+from hdsp.daemon.store.journal import CHECKPOINT_EVERY
 from hdsp.daemon.store.migrations import SCHEMA_VERSION
 from hdsp.protocol import (
     ClineMessage,
@@ -166,3 +167,27 @@ def test_an_older_database_is_migrated_with_its_data(tmp_path: Path) -> None:
     # The new column is there, and the task shows as open (it was running).
     assert [row[0][0] for row in db.open_turns()] == ["old"]
     db.close()
+
+
+async def test_wal_is_checkpointed_beside_the_writer(tmp_path: Path) -> None:
+    """Commits never checkpoint (that would stall them); the journal has the WAL
+    checkpointed on the side, so it stays short however long the daemon runs."""
+    path = tmp_path / "db.sqlite3"
+    wal = path.with_name(path.name + "-wal")
+    async with Store.open(path) as store:
+        journal = Journal(store, Recorder().publish)
+        async with anyio.create_task_group() as tg:
+            await tg.start(journal.run)
+            await journal.emit(TaskCreated(payload=("a",)), insert_task(_item("a", 1)))
+            sizes = []
+            for ts in range(1, 8 * CHECKPOINT_EVERY):
+                await journal.emit(_message("a", ts, "x" * 200, partial=False, action="created"))
+                await journal.flush()  # one commit each: the most WAL growth per event
+                if ts % CHECKPOINT_EVERY == 0:
+                    sizes.append(wal.stat().st_size)
+            await journal.aclose()
+        # Without checkpoints the WAL would grow with every commit; with them, the
+        # writer goes back to its start and the file stops growing.
+        assert sizes[-1] == max(sizes[2:])
+        assert sizes[-1] < 4 * sizes[0]
+        assert len(store.db.ui_messages("a")) == 8 * CHECKPOINT_EVERY - 1
