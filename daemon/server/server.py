@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -25,6 +26,8 @@ from hdsp.protocol import (
     ErrorCode,
     ErrorInfo,
     FrameError,
+    Ping,
+    Pong,
     Reply,
     TaskCommand,
     __version__,
@@ -220,6 +223,13 @@ class Server:
             await self._error(
                 envelope, cmd.request_id, ErrorCode.SHUTTING_DOWN, "The daemon is shutting down."
             )
+            return
+
+        if isinstance(cmd.data, Ping):
+            # Answered here, never queued: a liveness probe must answer while the
+            # daemon is alive, however busy its handlers are (and it costs nothing).
+            pong = Pong(server_time=int(time.time() * 1000))
+            await self._send(envelope, Reply(request_id=cmd.request_id, ok=True, result=pong))
             return
 
         async def job() -> None:

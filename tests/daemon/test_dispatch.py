@@ -60,3 +60,45 @@ async def test_overload_is_refused_not_queued() -> None:
         d.submit("t", blocked)  # room again
         await anyio.wait_all_tasks_blocked()
         tg.cancel_scope.cancel()
+
+
+async def test_workers_are_reused_and_a_slow_job_holds_up_no_other() -> None:
+    d = Dispatcher(keep_idle=2)
+    gate = anyio.Event()
+    done: list[int] = []
+
+    async def slow() -> None:
+        await gate.wait()
+
+    def quick(n: int):  # type: ignore[no-untyped-def]
+        async def run() -> None:
+            done.append(n)
+
+        return run
+
+    async with anyio.create_task_group() as tg:
+        await tg.start(d.run)
+        baseline = len(anyio.get_running_tasks())
+        d.submit(None, slow)
+        for n in range(20):
+            d.submit(None, quick(n))
+            await anyio.wait_all_tasks_blocked()
+        # Every quick job ran past the slow one, one after another on a worker
+        # that stayed for the next: two workers in all, not one task per job.
+        assert done == list(range(20))
+        assert len(anyio.get_running_tasks()) == baseline + 2
+        gate.set()
+        await anyio.wait_all_tasks_blocked()
+        assert d.pending == 0
+        # Many at once need many workers; afterwards only `keep_idle` stay.
+        for n in range(50):
+            d.submit(None, slow if n % 2 else quick(n))
+        gate = anyio.Event()
+        for _ in range(25):
+            d.submit(None, slow)
+        await anyio.wait_all_tasks_blocked()
+        assert len(anyio.get_running_tasks()) > baseline + 25
+        gate.set()
+        await anyio.wait_all_tasks_blocked()
+        assert len(anyio.get_running_tasks()) == baseline + 2
+        tg.cancel_scope.cancel()
