@@ -21,6 +21,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 import anyio
+import anyio.lowlevel
 import msgspec
 import zmq
 import zmq.asyncio
@@ -114,6 +115,8 @@ T = TypeVar("T")
 _SYNC_PREFIX = b"\x00sync."
 #: Events buffered per stream before the client drops and later replays them.
 STREAM_BUFFER = 10_000
+#: Events read from the socket at a time without waiting (see `_read_events`).
+_EVENT_BATCH = 256
 #: A stream quiet for this long checks the log for events it may have missed.
 IDLE_CHECK = 5.0
 
@@ -248,22 +251,35 @@ class Client:
         )
 
     async def _read_events(self) -> None:
+        # Waiting costs far more than reading: after each wait, take what else has
+        # arrived straight from the socket, a bounded batch at a time so that the
+        # streams' readers get to run in between.
+        drain: zmq.Socket[bytes] = zmq.Socket.shadow(self._events.underlying)
         while True:
-            topic, body = await self._events.recv_multipart()
-            if topic.startswith(_SYNC_PREFIX):
-                waiter = self._syncs.get(topic)
-                if waiter is not None:
-                    waiter.set()
-                continue
-            try:
-                event = decode_event(body)
-            except FrameError as exc:
-                self._unreadable(exc)
-                continue
-            task_topic = topic.decode()
-            for stream in self._streams:
-                if stream.task_id is None or stream.task_id == task_topic:
-                    stream._deliver(event)
+            self._on_event(*await self._events.recv_multipart())
+            for _ in range(_EVENT_BATCH):
+                try:
+                    topic, body = drain.recv_multipart(zmq.NOBLOCK)
+                except zmq.Again:
+                    break
+                self._on_event(topic, body)
+            await anyio.lowlevel.checkpoint()
+
+    def _on_event(self, topic: bytes, body: bytes) -> None:
+        if topic.startswith(_SYNC_PREFIX):
+            waiter = self._syncs.get(topic)
+            if waiter is not None:
+                waiter.set()
+            return
+        try:
+            event = decode_event(body)
+        except FrameError as exc:
+            self._unreadable(exc)
+            return
+        task_topic = topic.decode()
+        for stream in self._streams:
+            if stream.task_id is None or stream.task_id == task_topic:
+                stream._deliver(event)
 
     # ---- commands -----------------------------------------------------------
 
@@ -282,7 +298,8 @@ class Client:
         reply: Reply | None = None
         with anyio.move_on_after(limit):
             while True:
-                await self._acked.wait()
+                if not self._acked.is_set():  # (waiting on a set Event still yields)
+                    await self._acked.wait()
                 reply = await self._exchange(command)
                 if reply is None and spec.idempotent:
                     continue  # the daemon went away first; ask again once it is back
