@@ -23,7 +23,14 @@ def test_bench_quick_produces_every_figure(tmp_path: Path) -> None:
     )
     data = json.loads((tmp_path / "quick.json").read_text())
     names = {r["name"] for r in data["results"]}
-    assert {"command round trip", "start-up"} <= names
+    assert names == {
+        "event fan-out",
+        "command round trip",
+        "kernel execute",
+        "history growth",
+        "start-up",
+        "snapshot",
+    }
     for result in data["results"]:
         for figure in [*result["hdsp"].values(), *result["baseline"].values()]:
             assert 0 < figure["min"] <= figure["median"] <= figure["max"]

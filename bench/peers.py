@@ -1,0 +1,145 @@
+"""The far ends of the benchmarks, each in a process of its own as `hdspd` is, so
+that a baseline crosses the same process boundary as hdsp does.
+
+    python -m bench.peers echo ENDPOINT
+        a raw pyzmq asyncio ROUTER that sends every frame back
+    python -m bench.peers pub ENDPOINT SUBSCRIBERS
+        a raw pyzmq asyncio XPUB; once SUBSCRIBERS have subscribed, each line
+        `go N SIZE` on stdin publishes N messages of SIZE bytes
+    python -m bench.peers hdspd DATA_DIR RUNTIME_DIR
+        the real daemon (`Daemon`, as `hdspd` runs it); each line `go N SIZE` on
+        stdin emits N durable message events of one task through its journal:
+        persisted, then published, as a task's messages are
+
+Each prints `ready` once it can be used and `sent` after each `go` it finished,
+and ends when its stdin is closed.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import anyio
+import zmq
+import zmq.asyncio
+
+#: The topic of the raw publisher's messages (the length of a task id).
+RAW_TOPIC = b"00000000-0000-0000-0000-000000000000"
+#: The id of the task whose events the hdspd peer emits.
+BENCH_TASK = "bench-fanout"
+
+
+def _say(line: str) -> None:
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+async def _commands() -> list[str]:
+    """The next `go N SIZE` line from stdin, split; [] at its end."""
+    line = await anyio.to_thread.run_sync(sys.stdin.readline)
+    return line.split()
+
+
+async def echo(endpoint: str) -> None:
+    ctx = zmq.asyncio.Context()
+    router = ctx.socket(zmq.ROUTER)
+    router.setsockopt(zmq.LINGER, 0)
+    router.bind(endpoint)
+
+    async def serve() -> None:
+        while True:
+            frames = await router.recv_multipart()
+            await router.send_multipart(frames)
+
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(serve)
+            _say("ready")
+            while await _commands():
+                pass
+            tg.cancel_scope.cancel()  # stdin closed: the benchmark is over
+    finally:
+        router.close(0)
+        ctx.term()
+
+
+async def pub(endpoint: str, subscribers: int) -> None:
+    ctx = zmq.asyncio.Context()
+    sock = ctx.socket(zmq.XPUB)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.setsockopt(zmq.SNDHWM, 100_000)  # as hdspd's events socket
+    sock.setsockopt(zmq.XPUB_VERBOSE, 1)
+    sock.bind(endpoint)
+    seen = 0
+    while seen < subscribers:
+        if (await sock.recv())[:1] == b"\x01":
+            seen += 1
+    _say("ready")
+    try:
+        while words := await _commands():
+            _, n, size = words
+            payload = b"x" * int(size)
+            for _ in range(int(n)):
+                await sock.send_multipart((RAW_TOPIC, payload))
+            _say("sent")
+    finally:
+        sock.close(0)
+        ctx.term()
+
+
+async def hdspd(data_dir: Path, runtime_dir: Path) -> None:
+    from hdsp.daemon.app import Daemon
+    from hdsp.daemon.logs import configure_logging
+    from hdsp.daemon.paths import resolve_paths
+    from hdsp.daemon.store import insert_task
+    from hdsp.protocol import (
+        ClineMessage,
+        HistoryItem,
+        MessageEvent,
+        MessagePayload,
+        TaskCreated,
+        TaskState,
+    )
+
+    configure_logging("info", "json")  # to stderr, as hdspd's main() does
+    daemon = Daemon(resolve_paths(data_dir, runtime_dir))
+    async with anyio.create_task_group() as tg:
+        await tg.start(daemon.run)
+        journal = daemon.journal
+        item = HistoryItem(id=BENCH_TASK, number=1, ts=1, task="fan-out", state=TaskState.IDLE)
+        await journal.emit(TaskCreated(payload=(BENCH_TASK,)), insert_task(item))
+        await journal.flush()
+        # The daemon imports its LLM SDKs on a thread once it is up; let that end
+        # before measuring, or it competes for the GIL.
+        await anyio.to_thread.run_sync(daemon.tasks.providers.warm)
+        _say("ready")
+        ts = 1
+        while words := await _commands():
+            _, n, size = words
+            text = "x" * int(size)
+            for _ in range(int(n)):
+                ts += 1
+                msg = ClineMessage(ts=ts, type="say", say="text", text=text)
+                await journal.emit(
+                    MessageEvent(payload=(MessagePayload(BENCH_TASK, "created", msg),))
+                )
+            await journal.flush()
+            _say("sent")
+        daemon.request_shutdown("benchmark over")
+
+
+def main(argv: list[str]) -> None:
+    match argv:
+        case ["echo", endpoint]:
+            anyio.run(echo, endpoint)
+        case ["pub", endpoint, subscribers]:
+            anyio.run(pub, endpoint, int(subscribers))
+        case ["hdspd", data_dir, runtime_dir]:
+            anyio.run(hdspd, Path(data_dir), Path(runtime_dir))
+        case _:
+            sys.exit(__doc__)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
