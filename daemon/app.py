@@ -1,5 +1,18 @@
 """The daemon: composes the store, the journal, the ZeroMQ server, the providers
-and the task manager, each owned by one task group, and shuts them down in order."""
+and the task manager, each owned by one task group, and shuts them down in order.
+
+Start-up comes in two steps, so that a client is answered as soon as it can be:
+
+1. What a failure must stop the start for, and what answers a Connect: the
+   directories and their locks, the settings, the store, the journal and the
+   server. Then the discovery file, "hdspd ready" and READY=1.
+2. The engine: the task manager and its tools (whose schemas jsonschema checks),
+   the approval policy, the kernel service, and the recovery of the turns left
+   open. Their modules are imported, and the tools made, on a worker thread: a
+   tenth of a second of CPU that the event loop keeps answering through. Commands
+   wait for this step; a Connect and a Ping do not. ``run``'s ``task_status``
+   reports started after it, so an owner in-process finds every attribute set.
+"""
 
 from __future__ import annotations
 
@@ -10,11 +23,12 @@ import time
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
 import structlog
-from anyio.abc import TaskStatus
+from anyio.abc import TaskGroup, TaskStatus
 
 from hdsp.protocol import (
     PROTOCOL_VERSION,
@@ -22,20 +36,24 @@ from hdsp.protocol import (
     Discovery,
     SettingsChange,
     SettingsChanged,
+    TaskCommand,
     __version__,
     encode,
 )
 
-from .approvals import ApprovalPolicy
 from .config import ConfigService, Profiles, SecretStore, SettingsError, SettingsStore
-from .kernels import KernelService
 from .llm.registry import Providers
 from .lock import DirectoryLock, LockHeld
 from .paths import Paths
 from .sdnotify import notify_ready, notify_stopping
-from .server import Handlers, Server
+from .server import Handlers, Server, Session
 from .store import Journal, Store
-from .tasks import TaskManager
+
+if TYPE_CHECKING:
+    from .approvals import ApprovalPolicy
+    from .kernels import KernelService
+    from .tasks import TaskManager
+    from .tools import ToolRegistry
 
 __all__ = ["Daemon", "DaemonError", "Retention"]
 
@@ -68,6 +86,27 @@ def _ensure_private_dir(path: Path) -> None:
         os.chmod(path, 0o700)
 
 
+@dataclass(frozen=True)
+class _Engine:
+    """The engine's classes and the default tools, loaded by :func:`_load_engine`."""
+
+    approval_policy: type[ApprovalPolicy]
+    kernel_service: type[KernelService]
+    task_manager: type[TaskManager]
+    tools: ToolRegistry
+
+
+def _load_engine() -> _Engine:
+    """Import the engine and make the default tools (checking their schemas): the
+    bulk of the start-up's CPU time, run on a worker thread after READY."""
+    from .approvals import ApprovalPolicy
+    from .kernels import KernelService
+    from .tasks import TaskManager
+    from .tools import default_tools
+
+    return _Engine(ApprovalPolicy, KernelService, TaskManager, default_tools())
+
+
 def _write_private(path: Path, data: bytes) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -95,6 +134,8 @@ class Daemon:
         self.started_monotonic = time.monotonic()
         self._shutdown = anyio.Event()
         self._shutdown_reason = ""
+        self._engine_started = anyio.Event()
+        self._handlers = Handlers(self)
         # Set in run(); every attribute below has exactly one owner there.
         self.store: Store
         self.journal: Journal
@@ -142,28 +183,12 @@ class Daemon:
             self.server = Server(
                 control_endpoint=paths.control_endpoint,
                 events_endpoint=paths.events_endpoint,
-                handle=Handlers(self),
+                handle=self._handle,
                 head_seq=lambda: self.journal.head_seq,
                 max_message_size=self.max_message_size,
                 pub_hwm=self.pub_hwm,
             )
             self.journal = Journal(store, self.server.publish)
-            settings = self.config.store.settings
-            self.tasks = TaskManager(
-                store,
-                self.journal,
-                providers,
-                approvals=ApprovalPolicy(settings.approvals),
-                retry_policy=settings.retry.policy(),
-            )
-            self.tasks.services.setdefault("settings", self.config.store)
-            self.kernels = KernelService(
-                self.journal.emit,
-                runtime_dir=paths.runtime_dir / "k",
-                default_time_limit=settings.kernels.default_timeout_seconds,
-                interrupt_grace=settings.kernels.interrupt_grace_seconds,
-            )
-            self.tasks.services["kernels"] = self.kernels
             self.config.subscribe(providers.on_change)
             self.config.subscribe(self._apply_settings)
             self.config.subscribe(self._announce_settings)
@@ -173,8 +198,6 @@ class Daemon:
                 report = self.config.startup_report()
                 if report is not None:  # the settings file was corrupt: say so, durably
                     await self._announce_settings(report)
-                await tg.start(self.kernels.run)
-                await tg.start(self.tasks.run)
                 await tg.start(self._watch_signals)
                 tg.start_soon(self._prune_events)
                 self._write_discovery()
@@ -186,6 +209,7 @@ class Daemon:
                     pid=os.getpid(),
                 )
                 notify_ready()
+                await self._start_engine(tg, providers)
                 task_status.started()
                 tg.start_soon(anyio.to_thread.run_sync, providers.warm)
                 await self._shutdown.wait()
@@ -196,6 +220,36 @@ class Daemon:
                 if scope.cancelled_caught:
                     log.warning("graceful shutdown timed out", seconds=SHUTDOWN_GRACE)
                 tg.cancel_scope.cancel()
+
+    async def _start_engine(self, tg: TaskGroup, providers: Providers) -> None:
+        """Step 2 of the start-up (see the module docstring); commands wait for it."""
+        engine = await anyio.to_thread.run_sync(_load_engine)
+        settings = self.config.store.settings
+        self.tasks = engine.task_manager(
+            self.store,
+            self.journal,
+            providers,
+            tools=engine.tools,
+            approvals=engine.approval_policy(settings.approvals),
+            retry_policy=settings.retry.policy(),
+        )
+        self.tasks.services.setdefault("settings", self.config.store)
+        self.kernels = engine.kernel_service(
+            self.journal.emit,
+            runtime_dir=self.paths.runtime_dir / "k",
+            default_time_limit=settings.kernels.default_timeout_seconds,
+            interrupt_grace=settings.kernels.interrupt_grace_seconds,
+        )
+        self.tasks.services["kernels"] = self.kernels
+        await tg.start(self.kernels.run)
+        await tg.start(self.tasks.run)
+        self._engine_started.set()
+
+    async def _handle(self, cmd: TaskCommand, session: Session) -> Any:
+        """Run a command once the engine has started."""
+        if not self._engine_started.is_set():  # a set Event's wait() still yields
+            await self._engine_started.wait()
+        return await self._handlers(cmd, session)
 
     async def _open_config(self) -> ConfigService:
         """Load the settings (a corrupt file is moved aside and reported, see

@@ -9,8 +9,6 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-import platformdirs
-
 from hdsp.protocol import discovery_path
 
 __all__ = ["Paths", "default_runtime_dir", "resolve_paths"]
@@ -20,6 +18,8 @@ _MAX_SOCKET_PATH = 100
 
 
 def default_runtime_dir() -> Path:
+    import platformdirs  # here: not imported when the directories are given
+
     with warnings.catch_warnings():
         # platformdirs warns when XDG_RUNTIME_DIR is unset and falls back to /tmp.
         warnings.simplefilter("ignore")
@@ -70,9 +70,15 @@ class Paths:
             )
 
 
+def _default_data_dir() -> Path:
+    import platformdirs  # here: not imported when the directories are given
+
+    return Path(platformdirs.user_data_dir("hdsp"))
+
+
 def resolve_paths(data_dir: Path | None = None, runtime_dir: Path | None = None) -> Paths:
     env_data = os.environ.get("HDSP_DATA_DIR")
     env_runtime = os.environ.get("HDSP_RUNTIME_DIR")
-    data = data_dir or (Path(env_data) if env_data else Path(platformdirs.user_data_dir("hdsp")))
+    data = data_dir or (Path(env_data) if env_data else _default_data_dir())
     runtime = runtime_dir or (Path(env_runtime) if env_runtime else default_runtime_dir())
     return Paths(data_dir=data.expanduser().absolute(), runtime_dir=runtime.expanduser().absolute())

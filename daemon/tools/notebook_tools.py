@@ -17,6 +17,7 @@ Safety rules, the same for every tool that writes:
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import os
 import tempfile
@@ -26,13 +27,10 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from functools import partial
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import anyio
 import anyio.to_thread
-import nbformat
-from nbformat import NotebookNode
-from nbformat.v4.rwbase import rejoin_lines
 
 from hdsp.daemon.llm.types import TextBlock
 from hdsp.protocol import ExecutionResult, KernelOutput
@@ -40,6 +38,9 @@ from hdsp.protocol import ExecutionResult, KernelOutput
 from .base import Tool, ToolCategory, ToolContext, ToolError, ToolResult
 from .kernel_tools import run_code
 from .workspace import Workspace
+
+if TYPE_CHECKING:
+    from nbformat import NotebookNode
 
 __all__ = [
     "DeleteCell",
@@ -53,11 +54,24 @@ __all__ = [
     "resolve_in_workspace",
 ]
 
+
+class _Module:
+    """A module imported when one of its attributes is first used: importing
+    nbformat takes a fiftieth of a second, which the daemon's start-up does not
+    spend until a task touches a notebook."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(importlib.import_module(self._name), attr)
+
+
 # nbformat's functions carry no annotations; through these, mypy --strict takes
 # them as returning Any instead of refusing the calls.
-_nbf: Any = nbformat
-_v4: Any = nbformat.v4
-_rejoin_lines: Any = rejoin_lines
+_nbf: Any = _Module("nbformat")
+_v4: Any = _Module("nbformat.v4")
+_rwbase: Any = _Module("nbformat.v4.rwbase")
 
 #: Characters of a cell's source shown by read_notebook before it is cut.
 _SOURCE_LIMIT = 10_000
@@ -112,7 +126,7 @@ def _parse(data: bytes, path: Path) -> NotebookNode:
         if raw.get("nbformat") == 4:
             # What nbformat.reads does, minus its warning about missing cell ids
             # (added below): multi-line strings stored as lists become strings.
-            nb = _rejoin_lines(_nbf.from_dict(raw))
+            nb = _rwbase.rejoin_lines(_nbf.from_dict(raw))
         else:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -244,7 +258,7 @@ class _NotebookTool(Tool):
     ) -> None:
         try:
             _nbf.validate(nb)
-        except nbformat.ValidationError as exc:
+        except _nbf.ValidationError as exc:
             raise ToolError(
                 f"The change would make an invalid notebook ({exc.message}); nothing was written."
             ) from None
