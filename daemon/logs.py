@@ -266,6 +266,10 @@ def _use_console(fmt: LogFormat, stream: TextIO) -> bool:
         return False
 
 
+#: Libraries whose info lines are one per request, shown from debug on.
+_CHATTY_LIBRARIES: Final = ("httpx", "httpx2")
+
+
 def configure_logging(
     level: str = "info",
     fmt: LogFormat = "auto",
@@ -324,6 +328,13 @@ def configure_logging(
         old.close()
     root.addHandler(handler)
     root.setLevel(numeric_level)
+    # httpx logs each request it makes at info ("HTTP Request: POST ..."): a line
+    # per model request is noise in the journal, and rendering it costs every turn.
+    # Their requests show at debug.
+    for name in _CHATTY_LIBRARIES:
+        logging.getLogger(name).setLevel(
+            logging.NOTSET if numeric_level <= logging.DEBUG else logging.WARNING
+        )
     # Python warnings (deprecations from libraries) become records too, instead of
     # raw lines that would break the JSON stream.
     logging.captureWarnings(True)

@@ -1,10 +1,22 @@
 """The TaskManager: creates, loads, steers and stops tasks. It owns the task group
-in which every agent turn runs."""
+in which every agent turn runs.
+
+A task is loaded (a :class:`Task` in memory, its API history with it) while it
+works, and for a while after: the `max_idle_loaded` idle tasks used most recently
+stay loaded, and the least recently used idle task beyond them is unloaded. An
+idle task is one whose turn is over with nothing left waiting: no ask, no queued
+message, no open turn; its history, state and item are all in the store, and the
+few counters the store has no place for (tool usage, context size, consecutive
+mistakes) stay behind in a small :class:`~.task.TaskCarry`. A command that needs
+the task loads it again from the store. So the daemon's memory grows with the
+tasks that work, not with every task it has run since it started.
+"""
 
 from __future__ import annotations
 
 import os
 import uuid
+from collections import OrderedDict
 from functools import partial
 from typing import Any
 
@@ -19,7 +31,7 @@ from hdsp.daemon.errors import CommandError
 from hdsp.daemon.llm.registry import Providers
 from hdsp.daemon.llm.retry import DEFAULT_RETRY_POLICY, RetryPolicy
 from hdsp.daemon.llm.types import ApiMessage
-from hdsp.daemon.store import Journal, Store, TaskRow, insert_task
+from hdsp.daemon.store import Database, Journal, Store, TaskRow, insert_task
 from hdsp.daemon.tools import AskAnswer, ToolRegistry, default_tools
 from hdsp.protocol import (
     Ask,
@@ -39,15 +51,30 @@ from hdsp.protocol import (
     TaskState,
 )
 
-from .task import Task, TurnState, turn_decoder, user_content
+from .task import Task, TaskCarry, TurnState, turn_decoder, user_content
 
-__all__ = ["TaskManager"]
+__all__ = ["MAX_IDLE_LOADED", "TaskManager"]
 
 log = structlog.get_logger("hdsp.tasks")
 
 _item_decoder = msgspec.json.Decoder(HistoryItem)
 _message_decoder = msgspec.json.Decoder(ClineMessage)
 _api_decoder = msgspec.json.Decoder(ApiMessage)
+
+#: Idle tasks kept loaded, the most recently used; the others are unloaded.
+MAX_IDLE_LOADED = 16
+
+
+def _read_task(db: Database, task_id: str) -> tuple[TaskRow | None, list[bytes], int]:
+    """A task's row, API history and newest message ts, with one trip to the reader."""
+    row = db.get_task(task_id)
+    if row is None:
+        return None, [], 0
+    return row, db.api_messages(task_id), db.last_message_ts(task_id)
+
+
+def _read_history(db: Database, task_id: str) -> tuple[list[bytes], int]:
+    return db.api_messages(task_id), db.last_message_ts(task_id)
 
 
 class TaskManager:
@@ -74,7 +101,13 @@ class TaskManager:
         #: Daemon services a tool may ask for by name (ToolContext.service).
         self.services: dict[str, Any] = services if services is not None else {}
         self.default_workspace = default_workspace or os.getcwd()
+        #: Idle tasks beyond this many are unloaded, the least recently used first.
+        self.max_idle_loaded = MAX_IDLE_LOADED
         self._tasks: dict[str, Task] = {}
+        #: Loaded tasks that are idle, least recently used first (values unused).
+        self._idle: OrderedDict[str, None] = OrderedDict()
+        #: What unloaded tasks keep in memory (only those with something to keep).
+        self._carried: dict[str, TaskCarry] = {}
         self._tg: TaskGroup | None = None
         self._number = 0
         self._closing = False
@@ -105,6 +138,7 @@ class TaskManager:
                 if not (task.api and task.api[-1].role == "user"):
                     # Nothing was in flight; only the state was stale.
                     await task.set_state(TaskState.IDLE)
+                    self.settle(task)
                     continue
                 turn = TurnState()
             task.turn = turn
@@ -146,7 +180,12 @@ class TaskManager:
         return {
             "loaded": len(self._tasks),
             "running": sum(1 for t in self._tasks.values() if t.busy),
+            "idle_loaded": len(self._idle),
         }
+
+    def is_loaded(self, task_id: str) -> bool:
+        """Whether `task_id` is in memory now (not only in the store)."""
+        return task_id in self._tasks
 
     async def list_tasks(self, cursor: str | None, limit: int) -> TaskList:
         if limit < 1 or limit > 1000:
@@ -262,21 +301,37 @@ class TaskManager:
         if not (data.text or "").strip() and not data.images:
             raise CommandError(ErrorCode.INVALID_REQUEST, "The message has no text and no images.")
         task = await self._load(task_id)
-        ask = task.pending_ask
-        if ask is not None:
-            answer = AskAnswer("messageResponse", data.text, list(data.images or []))
-            await task.respond(ask.ts, answer)
+        try:
+            ask = task.pending_ask
+            if ask is not None:
+                answer = AskAnswer("messageResponse", data.text, list(data.images or []))
+                await task.respond(ask.ts, answer)
+                return TaskRef(task_id=task_id, state=TaskState.RUNNING)
+            if task.busy:
+                await task.enqueue(data)
+                return TaskRef(task_id=task_id, state=task.state, queued=True)
+            task.start_turn(self._require_tg(), message=data)
             return TaskRef(task_id=task_id, state=TaskState.RUNNING)
-        if task.busy:
-            await task.enqueue(data)
-            return TaskRef(task_id=task_id, state=task.state, queued=True)
-        task.start_turn(self._require_tg(), message=data)
-        return TaskRef(task_id=task_id, state=TaskState.RUNNING)
+        finally:
+            self.settle(task)
 
     async def respond_to_ask(self, task_id: str, data: RespondToAskData) -> TaskRef:
         task = self._tasks.get(task_id)
         if task is None:
-            await self._load(task_id)  # task_not_found, or loaded with no ask waiting
+            # Not loaded, so no turn runs and no ask waits (a waiting ask keeps
+            # its task loaded): say whether the ask was answered already.
+            await self.journal.flush()
+            row = await self.store.read(self.store.db.get_task, task_id)
+            if row is None:
+                raise self._not_found(task_id)
+            body = await self.store.read(self.store.db.ui_message, task_id, data.ask_ts)
+            if body is not None:
+                message = _message_decoder.decode(body)
+                if message.type == "ask" and message.is_answered:
+                    raise CommandError(
+                        ErrorCode.ALREADY_ANSWERED,
+                        f"The ask {data.ask_ts} of task {task_id} was already answered.",
+                    )
             raise CommandError(ErrorCode.INVALID_STATE, f"No ask waits in task {task_id}.")
         answer = AskAnswer(data.response, data.text, list(data.images or []))
         await task.respond(data.ask_ts, answer)
@@ -284,8 +339,11 @@ class TaskManager:
 
     async def delete_queued_message(self, task_id: str, message_id: str) -> TaskRef:
         task = await self._load(task_id)
-        await task.delete_queued(message_id)
-        return TaskRef(task_id=task_id, state=task.state)
+        try:
+            await task.delete_queued(message_id)
+            return TaskRef(task_id=task_id, state=task.state)
+        finally:
+            self.settle(task)
 
     async def cancel(self, task_id: str) -> TaskRef:
         task = self._tasks.get(task_id)
@@ -298,14 +356,17 @@ class TaskManager:
         return TaskRef(task_id=task_id, state=task.state)
 
     async def close(self, task_id: str) -> TaskRef:
+        """Stop the task and forget what the daemon keeps of it beside its history
+        (loaded or not: an idle task may have been unloaded already)."""
         ref = await self.cancel(task_id)
-        task = self._tasks.pop(task_id, None)
+        self._tasks.pop(task_id, None)
+        self._idle.pop(task_id, None)
+        self._carried.pop(task_id, None)
         self.approvals.forget(task_id)
         kernels = self.services.get("kernels")
         if kernels is not None:
             await kernels.release_task(task_id)
-        if task is not None:
-            await self.journal.emit(TaskClosed(payload=(task_id,)))
+        await self.journal.emit(TaskClosed(payload=(task_id,)))
         return ref
 
     async def resume(self, task_id: str) -> TaskRef:
@@ -313,6 +374,13 @@ class TaskManager:
         again, or ask how to go on (resume_task, or resume_completed_task)."""
         self._check_open()
         task = await self._load(task_id)
+        try:
+            return await self._resume(task)
+        finally:
+            self.settle(task)
+
+    async def _resume(self, task: Task) -> TaskRef:
+        task_id = task.id
         ask = task.pending_ask
         if ask is not None and ask.ask in (Ask.RESUME_TASK, Ask.RESUME_COMPLETED_TASK):
             await task.respond(ask.ts, AskAnswer("yesButtonClicked"))
@@ -349,28 +417,58 @@ class TaskManager:
             ErrorCode.TASK_NOT_FOUND, f"No task {task_id!r}; `hdsp tasks` lists the tasks."
         )
 
-    def _task_from_row(self, row: TaskRow, api: list[ApiMessage]) -> Task:
+    def _task_from_row(self, row: TaskRow, bodies: list[bytes], last_ts: int) -> Task:
         item = _item_decoder.decode(row[4])
-        return Task(self, item, api=api, state=TaskState(row[3]))
+        api = [_api_decoder.decode(b) for b in bodies]
+        task = Task(self, item, api=api, state=TaskState(row[3]), last_ts=last_ts)
+        carry = self._carried.pop(task.id, None)
+        if carry is not None:
+            task.restore(carry)
+        return task
 
     async def _load(self, task_id: str) -> Task:
+        """The task, loaded from the store if need be. It is in use from now on:
+        not unloaded until `settle` says it may be."""
         task = self._tasks.get(task_id)
-        if task is not None:
-            return task
-        await self.journal.flush()
-        row = await self.store.read(self.store.db.get_task, task_id)
-        if row is None:
-            raise self._not_found(task_id)
-        return await self._load_row(row)
+        if task is None:
+            await self.journal.flush()
+            row, bodies, last_ts = await self.store.read(_read_task, self.store.db, task_id)
+            if row is None:
+                raise self._not_found(task_id)
+            task = self._tasks.get(task_id)  # loaded by another command meanwhile?
+            if task is None:
+                task = self._tasks[task_id] = self._task_from_row(row, bodies, last_ts)
+        self._idle.pop(task_id, None)
+        return task
 
     async def _load_row(self, row: TaskRow) -> Task:
         task_id = row[0]
-        bodies = await self.store.read(self.store.db.api_messages, task_id)
-        last_ts = await self.store.read(self.store.db.last_message_ts, task_id)
+        bodies, last_ts = await self.store.read(_read_history, self.store.db, task_id)
         task = self._tasks.get(task_id)  # loaded by another command meanwhile?
         if task is None:
-            api = [_api_decoder.decode(b) for b in bodies]
-            task = self._task_from_row(row, api)
-            task._last_ts = last_ts
-            self._tasks[task_id] = task
+            task = self._tasks[task_id] = self._task_from_row(row, bodies, last_ts)
+        self._idle.pop(task_id, None)
         return task
+
+    def settle(self, task: Task) -> None:
+        """`task` is done with for now (its turn ended, or a command that used it
+        returned): if it is idle it becomes the most recently used idle task, and
+        the least recently used ones beyond `max_idle_loaded` are unloaded."""
+        if self._tasks.get(task.id) is not task:
+            return  # closed meanwhile
+        if not task.idle:
+            self._idle.pop(task.id, None)  # busy again; it settles when its turn ends
+            return
+        self._idle[task.id] = None
+        self._idle.move_to_end(task.id)
+        while len(self._idle) > self.max_idle_loaded:
+            task_id, _ = self._idle.popitem(last=False)
+            victim = self._tasks.get(task_id)
+            if victim is not None and victim.idle:
+                self._unload(victim)
+
+    def _unload(self, task: Task) -> None:
+        del self._tasks[task.id]
+        carry = task.carry()
+        if carry is not None:
+            self._carried[task.id] = carry

@@ -12,6 +12,7 @@ first answer wins.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 import uuid
@@ -79,7 +80,7 @@ from .prompt import system_prompt
 if TYPE_CHECKING:
     from .manager import TaskManager
 
-__all__ = ["CallState", "Task", "TurnState", "turn_decoder", "user_content"]
+__all__ = ["CallState", "Task", "TaskCarry", "TurnState", "turn_decoder", "user_content"]
 
 log = structlog.get_logger("hdsp.tasks")
 
@@ -112,6 +113,10 @@ _ASK_STATES: dict[str, tuple[TaskState, type[TaskInteractive | TaskIdle | TaskRe
     },
     Ask.RESUME_TASK: (TaskState.RESUMABLE, TaskResumable),
 }
+
+#: Tools whose only effects are messages of their own task, which the journal
+#: commits after the saved turn state anyway: they need no flush before they run.
+_EFFECTS_IN_HISTORY = frozenset({ToolCategory.COMPLETION, ToolCategory.FOLLOWUP})
 
 _api_encoder = msgspec.json.Encoder()
 
@@ -195,6 +200,22 @@ _turn_encoder = msgspec.json.Encoder()
 turn_decoder = msgspec.json.Decoder(TurnState)
 
 
+class TaskCarry(msgspec.Struct, kw_only=True, gc=False):
+    """What an unloaded task keeps in memory: the counters the store has no place
+    for, which a user sees (tool usage, context size in `taskCompleted` and
+    `taskTokenUsageUpdated`) or which guard the next turn (mistakes, repetition)."""
+
+    tool_usage: dict[str, ToolUsageEntry] = {}
+    context_tokens: int = 0
+    mistakes: int = 0
+    #: The last tool call: its name and a digest of its arguments.
+    last_call: tuple[str, bytes] | None = None
+    repeats: int = 0
+
+
+_NOTHING_CARRIED = TaskCarry()
+
+
 class Task:
     def __init__(
         self,
@@ -219,15 +240,18 @@ class Task:
         self._last_answered: _PendingAsk | None = None
         #: The open turn's saved state (None between turns).
         self.turn: TurnState | None = None
+        #: Whether the last turn state queued for the store was an open turn.
+        self._open_turn_saved = False
         #: Set while a tool runs: messages it creates carry its tool_use_id.
         self._tool_use_id: str | None = None
         #: Text a person gave while resuming, for the next model request.
         self._feedback: list[str] = []
         #: While a tool runs: (seconds, answer on timeout or None to fail) for its asks.
         self._ask_timeout: tuple[float, AskAnswer | None] | None = None
-        #: Consecutive tool errors, and the last call (name, arguments) with its count.
+        #: Consecutive tool errors, and the last call (name, digest of the
+        #: arguments) with its count.
         self.mistakes = 0
-        self._last_call: tuple[str, str] | None = None
+        self._last_call: tuple[str, bytes] | None = None
         self._repeats = 0
         self.queue: deque[QueuedMessage] = deque()
         self.partial: dict[int, ClineMessage] = {}
@@ -269,6 +293,39 @@ class Task:
     @property
     def pending_ask(self) -> ClineMessage | None:
         return self._pending_ask.message if self._pending_ask is not None else None
+
+    @property
+    def idle(self) -> bool:
+        """No turn runs or is open, nothing waits (ask, queue, feedback) and no
+        message streams: all there is of the task is in the store, but for what
+        `carry` keeps."""
+        return (
+            not self.busy
+            and self._pending_ask is None
+            and self.turn is None
+            and not self.queue
+            and not self._feedback
+            and not self.partial
+        )
+
+    def carry(self) -> TaskCarry | None:
+        """What to keep of this task when it is unloaded; None: nothing."""
+        carry = TaskCarry(
+            tool_usage=self.tool_usage,
+            context_tokens=self.context_tokens,
+            mistakes=self.mistakes,
+            last_call=self._last_call,
+            repeats=self._repeats,
+        )
+        return None if carry == _NOTHING_CARRIED else carry
+
+    def restore(self, carry: TaskCarry) -> None:
+        """Take back what `carry` kept when the task was unloaded."""
+        self.tool_usage = carry.tool_usage
+        self.context_tokens = carry.context_tokens
+        self.mistakes = carry.mistakes
+        self._last_call = carry.last_call
+        self._repeats = carry.repeats
 
     def usage(self) -> TokenUsage:
         i = self.item
@@ -343,7 +400,10 @@ class Task:
         writes = [append_api_message(self.id, len(self.api) - 1, _api_encoder.encode(message))]
         if with_turn:
             writes.append(self._turn_write())
+            is_open = self.turn is not None
         await self._manager.journal.write(*writes)
+        if with_turn:
+            self._open_turn_saved = is_open
 
     # ---- asks ---------------------------------------------------------------
 
@@ -461,7 +521,9 @@ class Task:
         return save_turn(self.id, body)
 
     async def save_turn(self) -> None:
+        is_open = self.turn is not None
         await self._manager.journal.write(self._turn_write())
+        self._open_turn_saved = is_open
 
     def start_turn(
         self,
@@ -526,6 +588,7 @@ class Task:
             queued = self.queue.popleft()
             await self._emit(QueuedMessagesUpdated(payload=(self.id, list(self.queue))))
             self.start_turn(tg, message=SendMessageData(text=queued.text, images=queued.images))
+        self._manager.settle(self)
 
     async def _end_turn(self, outcome: TaskState | None) -> None:
         await self._close_streaming(interrupted=outcome is None)
@@ -535,7 +598,7 @@ class Task:
             return
         if self.turn is not None and self.turn.phase == "tools":
             await self._close_calls("The tool call was cancelled by the user.")
-        else:
+        elif self.turn is not None or self._open_turn_saved:
             self.turn = None
             await self.save_turn()
         if outcome is TaskState.COMPLETED:
@@ -889,8 +952,9 @@ class Task:
         assert call.status == "approved" and tool is not None and call.arguments is not None
         call.status = "running"
         await self.save_turn()
-        # Durable before the tool acts: after a crash, "running" means it may have.
-        await self._manager.journal.flush()
+        if tool.category not in _EFFECTS_IN_HISTORY:
+            # Durable before the tool acts: after a crash, "running" means it may have.
+            await self._manager.journal.flush()
         self._tool_use_id = call.id
         try:
             result = await tool.execute(self, call.arguments)
@@ -909,7 +973,8 @@ class Task:
 
     def _check_repetition(self, call: CallState) -> ToolResult | None:
         """Stop the same call with the same arguments from looping."""
-        signature = (call.name, json.dumps(call.arguments, sort_keys=True))
+        arguments = json.dumps(call.arguments, sort_keys=True).encode()
+        signature = (call.name, hashlib.blake2b(arguments, digest_size=16).digest())
         self._repeats = self._repeats + 1 if signature == self._last_call else 1
         self._last_call = signature
         if self._repeats < REPETITION_LIMIT:
