@@ -15,6 +15,7 @@ from . import (
     bench_history,
     bench_kernel,
     bench_roundtrip,
+    bench_scale,
     bench_snapshot,
     bench_startup,
 )
@@ -26,6 +27,7 @@ BENCHMARKS = [
     bench_roundtrip,
     bench_kernel,
     bench_history,
+    bench_scale,
     bench_startup,
     bench_snapshot,
 ]

@@ -28,6 +28,7 @@ def test_bench_quick_produces_every_figure(tmp_path: Path) -> None:
         "command round trip",
         "kernel execute",
         "history growth",
+        "scale",
         "start-up",
         "snapshot",
     }
