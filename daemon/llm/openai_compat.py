@@ -35,9 +35,10 @@ from typing import Any
 import anyio
 import httpx2
 import openai
-from openai import AsyncOpenAI, AsyncStream, omit
+from openai import AsyncOpenAI, AsyncStream
 from openai.types import CompletionUsage
 from openai.types.chat import (
+    ChatCompletion,
     ChatCompletionAssistantMessageParam,
     ChatCompletionChunk,
     ChatCompletionContentPartImageParam,
@@ -195,20 +196,35 @@ class OpenAICompatibleProvider:
                 f"Profile {self.name!r} has no API key, and {self.base_url} needs one: "
                 f"{self._key_hint}."
             )
-        max_tokens = request.max_tokens if request.max_tokens is not None else omit
+        # The body is built here in its wire form, and posted as it is: the SDK's
+        # `chat.completions.create()` walks every value of it against its typed
+        # dicts first, on each request, which cost milliseconds of CPU a turn and
+        # grew with the history (most of a turn's CPU in the daemon). Auth,
+        # retries, errors and the stream are the SDK's as with create().
+        body: dict[str, Any] = {
+            "model": self._model,
+            "messages": to_chat_messages(request.system, request.messages),
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if request.tools:
+            body["tools"] = to_chat_tools(request.tools)
+        if request.max_tokens is not None:
+            # OpenAI's reasoning models refuse `max_tokens` (and `temperature`,
+            # never sent), wherever they are served; other servers may not know
+            # `max_completion_tokens` yet.
+            official = self._official or self._reasoning
+            body["max_completion_tokens" if official else "max_tokens"] = request.max_tokens
+        if self._reasoning_effort:
+            body["reasoning_effort"] = self._reasoning_effort
         try:
-            response = await self._client.chat.completions.create(
-                model=self._model,
-                messages=to_chat_messages(request.system, request.messages),
-                tools=to_chat_tools(request.tools) if request.tools else omit,
-                # OpenAI's reasoning models refuse `max_tokens` (and `temperature`,
-                # never sent), wherever they are served; other servers may not know
-                # `max_completion_tokens` yet.
-                max_tokens=omit if self._official or self._reasoning else max_tokens,
-                max_completion_tokens=max_tokens if self._official or self._reasoning else omit,
-                reasoning_effort=self._reasoning_effort or omit,
+            response = await self._client.post(
+                "/chat/completions",
+                body=body,
+                cast_to=ChatCompletion,
                 stream=True,
-                stream_options={"include_usage": True},
+                stream_cls=AsyncStream[ChatCompletionChunk],
+                options={"security": {"bearer_auth": True}},
             )
         except openai.OpenAIError as exc:
             raise self._translate(exc) from exc
