@@ -144,7 +144,12 @@ class Execution:
         """Pass outputs on as they come, at most once per interval."""
         while True:
             await self._dirty.wait()
-            await self.flush()
+            # Shielded: the service cancels this loop the moment the execution is
+            # done, often while the last outputs are on their way out; cancelled
+            # there, they would be taken and never sent (the result would still
+            # have them, the live `executionOutput` event not).
+            with anyio.CancelScope(shield=True):
+                await self.flush()
             await anyio.sleep(self._interval)
 
     async def flush(self) -> None:

@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 
 from hdsp.daemon.kernels import KernelService
-from hdsp.protocol import Event
+from hdsp.protocol import Event, ExecutionOutput, KernelState, KernelStatus
 from tests.daemon_process import short_tmp_dir
 
 __all__ = ["EventRecorder", "running_service", "tiny_png"]
@@ -24,11 +25,21 @@ __all__ = ["EventRecorder", "running_service", "tiny_png"]
 class EventRecorder:
     """Keeps every event the service emits; a test can wait for one."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, slow_outputs: bool = False) -> None:
+        #: Take outputs only once the kernel has gone idle, as a busy journal
+        #: might: the execution is over by then, and its flusher may be cancelled
+        #: while it waits here.
+        self.slow_outputs = slow_outputs
         self.events: list[Event] = []
         self._waiters: list[tuple[Callable[[Event], bool], anyio.Event]] = []
 
     async def emit(self, event: Event) -> None:
+        if self.slow_outputs and isinstance(event, ExecutionOutput):
+            await self.wait_for(
+                lambda e: isinstance(e, KernelStatus) and e.payload[1] is KernelState.IDLE
+            )
+            for _ in range(5):  # the execution's owner runs meanwhile
+                await anyio.lowlevel.checkpoint()
         self.events.append(event)
         for condition, ready in self._waiters:
             if not ready.is_set() and condition(event):
@@ -53,10 +64,12 @@ class EventRecorder:
 
 
 @asynccontextmanager
-async def running_service(**options: Any) -> AsyncIterator[tuple[KernelService, EventRecorder]]:
+async def running_service(
+    recorder: EventRecorder | None = None, **options: Any
+) -> AsyncIterator[tuple[KernelService, EventRecorder]]:
     """A KernelService owned by a task group, with a quick heartbeat, released
     (every kernel shut down) on the way out."""
-    recorder = EventRecorder()
+    recorder = recorder if recorder is not None else EventRecorder()
     root = short_tmp_dir()
     options.setdefault("heartbeat_interval", 0.2)
     service = KernelService(recorder.emit, runtime_dir=root / "k", **options)

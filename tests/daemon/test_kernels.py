@@ -40,7 +40,7 @@ from hdsp.protocol import (
     KernelStatus,
     is_durable,
 )
-from tests.daemon.kernel_helpers import kernel_dir, running_service, tiny_png
+from tests.daemon.kernel_helpers import EventRecorder, kernel_dir, running_service, tiny_png
 from tests.daemon.tool_context import RecordingContext
 from tests.daemon_process import short_tmp_dir
 
@@ -91,6 +91,28 @@ async def test_stream_result_and_kernel_events(tmp_path: Path) -> None:
         assert outs[0].payload[0].execution_id == r.execution_id
         assert [k.kernel_id for k in svc.list_kernels()] == [info.kernel_id]
     assert [e.payload[0] for e in rec.of_type(KernelShutdown)] == [info.kernel_id]
+
+
+async def test_every_output_goes_out_live_even_when_the_execution_ends_at_once(
+    tmp_path: Path,
+) -> None:
+    """The service stops its output flusher as soon as the kernel is done, which
+    for quick code is while the last outputs are on their way out. An emit that
+    waits (as the journal's may) was once cancelled there, and those outputs never
+    went out live (one run in five); they must, every time."""
+    work = kernel_dir(tmp_path)
+    async with running_service(EventRecorder(slow_outputs=True)) as (svc, rec):
+        info = await svc.start_kernel(cwd=str(work))
+        for _ in range(3):
+            rec.events.clear()  # (each execution waits for its own idle status)
+            r = await svc.execute(info.kernel_id, "print('a')\n1 + 1")
+            live = [
+                o
+                for e in rec.of_type(ExecutionOutput)
+                if e.payload[0].execution_id == r.execution_id
+                for o in e.payload[0].outputs
+            ]
+            assert [o.output_type for o in live] == ["stream", "execute_result"], live
 
 
 async def test_display_of_a_png_reaches_the_model_as_an_image(tmp_path: Path) -> None:
