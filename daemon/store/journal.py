@@ -57,6 +57,9 @@ class Journal:
         self._last_by_topic: dict[str, int] = {}
         self._stopped = anyio.Event()
         self._commits_since_checkpoint = 0
+        #: Items queued and not yet published (handed to a waiting writer too).
+        self._unpublished = 0
+        self._closing = False
         self._checkpoint_due = anyio.Event()
 
     @property
@@ -71,6 +74,15 @@ class Journal:
     async def emit(self, event: Event, *writes: Write, relay_client_id: str | None = None) -> None:
         """Queue an event (and writes that must commit with it). Returns once queued;
         waits while the queue is full."""
+        if not (writes or self._unpublished or self._closing or is_durable(event)):
+            # A live-only event with nothing ahead of it to commit or publish goes
+            # out at once: the writer's turn would only add a trip through the loop
+            # (kernel status and output, streaming text), and order is kept.
+            topic = (event_task_id(event) or "").encode()
+            await self._publish(
+                topic, encode(TaskEvent(data=event, relay_client_id=relay_client_id))
+            )
+            return
         await self._queue(_Item(event, writes, relay_client_id))
 
     async def write(self, *writes: Write) -> None:
@@ -80,10 +92,15 @@ class Journal:
     async def _queue(self, item: _Item) -> None:
         # Straight in while there is room: a trip through the event loop per event
         # would cost more than the commit.
+        self._unpublished += 1
         try:
-            self._send.send_nowait(item)
-        except anyio.WouldBlock:
-            await self._send.send(item)
+            try:
+                self._send.send_nowait(item)
+            except anyio.WouldBlock:
+                await self._send.send(item)
+        except BaseException:
+            self._unpublished -= 1  # never queued
+            raise
 
     async def flush(self) -> None:
         """Wait until everything queued before this call is committed and published.
@@ -120,7 +137,10 @@ class Journal:
                         batch.append(self._receive.receive_nowait())
                     except (anyio.WouldBlock, anyio.EndOfStream):
                         break
-                await self._commit_and_publish(batch)
+                try:
+                    await self._commit_and_publish(batch)
+                finally:
+                    self._unpublished -= len(batch)
 
     async def _checkpoints(self) -> None:
         """Keep the WAL short, beside the writer rather than inside its commits."""
@@ -132,6 +152,7 @@ class Journal:
 
     async def aclose(self) -> None:
         """Stop taking items, let the writer finish what is queued, and wait for it."""
+        self._closing = True
         await self._send.aclose()
         await self._stopped.wait()
 

@@ -191,3 +191,24 @@ async def test_wal_is_checkpointed_beside_the_writer(tmp_path: Path) -> None:
         assert sizes[-1] == max(sizes[2:])
         assert sizes[-1] < 4 * sizes[0]
         assert len(store.db.ui_messages("a")) == 8 * CHECKPOINT_EVERY - 1
+
+
+async def test_a_live_event_goes_out_at_once_but_never_before_what_was_queued(
+    tmp_path: Path,
+) -> None:
+    rec = Recorder()
+    async with Store.open(tmp_path / "db.sqlite3") as store:
+        journal = Journal(store, rec.publish)
+        async with anyio.create_task_group() as tg:
+            await tg.start(journal.run)
+            await journal.emit(TaskCreated(payload=("a",)), insert_task(_item("a", 1)))
+            await journal.flush()
+            # Nothing queued: a live-only update is published before emit returns.
+            await journal.emit(_message("a", 5, "He", partial=True, action="updated"))
+            assert rec.frames[-1][1].seq is None
+            # Queued (handed to the writer, not yet run): the update waits its turn.
+            await journal.emit(_message("a", 6, "x", partial=False, action="created"))
+            await journal.emit(_message("a", 6, "xy", partial=True, action="updated"))
+            await journal.flush()
+            await journal.aclose()
+        assert [e.seq for _, e in rec.frames] == [1, None, 2, None]
