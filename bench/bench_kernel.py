@@ -96,7 +96,7 @@ async def measure(runtime_dir: Path, n: int, warm: int) -> tuple[list[float], li
 
 
 async def run(runtime_dir: Path, scratch: Path, *, quick: bool) -> Result:
-    n = 50 if quick else 500
+    n = 50 if quick else 1000  # enough for a p99 that is not one sample's luck
     hdsp, direct = await measure(runtime_dir, n, warm=10 if quick else 50)
     us = [s * 1e6 for s in hdsp]
     base = [s * 1e6 for s in direct]

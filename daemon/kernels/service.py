@@ -120,7 +120,8 @@ class _Kernel:
     started_for: str | None = None
     #: A directory made for its sockets when the runtime dir's path is too long.
     scratch_dir: str | None = None
-    lock: anyio.Lock = field(default_factory=anyio.Lock)
+    #: fast_acquire: an uncontended lock is taken without a trip through the loop.
+    lock: anyio.Lock = field(default_factory=lambda: anyio.Lock(fast_acquire=True))
     restart_lock: anyio.Lock = field(default_factory=anyio.Lock)
     iopub_routes: dict[str, _Route] = field(default_factory=dict)
     shell_routes: dict[str, _Route] = field(default_factory=dict)
@@ -772,7 +773,8 @@ class KernelService:
         try:
             async with anyio.create_task_group() as etg:
                 etg.start_soon(ex.flush_loop)
-                etg.start_soon(ex.input_loop)
+                if on_input is not None:  # else the kernel is told it cannot ask
+                    etg.start_soon(ex.input_loop)
                 with anyio.move_on_after(limit):
                     await ex.done.wait()
                 etg.cancel_scope.cancel()
