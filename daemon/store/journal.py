@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
@@ -131,6 +132,11 @@ class Journal:
                     first = await self._receive.receive()
                 except anyio.EndOfStream:
                     return
+                # Let what was woken with the first item run on before committing:
+                # more of a burst joins the batch, and a task that queued events
+                # and then sends a request gets it out first (the commit runs
+                # while the answer is on its way).
+                await anyio.lowlevel.checkpoint()
                 batch = [first]
                 while len(batch) < _MAX_BATCH:
                     try:
