@@ -64,9 +64,9 @@ async def run(runtime_dir: Path, scratch: Path, *, quick: bool) -> Result:
             await _hdsp_round_trips(runtime_dir, 50)
             await _raw_round_trips(dealer, 50, PING_SIZE)
         # Alternate in rounds so that both see the same machine conditions.
-        for _ in range(5):
-            hdsp += await _hdsp_round_trips(runtime_dir, n // 5)
-            raw += await _raw_round_trips(dealer, n // 5, PING_SIZE)
+        for _ in range(10):
+            hdsp += await _hdsp_round_trips(runtime_dir, n // 10)
+            raw += await _raw_round_trips(dealer, n // 10, PING_SIZE)
     finally:
         dealer.close(0)
         ctx.term()

@@ -8,12 +8,14 @@ to a file that is printed when a test fails.
 from __future__ import annotations
 
 import os
+import select
 import shutil
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
@@ -57,7 +59,6 @@ class DaemonProcess:
         self._notify_path.unlink(missing_ok=True)
         with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as notify:
             notify.bind(str(self._notify_path))
-            notify.settimeout(timeout)
             env = self.env | {"NOTIFY_SOCKET": str(self._notify_path)}
             with open(self.stderr_path, "ab") as err:
                 self.proc = subprocess.Popen(
@@ -68,17 +69,25 @@ class DaemonProcess:
                     stderr=err,
                 )
             self.starts += 1
+            # Wait for READY=1 or for the daemon to exit (a refusal), whichever
+            # comes first: a pidfd is readable once the process has ended.
+            pidfd = os.pidfd_open(self.proc.pid)
             try:
-                while True:
-                    message = notify.recv(4096)
-                    if b"READY=1" in message.split(b"\n"):
-                        return
-            except TimeoutError:
-                code = self.proc.poll()
-                raise AssertionError(
-                    f"hdspd did not become ready in {timeout} s (exit code {code}):\n"
-                    + self.stderr()
-                ) from None
+                deadline = time.monotonic() + timeout
+                while (left := deadline - time.monotonic()) > 0:
+                    ready, _, _ = select.select([notify, pidfd], [], [], left)
+                    if notify in ready:
+                        if b"READY=1" in notify.recv(4096).split(b"\n"):
+                            return
+                    elif ready:
+                        break  # exited before it was ready
+            finally:
+                os.close(pidfd)
+            if left > 0:
+                what = f"hdspd exited before it was ready (exit code {self.proc.wait(10)})"
+            else:
+                what = f"hdspd did not become ready in {timeout} s (exit code {self.proc.poll()})"
+            raise AssertionError(f"{what}:\n{self.stderr()}")
 
     def stderr(self) -> str:
         try:
