@@ -6,6 +6,7 @@ import argparse
 import gc
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import anyio
 
@@ -35,14 +36,19 @@ BENCHMARKS = [
 ]
 
 
-async def _main(quick: bool, out: Path) -> list[Result]:
+def _name(bench: ModuleType) -> str:
+    return bench.__name__.rsplit(".", 1)[-1].removeprefix("bench_")
+
+
+async def _main(quick: bool, out: Path, only: list[str]) -> list[Result]:
+    chosen = [b for b in BENCHMARKS if not only or _name(b) in only]
     scratch = short_tmp_dir()
     daemon = DaemonProcess(short_tmp_dir())
     results: list[Result] = []
     try:
         daemon.start()
-        for bench in BENCHMARKS:
-            print(f"running {bench.__name__.rsplit('.', 1)[-1]} ...", file=sys.stderr)
+        for bench in chosen:
+            print(f"running {_name(bench)} ...", file=sys.stderr)
             gc.collect()  # what the one before left behind is not this one's cost
             results.append(await bench.run(daemon.runtime_dir, scratch, quick=quick))
     finally:
@@ -58,8 +64,17 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench")
     p.add_argument("--quick", action="store_true", help="small sizes; checks the harness runs")
     p.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
+    p.add_argument(
+        "only",
+        nargs="*",
+        metavar="NAME",
+        help=f"run only these ({', '.join(_name(b) for b in BENCHMARKS)}); all by default",
+    )
     args = p.parse_args(argv)
-    results = anyio.run(_main, args.quick, args.out, backend="asyncio")
+    unknown = set(args.only) - {_name(b) for b in BENCHMARKS}
+    if unknown:
+        p.error(f"no benchmark named {', '.join(sorted(unknown))}")
+    results = anyio.run(_main, args.quick, args.out, args.only, backend="asyncio")
     sys.stdout.write(table(results))
     return 0
 
