@@ -16,7 +16,9 @@ from __future__ import annotations
 import statistics
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
+from functools import partial
 from pathlib import Path
 
 import anyio
@@ -59,6 +61,25 @@ async def _consume(stream: EventStream, n: int) -> None:
                 return
 
 
+async def _bursts(
+    peer: Peer, consumers: list[Callable[[], Awaitable[None]]], n: int, size: int, rounds: int
+) -> list[float]:
+    """Deliveries per second to each consumer over `rounds` bursts of `n` events
+    of `size`, each timed from asking the peer for it until every consumer has
+    had all of it; a first burst warms up and is not counted."""
+    rates: list[float] = []
+    for _ in range(rounds + 1):
+        async with anyio.create_task_group() as tg:
+            for consume in consumers:
+                tg.start_soon(consume)
+            t0 = time.perf_counter()
+            await peer.send(f"go {n} {size}")
+        elapsed = time.perf_counter() - t0
+        await peer.expect("sent")
+        rates.append(n / elapsed)
+    return rates[1:]
+
+
 async def _hdsp_rates(n: int, rounds: int) -> list[float]:
     root = short_tmp_dir()
     proc = DaemonProcess(root)  # for its directories and environment
@@ -76,19 +97,12 @@ async def _hdsp_rates(n: int, rounds: int) -> list[float]:
                     connect(proc.runtime_dir, name=f"fanout-{i}")
                 )
                 streams.append(await stack.enter_async_context(client.events(BENCH_TASK)))
-            for _ in range(rounds + 1):
-                async with anyio.create_task_group() as tg:
-                    for stream in streams:
-                        tg.start_soon(_consume, stream, n)
-                    t0 = time.perf_counter()
-                    await peer.send(f"go {n} {TEXT_SIZE}")
-                elapsed = time.perf_counter() - t0
-                await peer.expect("sent")
-                rates.append(n / elapsed)
+            consumers = [partial(_consume, stream, n) for stream in streams]
+            rates = await _bursts(peer, consumers, n, TEXT_SIZE, rounds)
     finally:
         await peer.stop()
         proc.cleanup()
-    return rates[1:]  # the first round warms up
+    return rates
 
 
 async def _raw_rates(n: int, rounds: int, size: int) -> list[float]:
@@ -110,22 +124,14 @@ async def _raw_rates(n: int, rounds: int, size: int) -> list[float]:
             sock.connect(endpoint)
             sock.subscribe(RAW_TOPIC)
         await peer.expect("ready")
-        for _ in range(rounds + 1):
-            async with anyio.create_task_group() as tg:
-                for sock in subs:
-                    tg.start_soon(consume, sock)
-                t0 = time.perf_counter()
-                await peer.send(f"go {n} {size}")
-            elapsed = time.perf_counter() - t0
-            await peer.expect("sent")
-            rates.append(n / elapsed)
+        rates = await _bursts(peer, [partial(consume, sock) for sock in subs], n, size, rounds)
     finally:
         await peer.stop()
         for sock in subs:
             sock.close(0)
         ctx.term()
         DaemonProcess(root).cleanup()
-    return rates[1:]
+    return rates
 
 
 async def run(runtime_dir: Path, scratch: Path, *, quick: bool) -> Result:
