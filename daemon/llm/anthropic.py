@@ -43,7 +43,6 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
 import anthropic
-import anyio
 import httpx2
 from anthropic import AsyncAnthropic, AsyncStream, omit
 from anthropic.types import (
@@ -83,6 +82,7 @@ from .errors import (
     status_error,
 )
 from .models import lookup_model
+from .sdk import DEFAULT_TIMEOUT, NO_KEY, SdkProvider, closing_stream
 from .types import (
     ApiMessage,
     Block,
@@ -113,20 +113,8 @@ __all__ = [
     "to_anthropic_tools",
 ]
 
-#: A guard against dead connections, not a deadline: callers set deadlines. The
-#: read timeout is the longest silence between two events; the API pings.
-DEFAULT_TIMEOUT = httpx2.Timeout(connect=10.0, read=300.0, write=60.0, pool=30.0)
-
 #: The smallest thinking budget the API accepts.
 MIN_THINKING_BUDGET = 1024
-
-#: Sent when the profile has no key, to a proxy that needs none. Without an
-#: explicit key the SDK would go looking for one (environment, profile files).
-_NO_KEY = "hdsp-no-key"
-
-#: How long closing the HTTP response may take after the caller left (even when it
-#: was cancelled) before the connection is abandoned.
-_CLOSE_TIMEOUT = 5.0
 
 _DEFAULT_KEY_HINT = "set ANTHROPIC_API_KEY in hdspd's environment and restart it"
 
@@ -151,7 +139,7 @@ _STOP_REASONS = {
 _CACHEABLE: frozenset[str] = frozenset(("text", "image", "tool_use", "tool_result"))
 
 
-class AnthropicProvider:
+class AnthropicProvider(SdkProvider[AsyncAnthropic]):
     """A Claude model behind Anthropic's Messages API (see module docstring).
 
     `base_url` None means Anthropic itself (or ``ANTHROPIC_BASE_URL``); a proxy
@@ -178,31 +166,21 @@ class AnthropicProvider:
                 f"Anthropic needs at least {MIN_THINKING_BUDGET}. Raise it, or unset it "
                 "to turn extended thinking off."
             )
-        self._model = model
-        self._info = model_info if model_info is not None else lookup_model("anthropic", model)
-        self.name = name
-        self._thinking_budget = thinking_budget
-        self._key_hint = key_hint
-        self._has_key = api_key is not None
-        self._client = AsyncAnthropic(
-            api_key=api_key if api_key is not None else _NO_KEY,
-            base_url=base_url,
-            max_retries=0,
-            timeout=DEFAULT_TIMEOUT,
+        super().__init__(
+            model=model,
+            info=model_info if model_info is not None else lookup_model("anthropic", model),
+            name=name,
+            key_hint=key_hint,
+            has_key=api_key is not None,
+            client=AsyncAnthropic(
+                api_key=api_key if api_key is not None else NO_KEY,
+                base_url=base_url,
+                max_retries=0,
+                timeout=DEFAULT_TIMEOUT,
+            ),
+            official_host="api.anthropic.com",
         )
-        #: Where requests go, for messages.
-        self.base_url = str(self._client.base_url).rstrip("/")
-        self._official = self._client.base_url.host == "api.anthropic.com"
-
-    @property
-    def model(self) -> str:
-        return self._model
-
-    def info(self) -> ModelInfo:
-        return self._info
-
-    async def aclose(self) -> None:
-        await self._client.close()
+        self._thinking_budget = thinking_budget
 
     @asynccontextmanager
     async def stream(self, request: ModelRequest) -> AsyncGenerator[AsyncIterator[Chunk]]:
@@ -212,11 +190,7 @@ class AnthropicProvider:
         the iteration, all as :class:`ProviderError`. Leaving the block, by
         exception or cancellation too, closes the HTTP response.
         """
-        if self._official and not self._has_key:
-            raise AuthenticationFailed(
-                f"Profile {self.name!r} has no API key, and {self.base_url} needs one: "
-                f"{self._key_hint}."
-            )
+        self._require_key()
         max_tokens = request.max_tokens if request.max_tokens is not None else self._info.max_output
         thinking: ThinkingConfigEnabledParam | None = None
         if self._thinking_budget is not None:
@@ -239,15 +213,8 @@ class AnthropicProvider:
             )
         except anthropic.AnthropicError as exc:
             raise self._translate(exc) from exc
-        chunks = self._chunks(response)
-        try:
+        async with closing_stream(response, self._chunks(response)) as chunks:
             yield chunks
-        finally:
-            try:
-                await chunks.aclose()
-            finally:
-                with anyio.move_on_after(_CLOSE_TIMEOUT, shield=True):
-                    await response.close()
 
     async def _chunks(self, response: AsyncStream[RawMessageStreamEvent]) -> AsyncGenerator[Chunk]:
         assembler = _ReplyAssembler()

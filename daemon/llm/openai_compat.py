@@ -32,7 +32,6 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-import anyio
 import httpx2
 import openai
 from openai import AsyncOpenAI, AsyncStream
@@ -54,7 +53,6 @@ from openai.types.chat.chat_completion_chunk import ChoiceDeltaToolCall
 from openai.types.shared import ReasoningEffort
 
 from .errors import (
-    AuthenticationFailed,
     NetworkError,
     Overloaded,
     ProviderError,
@@ -64,6 +62,7 @@ from .errors import (
     context_window_exceeded,
     status_error,
 )
+from .sdk import DEFAULT_TIMEOUT, NO_KEY, SdkProvider, closing_stream
 from .types import (
     ApiMessage,
     Chunk,
@@ -90,19 +89,6 @@ __all__ = [
     "to_chat_messages",
     "to_chat_tools",
 ]
-
-#: A guard against dead connections, not a deadline: callers set deadlines. The
-#: read timeout is the longest silence between two chunks, long enough for a local
-#: server that loads the model before its first token.
-DEFAULT_TIMEOUT = httpx2.Timeout(connect=10.0, read=300.0, write=60.0, pool=30.0)
-
-#: Sent when the profile has no key: local servers ignore it, and the SDK refuses
-#: to start without one.
-_NO_KEY = "hdsp-no-key"
-
-#: How long closing the HTTP response may take after the caller left (even when it
-#: was cancelled) before the connection is abandoned.
-_CLOSE_TIMEOUT = 5.0
 
 _DEFAULT_KEY_HINT = "set HDSP_API_KEY (or OPENAI_API_KEY) in hdspd's environment and restart it"
 
@@ -134,7 +120,7 @@ _STOP_REASONS = {
 }
 
 
-class OpenAICompatibleProvider:
+class OpenAICompatibleProvider(SdkProvider[AsyncOpenAI]):
     """A model behind an OpenAI-compatible Chat Completions API (see module docstring).
 
     `base_url` None means OpenAI itself (or ``OPENAI_BASE_URL``). `api_key` None
@@ -155,33 +141,23 @@ class OpenAICompatibleProvider:
         key_hint: str = _DEFAULT_KEY_HINT,
         reasoning_effort: ReasoningEffort = None,
     ) -> None:
-        self._model = model
-        self._info = model_info if model_info is not None else ModelInfo(known=False)
-        self.name = name
-        self._key_hint = key_hint
+        super().__init__(
+            model=model,
+            info=model_info if model_info is not None else ModelInfo(known=False),
+            name=name,
+            key_hint=key_hint,
+            has_key=api_key is not None,
+            client=AsyncOpenAI(
+                api_key=api_key if api_key is not None else NO_KEY,
+                base_url=base_url,
+                max_retries=0,
+                timeout=DEFAULT_TIMEOUT,
+            ),
+            official_host="api.openai.com",
+        )
         self._reasoning = is_reasoning_model(model)
         #: Sent to reasoning models only: others refuse the parameter.
         self._reasoning_effort = reasoning_effort if self._reasoning else None
-        self._has_key = api_key is not None
-        self._client = AsyncOpenAI(
-            api_key=api_key if api_key is not None else _NO_KEY,
-            base_url=base_url,
-            max_retries=0,
-            timeout=DEFAULT_TIMEOUT,
-        )
-        #: Where requests go, for messages.
-        self.base_url = str(self._client.base_url).rstrip("/")
-        self._official = self._client.base_url.host == "api.openai.com"
-
-    @property
-    def model(self) -> str:
-        return self._model
-
-    def info(self) -> ModelInfo:
-        return self._info
-
-    async def aclose(self) -> None:
-        await self._client.close()
 
     @asynccontextmanager
     async def stream(self, request: ModelRequest) -> AsyncGenerator[AsyncIterator[Chunk]]:
@@ -191,11 +167,7 @@ class OpenAICompatibleProvider:
         the iteration, all as :class:`ProviderError`. Leaving the block, by
         exception or cancellation too, closes the HTTP response.
         """
-        if self._official and not self._has_key:
-            raise AuthenticationFailed(
-                f"Profile {self.name!r} has no API key, and {self.base_url} needs one: "
-                f"{self._key_hint}."
-            )
+        self._require_key()
         # The body is built here in its wire form, and posted as it is: the SDK's
         # `chat.completions.create()` walks every value of it against its typed
         # dicts first, on each request, which cost milliseconds of CPU a turn and
@@ -228,15 +200,8 @@ class OpenAICompatibleProvider:
             )
         except openai.OpenAIError as exc:
             raise self._translate(exc) from exc
-        chunks = self._chunks(response)
-        try:
+        async with closing_stream(response, self._chunks(response)) as chunks:
             yield chunks
-        finally:
-            try:
-                await chunks.aclose()
-            finally:
-                with anyio.move_on_after(_CLOSE_TIMEOUT, shield=True):
-                    await response.close()
 
     async def _chunks(self, response: AsyncStream[ChatCompletionChunk]) -> AsyncGenerator[Chunk]:
         assembler = _ReplyAssembler()

@@ -1,0 +1,107 @@
+"""What the providers built on an official SDK (Anthropic's, OpenAI's) share.
+
+Imported with those providers, on first use: not with the daemon's start-up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Generic, Protocol, TypeVar
+
+import anyio
+import httpx2
+
+from .errors import AuthenticationFailed
+from .types import Chunk, ModelInfo
+
+__all__ = ["CLOSE_TIMEOUT", "DEFAULT_TIMEOUT", "NO_KEY", "SdkProvider", "closing_stream"]
+
+
+#: A guard against dead connections, not a deadline: callers set deadlines. The
+#: read timeout is the longest silence between two events, long enough for a local
+#: server that loads the model before its first token (Anthropic's API pings).
+DEFAULT_TIMEOUT = httpx2.Timeout(connect=10.0, read=300.0, write=60.0, pool=30.0)
+
+#: Sent when the profile has no key, to a server that needs none: the SDKs refuse
+#: to start without one, or go looking for one (environment, profile files).
+NO_KEY = "hdsp-no-key"
+
+#: How long closing the HTTP response may take after the caller left (even when it
+#: was cancelled) before the connection is abandoned.
+CLOSE_TIMEOUT = 5.0
+
+
+class _SdkClient(Protocol):
+    @property
+    def base_url(self) -> httpx2.URL: ...
+
+    async def close(self) -> None: ...
+
+
+class _Response(Protocol):
+    async def close(self) -> None: ...
+
+
+ClientT = TypeVar("ClientT", bound=_SdkClient)
+
+
+class SdkProvider(Generic[ClientT]):
+    """What the providers built on an official SDK share: the model and its
+    info, the client and where it sends requests, and the refusal to call the
+    vendor's own API without a key (a proxy or local server may need none)."""
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        info: ModelInfo,
+        name: str,
+        key_hint: str,
+        has_key: bool,
+        client: ClientT,
+        official_host: str,
+    ) -> None:
+        self._model = model
+        self._info = info
+        #: The profile's name, for messages.
+        self.name = name
+        self._key_hint = key_hint
+        self._has_key = has_key
+        self._client = client
+        #: Where requests go, for messages.
+        self.base_url = str(client.base_url).rstrip("/")
+        self._official = client.base_url.host == official_host
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    def info(self) -> ModelInfo:
+        return self._info
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+    def _require_key(self) -> None:
+        if self._official and not self._has_key:
+            raise AuthenticationFailed(
+                f"Profile {self.name!r} has no API key, and {self.base_url} needs one: "
+                f"{self._key_hint}."
+            )
+
+
+@asynccontextmanager
+async def closing_stream(
+    response: _Response, chunks: AsyncGenerator[Chunk]
+) -> AsyncGenerator[AsyncIterator[Chunk]]:
+    """Hand out `chunks`; on the way out (by exception or cancellation too) close
+    them and then the HTTP `response`, the latter within CLOSE_TIMEOUT."""
+    try:
+        yield chunks
+    finally:
+        try:
+            await chunks.aclose()
+        finally:
+            with anyio.move_on_after(CLOSE_TIMEOUT, shield=True):
+                await response.close()
