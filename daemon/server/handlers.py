@@ -33,8 +33,6 @@ from hdsp.protocol import (
     ListTasks,
     ModelList,
     ModelsResponse,
-    Ping,
-    Pong,
     Replay,
     ReplayPage,
     RespondToAsk,
@@ -118,8 +116,7 @@ class Handlers:
                 )
             case GetModels(data=data):
                 return await self._models(data.provider)
-            case Ping():
-                return Pong(server_time=int(time.time() * 1000))
+            # Ping never comes here: the server answers it where it receives it.
             case GetStatus():
                 return await self._status()
             case Shutdown():
