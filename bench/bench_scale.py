@@ -2,7 +2,7 @@
 
 The benchmark starts its own `hdspd` (the shared daemon of `python -m bench` has
 no model) with a ``default`` profile pointing at the fake OpenAI server of
-``tests/fakes/openai_server.py``, run in a process of its own (`serve_fake_model`)
+``tests/fakes/openai_server.py``, run in a process of its own (`peers model`)
 so that its threads share a GIL with neither the daemon nor this client. Every
 request gets its reply at once: a line of text and an ``attempt_completion`` call
 (each a little different, or the loop guard would rightly refuse the same call
@@ -54,12 +54,10 @@ idle task <= 100 KB (both ways of counting it), no errors. Quick mode (50 tasks,
 
 from __future__ import annotations
 
-import itertools
 import json
 import operator
 import os
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -70,8 +68,6 @@ from typing import Any
 
 import anyio
 import openai
-from anyio.abc import Process
-from anyio.streams.buffered import BufferedByteReceiveStream
 
 from hdsp.client import Client, CommandFailed, connect
 from hdsp.protocol import (
@@ -85,8 +81,9 @@ from hdsp.protocol import (
 from tests.daemon_process import DaemonProcess, short_tmp_dir
 
 from .harness import Figure, Result, percentile, table
+from .process import Peer
 
-__all__ = ["measure", "run", "serve_fake_model"]
+__all__ = ["measure", "run"]
 
 _API_KEY = "sk-bench-not-a-real-key"
 _MODEL = "gpt-test"
@@ -95,7 +92,6 @@ _APPROVALS = {"always_allow_read_only": True, "always_allow_write": True}
 #: Events that end a turn (or leave it waiting for a person, which is an error here).
 _ENDINGS = (TaskCompleted, TaskAborted, TaskIdle, TaskResumable, TaskInteractive)
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
-_ROOT = Path(__file__).resolve().parents[1]
 #: Seconds a phase may take before its unfinished turns count as errors.
 _DEADLINE = 300.0
 #: Tasks the "hot" sequential turns go round (fewer than hdspd keeps loaded), and
@@ -107,84 +103,32 @@ _HOT_TURNS_EACH = 10
 # ---- the fake model, in a process of its own ----------------------------------------
 
 
-def serve_fake_model() -> None:
-    """The fake model's process: serve instant replies at the URL it prints first;
-    for each line "last" on stdin print the body of the newest request (JSON, one
-    line); end with stdin."""
-    from hdsp.daemon.llm.demo import ChatExchange
-    from tests.fakes.openai_server import FakeOpenAI, ToolCall
-    from tests.fakes.openai_server import Reply as FakeReply
-
-    class Instant(FakeOpenAI):
-        def __init__(self) -> None:
-            super().__init__()
-            self._count = itertools.count()
-
-        def _take_reply(self, exchange: ChatExchange) -> FakeReply:
-            super()._take_reply(exchange)
-            text = f"The mean of x is 4.2 (answer {next(self._count)})."
-            call = ToolCall("attempt_completion", json.dumps({"result": text}))
-            return FakeReply.text(text, chunk_size=64) + FakeReply.tool_calls([call], fragment=64)
-
-    with Instant() as fake:
-        print(fake.base_url, flush=True)
-        for line in sys.stdin:
-            if line.strip() == "last":
-                print(json.dumps(fake.received[-1].body), flush=True)
-
-
 class _FakeModel:
-    """`serve_fake_model` in a child process (async context manager)."""
+    """The fake model (`peers model`) in a process of its own (async context
+    manager)."""
 
     base_url: str
 
     def __init__(self) -> None:
-        self._proc: Process | None = None
-        self._lines: BufferedByteReceiveStream | None = None
-
-    async def _line(self) -> str:
-        assert self._lines is not None
-        with anyio.fail_after(60):
-            line = await self._lines.receive_until(b"\n", 1 << 24)
-        return line.decode()
+        self._peer = Peer([sys.executable, "-m", "bench.peers", "model"], patience=60)
 
     async def __aenter__(self) -> _FakeModel:
-        code = (
-            f"import sys; sys.path.insert(0, {str(_ROOT)!r}); "
-            "from bench.bench_scale import serve_fake_model; serve_fake_model()"
-        )
-        self._proc = await anyio.open_process(
-            [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE
-        )
-        assert self._proc.stdout is not None
-        self._lines = BufferedByteReceiveStream(self._proc.stdout)
         try:
-            self.base_url = (await self._line()).strip()
+            await self._peer.start()
+            self.base_url = await self._peer.line()
         except BaseException:
-            await self.__aexit__()
+            await self._peer.stop()
             raise
         return self
 
     async def last_request(self) -> dict[str, Any]:
         """The body of the newest request the fake got."""
-        assert self._proc is not None and self._proc.stdin is not None
-        await self._proc.stdin.send(b"last\n")
-        body: dict[str, Any] = json.loads(await self._line())
+        await self._peer.send("last")
+        body: dict[str, Any] = json.loads(await self._peer.line())
         return body
 
     async def __aexit__(self, *exc: object) -> None:
-        proc = self._proc
-        if proc is None:
-            return
-        with anyio.CancelScope(shield=True):
-            if proc.stdin is not None:
-                await proc.stdin.aclose()  # the fake ends with its stdin
-            with anyio.move_on_after(10):
-                await proc.wait()
-            if proc.returncode is None:
-                proc.kill()
-                await proc.wait()
-            await proc.aclose()
+        await self._peer.stop()
 
 
 # ---- the daemon's resources --------------------------------------------------------

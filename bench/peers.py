@@ -6,6 +6,11 @@ that a baseline crosses the same process boundary as hdsp does.
     python -m bench.peers pub ENDPOINT SUBSCRIBERS
         a raw pyzmq asyncio XPUB; once SUBSCRIBERS have subscribed, each line
         `go N SIZE` on stdin publishes N messages of SIZE bytes
+    python -m bench.peers model
+        the fake OpenAI server of tests/fakes, answering each request at once with
+        a line of text and an attempt_completion call; prints its URL after
+        `ready`, and for each line `last` on stdin the body of the newest request
+        (JSON, one line)
     python -m bench.peers hdspd DATA_DIR RUNTIME_DIR
         the real daemon (`Daemon`, as `hdspd` runs it); each line `go N SIZE` on
         stdin emits N durable message events of one task through its journal:
@@ -88,6 +93,35 @@ async def pub(endpoint: str, subscribers: int) -> None:
         ctx.term()
 
 
+def model() -> None:
+    import itertools
+    import json
+
+    from hdsp.daemon.llm.demo import ChatExchange
+    from tests.fakes.openai_server import FakeOpenAI, ToolCall
+    from tests.fakes.openai_server import Reply as FakeReply
+
+    class Instant(FakeOpenAI):
+        def __init__(self) -> None:
+            super().__init__()
+            self._count = itertools.count()
+
+        def _take_reply(self, exchange: ChatExchange) -> FakeReply:
+            super()._take_reply(exchange)
+            # Each a little different, or the loop guard would rightly refuse
+            # the same call again.
+            text = f"The mean of x is 4.2 (answer {next(self._count)})."
+            call = ToolCall("attempt_completion", json.dumps({"result": text}))
+            return FakeReply.text(text, chunk_size=64) + FakeReply.tool_calls([call], fragment=64)
+
+    with Instant() as fake:
+        _say("ready")
+        _say(fake.base_url)
+        for line in sys.stdin:
+            if line.strip() == "last":
+                _say(json.dumps(fake.received[-1].body))
+
+
 async def hdspd(data_dir: Path, runtime_dir: Path) -> None:
     from hdsp.daemon.app import Daemon
     from hdsp.daemon.logs import configure_logging
@@ -135,6 +169,8 @@ def main(argv: list[str]) -> None:
             anyio.run(echo, endpoint)
         case ["pub", endpoint, subscribers]:
             anyio.run(pub, endpoint, int(subscribers))
+        case ["model"]:
+            model()
         case ["hdspd", data_dir, runtime_dir]:
             anyio.run(hdspd, Path(data_dir), Path(runtime_dir))
         case _:

@@ -44,17 +44,27 @@ class Peer:
         await self.launch()
         await self.expect("ready")
 
-    async def expect(self, word: str) -> None:
+    async def line(self) -> str:
+        """The next line the peer prints; PeerFailed, with its stderr, if none comes."""
         assert self._lines is not None
         try:
             with anyio.fail_after(self.patience):
-                line = (await self._lines.receive_until(b"\n", 1 << 16)).decode().strip()
+                return (await self._lines.receive_until(b"\n", 1 << 24)).decode().strip()
         except (TimeoutError, anyio.EndOfStream, anyio.IncompleteRead):
-            line = "<nothing>"
+            raise PeerFailed(
+                f"{self.argv[3:4]} said nothing more:\n{self._stderr_tail()}"
+            ) from None
+
+    async def expect(self, word: str) -> None:
+        line = await self.line()
         if line != word:
-            self._stderr.seek(0)
-            tail = self._stderr.read()[-4000:].decode(errors="replace")
-            raise PeerFailed(f"{self.argv[3:4]} said {line!r}, not {word!r}:\n{tail}")
+            raise PeerFailed(
+                f"{self.argv[3:4]} said {line!r}, not {word!r}:\n{self._stderr_tail()}"
+            )
+
+    def _stderr_tail(self) -> str:
+        self._stderr.seek(0)
+        return self._stderr.read()[-4000:].decode(errors="replace")
 
     async def send(self, line: str) -> None:
         assert self._proc is not None and self._proc.stdin is not None
