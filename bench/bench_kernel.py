@@ -22,7 +22,7 @@ from jupyter_client.manager import AsyncKernelManager
 from hdsp.client import Client, connect
 from hdsp.protocol import ExecuteCode, ExecutionResult, KernelInfo, ShutdownKernel, StartKernel
 
-from .harness import Figure, Result, percentile
+from .harness import Result, latency_result
 
 __all__ = ["run"]
 
@@ -98,14 +98,10 @@ async def measure(runtime_dir: Path, n: int, warm: int) -> tuple[list[float], li
 async def run(runtime_dir: Path, scratch: Path, *, quick: bool) -> Result:
     n = 50 if quick else 1000  # enough for a p99 that is not one sample's luck
     hdsp, direct = await measure(runtime_dir, n, warm=10 if quick else 50)
-    us = [s * 1e6 for s in hdsp]
-    base = [s * 1e6 for s in direct]
-    result = Result(
-        name="kernel execute",
-        description="execute('1+1') from a client through hdspd vs jupyter_client directly",
-        hdsp={"execute": Figure.of(us, "µs", p99=True)},
-        baseline={"jupyter_client": Figure.of(base, "µs", p99=True)},
+    return latency_result(
+        "kernel execute",
+        "execute('1+1') from a client through hdspd vs jupyter_client directly",
+        ("execute", hdsp),
+        ("jupyter_client", direct),
+        target=1.15,
     )
-    result.ratios["p50"] = (percentile(us, 50) / percentile(base, 50), 1.15, "<=")
-    result.ratios["p99"] = (percentile(us, 99) / percentile(base, 99), 1.15, "<=")
-    return result

@@ -15,7 +15,7 @@ import zmq.asyncio
 
 from hdsp.client import connect
 
-from .harness import Figure, Result, percentile
+from .harness import Result, latency_result
 from .process import Peer
 
 __all__ = ["run"]
@@ -71,14 +71,10 @@ async def run(runtime_dir: Path, scratch: Path, *, quick: bool) -> Result:
         dealer.close(0)
         ctx.term()
         await echo.stop()
-    us = [s * 1e6 for s in hdsp]
-    raw_us = [s * 1e6 for s in raw]
-    result = Result(
-        name="command round trip",
-        description="Ping via hdsp.client vs raw ROUTER/DEALER echo (ipc, asyncio, 2 processes)",
-        hdsp={"ping": Figure.of(us, "µs", p99=True)},
-        baseline={"raw": Figure.of(raw_us, "µs", p99=True)},
+    return latency_result(
+        "command round trip",
+        "Ping via hdsp.client vs raw ROUTER/DEALER echo (ipc, asyncio, 2 processes)",
+        ("ping", hdsp),
+        ("raw", raw),
+        target=1.5,
     )
-    result.ratios["p50"] = (percentile(us, 50) / percentile(raw_us, 50), 1.5, "<=")
-    result.ratios["p99"] = (percentile(us, 99) / percentile(raw_us, 99), 1.5, "<=")
-    return result

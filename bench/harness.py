@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Figure", "Result", "percentile", "write_results"]
+__all__ = ["Figure", "Result", "latency_result", "percentile", "write_results"]
 
 
 def percentile(samples: list[float], p: float) -> float:
@@ -52,6 +52,29 @@ class Result:
 
     def met(self) -> bool:
         return all((v <= t) if op == "<=" else (v >= t) for v, t, op in self.ratios.values())
+
+
+def latency_result(
+    name: str,
+    description: str,
+    hdsp: tuple[str, list[float]],
+    baseline: tuple[str, list[float]],
+    target: float,
+) -> Result:
+    """A latency comparison in µs from samples in seconds: both sides' figures
+    with p99, and p50 and p99 ratios held to `target` (at most)."""
+    (hdsp_name, hdsp_s), (base_name, base_s) = hdsp, baseline
+    us = [s * 1e6 for s in hdsp_s]
+    base = [s * 1e6 for s in base_s]
+    result = Result(
+        name=name,
+        description=description,
+        hdsp={hdsp_name: Figure.of(us, "µs", p99=True)},
+        baseline={base_name: Figure.of(base, "µs", p99=True)},
+    )
+    for p in (50, 99):
+        result.ratios[f"p{p}"] = (percentile(us, p) / percentile(base, p), target, "<=")
+    return result
 
 
 def _fmt(f: Figure) -> str:
