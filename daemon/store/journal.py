@@ -12,6 +12,7 @@ under load (group commit); an idle daemon commits each event as it comes.
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ from typing import Any
 
 import anyio
 import anyio.lowlevel
+import structlog
 from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
@@ -28,6 +30,8 @@ from .database import Write
 from .store import Store
 
 __all__ = ["Journal", "Publisher"]
+
+log = structlog.get_logger("hdsp.store")
 
 #: Sends one event: (topic, body). Topic is the task id, b"" for daemon-wide.
 Publisher = Callable[[bytes, bytes], Awaitable[None]]
@@ -154,7 +158,16 @@ class Journal:
             await self._checkpoint_due.wait()
             self._checkpoint_due = anyio.Event()
             self._commits_since_checkpoint = 0
-            await self._store.checkpoint()
+            try:
+                await self._store.checkpoint()
+            except sqlite3.Error as exc:
+                # Nothing is lost: the commits are in the WAL, which only grows
+                # until a later checkpoint gets through.
+                log.warning(
+                    "WAL checkpoint failed; will retry after more commits (check the "
+                    "data dir's disk space and permissions)",
+                    error=str(exc),
+                )
 
     async def aclose(self) -> None:
         """Stop taking items, let the writer finish what is queued, and wait for it."""

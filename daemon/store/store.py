@@ -18,10 +18,21 @@ __all__ = ["Store"]
 T = TypeVar("T")
 
 
-#: A batch with at most this many statements commits on the event loop's thread:
-#: that takes tens of microseconds, less than handing it to a worker thread and
-#: back. Bigger batches go to a thread, where SQLite runs without the GIL.
+#: A batch with at most this many statements and bytes commits on the event
+#: loop's thread: that takes tens of microseconds, less than handing it to a worker
+#: thread and back. Bigger batches (a long tool output, a burst) go to a thread,
+#: where SQLite runs without the GIL and the loop goes on.
 INLINE_STATEMENTS = 32
+INLINE_BYTES = 256 * 1024
+
+
+def _small(writes: Sequence[Write], events: Sequence[tuple[int, str, int, bytes]]) -> bool:
+    if len(writes) + len(events) > INLINE_STATEMENTS:
+        return False
+    size = sum(len(body) for *_, body in events)
+    for _, params in writes:
+        size += sum(len(p) for p in params if isinstance(p, bytes | str))
+    return size <= INLINE_BYTES
 
 
 class Store:
@@ -54,7 +65,7 @@ class Store:
     async def commit(
         self, writes: Sequence[Write], events: Sequence[tuple[int, str, int, bytes]]
     ) -> None:
-        if len(writes) + len(events) > INLINE_STATEMENTS:
+        if not _small(writes, events):
             await anyio.to_thread.run_sync(
                 self.db.commit, writes, events, limiter=self._write_limiter
             )

@@ -6,6 +6,7 @@ import sqlite3
 from pathlib import Path
 
 import anyio
+import anyio.lowlevel
 import msgspec
 import pytest
 
@@ -212,3 +213,33 @@ async def test_a_live_event_goes_out_at_once_but_never_before_what_was_queued(
             await journal.flush()
             await journal.aclose()
         assert [e.seq for _, e in rec.frames] == [1, None, 2, None]
+
+
+async def test_small_batches_commit_on_the_loop_and_big_ones_beside_it(tmp_path: Path) -> None:
+    """A small batch is cheaper to commit than to hand to a thread; a big one
+    (a long tool output) must not hold up the event loop while it is written."""
+    async with Store.open(tmp_path / "db.sqlite3") as store:
+        await store.commit([insert_task(_item("a", 1))], [])
+        ticks = 0
+        done = False
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while not done:
+                ticks += 1
+                await anyio.lowlevel.checkpoint()
+
+        async def commit_while_ticking(body: bytes, seq: int) -> int:
+            nonlocal ticks, done
+            ticks, done = 0, False
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(ticker)
+                await anyio.lowlevel.checkpoint()  # the ticker is running
+                before = ticks
+                await store.commit([], [(seq, "a", 0, body)])
+                done = True
+            return ticks - before
+
+        assert await commit_while_ticking(b"x" * 100, 1) == 0
+        assert await commit_while_ticking(b"x" * (8 << 20), 2) > 0
+        assert [len(b) for b in store.db.replay(0, "a", 10)] == [100, 8 << 20]
