@@ -144,6 +144,16 @@ def _parse(data: bytes, path: Path) -> NotebookNode:
     return nb
 
 
+def _new_cell(kind: str, source: str) -> Any:
+    """A new notebook cell of `kind` (code, markdown or raw) with `source`."""
+    make = {
+        "code": _v4.new_code_cell,
+        "markdown": _v4.new_markdown_cell,
+        "raw": _v4.new_raw_cell,
+    }[kind]
+    return make(source)
+
+
 def _new_id(taken: set[Any]) -> str:
     while True:
         candidate = uuid.uuid4().hex[:8]
@@ -408,12 +418,7 @@ class InsertCell(_NotebookTool):
                 f"(insert at 0 to {len(nb.cells)})."
             )
         kind = args.get("cell_type", "code")
-        make = {
-            "code": _v4.new_code_cell,
-            "markdown": _v4.new_markdown_cell,
-            "raw": _v4.new_raw_cell,
-        }[kind]
-        cell = make(str(args["source"]))
+        cell = _new_cell(kind, str(args["source"]))
         cell["id"] = _new_id({c.get("id") for c in nb.cells})
         nb.cells.insert(int(index), cell)
         await self._save(ctx, path, nb, expected)
@@ -449,12 +454,7 @@ class EditCell(_NotebookTool):
         index = self._index(nb, args)
         old = nb.cells[index]
         kind = args.get("cell_type", old.cell_type)
-        make = {
-            "code": _v4.new_code_cell,
-            "markdown": _v4.new_markdown_cell,
-            "raw": _v4.new_raw_cell,
-        }[kind]
-        cell = make(str(args["source"]))
+        cell = _new_cell(kind, str(args["source"]))
         cell["id"] = old.get("id") or _new_id({c.get("id") for c in nb.cells})
         if old.get("metadata"):
             cell["metadata"] = old.metadata
