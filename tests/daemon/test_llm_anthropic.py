@@ -6,11 +6,9 @@ fake, and it refuses what the real API refuses (see tests/fakes/anthropic_server
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
-import anyio
 import pytest
 
 from hdsp.daemon.llm.anthropic import AnthropicProvider
@@ -26,7 +24,6 @@ from hdsp.daemon.llm.errors import (
 )
 from hdsp.daemon.llm.types import (
     ApiMessage,
-    Chunk,
     ImageBlock,
     ModelRequest,
     ReasoningBlock,
@@ -42,15 +39,11 @@ from hdsp.daemon.llm.types import (
     ToolUseBlock,
     UsageChunk,
 )
+from tests.daemon.provider_helpers import REQUEST, collect, collect_until_error, text_of
 from tests.fakes.anthropic_server import FakeAnthropic, Reply, ToolUse, Usage, validate
 
 KEY = "sk-ant-test-not-a-real-key"
 EPHEMERAL = {"type": "ephemeral"}
-
-REQUEST = ModelRequest(
-    system="You are a data scientist.",
-    messages=[ApiMessage(role="user", content=[TextBlock(text="Describe data.csv")], ts=1)],
-)
 
 
 @pytest.fixture
@@ -66,30 +59,6 @@ async def provider(fake: FakeAnthropic) -> AsyncIterator[AnthropicProvider]:
         yield provider
     finally:
         await provider.aclose()
-
-
-async def collect(provider: AnthropicProvider, request: ModelRequest = REQUEST) -> list[Chunk]:
-    chunks: list[Chunk] = []
-    async with provider.stream(request) as stream:
-        async for chunk in stream:
-            chunks.append(chunk)
-    return chunks
-
-
-async def collect_until_error(
-    provider: AnthropicProvider, expected: type[ProviderError]
-) -> tuple[list[Chunk], ProviderError]:
-    """The chunks that arrived before the iteration raised `expected`."""
-    chunks: list[Chunk] = []
-    with pytest.raises(expected) as caught:
-        async with provider.stream(REQUEST) as stream:
-            async for chunk in stream:
-                chunks.append(chunk)
-    return chunks, caught.value
-
-
-def text_of(chunks: list[Chunk]) -> str:
-    return "".join(chunk.text for chunk in chunks if isinstance(chunk, TextDelta))
 
 
 def breakpoints(body: dict[str, Any]) -> list[dict[str, Any]]:
@@ -738,69 +707,6 @@ async def test_an_error_event_midstream_is_translated(
 
     assert text_of(chunks) == "Hell"
     assert message in error.message
-
-
-async def test_a_server_that_is_not_there_is_a_network_error() -> None:
-    with FakeAnthropic() as gone:
-        base_url = gone.base_url
-    provider = AnthropicProvider("claude-test", KEY, base_url)
-    try:
-        with pytest.raises(NetworkError, match="Could not connect"):
-            await collect(provider)
-    finally:
-        await provider.aclose()
-
-
-# ---- cancellation ------------------------------------------------------------------
-
-
-async def test_cancelling_a_hung_stream_returns_promptly_and_disconnects(
-    fake: FakeAnthropic, provider: AnthropicProvider
-) -> None:
-    fake.script(Reply.hang())
-    received: list[Chunk] = []
-    started = time.monotonic()
-
-    with anyio.fail_after(10):
-        with anyio.CancelScope() as scope:
-            async with provider.stream(REQUEST) as stream:
-                async for chunk in stream:
-                    received.append(chunk)
-                    scope.cancel()  # the fake now sends nothing more, ever
-        assert scope.cancelled_caught
-        await fake.wait_for_disconnects_async(1)
-
-    assert time.monotonic() - started < 5
-    assert received == [TextDelta(text="Thin")]
-
-
-async def test_cancelling_before_the_first_byte_disconnects(
-    fake: FakeAnthropic, provider: AnthropicProvider
-) -> None:
-    fake.script(Reply.text("Too late").slow_first_byte(60))
-
-    with anyio.fail_after(10):
-        async with anyio.create_task_group() as tg:
-
-            async def consume() -> None:
-                await collect(provider)
-
-            tg.start_soon(consume)
-            await fake.wait_for_requests_async(1)
-            tg.cancel_scope.cancel()
-        await fake.wait_for_disconnects_async(1)
-
-
-async def test_leaving_the_block_early_frees_the_provider_for_the_next_call(
-    fake: FakeAnthropic, provider: AnthropicProvider
-) -> None:
-    fake.script(Reply.text("A long reply " * 50, chunk_size=2), Reply.text("Next."))
-
-    async with provider.stream(REQUEST) as stream:
-        async for _chunk in stream:
-            break
-
-    assert text_of(await collect(provider)) == "Next."
 
 
 # ---- the fake itself -----------------------------------------------------------------

@@ -6,11 +6,9 @@ The real `openai` SDK and its HTTP stack run unmodified; only the server is fake
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Literal
 
-import anyio
 import pytest
 
 from hdsp.daemon.llm.demo import DEMO_MODEL, DemoServer, demo_provider
@@ -20,7 +18,6 @@ from hdsp.daemon.llm.errors import (
     InvalidRequest,
     NetworkError,
     Overloaded,
-    ProviderError,
     RateLimited,
     ServerError,
     retry_after_from_headers,
@@ -28,7 +25,6 @@ from hdsp.daemon.llm.errors import (
 from hdsp.daemon.llm.openai_compat import OpenAICompatibleProvider, is_reasoning_model
 from hdsp.daemon.llm.types import (
     ApiMessage,
-    Chunk,
     ImageBlock,
     ModelRequest,
     ReasoningBlock,
@@ -44,12 +40,8 @@ from hdsp.daemon.llm.types import (
     ToolUseBlock,
     UsageChunk,
 )
+from tests.daemon.provider_helpers import REQUEST, collect, collect_until_error, text_of
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall, Usage
-
-REQUEST = ModelRequest(
-    system="You are a data scientist.",
-    messages=[ApiMessage(role="user", content=[TextBlock(text="Describe data.csv")], ts=1)],
-)
 
 
 @pytest.fixture
@@ -65,32 +57,6 @@ async def provider(fake: FakeOpenAI) -> AsyncIterator[OpenAICompatibleProvider]:
         yield provider
     finally:
         await provider.aclose()
-
-
-async def collect(
-    provider: OpenAICompatibleProvider, request: ModelRequest = REQUEST
-) -> list[Chunk]:
-    chunks: list[Chunk] = []
-    async with provider.stream(request) as stream:
-        async for chunk in stream:
-            chunks.append(chunk)
-    return chunks
-
-
-async def collect_until_error(
-    provider: OpenAICompatibleProvider, expected: type[ProviderError]
-) -> tuple[list[Chunk], ProviderError]:
-    """The chunks that arrived before the iteration raised `expected`."""
-    chunks: list[Chunk] = []
-    with pytest.raises(expected) as caught:
-        async with provider.stream(REQUEST) as stream:
-            async for chunk in stream:
-                chunks.append(chunk)
-    return chunks, caught.value
-
-
-def text_of(chunks: list[Chunk]) -> str:
-    return "".join(chunk.text for chunk in chunks if isinstance(chunk, TextDelta))
 
 
 # ---- replies -------------------------------------------------------------------
@@ -570,69 +536,6 @@ async def test_an_error_event_about_context_length_is_context_window_exceeded(
     fake.script(Reply.text("Hi").error_after(1, "This model's maximum context length is 8192."))
 
     await collect_until_error(provider, ContextWindowExceeded)
-
-
-async def test_a_server_that_is_not_there_is_a_network_error() -> None:
-    with FakeOpenAI() as gone:
-        base_url = gone.base_url
-    provider = OpenAICompatibleProvider("gpt-test", base_url, "sk-test")
-    try:
-        with pytest.raises(NetworkError, match="Could not connect"):
-            await collect(provider)
-    finally:
-        await provider.aclose()
-
-
-# ---- cancellation ------------------------------------------------------------------
-
-
-async def test_cancelling_a_hung_stream_returns_promptly_and_disconnects(
-    fake: FakeOpenAI, provider: OpenAICompatibleProvider
-) -> None:
-    fake.script(Reply.hang())
-    received: list[Chunk] = []
-    started = time.monotonic()
-
-    with anyio.fail_after(10):
-        with anyio.CancelScope() as scope:
-            async with provider.stream(REQUEST) as stream:
-                async for chunk in stream:
-                    received.append(chunk)
-                    scope.cancel()  # the fake now sends nothing more, ever
-        assert scope.cancelled_caught
-        await fake.wait_for_disconnects_async(1)
-
-    assert time.monotonic() - started < 5
-    assert received == [TextDelta(text="Thin")]
-
-
-async def test_cancelling_before_the_first_byte_disconnects(
-    fake: FakeOpenAI, provider: OpenAICompatibleProvider
-) -> None:
-    fake.script(Reply.text("Too late").slow_first_byte(60))
-
-    with anyio.fail_after(10):
-        async with anyio.create_task_group() as tg:
-
-            async def consume() -> None:
-                await collect(provider)
-
-            tg.start_soon(consume)
-            await fake.wait_for_requests_async(1)
-            tg.cancel_scope.cancel()
-        await fake.wait_for_disconnects_async(1)
-
-
-async def test_leaving_the_block_early_frees_the_provider_for_the_next_call(
-    fake: FakeOpenAI, provider: OpenAICompatibleProvider
-) -> None:
-    fake.script(Reply.text("A long reply " * 50, chunk_size=2), Reply.text("Next."))
-
-    async with provider.stream(REQUEST) as stream:
-        async for _chunk in stream:
-            break
-
-    assert text_of(await collect(provider)) == "Next."
 
 
 # ---- the demo model ------------------------------------------------------------------
