@@ -46,19 +46,15 @@ Run it by hand, serving default replies: ``python -m tests.fakes.anthropic_serve
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import secrets
-import signal
-import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from types import FrameType
 from typing import Any, Literal
 
 from hdsp.daemon.llm.demo import ChatExchange
-from tests.fakes.scripted import ReceivedRequest, ScriptedServer
+from tests.fakes.scripted import ReceivedRequest, ScriptedServer, serve_from_command_line
 
 __all__ = [
     "ContentBlock",
@@ -537,25 +533,13 @@ class FakeAnthropic(ScriptedServer[Reply]):
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Serve default replies until interrupted, printing the base URL first."""
-    parser = argparse.ArgumentParser(
-        prog="python -m tests.fakes.anthropic_server", description=__doc__.split("\n")[0]
+    serve_from_command_line(
+        "python -m tests.fakes.anthropic_server",
+        __doc__.split("\n")[0],
+        lambda port, default: FakeAnthropic(port=port, default=default),
+        Reply.text,
+        argv,
     )
-    parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0: any free)")
-    parser.add_argument("--text", help="the reply to every request")
-    args = parser.parse_args(argv)
-
-    def stop(signum: int, frame: FrameType | None) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, stop)
-    default = Reply.text(args.text) if args.text else None
-    with FakeAnthropic(port=args.port, default=default) as fake:
-        print(fake.base_url, flush=True)
-        try:
-            threading.Event().wait()
-        except KeyboardInterrupt:
-            pass
 
 
 if __name__ == "__main__":

@@ -12,18 +12,20 @@ async tests. Subclasses say how a reply goes on the wire.
 
 from __future__ import annotations
 
+import argparse
+import signal
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from types import TracebackType
+from types import FrameType, TracebackType
 from typing import Any, Generic, Self, TypeVar
 
 import anyio.to_thread
 
 from hdsp.daemon.llm.demo import ChatCompletionsServer, ChatExchange
 
-__all__ = ["ReceivedRequest", "ScriptedServer"]
+__all__ = ["ReceivedRequest", "ScriptedServer", "serve_from_command_line"]
 
 R = TypeVar("R")
 
@@ -197,3 +199,29 @@ class ScriptedServer(ChatCompletionsServer, Generic[R]):
             self.close()
         except RuntimeError:
             pass  # the test's own failure is the one to see
+
+
+def serve_from_command_line(
+    prog: str,
+    description: str,
+    make: Callable[[int, R | None], ScriptedServer[R]],
+    text_reply: Callable[[str], R],
+    argv: Sequence[str] | None = None,
+) -> None:
+    """A fake's `main()`: serve default replies (or `--text` to every request)
+    until interrupted or terminated, printing the base URL first."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0: any free)")
+    parser.add_argument("--text", help="the reply to every request")
+    args = parser.parse_args(argv)
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+    with make(args.port, text_reply(args.text) if args.text else None) as fake:
+        print(fake.base_url, flush=True)
+        try:
+            threading.Event().wait()
+        except KeyboardInterrupt:
+            pass
