@@ -82,7 +82,7 @@ from .errors import (
     status_error,
 )
 from .models import lookup_model
-from .sdk import DEFAULT_TIMEOUT, NO_KEY, SdkProvider, closing_stream
+from .sdk import CONNECTION_LIMITS, DEFAULT_TIMEOUT, NO_KEY, SdkProvider, closing_stream
 from .types import (
     ApiMessage,
     Block,
@@ -177,6 +177,9 @@ class AnthropicProvider(SdkProvider[AsyncAnthropic]):
                 base_url=base_url,
                 max_retries=0,
                 timeout=DEFAULT_TIMEOUT,
+                http_client=anthropic.DefaultAsyncHttpxClient(
+                    limits=CONNECTION_LIMITS, timeout=DEFAULT_TIMEOUT
+                ),
             ),
             official_host="api.anthropic.com",
         )

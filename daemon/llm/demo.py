@@ -256,6 +256,7 @@ class _HTTPServer(ThreadingHTTPServer):
         finally:
             with self.lock:
                 self.connections.pop(request, None)
+            self.owner.connection_closed()
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # Called from inside the `except` of process_request_thread.
@@ -413,6 +414,9 @@ class ChatCompletionsServer:
         """An exception escaped :meth:`handle_chat` (a bug): log it."""
         _log.error("chat completions handler failed", exc_info=exc)
 
+    def connection_closed(self) -> None:
+        """Called as each connection ends (in its thread), whichever side closed it."""
+
     def model_names(self) -> list[str]:
         """What ``GET /v1/models`` lists."""
         return []
@@ -441,6 +445,15 @@ class ChatCompletionsServer:
                 self._httpd, self._thread = httpd, thread
                 self._base_url = f"http://127.0.0.1:{port}{self.base_path}"
             return self._base_url
+
+    @property
+    def open_connections(self) -> int:
+        """Connections from clients now open (kept-alive ones too)."""
+        httpd = self._httpd
+        if httpd is None:
+            return 0
+        with httpd.lock:
+            return len(httpd.connections)
 
     @property
     def base_url(self) -> str:

@@ -62,7 +62,7 @@ from .errors import (
     context_window_exceeded,
     status_error,
 )
-from .sdk import DEFAULT_TIMEOUT, NO_KEY, SdkProvider, closing_stream
+from .sdk import CONNECTION_LIMITS, DEFAULT_TIMEOUT, NO_KEY, SdkProvider, closing_stream
 from .types import (
     ApiMessage,
     Chunk,
@@ -152,6 +152,9 @@ class OpenAICompatibleProvider(SdkProvider[AsyncOpenAI]):
                 base_url=base_url,
                 max_retries=0,
                 timeout=DEFAULT_TIMEOUT,
+                http_client=openai.DefaultAsyncHttpxClient(
+                    limits=CONNECTION_LIMITS, timeout=DEFAULT_TIMEOUT
+                ),
             ),
             official_host="api.openai.com",
         )

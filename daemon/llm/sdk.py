@@ -15,13 +15,29 @@ import httpx2
 from .errors import AuthenticationFailed
 from .types import Chunk, ModelInfo
 
-__all__ = ["CLOSE_TIMEOUT", "DEFAULT_TIMEOUT", "NO_KEY", "SdkProvider", "closing_stream"]
+__all__ = [
+    "CLOSE_TIMEOUT",
+    "CONNECTION_LIMITS",
+    "DEFAULT_TIMEOUT",
+    "NO_KEY",
+    "SdkProvider",
+    "closing_stream",
+]
 
 
 #: A guard against dead connections, not a deadline: callers set deadlines. The
 #: read timeout is the longest silence between two events, long enough for a local
 #: server that loads the model before its first token (Anthropic's API pings).
 DEFAULT_TIMEOUT = httpx2.Timeout(connect=10.0, read=300.0, write=60.0, pool=30.0)
+
+#: The HTTP connections of a profile's client. The pool (httpcore's) probes every
+#: idle connection it keeps, on each request and again as each response closes:
+#: a poll and an attribute lookup through anyio per connection, tens of µs. With
+#: the SDKs' default of 100 kept, a burst of concurrent turns left enough idle
+#: connections behind to add more than a millisecond to every later request. The
+#: few tasks a person runs at once keep theirs; a burst beyond this many opens
+#: what it needs and closes the surplus after use.
+CONNECTION_LIMITS = httpx2.Limits(max_connections=1000, max_keepalive_connections=8)
 
 #: Sent when the profile has no key, to a server that needs none: the SDKs refuse
 #: to start without one, or go looking for one (environment, profile files).

@@ -1,12 +1,12 @@
 """What every provider does the same, run against each one and its wire-level fake:
 an unreachable server, cancellation (the HTTP connection is closed, promptly),
-and leaving a reply early."""
+leaving a reply early, and how many connections stay open after a burst."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, AsyncExitStack
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +16,7 @@ import pytest
 from hdsp.daemon.llm import NetworkError, Provider
 from hdsp.daemon.llm.anthropic import AnthropicProvider
 from hdsp.daemon.llm.openai_compat import OpenAICompatibleProvider
+from hdsp.daemon.llm.sdk import CONNECTION_LIMITS
 from hdsp.daemon.llm.types import Chunk, TextDelta
 from tests.daemon.provider_helpers import REQUEST, collect, text_of
 from tests.fakes import anthropic_server, openai_server
@@ -124,3 +125,29 @@ async def test_leaving_the_block_early_frees_the_provider_for_the_next_call(
             break
 
     assert text_of(await collect(provider)) == "Next."
+
+
+async def test_a_burst_of_concurrent_streams_leaves_few_connections_open(
+    kind: Kind, fake: Any, provider: Provider
+) -> None:
+    # Every idle connection kept costs each later request a probe in the HTTP
+    # pool, so a burst of concurrent turns must not leave all of its own behind.
+    kept = CONNECTION_LIMITS.max_keepalive_connections
+    assert kept is not None
+    burst = kept + 4
+    with anyio.fail_after(20):
+        async with AsyncExitStack() as stack:
+            streams = [
+                await stack.enter_async_context(provider.stream(REQUEST)) for _ in range(burst)
+            ]
+            # Each reply's headers are in, and its connection is busy until it closes.
+            assert fake.open_connections == burst
+            for stream in streams:
+                assert text_of([chunk async for chunk in stream]) != ""
+        await fake.wait_for_open_connections_async(kept)
+        assert fake.open_connections == kept
+
+    # The connections kept are used again: the next requests open none.
+    for _ in range(3):
+        await collect(provider)
+    assert fake.open_connections == kept

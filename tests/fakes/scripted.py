@@ -6,8 +6,9 @@ inspection the fakes of the OpenAI and Anthropic APIs
 (``tests.fakes.openai_server``, ``tests.fakes.anthropic_server``) offer: replies
 queued with :meth:`~ScriptedServer.script` and taken one per request (the
 fake's :attr:`~ScriptedServer.default` when none is left), every request
-recorded, disconnects counted, and ways to wait for either, from threads or
-async tests. Subclasses say how a reply goes on the wire.
+recorded, disconnects counted, and ways to wait for them (and for open
+connections to fall), from threads or async tests. Subclasses say how a reply
+goes on the wire.
 """
 
 from __future__ import annotations
@@ -110,6 +111,13 @@ class ScriptedServer(ChatCompletionsServer, Generic[R]):
         """:meth:`wait_for_disconnects` for async tests; the caller sets the deadline."""
         await self._wait_async(lambda: self._disconnects >= count, f"{count} disconnect(s)")
 
+    async def wait_for_open_connections_async(self, at_most: int) -> None:
+        """Wait until at most `at_most` client connections are open; the caller
+        sets the deadline."""
+        await self._wait_async(
+            lambda: self.open_connections <= at_most, f"at most {at_most} open connection(s)"
+        )
+
     def _wait(self, condition: Callable[[], bool], timeout: float | None, what: str) -> None:
         with self._cond:
             done = self._cond.wait_for(lambda: condition() or self._stopping, timeout)
@@ -164,6 +172,10 @@ class ScriptedServer(ChatCompletionsServer, Generic[R]):
             with self._cond:
                 self._disconnects += 1
                 self._cond.notify_all()
+
+    def connection_closed(self) -> None:
+        with self._cond:
+            self._cond.notify_all()
 
     def handler_failed(self, exc: BaseException) -> None:
         """A bug in the fake: fail the test at close rather than print and go on."""
