@@ -6,7 +6,7 @@ from __future__ import annotations
 from .database import Database, TaskRow, Write
 from .errors import DataDirLocked, StoreCorrupt, StoreError, StoreTooNew
 from .journal import Journal, Publisher
-from .store import Store
+from .store import INLINE_BYTES, Store
 from .writes import (
     append_api_message,
     insert_task,
@@ -16,6 +16,7 @@ from .writes import (
 )
 
 __all__ = [
+    "INLINE_BYTES",
     "DataDirLocked",
     "Database",
     "Journal",

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from .errors import StoreCorrupt, StoreError, StoreTooNew
 from .migrations import MIGRATIONS, SCHEMA_VERSION
@@ -209,11 +209,24 @@ class Database:
         finally:
             conn.execute("COMMIT")
 
-    def api_messages(self, task_id: str) -> list[bytes]:
+    @overload
+    def api_messages(self, task_id: str) -> list[bytes]: ...
+    @overload
+    def api_messages(self, task_id: str, max_bytes: int) -> list[bytes] | None: ...
+    def api_messages(self, task_id: str, max_bytes: int | None = None) -> list[bytes] | None:
+        """A task's API history; None once it passes `max_bytes` (if given)."""
         rows = self._reader.execute(
             "SELECT body FROM api_messages WHERE task_id = ? ORDER BY idx", (task_id,)
         )
-        return [bytes(b) for (b,) in rows]
+        if max_bytes is None:
+            return [bytes(b) for (b,) in rows]
+        bodies = []
+        for (b,) in rows:
+            max_bytes -= len(b)
+            if max_bytes < 0:
+                return None
+            bodies.append(bytes(b))
+        return bodies
 
     def last_message_ts(self, task_id: str) -> int:
         row = self._reader.execute(

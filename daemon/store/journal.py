@@ -110,6 +110,8 @@ class Journal:
     async def flush(self) -> None:
         """Wait until everything queued before this call is committed and published.
         Raises what the commit raised, if it failed."""
+        if not (self._unpublished or self._closing):
+            return  # nothing is queued: the store has it all (and no trip through the loop)
         item = _Item(done=anyio.Event())
         await self._queue(item)
         assert item.done is not None
@@ -178,7 +180,11 @@ class Journal:
     async def _commit_and_publish(self, batch: list[_Item]) -> None:
         now = int(time.time() * 1000)
         seq = self._head_seq
-        last_by_topic = dict(self._last_by_topic)
+        # The batch's newest seq per topic, apart from those committed before it
+        # (copying that map, an entry per task, would cost more than the batch
+        # once the tasks run into thousands).
+        known = self._last_by_topic
+        last_by_topic: dict[str, int] = {}
         writes: list[Write] = []
         rows: list[tuple[int, str, int, bytes]] = []
         frames: list[tuple[bytes, bytes]] = []
@@ -193,7 +199,7 @@ class Journal:
                 envelope = TaskEvent(
                     data=event,
                     seq=seq,
-                    prev_seq=last_by_topic.get(topic, 0),
+                    prev_seq=last_by_topic.get(topic) or known.get(topic, 0),
                     relay_client_id=item.relay_client_id,
                 )
                 last_by_topic[topic] = seq
@@ -227,7 +233,7 @@ class Journal:
             if self._commits_since_checkpoint >= CHECKPOINT_EVERY:
                 self._checkpoint_due.set()
         self._head_seq = seq
-        self._last_by_topic = last_by_topic
+        known.update(last_by_topic)
         for topic_bytes, body in frames:
             await self._publish(topic_bytes, body)
         for item in batch:

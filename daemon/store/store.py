@@ -13,7 +13,7 @@ import anyio.to_thread
 
 from .database import Database, Write
 
-__all__ = ["Store"]
+__all__ = ["INLINE_BYTES", "Store"]
 
 T = TypeVar("T")
 
@@ -55,6 +55,17 @@ class Store:
     async def read(self, fn: Callable[..., T], *args: Any) -> T:
         """Run one of `Database`'s read methods on the reader connection."""
         return await anyio.to_thread.run_sync(fn, *args, limiter=self._read_limiter)
+
+    def read_now(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run a read on the reader connection on the event loop's thread. Only for
+        reads bounded to tens of microseconds (a few rows, INLINE_BYTES at most):
+        less than the trip to a worker thread and back, as for small commits.
+        Raises anyio.WouldBlock while a worker thread has the reader."""
+        self._read_limiter.acquire_nowait()
+        try:
+            return fn(*args)
+        finally:
+            self._read_limiter.release()
 
     async def prune_events(self, before_ts: int, keep_last: int) -> int:
         """Retention: runs on the writer connection, between the journal's batches."""

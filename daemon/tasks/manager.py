@@ -31,7 +31,7 @@ from hdsp.daemon.errors import CommandError
 from hdsp.daemon.llm.registry import Providers
 from hdsp.daemon.llm.retry import DEFAULT_RETRY_POLICY, RetryPolicy
 from hdsp.daemon.llm.types import ApiMessage
-from hdsp.daemon.store import Database, Journal, Store, TaskRow, insert_task
+from hdsp.daemon.store import INLINE_BYTES, Database, Journal, Store, TaskRow, insert_task
 from hdsp.daemon.tools import AskAnswer, ToolRegistry, default_tools
 from hdsp.protocol import (
     Ask,
@@ -65,12 +65,18 @@ _api_decoder = msgspec.json.Decoder(ApiMessage)
 MAX_IDLE_LOADED = 16
 
 
-def _read_task(db: Database, task_id: str) -> tuple[TaskRow | None, list[bytes], int]:
-    """A task's row, API history and newest message ts, with one trip to the reader."""
+def _read_task(
+    db: Database, task_id: str, max_bytes: int | None = None
+) -> tuple[TaskRow | None, list[bytes], int] | None:
+    """A task's row, API history and newest message ts, with one trip to the
+    reader; None if its history passes `max_bytes` (if given)."""
     row = db.get_task(task_id)
     if row is None:
         return None, [], 0
-    return row, db.api_messages(task_id), db.last_message_ts(task_id)
+    bodies = db.api_messages(task_id) if max_bytes is None else db.api_messages(task_id, max_bytes)
+    if bodies is None:
+        return None
+    return row, bodies, db.last_message_ts(task_id)
 
 
 def _read_history(db: Database, task_id: str) -> tuple[list[bytes], int]:
@@ -432,7 +438,15 @@ class TaskManager:
         task = self._tasks.get(task_id)
         if task is None:
             await self.journal.flush()
-            row, bodies, last_ts = await self.store.read(_read_task, self.store.db, task_id)
+            try:
+                # Most histories are short: read on the loop's thread.
+                found = self.store.read_now(_read_task, self.store.db, task_id, INLINE_BYTES)
+            except anyio.WouldBlock:
+                found = None
+            if found is None:  # the reader is busy, or the history long: on a thread
+                found = await self.store.read(_read_task, self.store.db, task_id)
+            assert found is not None
+            row, bodies, last_ts = found
             if row is None:
                 raise self._not_found(task_id)
             task = self._tasks.get(task_id)  # loaded by another command meanwhile?

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
 from pathlib import Path
 
 import anyio
+import anyio.from_thread
 import anyio.lowlevel
 import msgspec
 import pytest
@@ -16,6 +18,7 @@ from hdsp.daemon.store import (
     Store,
     StoreCorrupt,
     StoreTooNew,
+    append_api_message,
     insert_task,
 )
 from hdsp.daemon.store.journal import CHECKPOINT_EVERY
@@ -243,3 +246,35 @@ async def test_small_batches_commit_on_the_loop_and_big_ones_beside_it(tmp_path:
         assert await commit_while_ticking(b"x" * 100, 1) == 0
         assert await commit_while_ticking(b"x" * (8 << 20), 2) > 0
         assert [len(b) for b in store.db.replay(0, "a", 10)] == [100, 8 << 20]
+
+
+async def test_a_short_history_is_read_on_the_loop_unless_a_thread_has_the_reader(
+    tmp_path: Path,
+) -> None:
+    async with Store.open(tmp_path / "db.sqlite3") as store:
+        await store.commit(
+            [insert_task(_item("a", 1))]
+            + [append_api_message("a", i, b"m" * 1000) for i in range(5)],
+            [],
+        )
+        db = store.db
+        assert store.read_now(db.api_messages, "a", 5000) == [b"m" * 1000] * 5
+        # Past the bound it stops reading and says so.
+        assert store.read_now(db.api_messages, "a", 4999) is None
+        assert len(await store.read(db.api_messages, "a")) == 5
+
+        # While a worker thread reads, the loop does not wait for it.
+        entered, release = anyio.Event(), threading.Event()
+
+        def slow_read() -> int:
+            anyio.from_thread.run_sync(entered.set)  # (store.read runs it on anyio's worker)
+            release.wait()
+            return db.max_task_number()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(store.read, slow_read)
+            await entered.wait()
+            with pytest.raises(anyio.WouldBlock):
+                store.read_now(db.api_messages, "a", 5000)
+            release.set()
+        assert store.read_now(db.api_messages, "a", 5000) is not None

@@ -18,7 +18,7 @@ import pytest
 from hdsp.daemon.config import Profiles, Settings
 from hdsp.daemon.errors import CommandError
 from hdsp.daemon.llm.registry import Providers
-from hdsp.daemon.store import Journal, Store
+from hdsp.daemon.store import INLINE_BYTES, Journal, Store
 from hdsp.daemon.tasks import TaskManager
 from hdsp.protocol import (
     ErrorCode,
@@ -218,3 +218,26 @@ async def test_closing_an_unloaded_task_closes_it(engine: Engine, fake_openai: F
     with pytest.raises(CommandError) as caught:
         await engine.manager.close("no-such-task")
     assert caught.value.code == ErrorCode.TASK_NOT_FOUND
+
+
+async def test_a_task_with_a_long_history_comes_back_whole(
+    engine: Engine, fake_openai: FakeOpenAI
+) -> None:
+    # Past INLINE_BYTES the history is read on a worker thread, not on the loop.
+    long_text = "x" * (INLINE_BYTES + 1)
+    fake_openai.script(FakeReply.text("Read it"), FakeReply.text("B"))
+    a = await engine.start(long_text)
+    await engine.turn_ended(a, 1)
+    b = await engine.start("Question B")
+    await engine.turn_ended(b, 1)
+    assert not engine.manager.is_loaded(a)
+
+    fake_openai.script(FakeReply.text("Still here"))
+    await engine.manager.send_message(a, SendMessageData(text="And then?"))
+    await engine.turn_ended(a, 2)
+    sent = fake_openai.requests[-1]["messages"]
+    assert [(m["role"], m["content"]) for m in sent[1:]] == [
+        ("user", long_text),
+        ("assistant", "Read it"),
+        ("user", "And then?"),
+    ]
