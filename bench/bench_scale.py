@@ -35,6 +35,8 @@ Phases, all through the client library over the daemon's real sockets:
    the first wave's tasks, idle since (so unloaded: hdspd keeps only the idle tasks
    used last in memory); "hot": turns round 8 tasks (10 each in the full run), as in
    conversations (they stay loaded, and their histories stay short).
+   Also timed: SendMessage to its reply (the daemon replies once the turn is
+   under way), what a frontend waits before it shows the message as sent.
    Daemon overhead per turn = p50(turn) - p50(baseline request): the daemon's own
    time in a turn (command, history, tool call, journal, events) with the model's
    share, as the SDK costs it, taken out. The CPU time of the baseline requests
@@ -257,10 +259,12 @@ async def _sequential(
     count: int,
     errors: list[str],
     cpu: list[float] | None = None,
+    replies: list[float] | None = None,
 ) -> tuple[list[float], list[float]]:
     """`count` turns one at a time round `task_ids`, each followed by the baseline
     request. Returns (seconds per turn, seconds per baseline request); appends the
-    CPU seconds of each baseline request to `cpu`."""
+    CPU seconds of each baseline request to `cpu`, and the seconds SendMessage
+    took to its reply to `replies`."""
     sdk = openai.AsyncOpenAI(base_url=fake.base_url, api_key=_API_KEY, max_retries=0)
     turn_s: list[float] = []
     base_s: list[float] = []
@@ -274,6 +278,8 @@ async def _sequential(
             except CommandFailed as exc:
                 errors.append(f"SendMessage {task_id}: {exc}")
                 continue
+            if replies is not None:
+                replies.append(time.perf_counter() - t0)
             with anyio.move_on_after(_DEADLINE):
                 await turns.wait_until(partial(operator.contains, turns.ended, task_id))
             end = turns.ended.get(task_id)
@@ -319,6 +325,9 @@ class Measured:
     cold_baseline: list[float] = field(default_factory=list)
     hot: list[float] = field(default_factory=list)
     hot_baseline: list[float] = field(default_factory=list)
+    #: Seconds from SendMessage to its reply, per sequential turn.
+    cold_reply: list[float] = field(default_factory=list)
+    hot_reply: list[float] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
 
@@ -365,6 +374,7 @@ async def measure(*, quick: bool) -> Measured:
                         min(sequential, len(task_ids)),
                         errors,
                         m.sdk_cpu,
+                        m.cold_reply,
                     )
                     hot = task_ids[-_HOT_TASKS:]
                     await _sequential(client, turns, fake, hot, len(hot), errors)
@@ -375,6 +385,7 @@ async def measure(*, quick: bool) -> Measured:
                         hot,
                         min(sequential, _HOT_TURNS_EACH * len(hot)),
                         errors,
+                        replies=m.hot_reply,
                     )
                     tg.cancel_scope.cancel()
                 errors.extend(turns.problems)
@@ -409,6 +420,8 @@ async def run(runtime_dir: Path, scratch: Path, *, quick: bool) -> Result:
         hdsp={
             "turn_cold": Figure.of(cold, "ms", p99=True),
             "turn_hot": Figure.of(hot, "ms", p99=True),
+            "reply_cold": Figure.of(_ms(m.cold_reply), "ms", p99=True),
+            "reply_hot": Figure.of(_ms(m.hot_reply), "ms", p99=True),
             "concurrent_turn": Figure.of(_ms(m.concurrent), "ms", p99=True),
             "concurrent_wall": Figure.of([m.concurrent_wall], "s"),
             "daemon_cpu_per_turn": Figure.of([m.cpu_per_turn * 1000], "ms"),
