@@ -306,6 +306,7 @@ async def test_the_request_body_is_chat_completions(
     ]
     assert fake.received[0].path == "/v1/chat/completions"
     assert fake.received[0].headers["authorization"] == "Bearer sk-test"
+    assert fake.received[0].headers["content-type"] == "application/json"
 
 
 async def test_tool_result_images_follow_the_tool_message(
