@@ -28,6 +28,7 @@ from hdsp.protocol import Event, MessageEvent, TaskEvent, encode, event_task_id,
 
 from .database import Write
 from .store import Store
+from .writes import latest_writes, save_ui_message
 
 __all__ = ["Journal", "Publisher"]
 
@@ -207,20 +208,14 @@ class Journal:
                 rows.append((seq, topic, now, body))
                 if isinstance(event, MessageEvent):
                     p = event.payload[0]
-                    writes.append(
-                        (
-                            "INSERT INTO ui_messages (task_id, ts, body) VALUES (?, ?, ?) "
-                            "ON CONFLICT (task_id, ts) DO UPDATE SET body = excluded.body",
-                            (p.task_id, p.message.ts, encode(p.message)),
-                        )
-                    )
+                    writes.append(save_ui_message(p.task_id, p.message.ts, encode(p.message)))
             else:
                 body = encode(TaskEvent(data=event, relay_client_id=item.relay_client_id))
             frames.append((topic.encode(), body))
         if writes or rows:
             try:
                 with anyio.CancelScope(shield=True):
-                    await self._store.commit(writes, rows)
+                    await self._store.commit(latest_writes(writes), rows)
             except Exception as exc:
                 # Nothing of this batch is durable: publish none of it, keep seq
                 # gap-free, and let waiters know.

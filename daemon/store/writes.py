@@ -7,7 +7,35 @@ from hdsp.protocol import HistoryItem, encode
 
 from .database import Write
 
-__all__ = ["append_api_message", "insert_task", "save_turn", "save_ui_message", "update_task"]
+__all__ = [
+    "append_api_message",
+    "insert_task",
+    "latest_writes",
+    "save_turn",
+    "save_ui_message",
+    "update_task",
+]
+
+_UPDATE_TASK = "UPDATE tasks SET state = ?, item = ? WHERE id = ?"
+_UPSERT_API = (
+    "INSERT INTO api_messages (task_id, idx, body) VALUES (?, ?, ?) "
+    "ON CONFLICT (task_id, idx) DO UPDATE SET body = excluded.body"
+)
+_SAVE_TURN = "UPDATE tasks SET turn = ? WHERE id = ?"
+_UPSERT_UI = (
+    "INSERT INTO ui_messages (task_id, ts, body) VALUES (?, ?, ?) "
+    "ON CONFLICT (task_id, ts) DO UPDATE SET body = excluded.body"
+)
+
+#: Writes that set one row's columns whatever they held: of two with the same key
+#: (the statement and where its row's key sits among the parameters) only the
+#: later one counts.
+_KEYS: dict[str, tuple[int, ...]] = {
+    _UPDATE_TASK: (2,),
+    _UPSERT_API: (0, 1),
+    _SAVE_TURN: (1,),
+    _UPSERT_UI: (0, 1),
+}
 
 
 def insert_task(item: HistoryItem) -> Write:
@@ -18,32 +46,42 @@ def insert_task(item: HistoryItem) -> Write:
 
 
 def update_task(item: HistoryItem) -> Write:
-    return (
-        "UPDATE tasks SET state = ?, item = ? WHERE id = ?",
-        (item.state or "idle", encode(item), item.id),
-    )
+    return (_UPDATE_TASK, (item.state or "idle", encode(item), item.id))
 
 
 def append_api_message(task_id: str, index: int, body: bytes) -> Write:
     """Insert or replace message `index` of a task's API history (replacing is how
     non-destructive context management tags old messages)."""
-    return (
-        "INSERT INTO api_messages (task_id, idx, body) VALUES (?, ?, ?) "
-        "ON CONFLICT (task_id, idx) DO UPDATE SET body = excluded.body",
-        (task_id, index, body),
-    )
+    return (_UPSERT_API, (task_id, index, body))
 
 
 def save_turn(task_id: str, turn: bytes | None) -> Write:
     """Record where the task's unfinished turn stands (None: no turn is open)."""
-    return ("UPDATE tasks SET turn = ? WHERE id = ?", (turn, task_id))
+    return (_SAVE_TURN, (turn, task_id))
 
 
 def save_ui_message(task_id: str, ts: int, body: bytes) -> Write:
-    """Store the current text of a message still streaming, with no event: what a
-    restart after a crash knows of it (partial updates themselves are live-only)."""
-    return (
-        "INSERT INTO ui_messages (task_id, ts, body) VALUES (?, ?, ?) "
-        "ON CONFLICT (task_id, ts) DO UPDATE SET body = excluded.body",
-        (task_id, ts, body),
-    )
+    """Store a UI message as it now is (the journal does so for each message event;
+    a task, for the text of a message still streaming, which has no event)."""
+    return (_UPSERT_UI, (task_id, ts, body))
+
+
+def latest_writes(writes: list[Write]) -> list[Write]:
+    """`writes` without those a later one of the batch overwrites: a turn saves its
+    state and its task several times over, and a streamed message is created and
+    finished in one batch. An earlier write stays when any other statement comes
+    between the two (it might read or delete the row)."""
+    seen: set[tuple[object, ...]] = set()
+    kept: list[Write] = []
+    for sql, params in reversed(writes):
+        positions = _KEYS.get(sql)
+        if positions is None:
+            seen.clear()
+        else:
+            key = (sql, *(params[i] for i in positions))
+            if key in seen:
+                continue
+            seen.add(key)
+        kept.append((sql, params))
+    kept.reverse()
+    return kept

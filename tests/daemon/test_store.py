@@ -20,8 +20,12 @@ from hdsp.daemon.store import (
     StoreTooNew,
     append_api_message,
     insert_task,
+    save_turn,
+    save_ui_message,
+    update_task,
 )
 from hdsp.daemon.store.journal import CHECKPOINT_EVERY
+from hdsp.daemon.store.writes import latest_writes
 from hdsp.daemon.store.migrations import SCHEMA_VERSION
 from hdsp.protocol import (
     ClineMessage,
@@ -278,3 +282,33 @@ async def test_a_short_history_is_read_on_the_loop_unless_a_thread_has_the_reade
                 store.read_now(db.api_messages, "a", 5000)
             release.set()
         assert store.read_now(db.api_messages, "a", 5000) is not None
+
+
+def test_a_batch_keeps_only_the_last_of_writes_to_the_same_row() -> None:
+    item = _item("a", 1)
+    busy = msgspec.structs.replace(item, state=TaskState.RUNNING)
+    writes = [
+        update_task(busy),
+        save_turn("a", b"1"),
+        save_ui_message("a", 5, b"partial"),
+        save_turn("a", b"2"),
+        save_ui_message("a", 5, b"final"),
+        save_ui_message("a", 6, b"other"),
+        save_turn("b", b"x"),
+        update_task(item),
+        save_turn("a", None),
+    ]
+    assert latest_writes(writes) == [
+        save_ui_message("a", 5, b"final"),
+        save_ui_message("a", 6, b"other"),
+        save_turn("b", b"x"),
+        update_task(item),
+        save_turn("a", None),
+    ]
+    # Any other statement in between keeps what comes before it.
+    barrier = ("DELETE FROM ui_messages WHERE task_id = ?", ("a",))
+    assert latest_writes([save_turn("a", b"1"), barrier, save_turn("a", b"2")]) == [
+        save_turn("a", b"1"),
+        barrier,
+        save_turn("a", b"2"),
+    ]
