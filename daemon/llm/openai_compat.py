@@ -36,11 +36,9 @@ import httpx2
 import msgspec
 import openai
 from openai import AsyncOpenAI, AsyncStream
-from openai.types import CompletionUsage
 from openai.types.chat import (
     ChatCompletion,
     ChatCompletionAssistantMessageParam,
-    ChatCompletionChunk,
     ChatCompletionContentPartImageParam,
     ChatCompletionContentPartParam,
     ChatCompletionContentPartTextParam,
@@ -50,7 +48,6 @@ from openai.types.chat import (
     ChatCompletionToolMessageParam,
     ChatCompletionUserMessageParam,
 )
-from openai.types.chat.chat_completion_chunk import ChoiceDeltaToolCall
 from openai.types.shared import ReasoningEffort
 
 from .errors import (
@@ -202,7 +199,10 @@ class OpenAICompatibleProvider(SdkProvider[AsyncOpenAI]):
                 content=_json.encode(body),
                 cast_to=ChatCompletion,
                 stream=True,
-                stream_cls=AsyncStream[ChatCompletionChunk],
+                # Each chunk as its JSON: the SDK's typed models cost ~64 µs of
+                # CPU per chunk to build, a third of the daemon's own work in a
+                # turn, for the few fields the assembler reads.
+                stream_cls=AsyncStream[object],
                 options={"security": {"bearer_auth": True}},
             )
         except openai.OpenAIError as exc:
@@ -210,7 +210,7 @@ class OpenAICompatibleProvider(SdkProvider[AsyncOpenAI]):
         async with closing_stream(response, self._chunks(response)) as chunks:
             yield chunks
 
-    async def _chunks(self, response: AsyncStream[ChatCompletionChunk]) -> AsyncGenerator[Chunk]:
+    async def _chunks(self, response: AsyncStream[object]) -> AsyncGenerator[Chunk]:
         assembler = _ReplyAssembler()
         while True:
             try:
@@ -439,11 +439,13 @@ class _PendingCall:
 
 
 class _ReplyAssembler:
-    """Turns the ``chat.completion.chunk`` objects of one reply into hdsp chunks.
+    """Turns the ``chat.completion.chunk`` objects of one reply (their JSON, as
+    sent) into hdsp chunks.
 
     Only choice 0 counts (hdsp never asks for more). Usage is kept until the end,
     since servers that report it on every chunk (vLLM's continuous usage) would
-    otherwise be counted many times.
+    otherwise be counted many times. Servers vary: a field of the wrong type, or
+    missing, counts as absent.
     """
 
     def __init__(self) -> None:
@@ -452,28 +454,29 @@ class _ReplyAssembler:
         self._calls: list[_PendingCall] = []
         self._by_server_index: dict[int, _PendingCall] = {}
 
-    def feed(self, chunk: ChatCompletionChunk) -> list[Chunk]:
+    def feed(self, chunk: object) -> list[Chunk]:
         out: list[Chunk] = []
-        usage = getattr(chunk, "usage", None)
-        if isinstance(usage, CompletionUsage):
+        usage = _field(chunk, "usage")
+        if isinstance(usage, dict):
             self._usage = _usage_chunk(usage)
-        for choice in getattr(chunk, "choices", None) or []:
-            if getattr(choice, "index", 0) != 0 or self.finish_reason is not None:
+        for choice in _items(_field(chunk, "choices")):
+            if choice.get("index", 0) != 0 or self.finish_reason is not None:
                 continue
-            delta = getattr(choice, "delta", None)
-            if delta is not None:
+            delta = choice.get("delta")
+            if isinstance(delta, dict):
                 reasoning = _reasoning_text(delta)
                 if reasoning:
                     out.append(ReasoningDelta(text=reasoning))
-                if isinstance(delta.content, str) and delta.content:
-                    out.append(TextDelta(text=delta.content))
-                if isinstance(delta.refusal, str) and delta.refusal:
-                    out.append(TextDelta(text=delta.refusal))
-                for fragment in delta.tool_calls or []:
+                for name in ("content", "refusal"):
+                    text = delta.get(name)
+                    if isinstance(text, str) and text:
+                        out.append(TextDelta(text=text))
+                for fragment in _items(delta.get("tool_calls")):
                     out.extend(self._tool_fragment(fragment))
-            if choice.finish_reason is not None:
+            finish_reason = choice.get("finish_reason")
+            if finish_reason is not None:
                 out.extend(self._end_calls())
-                self.finish_reason = str(choice.finish_reason)
+                self.finish_reason = str(finish_reason)
         return out
 
     def finish(self) -> list[Chunk]:
@@ -487,9 +490,9 @@ class _ReplyAssembler:
         out.append(StopChunk(reason=_STOP_REASONS.get(reason, reason)))
         return out
 
-    def _call_for(self, fragment: ChoiceDeltaToolCall) -> _PendingCall:
-        server_index = getattr(fragment, "index", None)
-        fragment_id = getattr(fragment, "id", None)
+    def _call_for(self, fragment: dict[str, Any]) -> _PendingCall:
+        server_index = fragment.get("index")
+        fragment_id = fragment.get("id")
         new_id = fragment_id if isinstance(fragment_id, str) and fragment_id else None
         if isinstance(server_index, int):
             call = self._by_server_index.get(server_index)
@@ -511,11 +514,11 @@ class _ReplyAssembler:
                 self._by_server_index[server_index] = call
         return call
 
-    def _tool_fragment(self, fragment: ChoiceDeltaToolCall) -> list[Chunk]:
+    def _tool_fragment(self, fragment: dict[str, Any]) -> list[Chunk]:
         call = self._call_for(fragment)
-        function = getattr(fragment, "function", None)
-        name = getattr(function, "name", None)
-        arguments = getattr(function, "arguments", None)
+        function = fragment.get("function")
+        name = _field(function, "name")
+        arguments = _field(function, "arguments")
         if call.name is None and isinstance(name, str) and name:
             call.name = name
         if isinstance(arguments, str) and arguments:
@@ -565,22 +568,36 @@ def _parse_arguments(raw: str) -> dict[str, Any] | None:
     return parsed if isinstance(parsed, dict) else None
 
 
-def _reasoning_text(delta: object) -> str:
+def _field(obj: object, name: str) -> Any:
+    """`obj`'s field `name` if `obj` is a JSON object, else None."""
+    return obj.get(name) if isinstance(obj, dict) else None
+
+
+def _items(value: object) -> list[dict[str, Any]]:
+    """The objects of a JSON array (an absent or malformed one has none)."""
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
+
+
+def _count(obj: object, name: str) -> int:
+    value = _field(obj, name)
+    return value if isinstance(value, int) else 0
+
+
+def _reasoning_text(delta: dict[str, Any]) -> str:
     for name in ("reasoning_content", "reasoning"):
-        value = getattr(delta, name, None)
+        value = delta.get(name)
         if isinstance(value, str) and value:
             return value
     return ""
 
 
-def _usage_chunk(usage: CompletionUsage) -> UsageChunk:
-    details = getattr(usage, "prompt_tokens_details", None)
-    cached = getattr(details, "cached_tokens", None) or 0
-    written = getattr(details, "cache_write_tokens", None) or 0
-    prompt = getattr(usage, "prompt_tokens", None) or 0
+def _usage_chunk(usage: dict[str, Any]) -> UsageChunk:
+    details = usage.get("prompt_tokens_details")
+    cached = _count(details, "cached_tokens")
+    written = _count(details, "cache_write_tokens")
     return UsageChunk(
-        input_tokens=max(0, prompt - cached - written),
-        output_tokens=getattr(usage, "completion_tokens", None) or 0,
+        input_tokens=max(0, _count(usage, "prompt_tokens") - cached - written),
+        output_tokens=_count(usage, "completion_tokens"),
         cache_read_tokens=cached,
         cache_write_tokens=written,
     )

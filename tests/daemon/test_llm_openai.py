@@ -78,6 +78,28 @@ async def test_text_streams_in_order_with_usage_and_stop(
     ]
 
 
+async def test_fields_of_the_wrong_type_or_null_count_as_absent(
+    fake: FakeOpenAI, provider: OpenAICompatibleProvider
+) -> None:
+    # Chunks are read as their JSON; OpenAI-compatible servers send nulls, odd
+    # types and stray items, and none of it may break a reply.
+    odd = (
+        {"role": "assistant", "content": None, "tool_calls": None},
+        {"content": 7, "refusal": None, "reasoning_content": None},
+        {"content": "Hel"},
+        {"tool_calls": ["not an object", 3]},
+        {"tool_calls": {"index": 0}},
+        {"content": "lo"},
+    )
+    fake.script(Reply(deltas=odd, usage=None))
+
+    chunks = await collect(provider)
+
+    assert text_of(chunks) == "Hello"
+    assert not [c for c in chunks if isinstance(c, ToolCallEnd | UsageChunk)]
+    assert chunks[-1] == StopChunk(reason="end_turn")
+
+
 async def test_consecutive_replies_on_one_provider(
     fake: FakeOpenAI, provider: OpenAICompatibleProvider
 ) -> None:
