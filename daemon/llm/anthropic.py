@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import json
 import re
+import secrets
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -44,29 +45,16 @@ from typing import Any, Literal, cast
 
 import anthropic
 import httpx2
-from anthropic import AsyncAnthropic, AsyncStream, omit
+import msgspec
+from anthropic import AsyncAnthropic, AsyncStream
 from anthropic.types import (
     ContentBlockParam,
     ImageBlockParam,
-    InputJSONDelta,
+    Message,
     MessageParam,
-    RawContentBlockDeltaEvent,
-    RawContentBlockStartEvent,
-    RawContentBlockStopEvent,
-    RawMessageDeltaEvent,
-    RawMessageStartEvent,
-    RawMessageStopEvent,
-    RawMessageStreamEvent,
-    SignatureDelta,
     TextBlockParam,
-    ThinkingConfigEnabledParam,
-    ThinkingDelta,
     ToolParam,
 )
-from anthropic.types import TextBlock as SdkTextBlock
-from anthropic.types import TextDelta as SdkTextDelta
-from anthropic.types import ThinkingBlock as SdkThinkingBlock
-from anthropic.types import ToolUseBlock as SdkToolUseBlock
 from anthropic.types.tool_result_block_param import Content as ToolResultContentParam
 
 from .errors import (
@@ -82,7 +70,16 @@ from .errors import (
     status_error,
 )
 from .models import lookup_model
-from .sdk import CONNECTION_LIMITS, DEFAULT_TIMEOUT, NO_KEY, SdkProvider, closing_stream
+from .sdk import (
+    CONNECTION_LIMITS,
+    DEFAULT_TIMEOUT,
+    NO_KEY,
+    SdkProvider,
+    closing_stream,
+)
+from .sdk import (
+    json_field as _field,
+)
 from .types import (
     ApiMessage,
     Block,
@@ -115,6 +112,8 @@ __all__ = [
 
 #: The smallest thinking budget the API accepts.
 MIN_THINKING_BUDGET = 1024
+
+_json = msgspec.json.Encoder()
 
 _DEFAULT_KEY_HINT = "set ANTHROPIC_API_KEY in hdspd's environment and restart it"
 
@@ -195,31 +194,49 @@ class AnthropicProvider(SdkProvider[AsyncAnthropic]):
         """
         self._require_key()
         max_tokens = request.max_tokens if request.max_tokens is not None else self._info.max_output
-        thinking: ThinkingConfigEnabledParam | None = None
+        if self._thinking_budget is not None and self._thinking_budget >= max_tokens:
+            raise InvalidRequest(
+                f"The thinking budget of profile {self.name!r} ({self._thinking_budget} "
+                f"tokens) must be less than the reply's max_tokens ({max_tokens}). "
+                "Lower the thinking budget or raise the output limit."
+            )
+        # The body is built here in its wire form, and posted as it is: the SDK's
+        # `messages.create()` walks every value of it first, on each request, which
+        # cost milliseconds of CPU a turn and grew with the history. It goes as bytes
+        # from msgspec. Path, headers, auth, timeout and errors are the SDK's, as with
+        # create() (which adds nothing else to a streamed request but its tracing
+        # span's name, and deprecation warnings for some models).
+        body: dict[str, Any] = {
+            "model": self._model,
+            "max_tokens": max_tokens,
+            "messages": to_anthropic_messages(request.messages),
+            "stream": True,
+        }
+        system = to_anthropic_system(request.system)
+        if system:
+            body["system"] = system
+        if request.tools:
+            body["tools"] = to_anthropic_tools(request.tools)
         if self._thinking_budget is not None:
-            if self._thinking_budget >= max_tokens:
-                raise InvalidRequest(
-                    f"The thinking budget of profile {self.name!r} ({self._thinking_budget} "
-                    f"tokens) must be less than the reply's max_tokens ({max_tokens}). "
-                    "Lower the thinking budget or raise the output limit."
-                )
-            thinking = {"type": "enabled", "budget_tokens": self._thinking_budget}
+            body["thinking"] = {"type": "enabled", "budget_tokens": self._thinking_budget}
         try:
-            response = await self._client.messages.create(
-                model=self._model,
-                max_tokens=max_tokens,
-                system=to_anthropic_system(request.system) or omit,
-                messages=to_anthropic_messages(request.messages),
-                tools=to_anthropic_tools(request.tools) if request.tools else omit,
-                thinking=thinking if thinking is not None else omit,
+            response = await self._client.post(
+                "/v1/messages",
+                content=_json.encode(body),
+                cast_to=Message,
                 stream=True,
+                # Each event as its JSON: the SDK's typed models cost tens of µs of
+                # CPU per event to build, for the few fields the assembler reads.
+                # The SDK still parses the SSE, skips pings and raises for
+                # ``event: error``, by the event's name, as it does for create().
+                stream_cls=AsyncStream[object],
             )
         except anthropic.AnthropicError as exc:
             raise self._translate(exc) from exc
         async with closing_stream(response, self._chunks(response)) as chunks:
             yield chunks
 
-    async def _chunks(self, response: AsyncStream[RawMessageStreamEvent]) -> AsyncGenerator[Chunk]:
+    async def _chunks(self, response: AsyncStream[object]) -> AsyncGenerator[Chunk]:
         assembler = _ReplyAssembler()
         while True:
             try:
@@ -460,11 +477,12 @@ class _PendingCall:
 
 
 class _ReplyAssembler:
-    """Turns the events of one Messages stream into hdsp chunks.
+    """Turns the events of one Messages stream (their JSON, as sent) into hdsp chunks.
 
     Tool calls are numbered in order of appearance (0, 1, ...), as the other
     providers do, not by the API's content block index, which counts text and
-    thinking blocks too.
+    thinking blocks too. Proxies vary: a field that is missing, null or of the
+    wrong type counts as absent.
     """
 
     def __init__(self) -> None:
@@ -472,25 +490,32 @@ class _ReplyAssembler:
         self.finished = False
         self._stop_reason: str | None = None
         self._usage: dict[str, int] = {}
-        self._calls: dict[int, _PendingCall] = {}
+        #: Open tool calls by content block index (None: an event without one).
+        self._calls: dict[int | None, _PendingCall] = {}
         self._count = 0
 
     def feed(self, event: object) -> list[Chunk]:
-        if isinstance(event, RawContentBlockDeltaEvent):
+        if not isinstance(event, dict):
+            return []
+        kind = event.get("type")
+        if kind == "content_block_delta":
             return self._delta(event)
-        if isinstance(event, RawContentBlockStartEvent):
+        if kind == "content_block_start":
             return self._start(event)
-        if isinstance(event, RawContentBlockStopEvent):
-            call = self._calls.pop(event.index, None)
+        if kind == "content_block_stop":
+            call = self._calls.pop(_index(event), None)
             return [_end(call)] if call is not None else []
-        if isinstance(event, RawMessageStartEvent):
-            self._take_usage(event.message.usage)
-        elif isinstance(event, RawMessageDeltaEvent):
-            if event.delta.stop_reason is not None:
-                self._stop_reason = str(event.delta.stop_reason)
-            self._take_usage(event.usage)
-        elif isinstance(event, RawMessageStopEvent):
+        if kind == "message_start":
+            self._take_usage(_field(event.get("message"), "usage"))
+        elif kind == "message_delta":
+            stop_reason = _field(event.get("delta"), "stop_reason")
+            if isinstance(stop_reason, str):
+                self._stop_reason = stop_reason
+            self._take_usage(event.get("usage"))
+        elif kind == "message_stop":
             self.finished = True
+        # The SDK skips ``ping`` and raises for ``error`` by the SSE event's name;
+        # under another name, they are ignored with the types hdsp does not know.
         return []
 
     def finish(self) -> list[Chunk]:
@@ -512,45 +537,82 @@ class _ReplyAssembler:
 
     def _take_usage(self, usage: object) -> None:
         # message_delta's counts are cumulative: the latest value of each wins.
-        for name in (
-            "input_tokens",
-            "output_tokens",
-            "cache_read_input_tokens",
-            "cache_creation_input_tokens",
-        ):
-            value = getattr(usage, name, None)
-            if isinstance(value, int):
+        if not isinstance(usage, dict):
+            return
+        for name in _USAGE_FIELDS:
+            value = usage.get(name)
+            if type(value) is int:
                 self._usage[name] = value
 
-    def _start(self, event: RawContentBlockStartEvent) -> list[Chunk]:
-        block = event.content_block
-        if isinstance(block, SdkToolUseBlock):
-            call = _PendingCall(index=self._count, id=block.id, name=block.name)
+    def _start(self, event: dict[str, Any]) -> list[Chunk]:
+        block = event.get("content_block")
+        if not isinstance(block, dict):
+            return []
+        kind = block.get("type")
+        if kind == "tool_use":
+            call_id = block.get("id")
+            name = block.get("name")
+            call = _PendingCall(
+                index=self._count,
+                # Without one, the call could not be answered: an id of hdsp's.
+                id=call_id if isinstance(call_id, str) and call_id else _new_call_id(),
+                name=name if isinstance(name, str) else "",
+            )
             self._count += 1
-            self._calls[event.index] = call
+            self._calls[_index(event)] = call
             return [ToolCallStart(index=call.index, id=call.id, name=call.name)]
         # Start events carry empty text in practice; a proxy may put text there.
-        if isinstance(block, SdkTextBlock) and block.text:
-            return [TextDelta(text=block.text)]
-        if isinstance(block, SdkThinkingBlock) and block.thinking:
-            return [ReasoningDelta(text=block.thinking)]
-        return []
+        if kind == "text":
+            return _text(TextDelta, block.get("text"))
+        if kind == "thinking":
+            return _text(ReasoningDelta, block.get("thinking"))
+        return []  # redacted_thinking, and what hdsp does not know
 
-    def _delta(self, event: RawContentBlockDeltaEvent) -> list[Chunk]:
-        delta = event.delta
-        if isinstance(delta, SdkTextDelta):
-            return [TextDelta(text=delta.text)] if delta.text else []
-        if isinstance(delta, ThinkingDelta):
-            return [ReasoningDelta(text=delta.thinking)] if delta.thinking else []
-        if isinstance(delta, SignatureDelta):
-            return [ReasoningDelta(text="", signature=delta.signature)]
-        if isinstance(delta, InputJSONDelta):
-            call = self._calls.get(event.index)
-            if call is None or not delta.partial_json:
+    def _delta(self, event: dict[str, Any]) -> list[Chunk]:
+        delta = event.get("delta")
+        if not isinstance(delta, dict):
+            return []
+        kind = delta.get("type")
+        if kind == "text_delta":
+            return _text(TextDelta, delta.get("text"))
+        if kind == "thinking_delta":
+            return _text(ReasoningDelta, delta.get("thinking"))
+        if kind == "signature_delta":
+            signature = delta.get("signature")
+            if not isinstance(signature, str):
                 return []
-            call.parts.append(delta.partial_json)
-            return [ToolCallDelta(index=call.index, arguments_delta=delta.partial_json)]
+            return [ReasoningDelta(text="", signature=signature)]
+        if kind == "input_json_delta":
+            call = self._calls.get(_index(event))
+            partial = delta.get("partial_json")
+            if call is None or not isinstance(partial, str) or not partial:
+                return []
+            call.parts.append(partial)
+            return [ToolCallDelta(index=call.index, arguments_delta=partial)]
         return []  # citations
+
+
+_USAGE_FIELDS = (
+    "input_tokens",
+    "output_tokens",
+    "cache_read_input_tokens",
+    "cache_creation_input_tokens",
+)
+
+
+def _text(kind: type[TextDelta] | type[ReasoningDelta], value: object) -> list[Chunk]:
+    """A text or thinking chunk of `value`, if it is text (and not empty)."""
+    return [kind(text=value)] if isinstance(value, str) and value else []
+
+
+def _index(event: dict[str, Any]) -> int | None:
+    """The content block index of `event`; None when it has none (or not a number)."""
+    index = event.get("index")
+    return index if type(index) is int else None
+
+
+def _new_call_id() -> str:
+    return "toolu_hdsp_" + secrets.token_hex(12)
 
 
 def _end(call: _PendingCall) -> ToolCallEnd:

@@ -60,7 +60,16 @@ from .errors import (
     context_window_exceeded,
     status_error,
 )
-from .sdk import CONNECTION_LIMITS, DEFAULT_TIMEOUT, NO_KEY, SdkProvider, closing_stream
+from .sdk import (
+    CONNECTION_LIMITS,
+    DEFAULT_TIMEOUT,
+    NO_KEY,
+    SdkProvider,
+    closing_stream,
+)
+from .sdk import (
+    json_field as _field,
+)
 from .types import (
     ApiMessage,
     Chunk,
@@ -566,11 +575,6 @@ def _parse_arguments(raw: str) -> dict[str, Any] | None:
     except ValueError:
         return None
     return parsed if isinstance(parsed, dict) else None
-
-
-def _field(obj: object, name: str) -> Any:
-    """`obj`'s field `name` if `obj` is a JSON object, else None."""
-    return obj.get(name) if isinstance(obj, dict) else None
 
 
 def _items(value: object) -> list[dict[str, Any]]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import anyio
 import httpx2
@@ -22,6 +22,7 @@ __all__ = [
     "NO_KEY",
     "SdkProvider",
     "closing_stream",
+    "json_field",
 ]
 
 
@@ -121,3 +122,10 @@ async def closing_stream(
         finally:
             with anyio.move_on_after(CLOSE_TIMEOUT, shield=True):
                 await response.close()
+
+
+def json_field(obj: object, name: str) -> Any:
+    """`obj`'s field `name` if `obj` is a JSON object, else None. The providers
+    read the streams' events as their JSON, and servers and proxies vary: a field
+    that is missing, null or of the wrong type counts as absent."""
+    return obj.get(name) if isinstance(obj, dict) else None

@@ -40,7 +40,14 @@ from hdsp.daemon.llm.types import (
     UsageChunk,
 )
 from tests.daemon.provider_helpers import REQUEST, collect, collect_until_error, text_of
-from tests.fakes.anthropic_server import FakeAnthropic, Reply, ToolUse, Usage, validate
+from tests.fakes.anthropic_server import (
+    ContentBlock,
+    FakeAnthropic,
+    Reply,
+    ToolUse,
+    Usage,
+    validate,
+)
 
 KEY = "sk-ant-test-not-a-real-key"
 EPHEMERAL = {"type": "ephemeral"}
@@ -238,6 +245,60 @@ async def test_stop_reasons_are_mapped(
     assert chunks[-1] == StopChunk(reason=stop)
 
 
+async def test_fields_missing_null_or_of_the_wrong_type_count_as_absent(
+    fake: FakeAnthropic, provider: AnthropicProvider
+) -> None:
+    # What a sloppy proxy might send: none of it may raise, the rest still counts.
+    text = ContentBlock(
+        {"type": "text", "text": None},
+        (
+            {"type": "text_delta", "text": None},
+            {"type": "text_delta", "text": 42},
+            {"type": "text_delta"},
+            {"type": None, "text": "not a delta"},
+            "not an object",  # type: ignore[arg-type]
+            {"type": "text_delta", "text": "Hello"},
+            {"type": "text_delta", "text": [" there"]},
+            {"type": "text_delta", "text": " world"},
+        ),
+    )
+    thinking = ContentBlock(
+        {"type": "thinking", "thinking": 7, "signature": None},
+        (
+            {"type": "thinking_delta", "thinking": None},
+            {"type": "signature_delta", "signature": None},
+        ),
+    )
+    tool = ContentBlock(
+        {"type": "tool_use", "id": None, "name": 3, "input": None},
+        (
+            {"type": "input_json_delta", "partial_json": None},
+            {"type": "input_json_delta", "partial_json": '{"a": 1}'},
+        ),
+    )
+    usage = Usage(10, 5, cache_read=None, cache_write="2")  # type: ignore[arg-type]
+    stop_reason: Any = ["tool_use"]
+    fake.script(Reply(blocks=(text, thinking, tool), usage=usage, stop_reason=stop_reason))
+
+    chunks = await collect(provider)
+
+    assert text_of(chunks) == "Hello world"
+    assert not any(isinstance(chunk, ReasoningDelta) for chunk in chunks)
+    start = next(chunk for chunk in chunks if isinstance(chunk, ToolCallStart))
+    assert start.index == 0
+    assert start.name == ""
+    assert start.id.startswith("toolu_")  # an id of hdsp's, so the call can be answered
+    assert [chunk for chunk in chunks if isinstance(chunk, ToolCallDelta)] == [
+        ToolCallDelta(index=0, arguments_delta='{"a": 1}')
+    ]
+    end = next(chunk for chunk in chunks if isinstance(chunk, ToolCallEnd))
+    assert (end.id, end.arguments) == (start.id, {"a": 1})
+    assert chunks[-2:] == [
+        UsageChunk(input_tokens=10, output_tokens=5),
+        StopChunk(reason="end_turn"),
+    ]
+
+
 async def test_an_empty_script_gets_the_default_reply(
     fake: FakeAnthropic, provider: AnthropicProvider
 ) -> None:
@@ -285,6 +346,7 @@ async def test_the_request_body_is_messages_api_with_cache_breakpoints(
 
     [received] = fake.received
     assert received.path == "/v1/messages"
+    assert received.headers["content-type"] == "application/json"
     assert received.headers.get("x-api-key") == KEY or (
         received.headers.get("authorization") == f"Bearer {KEY}"
     )

@@ -25,8 +25,8 @@ from hdsp.daemon.store import (
     update_task,
 )
 from hdsp.daemon.store.journal import CHECKPOINT_EVERY
-from hdsp.daemon.store.writes import latest_writes
 from hdsp.daemon.store.migrations import SCHEMA_VERSION
+from hdsp.daemon.store.writes import latest_writes
 from hdsp.protocol import (
     ClineMessage,
     HistoryItem,
