@@ -145,8 +145,6 @@ class Server:
             await self._router.send_multipart([*envelope, encode(message)])
         except zmq.ZMQError as exc:
             log.warning("reply not sent", error=str(exc))
-        else:
-            _yield_cpu()
 
     async def _error(
         self,
@@ -273,3 +271,6 @@ class Server:
                 )
             else:
                 await self._send(envelope, Reply(request_id=cmd.request_id, ok=True, result=result))
+                # A command's work often goes on past its reply (a turn's model
+                # request); Ping's reply, sent as the loop goes idle, needs no help.
+                _yield_cpu()
