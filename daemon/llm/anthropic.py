@@ -71,10 +71,9 @@ from .errors import (
 )
 from .models import lookup_model
 from .sdk import (
-    CONNECTION_LIMITS,
     DEFAULT_TIMEOUT,
-    NO_KEY,
     SdkProvider,
+    client_options,
     closing_stream,
 )
 from .sdk import (
@@ -172,13 +171,7 @@ class AnthropicProvider(SdkProvider[AsyncAnthropic]):
             key_hint=key_hint,
             has_key=api_key is not None,
             client=AsyncAnthropic(
-                api_key=api_key if api_key is not None else NO_KEY,
-                base_url=base_url,
-                max_retries=0,
-                timeout=DEFAULT_TIMEOUT,
-                http_client=anthropic.DefaultAsyncHttpxClient(
-                    limits=CONNECTION_LIMITS, timeout=DEFAULT_TIMEOUT
-                ),
+                **client_options(api_key, base_url, anthropic.DefaultAsyncHttpxClient)
             ),
             official_host="api.anthropic.com",
         )

@@ -61,10 +61,9 @@ from .errors import (
     status_error,
 )
 from .sdk import (
-    CONNECTION_LIMITS,
     DEFAULT_TIMEOUT,
-    NO_KEY,
     SdkProvider,
+    client_options,
     closing_stream,
 )
 from .sdk import (
@@ -156,15 +155,7 @@ class OpenAICompatibleProvider(SdkProvider[AsyncOpenAI]):
             name=name,
             key_hint=key_hint,
             has_key=api_key is not None,
-            client=AsyncOpenAI(
-                api_key=api_key if api_key is not None else NO_KEY,
-                base_url=base_url,
-                max_retries=0,
-                timeout=DEFAULT_TIMEOUT,
-                http_client=openai.DefaultAsyncHttpxClient(
-                    limits=CONNECTION_LIMITS, timeout=DEFAULT_TIMEOUT
-                ),
-            ),
+            client=AsyncOpenAI(**client_options(api_key, base_url, openai.DefaultAsyncHttpxClient)),
             official_host="api.openai.com",
         )
         self._reasoning = is_reasoning_model(model)

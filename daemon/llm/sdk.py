@@ -5,7 +5,7 @@ Imported with those providers, on first use: not with the daemon's start-up.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -21,6 +21,7 @@ __all__ = [
     "DEFAULT_TIMEOUT",
     "NO_KEY",
     "SdkProvider",
+    "client_options",
     "closing_stream",
     "json_field",
 ]
@@ -47,6 +48,22 @@ NO_KEY = "hdsp-no-key"
 #: How long closing the HTTP response may take after the caller left (even when it
 #: was cancelled) before the connection is abandoned.
 CLOSE_TIMEOUT = 5.0
+
+
+def client_options(
+    api_key: str | None, base_url: str | None, http_client: Callable[..., httpx2.AsyncClient]
+) -> dict[str, Any]:
+    """What both SDKs' clients are made with: the key (NO_KEY for none), no retries
+    of their own (hdsp retries where every client sees it), DEFAULT_TIMEOUT, and an
+    HTTP client made by `http_client` (the SDK's DefaultAsyncHttpxClient, which
+    keeps the SDK's other defaults) with CONNECTION_LIMITS."""
+    return {
+        "api_key": api_key if api_key is not None else NO_KEY,
+        "base_url": base_url,
+        "max_retries": 0,
+        "timeout": DEFAULT_TIMEOUT,
+        "http_client": http_client(limits=CONNECTION_LIMITS, timeout=DEFAULT_TIMEOUT),
+    }
 
 
 class _SdkClient(Protocol):
