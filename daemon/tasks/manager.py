@@ -73,7 +73,7 @@ def _read_task(
     row = db.get_task(task_id)
     if row is None:
         return None, [], 0
-    bodies = db.api_messages(task_id) if max_bytes is None else db.api_messages(task_id, max_bytes)
+    bodies = db.api_messages(task_id, max_bytes)
     if bodies is None:
         return None
     return row, bodies, db.last_message_ts(task_id)
