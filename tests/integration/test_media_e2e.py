@@ -1,0 +1,174 @@
+"""Images and big outputs through the real daemon: a 30 MB PNG from a cell, a
+provider that refuses an image, and a cell printing 100 MB. What is sent to the
+model, stored, and held in the daemon's memory stays bounded."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import re
+import sqlite3
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from hdsp.client import connect
+from tests.daemon_process import DaemonProcess
+from tests.fakes.openai_server import FakeOpenAI, ToolCall
+from tests.fakes.openai_server import Reply as FakeReply
+
+from .events_util import collect_turn
+
+pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
+
+_RUN_CODE = {"always_allow_execute": True}
+
+#: A 4000 x 2500 picture of noise: PNG cannot compress it, so it is ~30 MB.
+_BIG_PNG = """\
+import io, os
+from PIL import Image
+from IPython.display import Image as Show, display
+im = Image.frombytes("RGB", (4000, 2500), os.urandom(4000 * 2500 * 3))
+buf = io.BytesIO()
+im.save(buf, format="PNG", compress_level=1)
+display(Show(data=buf.getvalue()))
+print(len(buf.getvalue()))
+"""
+
+
+def _run_code(code: str) -> FakeReply:
+    return FakeReply.tool_calls([ToolCall("execute_code", json.dumps({"code": code}))])
+
+
+def _rss(pid: int) -> int:
+    """Resident memory of `pid`, in bytes."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
+def _stored_bytes(daemon: DaemonProcess) -> int:
+    """Bytes of every value in the daemon's database (file sizes would hide what
+    sits in a WAL that is reused)."""
+    db = sqlite3.connect(f"file:{daemon.data_dir / 'hdsp.sqlite3'}?mode=ro", uri=True)
+    try:
+        total = 0
+        tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        for table in tables:
+            columns = [r[1] for r in db.execute(f"PRAGMA table_info({table})")]
+            lengths = " + ".join(f"coalesce(length({c}), 0)" for c in columns)
+            total += db.execute(f"SELECT coalesce(sum({lengths}), 0) FROM {table}").fetchone()[0]
+        return int(total)
+    finally:
+        db.close()
+
+
+def _image_urls(request: dict[str, object]) -> list[str]:
+    urls = []
+    for message in request["messages"]:  # type: ignore[attr-defined]
+        content = message.get("content")
+        if isinstance(content, list):
+            urls += [p["image_url"]["url"] for p in content if p.get("type") == "image_url"]
+    return urls
+
+
+async def test_a_30_mb_png_reaches_the_model_scaled_and_is_not_stored_whole(
+    daemon: DaemonProcess, fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    fake_openai.script(
+        _run_code("1 + 1"), FakeReply.text("2"), _run_code(_BIG_PNG), FakeReply.text("Seen.")
+    )
+    assert daemon.proc is not None
+    async with connect(daemon.runtime_dir) as client:
+        head = (await client.status()).head_seq
+        ref = await client.start_task("Plot", workspace=tmp_path, approvals=_RUN_CODE)
+        # The first cell warms the kernel and the daemon up; measure from there.
+        await collect_turn(client, ref.task_id, head)
+        snap = await client.get_task(ref.task_id)
+        stored_before = _stored_bytes(daemon)
+        rss_before = _rss(daemon.proc.pid)
+        head = (await client.status()).head_seq
+        await client.send_message(ref.task_id, "Now the big plot")
+        await collect_turn(client, ref.task_id, head)
+        snap = await client.get_task(ref.task_id)
+        rss_after = _rss(daemon.proc.pid)
+    assert snap.item.id == ref.task_id
+    (url,) = _image_urls(fake_openai.requests[-1])
+    media_type, _, data = url.removeprefix("data:").partition(";base64,")
+    assert len(data) <= 5_000_000, "over Anthropic's 5 MB of base64"
+    with Image.open(io.BytesIO(base64.b64decode(data))) as seen:
+        assert max(seen.size) == 1568 and media_type in ("image/png", "image/jpeg")
+    # The clients' copy names the image instead of carrying 40 MB of base64.
+    cells = [m.text or "" for m in snap.messages if m.say == "cell_output"]
+    assert "left out of this view" in cells[-1] and max(len(c) for c in cells) < 1_000_000
+    # Before: the image went into the database three times (DB 4.5 -> 166 MB).
+    grew = _stored_bytes(daemon) - stored_before
+    assert grew < 20_000_000, f"the database grew {grew:,} bytes"
+    # Before: 747 MB resident. The image passes through once (about 40 MB of
+    # base64 in the kernel message, and the decoded picture while it is fitted).
+    assert rss_after - rss_before < 150_000_000, (rss_before, rss_after)
+
+
+async def test_a_refused_image_is_left_out_of_the_retry_and_the_model_is_told(
+    daemon: DaemonProcess, fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    png = io.BytesIO()
+    Image.new("RGB", (64, 64), "red").save(png, format="PNG")
+    picture = "data:image/png;base64," + base64.b64encode(png.getvalue()).decode()
+    fake_openai.script(
+        FakeReply.status(400, "Invalid image: image exceeds 5 MB maximum"),
+        FakeReply.text("Understood without the picture."),
+    )
+    async with connect(daemon.runtime_dir) as client:
+        head = (await client.status()).head_seq
+        ref = await client.start_task(
+            "What is in this picture?", workspace=tmp_path, images=[picture]
+        )
+        await collect_turn(client, ref.task_id, head)
+        snap = await client.get_task(ref.task_id)
+    assert _image_urls(fake_openai.requests[0]), "the first request carried the image"
+    retried = fake_openai.requests[1]
+    assert not _image_urls(retried)
+    told = json.dumps(retried["messages"])
+    assert "refused an image" in told and "image exceeds 5 MB" in told
+    texts = [m.text or "" for m in snap.messages]
+    assert any("refused an image" in t for t in texts)
+    assert "Understood without the picture." in texts
+    assert snap.pending_ask is None
+
+
+async def test_cells_printing_100_mb_leave_the_daemon_s_memory_bounded(
+    daemon: DaemonProcess, fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    big = (
+        "import sys\nchunk = 'x' * 99 + '\\n'\nchunk *= 10_000\n"
+        "for i in range(100):\n    sys.stdout.write(chunk)\nprint('end')"
+    )
+    fake_openai.script(
+        _run_code("print('warm')"),
+        FakeReply.text("Warm."),
+        *[r for i in range(3) for r in (_run_code(f"{big}  # {i}"), FakeReply.text("Done."))],
+    )
+    assert daemon.proc is not None
+    rss = []
+    async with connect(daemon.runtime_dir) as client:
+        head = (await client.status()).head_seq
+        ref = await client.start_task("Print", workspace=tmp_path, approvals=_RUN_CODE)
+        await collect_turn(client, ref.task_id, head)
+        rss.append(_rss(daemon.proc.pid))
+        for _ in range(3):
+            head = (await client.status()).head_seq
+            await client.send_message(ref.task_id, "Now print a lot")
+            await collect_turn(client, ref.task_id, head)
+            rss.append(_rss(daemon.proc.pid))
+    tool = [m for m in fake_openai.requests[-1]["messages"] if m["role"] == "tool"][-1]
+    cut = re.findall(r"\[\.\.\..*?\]", str(tool["content"]))
+    assert cut and "left out of 100,000,003 ..." in cut[0], cut
+    # Before: one such cell took RSS from 124 to 275 MB, and each kept its share.
+    # Now an execution keeps at most STREAM_KEEP_CHARS of its text: the first
+    # cell's peak is reused by the next ones.
+    assert rss[1] - rss[0] < 60_000_000, rss
+    assert rss[3] - rss[1] < 15_000_000, rss
