@@ -239,7 +239,10 @@ class Daemon:
             runtime_dir=self.paths.runtime_dir / "k",
             default_time_limit=settings.kernels.default_timeout_seconds,
             interrupt_grace=settings.kernels.interrupt_grace_seconds,
+            cull_idle_after=settings.kernels.cull_idle_seconds,
         )
+        self.kernels.task_busy = self.tasks.is_busy
+        self.kernels.on_culled = self.tasks.note_kernel_culled
         self.tasks.services["kernels"] = self.kernels
         await tg.start(self.kernels.run)
         await tg.start(self.tasks.run)

@@ -66,6 +66,8 @@ class Say(enum.StrEnum):
     # hdsp additions
     #: Code a tool runs in a kernel and its outputs; the text is a `CellOutput`.
     CELL_OUTPUT = "cell_output"
+    #: The task's kernel was shut down after being idle; the text says why.
+    KERNEL_CULLED = "kernel_culled"
 
 
 class TaskState(enum.StrEnum):

@@ -196,6 +196,13 @@ class KernelSettings(_Section):
     default_timeout_seconds: float = Field(default=120.0, gt=0)
     #: How long an interrupted kernel may take to stop before it is restarted.
     interrupt_grace_seconds: float = Field(default=5.0, ge=0)
+    #: A kernel hdsp started for a task is shut down after it and its task have
+    #: been idle this long (seconds), giving its memory back; the next code run
+    #: starts a new one and the task is told its state is gone. None: never.
+    #: One hour, as JupyterHub's idle culler: a person coming back from lunch
+    #: keeps their variables; a kernel left over from yesterday does not stay.
+    #: Kernels hdsp attached to (a notebook's) are never shut down.
+    cull_idle_seconds: float | None = Field(default=3600.0, gt=0)
 
 
 class Settings(_Section):

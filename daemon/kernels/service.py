@@ -120,6 +120,8 @@ class _Kernel:
     started_for: str | None = None
     #: A directory made for its sockets when the runtime dir's path is too long.
     scratch_dir: str | None = None
+    #: When it last ran code or was started (anyio's clock), for culling.
+    last_active: float = field(default_factory=anyio.current_time)
     #: fast_acquire: an uncontended lock is taken without a trip through the loop.
     lock: anyio.Lock = field(default_factory=lambda: anyio.Lock(fast_acquire=True))
     restart_lock: anyio.Lock = field(default_factory=anyio.Lock)
@@ -195,6 +197,7 @@ class KernelService:
         startup_timeout: float = 60.0,
         attach_timeout: float = 10.0,
         max_queued: int = 64,
+        cull_idle_after: float | None = None,
     ) -> None:
         self._emit_event = emit
         self.runtime_dir = runtime_dir
@@ -208,6 +211,14 @@ class KernelService:
         self.startup_timeout = startup_timeout
         self.attach_timeout = attach_timeout
         self.max_queued = max_queued
+        #: Seconds a kernel hdsp started for a task may sit idle, with its tasks
+        #: idle too, before it is shut down to give its memory back; None: never.
+        self.cull_idle_after = cull_idle_after
+        #: Whether a task is working (a turn runs); its kernel is never culled then.
+        self.task_busy: Callable[[str], bool] = lambda task_id: False
+        #: Told (task id, note) when a task's kernel was culled, to record it in
+        #: the task's history.
+        self.on_culled: Callable[[str, str], Awaitable[None]] | None = None
         self._kernels: dict[str, _Kernel] = {}
         self._task_kernels: dict[str, str] = {}
         self._notes: dict[str, list[str]] = {}
@@ -223,6 +234,8 @@ class KernelService:
         await anyio.Path(self.runtime_dir).mkdir(parents=True, exist_ok=True, mode=0o700)
         async with anyio.create_task_group() as tg:
             self._tg = tg
+            if self.cull_idle_after is not None:
+                tg.start_soon(self._cull_loop, self.cull_idle_after)
             try:
                 task_status.started()
                 await self._closed.wait()
@@ -455,6 +468,7 @@ class KernelService:
                     if k.status is KernelState.STARTING:
                         k.status = KernelState.IDLE
                     k.announced = True
+                    k.last_active = anyio.current_time()
                     await self._emit(KernelStarted(payload=(self._info(k),)))
                     ktg.start_soon(self._heartbeat, k)
                     task_status.started()
@@ -770,6 +784,7 @@ class KernelService:
         k.shell_routes[ex.msg_id] = ex.on_reply
         k.stdin_routes[ex.msg_id] = ex.on_input_request
         k.current = ex
+        k.last_active = anyio.current_time()
         try:
             async with anyio.create_task_group() as etg:
                 etg.start_soon(ex.flush_loop)
@@ -795,6 +810,7 @@ class KernelService:
             k.stdin_routes.pop(ex.msg_id, None)
             if k.current is ex:
                 k.current = None
+            k.last_active = anyio.current_time()
             ex.close()
         await ex.flush()
         return ex.result()
@@ -839,7 +855,7 @@ class KernelService:
         k = self._kernels.get(kernel_id) if kernel_id is not None else None
         if k is not None and k.closing:
             k = None
-        if kernel_id is not None and k is None:
+        if kernel_id is not None and k is None and not notes:
             notes.append(
                 f"The kernel this task used ({kernel_id}) was shut down; a new one was "
                 "started, so earlier variables and imports are gone."
@@ -890,6 +906,46 @@ class KernelService:
                 notes = self._notes.setdefault(task_id, [])
                 if len(notes) < _MAX_NOTES:
                     notes.append(note)
+
+    # ---- culling --------------------------------------------------------------
+
+    async def _cull_loop(self, after: float) -> None:
+        """Shut down the kernels hdsp started for tasks once they and their tasks
+        have been idle for `after` seconds (Jupyter Server's cull_idle_timeout).
+        Kernels hdsp attached to are someone else's: never culled."""
+        while True:
+            await anyio.sleep(min(60.0, after / 4))
+            now = anyio.current_time()
+            for k in list(self._kernels.values()):
+                if (
+                    k.owned
+                    and k.announced
+                    and not k.closing
+                    and k.current is None
+                    and k.waiting == 0
+                    and now - k.last_active >= after
+                    and not any(self.task_busy(t) for t in k.tasks)
+                ):
+                    await self._cull(k, now - k.last_active)
+
+    async def _cull(self, k: _Kernel, idle: float) -> None:
+        note = (
+            f"The kernel {k.name} ({k.id}) was shut down after {idle / 60:.0f} min idle, "
+            "to give its memory back (kernels.cull_idle_seconds): its variables and "
+            "imports are gone. The next code run starts a new kernel."
+        )
+        k.closing = True  # from now on no code starts in it; the tasks get a new one
+        tasks = sorted(k.tasks)
+        for task_id in tasks:
+            self._notes[task_id] = [note]
+        log.info("kernel culled", kernel_id=k.id, idle_seconds=round(idle), tasks=tasks)
+        if self.on_culled is not None:
+            for task_id in tasks:
+                try:
+                    await self.on_culled(task_id, note)
+                except Exception:
+                    log.exception("recording a culled kernel failed", task_id=task_id)
+        await self._stop(k)
 
     # ---- events -------------------------------------------------------------
 

@@ -189,6 +189,24 @@ class TaskManager:
             "idle_loaded": len(self._idle),
         }
 
+    def is_busy(self, task_id: str) -> bool:
+        """Whether `task_id` is working now (a turn runs); False for a task not loaded."""
+        task = self._tasks.get(task_id)
+        return task is not None and task.busy
+
+    async def note_kernel_culled(self, task_id: str, note: str) -> None:
+        """Record in the task's history that its kernel was shut down for idling."""
+        if self.closing:
+            return
+        try:
+            task = await self._load(task_id)
+        except CommandError:
+            return  # closed or gone meanwhile
+        try:
+            await task.say(Say.KERNEL_CULLED, note)
+        finally:
+            self.settle(task)
+
     def is_loaded(self, task_id: str) -> bool:
         """Whether `task_id` is in memory now (not only in the store)."""
         return task_id in self._tasks

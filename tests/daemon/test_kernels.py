@@ -533,3 +533,48 @@ async def test_the_tool_says_when_its_kernel_died_and_starts_it_again(tmp_path: 
     assert isinstance(text, TextBlock)
     assert "had died (its process exited) and was restarted" in text.text
     assert "'alive'" in text.text
+
+
+async def test_an_idle_task_kernel_is_culled_and_its_task_is_told_state_is_gone(
+    tmp_path: Path,
+) -> None:
+    root = short_tmp_dir()
+    km = AsyncKernelManager(
+        kernel_name="python3",
+        transport="ipc",
+        ip=str(root / "nb"),
+        connection_file=str(root / "kernel-nb.json"),
+    )
+    await km.start_kernel(cwd=str(kernel_dir(tmp_path)))
+    culled: list[tuple[str, str]] = []
+
+    async def on_culled(task_id: str, note: str) -> None:
+        culled.append((task_id, note))
+
+    try:
+        async with running_service(cull_idle_after=2) as (svc, rec):
+            svc.task_busy = {"working"}.__contains__
+            svc.on_culled = on_culled
+            # Older than the idle kernel below, so every sweep that culls that
+            # one has looked at these two first, and spared them.
+            busy = await svc.kernel_for_task("working", kernel_dir(tmp_path))
+            attached = await svc.attach_kernel(km.connection_file)
+            svc.bind_task("notebook", attached.kernel_id)
+            idle = await svc.kernel_for_task("idle", kernel_dir(tmp_path))
+            await svc.execute(idle.kernel_id, "x = 41")
+            await rec.wait_for(
+                lambda e: isinstance(e, KernelShutdown) and e.payload[0] == idle.kernel_id
+            )
+            assert [task for task, _ in culled] == ["idle"]
+            assert "idle" in culled[0][1] and "variables and imports are gone" in culled[0][1]
+            assert svc.has_kernel(busy.kernel_id) and svc.has_kernel(attached.kernel_id)
+            # The next run starts a new kernel, and says the state was lost.
+            again = await svc.kernel_for_task("idle", kernel_dir(tmp_path))
+            assert again.kernel_id != idle.kernel_id
+            assert again.notes == [culled[0][1]]
+            r = await svc.execute(again.kernel_id, "x")
+            assert r.status == "error" and r.outputs[0].ename == "NameError"
+        assert await km.is_alive(), "a kernel hdsp attached to is never culled"
+    finally:
+        await km.shutdown_kernel(now=True)
+        shutil.rmtree(root, ignore_errors=True)

@@ -247,3 +247,35 @@ async def test_the_daemon_shuts_its_kernels_down_when_it_stops(
     async with connect(daemon.runtime_dir) as client:
         page = await client.replay(0)
         assert any(isinstance(e.data, KernelShutdown) for e in page.events)
+
+
+async def test_an_idle_kernel_is_culled_with_a_note_and_the_next_run_is_told(
+    daemon_process: DaemonProcess, fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    daemon_process.data_dir.mkdir(parents=True, exist_ok=True)
+    (daemon_process.data_dir / "settings.json").write_text(
+        json.dumps({"kernels": {"cull_idle_seconds": 1}})
+    )
+    daemon_process.start()
+    fake_openai.script(
+        _run_code("x = 41"), FakeReply.text("Set."), _run_code("x + 1"), FakeReply.text("Gone.")
+    )
+    async with connect(daemon_process.runtime_dir) as client:
+        head = (await client.status()).head_seq
+        ref = await client.start_task("Set x", workspace=tmp_path, approvals=_RUN_CODE)
+        events = await collect_turn(client, ref.task_id, head)
+        # The task is idle now; its kernel follows it into idleness and is culled.
+        note = ""
+        async with client.events(ref.task_id, since_seq=events[-1].seq or head) as stream:
+            async for event in stream:
+                if isinstance(event.data, MessageEvent):
+                    message = event.data.payload[0].message
+                    if message.say == "kernel_culled":
+                        note = message.text or ""
+                        break
+        assert "variables and imports are gone" in note
+        head = (await client.status()).head_seq
+        await client.send_message(ref.task_id, "What is x + 1?")
+        await collect_turn(client, ref.task_id, head)
+    told = _tool_result(fake_openai, 3)
+    assert "was shut down after" in told and "NameError" in told
