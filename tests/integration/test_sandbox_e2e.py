@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from hdsp.client import Client, connect
@@ -104,9 +105,7 @@ def listener() -> Iterator[int]:
         yield server.getsockname()[1]
 
 
-async def run_task(
-    client: Client, fake: FakeOpenAI, workspace: Path, *replies: FakeReply
-) -> None:
+async def run_task(client: Client, fake: FakeOpenAI, workspace: Path, *replies: FakeReply) -> None:
     fake.script(*replies)
     head = (await client.status()).head_seq
     ref = await client.start_task(
@@ -115,6 +114,15 @@ async def run_task(
         approvals={"allowed_commands": ["*"], "always_allow_execute": True},
     )
     await collect_turn(client, ref.task_id, head, until=(TaskCompleted,))
+
+
+async def hdsp(daemon: DaemonProcess, *args: str) -> subprocess.CompletedProcess[bytes]:
+    """The `hdsp` CLI, as a user runs it."""
+    env = {"HDSP_RUNTIME_DIR": str(daemon.runtime_dir), "PATH": os.environ["PATH"]}
+    with anyio.fail_after(30):
+        return await anyio.run_process(
+            [sys.executable, "-m", "hdsp.client", *args], env=env, check=False
+        )
 
 
 def shell_probes(daemon: DaemonProcess, home: Path, keyring_file: Path) -> str:
@@ -141,7 +149,7 @@ async def test_a_command_cannot_reach_secrets_or_write_outside(
     keyring_file: Path,
     workspace: Path,
 ) -> None:
-    assert keyring_file.is_file()  # the daemon keeps a real secret there
+    assert await anyio.Path(keyring_file).is_file()  # the daemon keeps a real secret there
     command = shell_probes(daemon, home, keyring_file)
     await run_task(client, fake_openai, workspace, call("execute_command", command=command), done())
     result = tool_result(fake_openai, 1)
@@ -155,7 +163,8 @@ async def test_a_command_cannot_reach_secrets_or_write_outside(
     assert (workspace / "inside.txt").read_text() == "inside\n"
     assert not (home / "outside.txt").exists()
     got = everything_the_model_got(fake_openai)
-    for secret in (SSH_KEY, CONFIG_TEXT, ENV_KEY, KEYRING_KEY, keyring_file.read_text().strip()):
+    stored = (await anyio.Path(keyring_file).read_text()).strip()
+    for secret in (SSH_KEY, CONFIG_TEXT, ENV_KEY, KEYRING_KEY, stored):
         assert secret not in got
 
 
@@ -225,7 +234,7 @@ async def test_the_network_is_off_unless_the_setting_allows_it(
         f"import socket; socket.create_connection(('127.0.0.1', {listener}), timeout=5); "
         "print('connected')"
     )
-    command = f"{sys.executable} -c \"{connect_code}\"; echo rc=$?"
+    command = f'{sys.executable} -c "{connect_code}"; echo rc=$?'
     await run_task(client, fake_openai, workspace, call("execute_command", command=command), done())
     off = tool_result(fake_openai, 1)
     assert "no network" in off and "connected" not in off and "ConnectionRefusedError" in off
@@ -298,28 +307,14 @@ async def test_without_bwrap_commands_and_kernels_are_refused_and_status_says_wh
     assert "No kernel was started" in tool_result(fake_openai, 2)
     assert not (workspace / "ran.txt").exists()
 
-    cli = subprocess.run(
-        [sys.executable, "-m", "hdsp.client", "daemon", "status"],
-        env={"HDSP_RUNTIME_DIR": str(daemon.runtime_dir), "PATH": os.environ["PATH"]},
-        capture_output=True,
-        text=True,
-        timeout=30,
-        stdin=subprocess.DEVNULL,
-    )
-    assert "sandbox: workspace-write, network off, UNAVAILABLE" in cli.stdout
+    cli = await hdsp(daemon, "daemon", "status")
+    assert "sandbox: workspace-write, network off, UNAVAILABLE" in cli.stdout.decode()
 
 
 async def test_mode_off_runs_unconfined_and_says_so(
     client: Client, fake_openai: FakeOpenAI, daemon: DaemonProcess, workspace: Path, home: Path
 ) -> None:
-    cli = subprocess.run(
-        [sys.executable, "-m", "hdsp.client", "config", "set", "sandbox.mode", "off"],
-        env={"HDSP_RUNTIME_DIR": str(daemon.runtime_dir), "PATH": os.environ["PATH"]},
-        capture_output=True,
-        text=True,
-        timeout=30,
-        stdin=subprocess.DEVNULL,
-    )
+    cli = await hdsp(daemon, "config", "set", "sandbox.mode", "off")
     assert cli.returncode == 0, cli.stderr
     status = await client.status()
     assert status.sandbox is not None and status.sandbox.mode == "off"
