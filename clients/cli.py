@@ -21,6 +21,7 @@ from hdsp.protocol import (
     ClineMessage,
     ErrorCode,
     MessageEvent,
+    SandboxStatus,
     TaskAborted,
     TaskCompleted,
     TaskIdle,
@@ -458,7 +459,24 @@ class _Cli:
             f"events: {s.head_seq}\n"
             f"  data: {s.data_dir}\n  runtime: {s.runtime_dir}"
         )
+        if s.sandbox is not None:
+            self.out(self._sandbox_line(s.sandbox))
         return EXIT_OK
+
+    @staticmethod
+    def _sandbox_line(sb: SandboxStatus) -> str:
+        if sb.mode == "off":
+            return (
+                "  sandbox: OFF (sandbox.mode off): commands and kernels run with all of "
+                "your access"
+            )
+        network = "network on" if sb.network else "network off"
+        if sb.problem is not None:
+            return (
+                f"  sandbox: {sb.mode}, {network}, UNAVAILABLE (commands and kernels are "
+                f"refused): {sb.problem}"
+            )
+        return f"  sandbox: {sb.mode}, {network}, {sb.mechanism}"
 
     # ---- settings, profiles, secrets ----------------------------------------
 

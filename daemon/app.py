@@ -6,8 +6,9 @@ Start-up comes in two steps, so that a client is answered as soon as it can be:
 1. What a failure must stop the start for, and what answers a Connect: the
    directories and their locks, the settings, the store, the journal and the
    server. Then the discovery file, "hdspd ready" and READY=1.
-2. The engine: the task manager and its tools (whose schemas jsonschema checks),
-   the approval policy, the kernel service, and the recovery of the turns left
+2. The engine: the sandbox's check that bwrap works, the task manager and its
+   tools (whose schemas jsonschema checks), the approval policy, the kernel
+   service (launching kernels through the sandbox), and the recovery of the turns left
    open. Their modules are imported, and the tools made, on a worker thread: a
    tenth of a second of CPU that the event loop keeps answering through. Commands
    wait for this step; a Connect and a Ping do not. ``run``'s ``task_status``
@@ -42,9 +43,12 @@ from hdsp.protocol import (
 )
 
 from .config import ConfigService, Profiles, SecretStore, SettingsError, SettingsStore
+from .config.secrets import ENV_FALLBACKS
 from .llm.registry import Providers
 from .lock import DirectoryLock, LockHeld
+from .logs import registered_secrets
 from .paths import Paths
+from .sandbox import Sandbox
 from .sdnotify import notify_ready, notify_stopping
 from .server import Handlers, Server, Session
 from .store import Journal, Store
@@ -96,15 +100,39 @@ class _Engine:
     tools: ToolRegistry
 
 
-def _load_engine() -> _Engine:
-    """Import the engine and make the default tools (checking their schemas): the
-    bulk of the start-up's CPU time, run on a worker thread after READY."""
+def _load_engine(sandbox: Sandbox) -> _Engine:
+    """Import the engine, make the default tools (checking their schemas) and check
+    that the sandbox works: the bulk of the start-up's CPU time, run on a worker
+    thread after READY."""
     from .approvals import ApprovalPolicy
     from .kernels import KernelService
     from .tasks import TaskManager
     from .tools import default_tools
 
-    return _Engine(ApprovalPolicy, KernelService, TaskManager, default_tools())
+    _report_sandbox(sandbox)
+    return _Engine(ApprovalPolicy, KernelService, TaskManager, default_tools(sandbox))
+
+
+def _report_sandbox(sandbox: Sandbox) -> None:
+    """Log how commands and kernels are confined: loudly when they are not."""
+    status = sandbox.status()
+    if status.mode == "off":
+        log.warning(
+            "NO SANDBOX: sandbox.mode is off, so shell commands and kernels run with all "
+            "of your access (files, keys, network); `hdsp config set sandbox.mode "
+            "workspace-write` turns it on"
+        )
+    elif status.problem is not None:
+        log.warning("sandbox unavailable: commands and kernels are refused", problem=status.problem)
+    else:
+        log.info("sandbox ready", mode=status.mode, network=status.network)
+
+
+def _known_secrets() -> frozenset[str]:
+    """The secret values no child environment may hold: those hdsp loaded, and the
+    environment's API keys even before anything read them."""
+    from_env = {os.environ.get(var, "") for names in ENV_FALLBACKS.values() for var in names}
+    return registered_secrets() | {v for v in from_env if v}
 
 
 def _write_private(path: Path, data: bytes) -> None:
@@ -143,6 +171,7 @@ class Daemon:
         self.tasks: TaskManager
         self.kernels: KernelService
         self.config: ConfigService
+        self.sandbox: Sandbox
 
     def request_shutdown(self, reason: str) -> None:
         if not self._shutdown.is_set():
@@ -223,7 +252,11 @@ class Daemon:
 
     async def _start_engine(self, tg: TaskGroup, providers: Providers) -> None:
         """Step 2 of the start-up (see the module docstring); commands wait for it."""
-        engine = await anyio.to_thread.run_sync(_load_engine)
+        store = self.config.store
+        self.sandbox = Sandbox(
+            lambda: store.settings.sandbox, paths=self.paths, secret_values=_known_secrets
+        )
+        engine = await anyio.to_thread.run_sync(_load_engine, self.sandbox)
         settings = self.config.store.settings
         self.tasks = engine.task_manager(
             self.store,
@@ -240,6 +273,7 @@ class Daemon:
             default_time_limit=settings.kernels.default_timeout_seconds,
             interrupt_grace=settings.kernels.interrupt_grace_seconds,
             cull_idle_after=settings.kernels.cull_idle_seconds,
+            launcher=self.sandbox,
         )
         self.kernels.task_busy = self.tasks.is_busy
         self.kernels.on_culled = self.tasks.note_kernel_culled
@@ -269,6 +303,8 @@ class Daemon:
         settings = self.config.store.settings
         self.tasks.approvals.settings = settings.approvals
         self.tasks.retry_policy = settings.retry.policy()
+        if any(key == "sandbox" or key.startswith("sandbox.") for key in change.keys):
+            await anyio.to_thread.run_sync(_report_sandbox, self.sandbox)
 
     async def _announce_settings(self, change: SettingsChange) -> None:
         await self.journal.emit(SettingsChanged(payload=(change,)))

@@ -45,6 +45,7 @@ __all__ = [
     "redact_text",
     "redact_value",
     "register_secret",
+    "registered_secrets",
 ]
 
 LogFormat = Literal["auto", "json", "console"]
@@ -138,6 +139,13 @@ def register_secret(value: str) -> None:
         _registered.update(added)
         ordered = sorted(_registered, key=len, reverse=True)
         _registered_pattern = re.compile("|".join(re.escape(v) for v in ordered))
+
+
+def registered_secrets() -> frozenset[str]:
+    """Every secret value registered so far (for the sandbox, which keeps them out
+    of the environments of the processes it starts)."""
+    with _registry_lock:
+        return frozenset(_registered)
 
 
 def redact_text(text: str) -> str:

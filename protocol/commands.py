@@ -68,6 +68,7 @@ __all__ = [
     "RespondToAsk",
     "RespondToAskData",
     "ResumeTask",
+    "SandboxStatus",
     "SendMessage",
     "SendMessageData",
     "Shutdown",
@@ -285,6 +286,20 @@ class Pong(WireStruct, frozen=True):
     server_time: int
 
 
+class SandboxStatus(WireStruct, frozen=True):
+    """How shell commands and kernels are confined (`sandbox.*` settings)."""
+
+    #: "workspace-write", "read-only" or "off".
+    mode: str
+    #: Whether sandboxed code may use the network.
+    network: bool = False
+    #: "bwrap" (bubblewrap: namespaces and a mount layout), "none" (mode off) or
+    #: "unavailable" (then commands and kernels are refused, see `problem`).
+    mechanism: str = "unavailable"
+    #: Why the sandbox cannot run, and how to fix it; None when it can.
+    problem: str | None = None
+
+
 class StatusResult(WireStruct, frozen=True):
     server_version: str
     protocol_version: int
@@ -296,6 +311,8 @@ class StatusResult(WireStruct, frozen=True):
     tasks_running: int
     data_dir: str
     runtime_dir: str
+    #: None from a daemon older than the sandbox.
+    sandbox: SandboxStatus | None = None
 
 
 # ---- the table --------------------------------------------------------------

@@ -65,6 +65,8 @@ __all__ = [
     "ProviderKind",
     "ProviderProfile",
     "RetrySettings",
+    "SandboxMode",
+    "SandboxSettings",
     "Settings",
     "SettingsError",
     "SettingsInvalid",
@@ -205,6 +207,21 @@ class KernelSettings(_Section):
     cull_idle_seconds: float | None = Field(default=3600.0, gt=0)
 
 
+SandboxMode = Literal["workspace-write", "read-only", "off"]
+
+
+class SandboxSettings(_Section):
+    """The OS sandbox around shell commands and kernels (see :mod:`hdsp.daemon.sandbox`)."""
+
+    #: workspace-write: writes only in the workspace and a private /tmp;
+    #: read-only: writes only in the private /tmp; off: no sandbox at all.
+    mode: SandboxMode = "workspace-write"
+    #: Whether sandboxed code may use the network (off: only its own loopback).
+    network: bool = False
+    #: The bubblewrap binary: a name looked up in PATH, or a path.
+    bwrap_path: str = Field(default="bwrap", min_length=1)
+
+
 class Settings(_Section):
     """The whole settings document (``settings.json``)."""
 
@@ -218,6 +235,7 @@ class Settings(_Section):
     retry: RetrySettings = RetrySettings()
     approvals: ApprovalSettings = Field(default_factory=ApprovalSettings)
     kernels: KernelSettings = KernelSettings()
+    sandbox: SandboxSettings = SandboxSettings()
 
     @model_validator(mode="before")
     @classmethod

@@ -17,6 +17,13 @@ a process hdsp started must still run. A dead kernel is reported
 (`kernelStatus` dead), ends the execution that waited on it (status "died"), and
 is noted for the tasks bound to it; `restart_kernel` brings it back.
 
+Launching: a kernel hdsp starts is launched through the `launcher` the daemon
+hands in (its sandbox, see :mod:`.launcher`), which wraps the kernel's command and
+gives its environment; with none, the kernel runs unconfined with the daemon's
+environment minus hdsp's own variables (tests of the service alone). A sandboxed
+kernel is interrupted with an `interrupt_request` message: a SIGINT would reach
+the sandbox's launcher, not the kernel.
+
 Stopping code: past its time limit an execution is interrupted; if the kernel is
 not idle within `interrupt_grace`, a kernel hdsp started is restarted (its state
 is lost, and the result says so). Cancelling the caller does the same, shielded.
@@ -69,6 +76,7 @@ from .errors import (
     KernelStartFailed,
 )
 from .execution import Emit, Execution, InputCallback, OutputCallback
+from .launcher import KernelLauncher
 
 __all__ = ["KernelService", "TaskKernel"]
 
@@ -122,6 +130,8 @@ class _Kernel:
     scratch_dir: str | None = None
     #: When it last ran code or was started (anyio's clock), for culling.
     last_active: float = field(default_factory=anyio.current_time)
+    #: Interrupt with an interrupt_request message rather than a signal.
+    interrupt_by_message: bool = False
     #: fast_acquire: an uncontended lock is taken without a trip through the loop.
     lock: anyio.Lock = field(default_factory=lambda: anyio.Lock(fast_acquire=True))
     restart_lock: anyio.Lock = field(default_factory=anyio.Lock)
@@ -198,8 +208,10 @@ class KernelService:
         attach_timeout: float = 10.0,
         max_queued: int = 64,
         cull_idle_after: float | None = None,
+        launcher: KernelLauncher | None = None,
     ) -> None:
         self._emit_event = emit
+        self.launcher = launcher
         self.runtime_dir = runtime_dir
         self.default_kernel = default_kernel
         self.default_cwd = default_cwd
@@ -334,6 +346,9 @@ class KernelService:
         workdir = str(await anyio.Path(cwd or self.default_cwd or os.getcwd()).absolute())
         if not await anyio.Path(workdir).is_dir():
             raise KernelStartFailed(f"The working directory {workdir} is not a directory.")
+        launcher = self.launcher
+        if launcher is not None and (refusal := launcher.kernel_refusal()) is not None:
+            raise KernelStartFailed(f"No kernel was started. {refusal}")
         from jupyter_client.kernelspec import NoSuchKernel
         from jupyter_client.manager import AsyncKernelManager
 
@@ -344,12 +359,24 @@ class KernelService:
         if len(str(sockets / short)) + 4 > _MAX_IPC_PATH:
             scratch = tempfile.mkdtemp(prefix="hdsp-k", dir="/tmp")
             sockets = Path(scratch)
-        km = AsyncKernelManager(
-            kernel_name=name,
-            transport="ipc",
-            ip=str(sockets / short),
-            connection_file=str(sockets / f"kernel-{short}.json"),
-        )
+        options: dict[str, Any] = {
+            "kernel_name": name,
+            "transport": "ipc",
+            "ip": str(sockets / short),
+            "connection_file": str(sockets / f"kernel-{short}.json"),
+        }
+        km: AsyncKernelManager
+        if launcher is not None:
+            from .manager import LaunchingKernelManager
+
+            km = LaunchingKernelManager(
+                launcher=launcher, workdir=Path(workdir), sockets=sockets, **options
+            )
+            env = launcher.kernel_environment()
+            env.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
+        else:
+            km = AsyncKernelManager(**options)
+            env = _kernel_env()
         km.shutdown_wait_time = _SHUTDOWN_WAIT
         k = _Kernel(
             id=kernel_id,
@@ -360,13 +387,14 @@ class KernelService:
             km=km,
             started_for=for_task,
             scratch_dir=scratch,
+            interrupt_by_message=launcher is not None and launcher.interrupts_by_message,
         )
         if for_task is not None:
             k.tasks.add(for_task)
 
         async def launch() -> None:
             try:
-                await km.start_kernel(cwd=workdir, env=_kernel_env())
+                await km.start_kernel(cwd=workdir, env=env)
             except NoSuchKernel:
                 raise KernelStartFailed(
                     f"No kernelspec named {name!r}; `jupyter kernelspec list` shows them."
@@ -677,10 +705,11 @@ class KernelService:
     async def _interrupt(self, k: _Kernel) -> None:
         if k.status is KernelState.DEAD:
             return
-        if k.km is not None:
+        if k.km is not None and not k.interrupt_by_message:
             await k.km.interrupt_kernel()
         else:
-            # Not our process to signal: ask the kernel (ipykernel serves this on control).
+            # Not our process to signal, or the signal would end its sandbox: ask
+            # the kernel (ipykernel serves this on control).
             k.kc.control_channel.send(k.kc.session.msg("interrupt_request", {}))
 
     async def restart_kernel(self, kernel_id: str) -> KernelRef:

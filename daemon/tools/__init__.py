@@ -13,6 +13,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from hdsp.daemon.sandbox import Sandbox
+
     from .base import AskAnswer, Tool, ToolCategory, ToolContext, ToolError, ToolResult
     from .completion import AttemptCompletion
     from .files import EditFile, ListFiles, ReadFile, SearchFiles, WriteToFile
@@ -84,8 +86,8 @@ def __dir__() -> list[str]:
     return sorted({*globals(), *_MODULES})
 
 
-def default_tools() -> ToolRegistry:
-    """The tools every task gets."""
+def default_tools(sandbox: Sandbox | None = None) -> ToolRegistry:
+    """The tools every task gets; shell commands run in `sandbox`."""
     from .completion import AttemptCompletion
     from .files import EditFile, ListFiles, ReadFile, SearchFiles, WriteToFile
     from .followup import AskFollowupQuestion
@@ -102,7 +104,7 @@ def default_tools() -> ToolRegistry:
             EditFile(),
             ListFiles(),
             SearchFiles(),
-            ExecuteCommand(),
+            ExecuteCommand(sandbox=sandbox),
             AskFollowupQuestion(),
             ExecuteCodeTool(),
             *notebook_tools(),

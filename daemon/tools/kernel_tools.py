@@ -200,7 +200,9 @@ class ExecuteCodeTool(Tool):
         "traceback, and images (plots) as pictures. Long outputs are cut to their head "
         "and tail, so print summaries (df.head(), df.describe()) rather than whole "
         "datasets. Code that runs longer than the timeout is interrupted. `input()` "
-        "asks the user."
+        "asks the user. The kernel runs in a sandbox (unless the user turned it off): "
+        "it writes only in the workspace and /tmp, has no network, and cannot see "
+        "~/.ssh, ~/.config, keyrings or other credentials."
     )
     parameters: ClassVar[Mapping[str, Any]] = {
         "type": "object",

@@ -12,6 +12,14 @@ become a million events), and finalised when the command ends. The model gets th
 exit status and the output with ANSI codes and progress-bar redraws removed, its
 middle cut when it is huge (the head says what ran, the tail how it ended).
 
+In the sandbox (:mod:`hdsp.daemon.sandbox`, handed in by the daemon), the group's
+leader is bwrap: the shell runs as a child of the init of a PID namespace of its
+own, so when the shell exits, or the group is signalled (bwrap dies of SIGTERM),
+that init dies and the kernel kills every process in the namespace, those that
+left the group with `setsid` too. Background processes therefore end with the
+shell there, without the drain period below. The result's first line says what
+the sandbox allowed, so a model that sees "Permission denied" knows why.
+
 Waiting for processes that are not our children uses pidfds (Linux >= 5.3):
 waiting on an event, not polling. Where they are missing, the leader is waited
 for and the group is killed after the grace period.
@@ -35,6 +43,7 @@ import anyio
 import anyio.abc
 import anyio.to_thread
 
+from hdsp.daemon.sandbox import Sandbox, SandboxUnavailable
 from hdsp.protocol import ClineMessage, Say
 
 from .base import Tool, ToolCategory, ToolContext, ToolError, ToolResult
@@ -193,8 +202,10 @@ class ExecuteCommand(Tool):
         "long output is cut). The user sees the output live. Commands get no input: use "
         "non-interactive flags (`-y`, `--no-input`). Each call starts a new shell, so `cd` "
         "and variables do not carry over. The command is stopped after `timeout` seconds; "
-        "processes it leaves in the background are stopped when it ends. For Python "
-        "data work, prefer the kernel."
+        "processes it leaves in the background are stopped when it ends. It runs in a "
+        "sandbox (unless the user turned it off): writes only in the workspace and /tmp, "
+        "no network, no access to ~/.ssh, ~/.config, keyrings or other credentials. For "
+        "Python data work, prefer the kernel."
     )
     parameters: ClassVar[Mapping[str, Any]] = {
         "type": "object",
@@ -226,6 +237,7 @@ class ExecuteCommand(Tool):
         drain_seconds: float = 0.5,
         max_output_chars: int = 30_000,
         max_client_chars: int = 500_000,
+        sandbox: Sandbox | None = None,
     ) -> None:
         self.default_timeout = default_timeout
         #: Clients see the output at most this often (seconds between updates).
@@ -239,6 +251,9 @@ class ExecuteCommand(Tool):
         self.max_output_chars = max_output_chars
         #: Output kept in the `command_output` message for clients (head and tail).
         self.max_client_chars = max_client_chars
+        #: Where commands run; None: unconfined, with the daemon's keys removed
+        #: from the environment (unit tests of the output handling).
+        self.sandbox = sandbox
 
     @staticmethod
     def _cwd(root: Path, given: str | None) -> Path:
@@ -254,10 +269,20 @@ class ExecuteCommand(Tool):
         command = str(args["command"])
         timeout = float(args.get("timeout") or self.default_timeout)
         cwd = await anyio.to_thread.run_sync(self._cwd, ctx.workspace, args.get("cwd"))
-        env = {k: v for k, v in os.environ.items() if k not in SECRET_ENV}
+        argv = ["/bin/sh", "-c", command]
+        header = ""
+        if self.sandbox is None:
+            env = {k: v for k, v in os.environ.items() if k not in SECRET_ENV}
+        else:
+            try:
+                argv = self.sandbox.wrap(argv, workspace=ctx.workspace, cwd=cwd)
+            except SandboxUnavailable as exc:
+                raise ToolError(f"The command was not run. {exc.message}") from None
+            env = self.sandbox.environment()
+            header = self.sandbox.describe() + "\n"
         try:
             process = await anyio.open_process(
-                ["/bin/sh", "-c", command],
+                argv,
                 cwd=cwd,
                 env=env,
                 stdin=subprocess.DEVNULL,
@@ -313,7 +338,7 @@ class ExecuteCommand(Tool):
         else:
             status = f"Exit code: {process.returncode}"
         body = f"{status}\nOutput:\n{output}" if output else f"{status}\n(no output)"
-        return ToolResult.text(body, is_error=timed_out)
+        return ToolResult.text(header + body, is_error=timed_out)
 
     @staticmethod
     async def _read(stream: anyio.abc.ByteReceiveStream, run: _Run) -> None:

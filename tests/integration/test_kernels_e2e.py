@@ -4,7 +4,6 @@ the fake model scripting execute_code calls, and clients over real sockets."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import msgspec
@@ -41,6 +40,7 @@ from hdsp.protocol import (
 from tests.daemon_process import DaemonProcess
 from tests.fakes.openai_server import FakeOpenAI, ToolCall
 from tests.fakes.openai_server import Reply as FakeReply
+from tests.host_processes import processes_mentioning
 
 from .events_util import collect_turn
 
@@ -235,14 +235,11 @@ async def test_the_daemon_shuts_its_kernels_down_when_it_stops(
 ) -> None:
     async with connect(daemon.runtime_dir) as client:
         info: KernelInfo = await client.request(StartKernel(cwd=str(tmp_path)), timeout=_SLOW)
-        result: ExecutionResult = await client.request(
-            ExecuteCode(kernel_id=info.kernel_id, code="import os; os.getpid()"), timeout=_SLOW
-        )
-        assert result.outputs[0].data is not None
-        pid = int(result.outputs[0].data["text/plain"])
+        # In its sandbox the kernel's pid is its namespace's: find it by its
+        # connection file, which is on its command line.
+        assert processes_mentioning(info.connection_file)
     assert daemon.stop() == 0
-    with pytest.raises(ProcessLookupError):
-        os.kill(pid, 0)
+    assert processes_mentioning(info.connection_file) == []
     daemon.start()
     async with connect(daemon.runtime_dir) as client:
         page = await client.replay(0)

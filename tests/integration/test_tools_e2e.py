@@ -25,6 +25,7 @@ from hdsp.protocol import (
 from tests.daemon_process import DaemonProcess
 from tests.fakes.openai_server import FakeOpenAI, ToolCall
 from tests.fakes.openai_server import Reply as FakeReply
+from tests.host_processes import processes_mentioning
 
 from .events_util import collect_turn
 
@@ -207,7 +208,10 @@ async def test_deny_list_beats_allow_list(
 async def test_shell_output_streams_and_cancel_leaves_no_orphans(
     client: Client, fake_openai: FakeOpenAI, workspace: Path
 ) -> None:
-    script = "echo started; sleep 300 & echo $! > child.pid; wait"
+    # The command runs in a sandbox with a PID namespace of its own: its `$!` is
+    # not a host pid, so the child is found by a marker on its command line.
+    marker = f"300.{os.getpid()}{id(workspace) % 10_000}"
+    script = f"sleep {marker} & echo started; wait"
     fake_openai.script(call("execute_command", command=script))
     task_id, head = await start(client, "run it", workspace, allowed_commands=["*"])
     async with client.events(task_id, since_seq=head) as events:
@@ -217,18 +221,9 @@ async def test_shell_output_streams_and_cancel_leaves_no_orphans(
                 m = data.payload[0].message
                 if m.say == "command_output" and "started" in (m.text or ""):
                     break
-    pid = int((workspace / "child.pid").read_text())
+    assert processes_mentioning(f"sleep {marker}")
     await client.cancel_task(task_id)
-    assert not _alive(pid), "the command's child outlived the cancel"
-
-
-def _alive(pid: int) -> bool:
-    """Running (a zombie nobody reaped counts as gone)."""
-    try:
-        os.kill(pid, 0)
-        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
-    except (ProcessLookupError, FileNotFoundError):
-        return False
+    assert processes_mentioning(f"sleep {marker}") == [], "the command's child outlived the cancel"
 
 
 async def test_the_request_cap_asks_before_going_on(
