@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import signal
-import stat
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -44,7 +43,7 @@ from hdsp.protocol import (
 from .config import ConfigService, Profiles, SecretStore, SettingsError, SettingsStore
 from .llm.registry import Providers
 from .lock import DirectoryLock, LockHeld
-from .paths import Paths
+from .paths import Paths, UnsafeRuntimeDir, ensure_private_runtime_dir
 from .sdnotify import notify_ready, notify_stopping
 from .server import Handlers, Server, Session
 from .store import Journal, Store
@@ -75,15 +74,6 @@ class Retention:
 
 class DaemonError(Exception):
     """The daemon cannot start; the message says why and what to do."""
-
-
-def _ensure_private_dir(path: Path) -> None:
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
-    st = path.stat()
-    if st.st_uid != os.getuid():
-        raise DaemonError(f"{path} belongs to another user; choose another --runtime-dir.")
-    if stat.S_IMODE(st.st_mode) & 0o077:
-        os.chmod(path, 0o700)
 
 
 @dataclass(frozen=True)
@@ -155,7 +145,10 @@ class Daemon:
             paths.check()
         except ValueError as exc:
             raise DaemonError(str(exc)) from None
-        _ensure_private_dir(paths.runtime_dir)
+        try:
+            ensure_private_runtime_dir(paths.runtime_dir)
+        except UnsafeRuntimeDir as exc:
+            raise DaemonError(str(exc)) from None
         paths.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         with ExitStack() as locks:
             for lock_path, what in ((paths.runtime_lock, "runtime"), (paths.data_lock, "data")):
