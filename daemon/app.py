@@ -225,6 +225,7 @@ class Daemon:
             tools=engine.tools,
             approvals=engine.approval_policy(settings.approvals),
             retry_policy=settings.retry.policy(),
+            private_dirs=(self.paths.data_dir, self.paths.runtime_dir),
         )
         self.tasks.services.setdefault("settings", self.config.store)
         self.kernels = engine.kernel_service(
