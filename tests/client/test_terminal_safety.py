@@ -118,7 +118,7 @@ def test_a_spoofed_command_ask_shows_its_escapes_and_enter_does_not_approve(
 ) -> None:
     fake_openai.script(call("execute_command", command=SPOOF), call("attempt_completion", result="ok"))
     term = Terminal(daemon, "run", "tidy up", cwd=workspace)
-    prompt = b"[y]es / [n]o"
+    prompt = b"es / [n]o"
     term.read_until(prompt)
     asked = len(term.output)
     term.type("\n")  # a bare Enter
