@@ -101,7 +101,7 @@ def test_the_client_refuses_a_discovery_file_of_another_user(root: Path) -> None
     with fake_daemon(runtime) as listener:
         os.chmod(runtime, 0o700)
         os.chown(runtime / "hdspd.json", NOBODY, NOBODY)
-        with pytest.raises(DaemonNotRunning, match="hdspd.json belongs to nobody"):
+        with pytest.raises(DaemonNotRunning, match=r"hdspd\.json belongs to nobody"):
             find_daemon(runtime)
         assert nobody_connected(listener)
 
@@ -114,7 +114,7 @@ def test_the_client_refuses_a_runtime_dir_others_can_write_or_a_symlink(root: Pa
         assert r.returncode == 3 and "writable by other users (mode 0777" in r.stderr, r.stderr
         os.chmod(runtime, 0o700)
         os.chmod(runtime / "hdspd.json", 0o666)
-        with pytest.raises(DaemonNotRunning, match="hdspd.json is writable by other users"):
+        with pytest.raises(DaemonNotRunning, match=r"hdspd\.json is writable by other users"):
             find_daemon(runtime)
         link = root / "link"
         link.symlink_to(runtime)

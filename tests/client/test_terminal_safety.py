@@ -116,7 +116,9 @@ def workspace(tmp_path: Path) -> Path:
 def test_a_spoofed_command_ask_shows_its_escapes_and_enter_does_not_approve(
     daemon: DaemonProcess, fake_openai: FakeOpenAI, workspace: Path
 ) -> None:
-    fake_openai.script(call("execute_command", command=SPOOF), call("attempt_completion", result="ok"))
+    fake_openai.script(
+        call("execute_command", command=SPOOF), call("attempt_completion", result="ok")
+    )
     term = Terminal(daemon, "run", "tidy up", cwd=workspace)
     prompt = b"es / [n]o"
     term.read_until(prompt)

@@ -128,6 +128,13 @@ def test_the_cli_flag_names_a_broad_workspace_on_purpose(
     r = hdsp(home_daemon, home, "run", "--detach", "--allow-broad-workspace", "hello")
     assert r.returncode == 2 and "needs --workspace" in r.stderr
     r = hdsp(
-        home_daemon, home, "run", "--detach", "--workspace", str(home), "--allow-broad-workspace", "hi"
+        home_daemon,
+        home,
+        "run",
+        "--detach",
+        "--workspace",
+        str(home),
+        "--allow-broad-workspace",
+        "hi",
     )
     assert r.returncode == 0, r.stderr
