@@ -419,15 +419,14 @@ class _Cli:
         ask = (await client.get_task(task_id)).pending_ask
         if ask is None:
             raise CommandFailed(ErrorCode.INVALID_STATE, f"Task {task_id[:8]} waits on no ask.")
-        response = (
-            "yesButtonClicked"
-            if a.yes
-            else "noButtonClicked"
-            if a.no
-            else "messageResponse"
-            if a.text
-            else "yesButtonClicked"
-        )
+        if not (a.yes or a.no or a.text):
+            # Approving takes a word: nothing given must not run anything.
+            raise CommandFailed(
+                ErrorCode.INVALID_REQUEST,
+                f"Say --yes to approve or --no to deny the {ask.ask} ask of {task_id[:8]}, "
+                "or give a message.",
+            )
+        response = "yesButtonClicked" if a.yes else "noButtonClicked" if a.no else "messageResponse"
         await client.respond_to_ask(task_id, ask.ts, response, a.text)
         if not a.json:
             self.out(f"Answered the {ask.ask} ask of {task_id[:8]}.")
