@@ -34,6 +34,7 @@ from hdsp.protocol import (
 
 from .client import Client, connect
 from .errors import ClientError, CommandFailed, DaemonNotRunning
+from .escape import escape_controls
 from .render import Renderer
 
 __all__ = ["main"]
@@ -97,6 +98,12 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("prompt", help="what the agent should do")
     run.add_argument("--profile", help="provider profile (`demo` needs no key)")
     run.add_argument("--workspace", help="directory the agent works in (default: here)")
+    run.add_argument(
+        "--allow-broad-workspace",
+        action="store_true",
+        help="let --workspace be /, your home directory or hdsp's own directories "
+        "(refused otherwise: the agent reads its workspace without asking)",
+    )
     run.add_argument("--detach", action="store_true", help="print the task id and return")
     run.add_argument(
         "--auto-approve",
@@ -200,12 +207,21 @@ def _settings_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     actions.add_parser("list", parents=[common], help="secret names and whether they are set")
 
 
+class _NoAnswer(Exception):
+    """Input ended while an ask waited for an answer here."""
+
+
 class _Cli:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.render = Renderer()
 
     def out(self, text: str) -> None:
+        """A line for a person: control characters in it are shown escaped."""
+        self.out_raw(escape_controls(text))
+
+    def out_raw(self, text: str) -> None:
+        """A line as it is (JSON, whose encoder escapes what it must)."""
         sys.stdout.write(text + "\n")
         sys.stdout.flush()
 
@@ -263,20 +279,22 @@ class _Cli:
                     if waiting_for_our_turn:
                         continue
                     if self.args.json:
-                        self.out(encode(event).decode())
+                        self.out_raw(encode(event).decode())
                     else:
                         self.render.event(event)
                     if isinstance(data, (TaskInteractive, TaskIdle)) and self.interactive:
                         ask = (await client.get_task(task_id)).pending_ask
                         if ask is not None:
-                            await self.prompt_for(client, task_id, ask)
+                            try:
+                                await self.prompt_for(client, task_id, ask)
+                            except _NoAnswer:
+                                tg.cancel_scope.cancel()
+                                self._unanswered(task_id)
+                                return EXIT_FAILED
                             continue
                     if isinstance(data, TaskInteractive) and not self.interactive:
                         tg.cancel_scope.cancel()
-                        self.render.note(
-                            f"The task waits for an approval: `hdsp attach {task_id[:8]}` on a "
-                            f"terminal, or `hdsp answer {task_id[:8]} --yes|--no [TEXT]`."
-                        )
+                        self._unanswered(task_id)
                         return EXIT_FAILED
                     if isinstance(data, _ENDING):
                         tg.cancel_scope.cancel()
@@ -284,15 +302,31 @@ class _Cli:
         self.render.note(f"Detached; the task goes on. `hdsp show {task_id[:8]}` shows it.")
         return EXIT_FAILED
 
+    def _unanswered(self, task_id: str) -> None:
+        self.render.note(
+            f"The task waits for an approval: `hdsp attach {task_id[:8]}` on a "
+            f"terminal, or `hdsp answer {task_id[:8]} --yes|--no [TEXT]`."
+        )
+
     @property
     def interactive(self) -> bool:
         """Whether asks can be answered here: a person at a terminal, not --json."""
         return not self.args.json and sys.stdin.isatty() and sys.stdout.isatty()
 
     async def prompt_for(self, client: Client, task_id: str, ask: ClineMessage) -> None:
-        """Show an ask and send the person's answer (another client may be faster)."""
+        """Show an ask and send the person's answer (another client may be faster).
+        An ask to run, write or execute something takes an explicit `y`: a bare
+        Enter asks again. End of input leaves the ask unanswered."""
         self.render.ask(ask)
-        line = (await anyio.to_thread.run_sync(input, self.render.ask_prompt(ask))).strip()
+        while True:
+            try:
+                line = await anyio.to_thread.run_sync(input, self.render.ask_prompt(ask))
+            except EOFError:
+                raise _NoAnswer from None
+            line = line.strip()
+            if line or not self.render.needs_explicit_yes(ask):
+                break
+            self.render.note("Type y to approve or n to deny (Enter alone does neither).")
         if line.lower() in ("", "y", "yes"):
             response, text = "yesButtonClicked", None
         elif line.lower() in ("n", "no"):
@@ -325,13 +359,26 @@ class _Cli:
 
     async def cmd_run(self, client: Client) -> int:
         a = self.args
+        if a.allow_broad_workspace and a.workspace is None:
+            raise CommandFailed(
+                ErrorCode.INVALID_REQUEST,
+                "--allow-broad-workspace needs --workspace DIR naming the directory meant.",
+            )
         head = (await client.status()).head_seq
-        ref = await client.start_task(
-            a.prompt,
-            profile=a.profile,
-            workspace=a.workspace,
-            approvals=_approvals(a.auto_approve, a.yes),
-        )
+        try:
+            # No --workspace: the client library sends the directory we run in.
+            ref = await client.start_task(
+                a.prompt,
+                profile=a.profile,
+                workspace=a.workspace,
+                approvals=_approvals(a.auto_approve, a.yes),
+                allow_broad_workspace=a.allow_broad_workspace,
+            )
+        except FileNotFoundError:
+            raise CommandFailed(
+                ErrorCode.INVALID_REQUEST,
+                "The current directory no longer exists; cd somewhere or pass --workspace.",
+            ) from None
         if a.detach:
             self.out(ref.task_id)
             return EXIT_OK
@@ -358,7 +405,11 @@ class _Cli:
             self.render.note(f"task {task_id}  {snap.state}")
             self.render.snapshot(snap.item, snap.messages)
         if snap.pending_ask is not None and self.interactive:
-            await self.prompt_for(client, task_id, snap.pending_ask)
+            try:
+                await self.prompt_for(client, task_id, snap.pending_ask)
+            except _NoAnswer:
+                self._unanswered(task_id)
+                return EXIT_FAILED
         elif snap.state not in (TaskState.RUNNING, TaskState.INTERACTIVE) and not snap.queue:
             return EXIT_OK if snap.state == TaskState.COMPLETED else EXIT_FAILED
         return await self.follow(client, task_id, snap.head_seq)
@@ -369,15 +420,14 @@ class _Cli:
         ask = (await client.get_task(task_id)).pending_ask
         if ask is None:
             raise CommandFailed(ErrorCode.INVALID_STATE, f"Task {task_id[:8]} waits on no ask.")
-        response = (
-            "yesButtonClicked"
-            if a.yes
-            else "noButtonClicked"
-            if a.no
-            else "messageResponse"
-            if a.text
-            else "yesButtonClicked"
-        )
+        if not (a.yes or a.no or a.text):
+            # Approving takes a word: nothing given must not run anything.
+            raise CommandFailed(
+                ErrorCode.INVALID_REQUEST,
+                f"Say --yes to approve or --no to deny the {ask.ask} ask of {task_id[:8]}, "
+                "or give a message.",
+            )
+        response = "yesButtonClicked" if a.yes else "noButtonClicked" if a.no else "messageResponse"
         await client.respond_to_ask(task_id, ask.ts, response, a.text)
         if not a.json:
             self.out(f"Answered the {ask.ask} ask of {task_id[:8]}.")
@@ -387,7 +437,7 @@ class _Cli:
         page = await client.list_tasks(limit=self.args.limit)
         if self.args.json:
             for item in page.tasks:
-                self.out(encode(item).decode())
+                self.out_raw(encode(item).decode())
             return EXIT_OK
         if not page.tasks:
             self.out('No tasks yet. Start one with: hdsp run "..."')
@@ -400,7 +450,7 @@ class _Cli:
     async def cmd_show(self, client: Client) -> int:
         snap = await client.get_task(await self.resolve(client, self.args.task))
         if self.args.json:
-            self.out(encode(snap).decode())
+            self.out_raw(encode(snap).decode())
             return EXIT_OK
         i = snap.item
         self.render.note(f"task {i.id}  #{i.number}  {snap.state}  workspace {i.workspace}")
@@ -412,7 +462,7 @@ class _Cli:
     async def _simple(self, client: Client, action: Callable[[str], Awaitable[Any]]) -> int:
         ref = await action(await self.resolve(client, self.args.task))
         if self.args.json:
-            self.out(encode(ref).decode())
+            self.out_raw(encode(ref).decode())
         else:
             self.out(f"{ref.task_id}: {ref.state}")
         return EXIT_OK
@@ -434,13 +484,13 @@ class _Cli:
             while True:
                 page = await client.replay(cursor, task_id=task_id)
                 for event in page.events:
-                    self.out(encode(event).decode())
+                    self.out_raw(encode(event).decode())
                     cursor = event.seq or cursor
                 if not page.more:
                     return EXIT_OK
         async with client.events(task_id, since_seq=a.since) as events:
             async for event in events:
-                self.out(encode(event).decode())
+                self.out_raw(encode(event).decode())
         return EXIT_OK
 
     async def cmd_daemon(self, client: Client) -> int:
@@ -450,7 +500,7 @@ class _Cli:
             return EXIT_OK
         s = await client.status()
         if self.args.json:
-            self.out(encode(s).decode())
+            self.out_raw(encode(s).decode())
             return EXIT_OK
         self.out(
             f"hdspd {s.server_version} (protocol {s.protocol_version}) running, pid {s.pid}, "
@@ -481,8 +531,10 @@ class _Cli:
     # ---- settings, profiles, secrets ----------------------------------------
 
     def out_json(self, value: Any) -> None:
-        indent = None if self.args.json else 2
-        self.out(json.dumps(value, indent=indent, ensure_ascii=False))
+        if self.args.json:
+            self.out_raw(json.dumps(value, ensure_ascii=False))
+        else:
+            self.out(json.dumps(value, indent=2, ensure_ascii=False))
 
     async def cmd_config(self, client: Client) -> int:
         a = self.args
@@ -537,7 +589,7 @@ class _Cli:
             )
         result = await client.import_settings(document, merge=not a.replace)
         if a.json:
-            self.out(encode(result).decode())
+            self.out_raw(encode(result).decode())
         else:
             for path in result.applied:
                 self.out(f"imported  {path}")
@@ -559,7 +611,7 @@ class _Cli:
                 select=a.use,
             )
             if a.json:
-                self.out(encode(info).decode())
+                self.out_raw(encode(info).decode())
                 return EXIT_OK
             self.out(f"saved profile {info.name}" + (" (current)" if info.current else ""))
             if info.secret is not None and not info.secret_set:
@@ -575,7 +627,7 @@ class _Cli:
             listing = await client.list_profiles()
         if a.json:
             for info in listing.profiles:
-                self.out(encode(info).decode())
+                self.out_raw(encode(info).decode())
             return EXIT_OK
         for info in listing.profiles:
             mark = "*" if info.current else " "
@@ -597,7 +649,7 @@ class _Cli:
             view = await client.get_settings()
             for secret in view.secrets:
                 if a.json:
-                    self.out(encode(secret).decode())
+                    self.out_raw(encode(secret).decode())
                     continue
                 state = f"set ({secret.source})" if secret.is_set else "not set"
                 env = f"  env: {', '.join(secret.env_vars)}" if secret.env_vars else ""
@@ -609,7 +661,7 @@ class _Cli:
         else:
             info = await client.delete_secret(a.name)
         if a.json:
-            self.out(encode(info).decode())
+            self.out_raw(encode(info).decode())
         elif a.action == "set":
             self.out(f"secret {info.name} stored in hdspd's keyring")
         elif info.is_set:
@@ -625,13 +677,13 @@ class _Cli:
                 code: int = await handler(client)
                 return code
         except DaemonNotRunning as exc:
-            print(f"hdsp: {exc}", file=sys.stderr)
+            print(f"hdsp: {escape_controls(str(exc))}", file=sys.stderr)
             return EXIT_UNREACHABLE
         except CommandFailed as exc:
-            print(f"hdsp: {exc.message}", file=sys.stderr)
+            print(f"hdsp: {escape_controls(exc.message)}", file=sys.stderr)
             return EXIT_USAGE
         except ClientError as exc:
-            print(f"hdsp: {exc}", file=sys.stderr)
+            print(f"hdsp: {escape_controls(str(exc))}", file=sys.stderr)
             return EXIT_UNREACHABLE
 
 

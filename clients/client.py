@@ -376,15 +376,21 @@ class Client:
         images: list[str] | None = None,
         kernel_id: str | None = None,
         approvals: dict[str, Any] | None = None,
+        allow_broad_workspace: bool = False,
     ) -> TaskRef:
-        """Start a task. `approvals` overrides the daemon's auto-approval settings
-        for this task (for example {"always_allow_write": True})."""
+        """Start a task in `workspace` (by default the caller's working
+        directory; a relative path is taken from it too). `approvals` overrides
+        the daemon's auto-approval settings for this task (for example
+        {"always_allow_write": True}). The daemon refuses `/`, the home directory
+        itself and its own directories as a workspace unless
+        `allow_broad_workspace` says that one was meant."""
         config = TaskConfiguration(
             api_config_name=profile,
-            workspace=os.fspath(workspace) if workspace is not None else None,
+            workspace=_absolute_workspace(workspace),
             mode=mode,
             kernel_id=kernel_id,
             approvals=approvals,
+            allow_broad_workspace=allow_broad_workspace,
         )
         data = StartNewTaskData(text=text, configuration=config, images=images)
         result: TaskRef = await self.request(StartNewTask(data=data))
@@ -713,6 +719,12 @@ class EventStream:
                 continue
             self.last_seq = event.seq
             return event
+
+
+def _absolute_workspace(workspace: str | os.PathLike[str] | None) -> str:
+    """The workspace to send: absolute, from the caller's working directory
+    (FileNotFoundError if that no longer exists)."""
+    return os.path.abspath(os.getcwd() if workspace is None else workspace)
 
 
 @asynccontextmanager

@@ -1,7 +1,13 @@
-"""Finding the daemon: its runtime dir and the discovery file it writes there."""
+"""Finding the daemon: its runtime dir and the discovery file it writes there.
+
+Both are trusted only when they are ours: a runtime dir or discovery file that
+another user owns or can write could send this client (and the secrets it
+sends) to a daemon of theirs. The checks are `hdsp.protocol`'s, the same the
+daemon makes before it uses a runtime dir."""
 
 from __future__ import annotations
 
+import errno
 import os
 import warnings
 from pathlib import Path
@@ -9,7 +15,12 @@ from pathlib import Path
 import msgspec
 import platformdirs
 
-from hdsp.protocol import Discovery, discovery_path
+from hdsp.protocol import (
+    Discovery,
+    discovery_path,
+    private_dir_problem,
+    private_file_problem,
+)
 
 from .errors import DaemonNotRunning
 
@@ -41,15 +52,50 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def _untrusted(problem: str) -> DaemonNotRunning:
+    return DaemonNotRunning(
+        f"hdsp will not use this runtime dir: {problem}. Someone else could be answering "
+        "in hdspd's place, so nothing was sent. Remove it (or ask its owner to), or point "
+        "hdsp and hdspd at a directory of your own with --runtime-dir, HDSP_RUNTIME_DIR or "
+        "XDG_RUNTIME_DIR."
+    )
+
+
+def _read_discovery(path: Path) -> bytes:
+    """The discovery file's bytes, if it is a regular file of ours that nobody
+    else can write (checked on the open file, so it cannot be swapped between)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    try:
+        problem = private_file_problem(os.fstat(fd), path)
+        if problem is not None:
+            raise _untrusted(problem)
+        chunks = []
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 def find_daemon(explicit_runtime_dir: Path | str | None = None) -> Discovery:
     directory = runtime_dir(explicit_runtime_dir)
     path = discovery_path(directory)
     hint = "Start it with `hdspd` (or `make run`, or `systemctl --user start hdspd`)."
     try:
-        raw = path.read_bytes()
+        problem = private_dir_problem(directory)
+    except FileNotFoundError:
+        raise DaemonNotRunning(f"hdspd is not running (no {directory}). {hint}") from None
+    except OSError as exc:
+        raise DaemonNotRunning(f"Cannot check {directory}: {exc}. {hint}") from None
+    if problem is not None:
+        raise _untrusted(problem)
+    try:
+        raw = _read_discovery(path)
     except FileNotFoundError:
         raise DaemonNotRunning(f"hdspd is not running (no {path}). {hint}") from None
     except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise _untrusted(f"{path} is a symbolic link") from None
         raise DaemonNotRunning(f"Cannot read {path}: {exc}. {hint}") from None
     try:
         info = _decoder.decode(raw)

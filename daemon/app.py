@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import signal
-import stat
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -47,7 +46,7 @@ from .config.secrets import ENV_FALLBACKS
 from .llm.registry import Providers
 from .lock import DirectoryLock, LockHeld
 from .logs import registered_secrets
-from .paths import Paths
+from .paths import Paths, UnsafeRuntimeDir, ensure_private_runtime_dir
 from .sandbox import Sandbox
 from .sdnotify import notify_ready, notify_stopping
 from .server import Handlers, Server, Session
@@ -79,15 +78,6 @@ class Retention:
 
 class DaemonError(Exception):
     """The daemon cannot start; the message says why and what to do."""
-
-
-def _ensure_private_dir(path: Path) -> None:
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
-    st = path.stat()
-    if st.st_uid != os.getuid():
-        raise DaemonError(f"{path} belongs to another user; choose another --runtime-dir.")
-    if stat.S_IMODE(st.st_mode) & 0o077:
-        os.chmod(path, 0o700)
 
 
 @dataclass(frozen=True)
@@ -184,7 +174,10 @@ class Daemon:
             paths.check()
         except ValueError as exc:
             raise DaemonError(str(exc)) from None
-        _ensure_private_dir(paths.runtime_dir)
+        try:
+            ensure_private_runtime_dir(paths.runtime_dir)
+        except UnsafeRuntimeDir as exc:
+            raise DaemonError(str(exc)) from None
         paths.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         with ExitStack() as locks:
             for lock_path, what in ((paths.runtime_lock, "runtime"), (paths.data_lock, "data")):
@@ -265,6 +258,7 @@ class Daemon:
             tools=engine.tools,
             approvals=engine.approval_policy(settings.approvals),
             retry_policy=settings.retry.policy(),
+            private_dirs=(self.paths.data_dir, self.paths.runtime_dir),
         )
         self.tasks.services.setdefault("settings", self.config.store)
         self.kernels = engine.kernel_service(

@@ -5,13 +5,20 @@
 from __future__ import annotations
 
 import os
+import stat
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from hdsp.protocol import discovery_path
+from hdsp.protocol import discovery_path, private_dir_problem
 
-__all__ = ["Paths", "default_runtime_dir", "resolve_paths"]
+__all__ = [
+    "Paths",
+    "UnsafeRuntimeDir",
+    "default_runtime_dir",
+    "ensure_private_runtime_dir",
+    "resolve_paths",
+]
 
 # Unix domain socket paths are limited to 107 bytes on Linux.
 _MAX_SOCKET_PATH = 100
@@ -82,3 +89,45 @@ def resolve_paths(data_dir: Path | None = None, runtime_dir: Path | None = None)
     data = data_dir or (Path(env_data) if env_data else _default_data_dir())
     runtime = runtime_dir or (Path(env_runtime) if env_runtime else default_runtime_dir())
     return Paths(data_dir=data.expanduser().absolute(), runtime_dir=runtime.expanduser().absolute())
+
+
+class UnsafeRuntimeDir(Exception):
+    """The runtime dir belongs to someone else or others can write it; the
+    message says which and what to do."""
+
+
+def ensure_private_runtime_dir(path: Path) -> None:
+    """Make `path` the daemon's private runtime dir: create it (and any missing
+    parent, as with `/tmp/runtime-USER` when XDG_RUNTIME_DIR is unset) with mode
+    0700; tighten an existing one of ours to 0700; refuse (UnsafeRuntimeDir) one
+    that is a symlink, belongs to another user, or sits where another user could
+    replace it. The client makes the same checks (`private_dir_problem`)."""
+    missing: list[Path] = []
+    probe = path
+    while not os.path.lexists(probe) and probe != probe.parent:
+        missing.append(probe)
+        probe = probe.parent
+    for directory in reversed(missing):
+        try:
+            os.mkdir(directory, 0o700)
+        except FileExistsError:
+            pass  # made meanwhile by someone: checked below like any existing one
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        fd = None  # not a directory, or a symlink: private_dir_problem says which
+    if fd is not None:
+        try:
+            st = os.fstat(fd)
+            if st.st_uid == os.geteuid() and stat.S_IMODE(st.st_mode) & 0o077:
+                os.fchmod(fd, 0o700)
+        finally:
+            os.close(fd)
+    problem = private_dir_problem(path)
+    if problem is not None:
+        raise UnsafeRuntimeDir(
+            f"hdspd will not use the runtime dir {path}: {problem}. Another user could "
+            "answer clients in hdspd's place or move its sockets away. Remove it, or "
+            "choose a directory of your own with --runtime-dir, HDSP_RUNTIME_DIR or "
+            "XDG_RUNTIME_DIR."
+        )

@@ -8,7 +8,13 @@ from __future__ import annotations
 from .codec import FrameError, decode_client_message, decode_event, decode_server_message, encode
 from .commands import *  # noqa: F403
 from .commands import __all__ as _commands_all
-from .discovery import DISCOVERY_FILENAME, Discovery, discovery_path
+from .discovery import (
+    DISCOVERY_FILENAME,
+    Discovery,
+    discovery_path,
+    private_dir_problem,
+    private_file_problem,
+)
 from .envelope import *  # noqa: F403
 from .envelope import __all__ as _envelope_all
 from .errors import ErrorCode
@@ -27,6 +33,8 @@ __all__ = [
     "PROTOCOL_VERSION",
     "Discovery",
     "discovery_path",
+    "private_dir_problem",
+    "private_file_problem",
     "ErrorCode",
     "FrameError",
     "__version__",

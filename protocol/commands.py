@@ -93,7 +93,9 @@ class TaskConfiguration(WireStruct, frozen=True):
 
     #: Name of the provider profile to use (Roo's apiConfigName).
     api_config_name: str | None = None
-    #: Directory the agent works in; the daemon's working directory by default.
+    #: Directory the agent works in (absolute). Clients send their own working
+    #: directory when the user names none; without one the daemon uses its own
+    #: working directory, unless that is a directory it refuses (see below).
     workspace: str | None = None
     mode: str | None = None
     #: A kernel (ListKernels) the task's code runs in; by default the task starts
@@ -102,6 +104,10 @@ class TaskConfiguration(WireStruct, frozen=True):
     #: Auto-approval settings for this task only (hdsp's ApprovalSettings fields,
     #: or Roo's names such as alwaysAllowWrite), over the daemon's settings.
     approvals: dict[str, Any] | None = None
+    #: hdsp: the daemon refuses `/`, its user's home directory itself and its own
+    #: data and runtime dirs as a workspace (the agent reads a workspace freely)
+    #: unless this is set, by a person who named one of them on purpose.
+    allow_broad_workspace: bool = False
 
 
 class StartNewTaskData(WireStruct, frozen=True):

@@ -1,16 +1,30 @@
-"""The discovery file: how a client finds a running daemon.
+"""The discovery file: how a client finds a running daemon, and the checks that
+decide whether a runtime dir and its discovery file can be trusted.
 
 The daemon writes it (mode 0600) in its runtime dir once its sockets are bound and
-removes it on exit, as Jupyter does with kernel connection files.
+removes it on exit, as Jupyter does with kernel connection files. A runtime dir
+that someone else owns or can write (a `/tmp/runtime-USER` made by another user
+before us, say) would let them answer in the daemon's place, or move the daemon's
+sockets away: the client and the daemon both refuse such a directory, through the
+same checks here.
 """
 
 from __future__ import annotations
 
+import os
+import pwd
+import stat
 from pathlib import Path
 
 from ._base import WireStruct
 
-__all__ = ["DISCOVERY_FILENAME", "Discovery", "discovery_path"]
+__all__ = [
+    "DISCOVERY_FILENAME",
+    "Discovery",
+    "discovery_path",
+    "private_dir_problem",
+    "private_file_problem",
+]
 
 DISCOVERY_FILENAME = "hdspd.json"
 
@@ -31,3 +45,67 @@ class Discovery(WireStruct, frozen=True):
 
 def discovery_path(runtime_dir: Path) -> Path:
     return runtime_dir / DISCOVERY_FILENAME
+
+
+def _who(uid: int) -> str:
+    try:
+        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except KeyError:
+        return f"uid {uid}"
+
+
+def _open_to_others(st: os.stat_result) -> bool:
+    return bool(stat.S_IMODE(st.st_mode) & (stat.S_IWGRP | stat.S_IWOTH))
+
+
+def _ancestor_problem(directory: Path, uid: int) -> str | None:
+    """Why a directory above the runtime dir would let someone else replace it:
+    owned by a user other than us and root, or writable by others without the
+    sticky bit (which /tmp has: there only an entry's owner may rename it)."""
+    try:
+        real = directory.resolve(strict=True)
+    except OSError as exc:
+        return f"{directory} cannot be checked ({exc.strerror or exc})"
+    for ancestor in (real, *real.parents):
+        st = ancestor.stat()
+        if st.st_uid not in (uid, 0):
+            return f"{ancestor} belongs to {_who(st.st_uid)}, who could replace what is inside"
+        if _open_to_others(st) and not st.st_mode & stat.S_ISVTX:
+            return (
+                f"{ancestor} is writable by others (mode {stat.S_IMODE(st.st_mode):04o}, "
+                "no sticky bit), who could replace what is inside"
+            )
+    return None
+
+
+def private_dir_problem(path: Path, *, uid: int | None = None) -> str | None:
+    """Why `path` cannot be trusted as a private runtime dir, or None if it can:
+    it must be a real directory (not a symlink), owned by `uid` (the current
+    user by default), writable by nobody else, inside directories that nobody
+    else can rename it out of. Raises FileNotFoundError if it does not exist."""
+    uid = os.geteuid() if uid is None else uid
+    st = os.lstat(path)
+    if stat.S_ISLNK(st.st_mode):
+        return f"{path} is a symbolic link, not a directory"
+    if not stat.S_ISDIR(st.st_mode):
+        return f"{path} is not a directory"
+    if st.st_uid != uid:
+        return f"{path} belongs to {_who(st.st_uid)}, not to you ({_who(uid)})"
+    if _open_to_others(st):
+        mode = stat.S_IMODE(st.st_mode)
+        return f"{path} is writable by other users (mode {mode:04o}; it should be 0700)"
+    return _ancestor_problem(path.parent, uid)
+
+
+def private_file_problem(st: os.stat_result, path: Path, *, uid: int | None = None) -> str | None:
+    """Why the file `path` (whose `os.fstat` or `os.lstat` is `st`) cannot be
+    trusted as written by our own daemon, or None if it can."""
+    uid = os.geteuid() if uid is None else uid
+    if not stat.S_ISREG(st.st_mode):
+        return f"{path} is not a regular file"
+    if st.st_uid != uid:
+        return f"{path} belongs to {_who(st.st_uid)}, not to you ({_who(uid)})"
+    if _open_to_others(st):
+        mode = stat.S_IMODE(st.st_mode)
+        return f"{path} is writable by other users (mode {mode:04o}; it should be 0600)"
+    return None

@@ -116,6 +116,8 @@ class ClineMessage(WireStruct, frozen=True):
     # hdsp additions
     #: The tool call this message belongs to (its ask, its streamed output).
     tool_use_id: str | None = None
+    #: A `command` ask: the directory the command would run in (absolute).
+    cwd: str | None = None
 
 
 class TokenUsage(WireStruct, frozen=True):

@@ -30,8 +30,12 @@ def short_tmp_dir() -> Path:
 
 
 class DaemonProcess:
-    def __init__(self, root: Path, env: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self, root: Path, env: Mapping[str, str] | None = None, *, cwd: Path | None = None
+    ) -> None:
         self.root = root
+        #: The daemon's working directory (the test's own by default).
+        self.cwd = cwd
         self.data_dir = root / "data"
         self.runtime_dir = root / "run"
         self.stderr_path = root / "hdspd.stderr"
@@ -64,6 +68,7 @@ class DaemonProcess:
                 self.proc = subprocess.Popen(
                     [sys.executable, "-m", "hdsp.daemon", "--log-format", "json", *args],
                     env=env,
+                    cwd=self.cwd,
                     stdin=subprocess.DEVNULL,
                     stdout=err,
                     stderr=err,

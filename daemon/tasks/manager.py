@@ -15,9 +15,12 @@ tasks that work, not with every task it has run since it started.
 from __future__ import annotations
 
 import os
+import pwd
 import uuid
 from collections import OrderedDict
+from collections.abc import Sequence
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -95,6 +98,7 @@ class TaskManager:
         retry_policy: RetryPolicy | None = None,
         services: dict[str, Any] | None = None,
         default_workspace: str | None = None,
+        private_dirs: Sequence[Path] = (),
     ) -> None:
         self.store = store
         self.journal = journal
@@ -106,7 +110,12 @@ class TaskManager:
         self.approvals = approvals if approvals is not None else ApprovalPolicy()
         #: Daemon services a tool may ask for by name (ToolContext.service).
         self.services: dict[str, Any] = services if services is not None else {}
+        #: For a StartNewTask that names no workspace (an old client): the
+        #: daemon's working directory, checked like any other workspace.
         self.default_workspace = default_workspace or os.getcwd()
+        #: The daemon's own directories (data, runtime): never a workspace, nor
+        #: anything inside them, unless a person says so.
+        self.private_dirs = [Path(os.path.realpath(d)) for d in private_dirs]
         #: Idle tasks beyond this many are unloaded, the least recently used first.
         self.max_idle_loaded = MAX_IDLE_LOADED
         self._tasks: dict[str, Task] = {}
@@ -278,6 +287,18 @@ class TaskManager:
             raise CommandError(
                 ErrorCode.INVALID_REQUEST, f"The workspace {workspace} is not a directory."
             )
+        if not config.allow_broad_workspace:
+            problem = await anyio.to_thread.run_sync(self._broad_workspace, workspace)
+            if problem is not None:
+                given = "" if config.workspace else " (no workspace was given: the daemon's own)"
+                raise CommandError(
+                    ErrorCode.INVALID_REQUEST,
+                    f"Refusing {workspace} as the workspace{given}: it is {problem}, and the "
+                    "agent reads everything in its workspace without asking. Run hdsp in "
+                    "the project's directory or pass --workspace DIR; to use it anyway, "
+                    "name it with --workspace and add --allow-broad-workspace "
+                    "(allowBroadWorkspace in the task's configuration).",
+                )
         kernels = self.services.get("kernels")
         if config.kernel_id is not None and not (kernels and kernels.has_kernel(config.kernel_id)):
             raise CommandError(
@@ -425,6 +446,24 @@ class TaskManager:
         return TaskRef(task_id=task_id, state=task.state)
 
     # ---- helpers ------------------------------------------------------------
+
+    def _broad_workspace(self, workspace: str) -> str | None:
+        """What `workspace` is if it is too broad (or too private) to be one: the
+        root, the daemon's user's home itself, or a daemon directory; else None."""
+        real = Path(os.path.realpath(workspace))
+        if real == real.parent:
+            return "the root directory"
+        homes = {os.path.expanduser("~")}
+        try:
+            homes.add(pwd.getpwuid(os.geteuid()).pw_dir)
+        except KeyError:
+            pass
+        if any(real == Path(os.path.realpath(home)) for home in homes if home):
+            return "your home directory (its keys, keyring and dotfiles)"
+        for private in self.private_dirs:
+            if real == private or real.is_relative_to(private):
+                return f"inside hdspd's own directory {private}"
+        return None
 
     def _check_open(self) -> None:
         if self._closing:

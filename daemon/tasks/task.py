@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 import uuid
 from collections import deque
@@ -198,6 +199,12 @@ class TurnState(msgspec.Struct, kw_only=True, omit_defaults=True):
 
 _turn_encoder = msgspec.json.Encoder()
 turn_decoder = msgspec.json.Decoder(TurnState)
+
+
+def _command_cwd(workspace: Path, given: Any) -> str:
+    """The directory a command ask names, as the model asked for it (absolute,
+    normalised but not resolved: a way out of the workspace shows as one)."""
+    return os.path.normpath(os.path.join(workspace, str(given or ".")))
 
 
 class TaskCarry(msgspec.Struct, kw_only=True, gc=False):
@@ -897,16 +904,20 @@ class Task:
                 return
             text = await tool.preview(self, call.arguments)
             if verdict.decision is Decision.ASK:
+                extra: dict[str, Any] = {}
                 if verdict.cap_reached:
                     kind, text = Ask.AUTO_APPROVAL_MAX_REQ_REACHED, verdict.reason
                 elif tool.category is ToolCategory.COMMAND:
                     kind, text = Ask.COMMAND, str(call.arguments.get("command", text))
+                    # Where it runs, as asked for: a cwd outside the workspace shows
+                    # as such here, and the tool refuses it.
+                    extra["cwd"] = _command_cwd(self.workspace, call.arguments.get("cwd"))
                 elif tool.category is ToolCategory.MCP:
                     kind = Ask.USE_MCP_SERVER
                 else:
                     kind = Ask.TOOL
                 ask = await self.post_ask(
-                    kind, text, tool_use_id=call.id, is_protected=verdict.protected or None
+                    kind, text, tool_use_id=call.id, is_protected=verdict.protected or None, **extra
                 )
                 call.status, call.ask_ts = "asking", ask.ts
                 call.cap_reached = verdict.cap_reached

@@ -135,6 +135,10 @@ def test_a_script_answers_an_approval(
     r = hdsp(daemon.runtime_dir, "run", "--workspace", str(tmp_path), "write b")
     assert r.returncode == 1 and "hdsp answer" in r.stderr
     task = r.stderr.split("task ", 1)[1].split()[0]
+    # A bare answer approves nothing: approving takes --yes.
+    r = hdsp(daemon.runtime_dir, "answer", task[:8])
+    assert r.returncode == 2 and "Say --yes to approve" in r.stderr
+    assert not (tmp_path / "b.txt").exists()
     r = hdsp(daemon.runtime_dir, "answer", task[:8], "--yes")
     assert r.returncode == 0, r.stderr
     r = hdsp(daemon.runtime_dir, "attach", task[:8])

@@ -1,0 +1,180 @@
+"""What an attacker's text can do to the terminal of a person using `hdsp`:
+nothing. A scripted model (a prompt injection) asks to run a command that hides
+itself behind escape sequences, and writes escape sequences (OSC 52 clipboard,
+window title) into its text, a file and kernel output; the real CLI, on a real
+pseudo-terminal or a pipe, shows them as visible text, and a bare Enter never
+approves."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.daemon_process import DaemonProcess
+from tests.fakes.openai_server import FakeOpenAI, ToolCall
+from tests.fakes.openai_server import Reply as FakeReply
+
+pytestmark = pytest.mark.slow
+
+SPOOF = "mv victim elsewhere # \x1b[2K\r  $ ls -la"
+OSC52 = "\x1b]52;c;ZXZpbA==\x07"  # "set the clipboard to 'evil'"
+TITLE = "\x1b]0;pwned\x07"  # "set the window title"
+
+
+def call(name: str, **args: Any) -> FakeReply:
+    return FakeReply.tool_calls([ToolCall(name, json.dumps(args))])
+
+
+def cli_env(daemon: DaemonProcess) -> dict[str, str]:
+    return {
+        "HDSP_RUNTIME_DIR": str(daemon.runtime_dir),
+        "PATH": "/usr/bin:/bin",
+        "NO_COLOR": "1",
+        "TERM": "dumb",
+    }
+
+
+class Terminal:
+    """`hdsp ARGS` on a pseudo-terminal (stdin, stdout and stderr), as a person
+    runs it: what it printed so far, and what the person types."""
+
+    def __init__(self, daemon: DaemonProcess, *args: str, cwd: Path) -> None:
+        self.master, slave = pty.openpty()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "hdsp.client", *args],
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            cwd=cwd,
+            env=cli_env(daemon),
+            start_new_session=True,
+        )
+        os.close(slave)
+        self.output = b""
+
+    def read_until(self, marker: bytes, *, after: int = 0, timeout: float = 30) -> None:
+        """Read until `marker` appears after offset `after` (or the CLI ends)."""
+        deadline = time.monotonic() + timeout
+        while marker not in self.output[after:]:
+            left = deadline - time.monotonic()
+            assert left > 0, f"no {marker!r} in {self.output!r}"
+            ready, _, _ = select.select([self.master], [], [], left)
+            if not ready:
+                continue
+            try:
+                chunk = os.read(self.master, 65536)
+            except OSError:  # EIO: the CLI closed the terminal
+                chunk = b""
+            assert chunk, f"hdsp ended before {marker!r}: {self.output!r}"
+            self.output += chunk
+
+    def type(self, text: str) -> None:
+        os.write(self.master, text.encode())
+
+    def finish(self, timeout: float = 60) -> int:
+        """Read everything until the CLI exits; its exit code."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            assert left > 0, f"hdsp did not end: {self.output!r}"
+            ready, _, _ = select.select([self.master], [], [], left)
+            if not ready:
+                continue
+            try:
+                chunk = os.read(self.master, 65536)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                break
+            self.output += chunk
+        os.close(self.master)
+        return self.proc.wait(30)
+
+    @property
+    def text(self) -> str:
+        return self.output.decode("utf-8", "replace")
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "victim").mkdir()
+    (ws / "victim" / "data.csv").write_text("x\n1\n")
+    return ws
+
+
+def test_a_spoofed_command_ask_shows_its_escapes_and_enter_does_not_approve(
+    daemon: DaemonProcess, fake_openai: FakeOpenAI, workspace: Path
+) -> None:
+    fake_openai.script(
+        call("execute_command", command=SPOOF), call("attempt_completion", result="ok")
+    )
+    term = Terminal(daemon, "run", "tidy up", cwd=workspace)
+    prompt = b"es / [n]o"
+    term.read_until(prompt)
+    asked = len(term.output)
+    term.type("\n")  # a bare Enter
+    term.read_until(b"Enter alone does neither", after=asked)
+    term.read_until(prompt, after=asked)
+    assert (workspace / "victim").is_dir() and not (workspace / "elsewhere").exists()
+    term.type("n\n")
+    assert term.finish() == 0, term.text
+    assert (workspace / "victim").is_dir() and not (workspace / "elsewhere").exists()
+    # The command shows whole, its escapes as text, with where it would run.
+    assert "$ mv victim elsewhere # \\x1b[2K\\r  $ ls -la" in term.text
+    assert f"Run this command in {workspace}?" in term.text
+    assert b"\x1b" not in term.output  # not one raw ESC reached the terminal
+    # The model was told the user said no.
+    assert "denied" in json.dumps(fake_openai.requests[1]["messages"])
+
+
+def test_osc_and_title_escapes_from_model_file_command_and_kernel_are_shown_escaped(
+    daemon: DaemonProcess, fake_openai: FakeOpenAI, workspace: Path
+) -> None:
+    (workspace / "notes.txt").write_text(f"old line {OSC52}\n")
+    code = "print('kernel says \\x1b]0;pwned\\x07 and \\x1b]52;c;ZXZpbA==\\x07')"
+    fake_openai.script(
+        FakeReply.text(f"Look {OSC52} and {TITLE}\u202e!") + call("read_file", path="notes.txt"),
+        call("write_to_file", path="notes.txt", content="new line\n"),
+        call("execute_command", command="printf '\\033]52;c;ZXZpbA==\\007 from sh\\n'"),
+        call("execute_code", code=code),
+        call("attempt_completion", result=f"done {TITLE}"),
+    )
+    env = cli_env(daemon)
+
+    def hdsp(*args: str) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run(
+            [sys.executable, "-m", "hdsp.client", *args],
+            env=env,
+            cwd=workspace,
+            capture_output=True,
+            stdin=subprocess.DEVNULL,
+            timeout=120,
+        )
+
+    run = hdsp("run", "--yes", "go")
+    assert run.returncode == 0, run.stderr.decode()
+    task_id = next(
+        line.split()[1] for line in run.stderr.decode().splitlines() if line.startswith("task ")
+    )
+    show = hdsp("show", task_id)
+    assert show.returncode == 0, show.stderr.decode()
+    for result in (run, show):
+        out = result.stdout.decode()
+        assert b"\x1b" not in result.stdout + result.stderr, out
+        assert "Look \\x1b]52;c;ZXZpbA==\\x07 and \\x1b]0;pwned\\x07\\u202e!" in out  # model
+        assert "-old line \\x1b]52;c;ZXZpbA==\\x07" in out  # the file, in the write's diff
+        assert "\\x1b]52;c;ZXZpbA==\\x07 from sh" in out  # command output
+        assert "kernel says \\x1b]0;pwned\\x07 and \\x1b]52;c;ZXZpbA==\\x07" in out  # kernel
+        assert "Result: done \\x1b]0;pwned\\x07" in out
+    assert (workspace / "notes.txt").read_text() == "new line\n"
