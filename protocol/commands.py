@@ -296,6 +296,9 @@ class StatusResult(WireStruct, frozen=True):
     tasks_running: int
     data_dir: str
     runtime_dir: str
+    #: The file where the daemon's keyring keeps secrets unencrypted, when its
+    #: backend is a plain-text file; absent otherwise.
+    plaintext_keyring: str | None = None
 
 
 # ---- the table --------------------------------------------------------------
