@@ -216,11 +216,11 @@ def status_error(
                 f"({detail}): {key_hint}."
             )
         elif status == 401:
-            message = f"The API key was rejected by {where} ({detail}); {key_hint}."
+            message = f"The API key was rejected by {where} (HTTP 401: {detail}); {key_hint}."
         else:
             message = (
                 f"The API key of profile {profile!r} is not allowed to use model "
-                f"{model!r} at {where} ({detail}). Check the key's permissions "
+                f"{model!r} at {where} (HTTP 403: {detail}). Check the key's permissions "
                 f"or the model name; {key_hint}."
             )
         return AuthenticationFailed(message, **kwargs)
