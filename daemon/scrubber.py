@@ -111,7 +111,7 @@ SECRET_SHAPES: Final[tuple[SecretShape, ...]] = (
         "authorization header",
         r"\b(?:[Aa]uthorization|AUTHORIZATION|(?:[Xx]-)?(?:[Aa]pi-[Kk]ey|API-KEY)|x-goog-api-key)"
         r"['\"]?\s*[:=]\s*['\"]?"
-        r"(?:[A-Za-z]+\s+)?(?P<secret>(?=[^\s'\",;\\]*[0-9])[^\s'\",;\\]{8,})",
+        r"(?:[A-Za-z]+\s+)?(?P<secret>(?=[^\s'\",;\\&()]*[0-9])[^\s'\",;\\&()]{8,})",
         "a header named for a credential (Authorization, X-Api-Key...), with a value "
         "of 8 or more characters holding a digit",
         ("zation", "ZATION", "-key", "-Key", "-KEY"),
@@ -154,7 +154,7 @@ SECRET_SHAPES: Final[tuple[SecretShape, ...]] = (
     ),
     SecretShape(
         "URL query credential",
-        rf"[?&]{SECRET_QUERY_PARAMETER}=(?P<secret>[^&#\s'\"\\<>]+)",
+        rf"[?&]{SECRET_QUERY_PARAMETER}=(?P<secret>[^&#\s'\"\\<>()\[\]{{}},;]+)",
         "a query parameter named for a credential (see SECRET_QUERY_PARAMETER)",
         ("?", "&"),
     ),
@@ -270,7 +270,10 @@ class SecretScrubber:
         :data:`MIN_SECRET_LENGTH` are ignored."""
         if not isinstance(value, str):
             return
-        candidates = {v for v in (value, value.strip()) if len(v) >= MIN_SECRET_LENGTH}
+        stripped = value.strip()
+        if len(stripped) < MIN_SECRET_LENGTH:
+            return
+        candidates = {value, stripped}
         with self._lock:
             added = False
             for candidate in candidates:
