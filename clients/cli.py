@@ -511,7 +511,16 @@ class _Cli:
         )
         if s.sandbox is not None:
             self.out(self._sandbox_line(s.sandbox))
+        self._warn_plaintext(s.plaintext_keyring)
         return EXIT_OK
+
+    def _warn_plaintext(self, path: str | None, what: str = "API keys are") -> None:
+        """Say so when the daemon's keyring keeps keys unencrypted."""
+        if path is not None:
+            self.out(
+                f"  keyring: {what} stored in plain text at {path} (keyrings.alt's "
+                "PlaintextKeyring); use a desktop keyring to have them encrypted"
+            )
 
     @staticmethod
     def _sandbox_line(sb: SandboxStatus) -> str:
@@ -641,6 +650,7 @@ class _Cli:
             )
         if listing.current is None:
             self.out("No current profile: `hdsp profile use NAME` picks one.")
+        self._warn_plaintext(listing.plaintext_keyring)
         return EXIT_OK
 
     async def cmd_secret(self, client: Client) -> int:
@@ -663,7 +673,13 @@ class _Cli:
         if a.json:
             self.out_raw(encode(info).decode())
         elif a.action == "set":
-            self.out(f"secret {info.name} stored in hdspd's keyring")
+            if info.plaintext_keyring is not None:
+                self.out(
+                    f"secret {info.name} stored in plain text at {info.plaintext_keyring} "
+                    "(hdspd's keyring is keyrings.alt's PlaintextKeyring)"
+                )
+            else:
+                self.out(f"secret {info.name} stored in hdspd's keyring")
         elif info.is_set:
             self.out(f"secret {info.name} removed from the keyring; {info.source} still sets it")
         else:

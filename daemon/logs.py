@@ -17,7 +17,8 @@ Why this shape:
   (``api_key``, ``Authorization``, ``access_token``...), every value registered with
   :func:`register_secret` wherever it appears inside a string, and the shapes of
   well-known credentials (``sk-...`` provider keys, ``Bearer ...`` headers,
-  passwords in URLs).
+  passwords in URLs): the same :data:`hdsp.daemon.scrubber.scrubber` that the
+  journal and the providers' errors use.
 """
 
 from __future__ import annotations
@@ -27,12 +28,13 @@ import logging
 import os
 import re
 import sys
-import threading
 from collections.abc import Mapping
 from typing import Any, Final, Literal, TextIO, cast
 
 import structlog
 from structlog.typing import EventDict, Processor, WrappedLogger
+
+from .scrubber import MIN_SECRET_LENGTH, REDACTED, scrubber
 
 __all__ = [
     "MIN_SECRET_LENGTH",
@@ -50,12 +52,6 @@ __all__ = [
 
 LogFormat = Literal["auto", "json", "console"]
 
-#: What a secret is replaced with.
-REDACTED: Final = "[redacted]"
-
-#: Values shorter than this are not registered: redacting every occurrence of a
-#: short string would blank out ordinary words and numbers all over the logs.
-MIN_SECRET_LENGTH: Final = 8
 
 # --- secret keys ---------------------------------------------------------------------
 
@@ -103,42 +99,18 @@ def is_secret_key(name: str) -> bool:
 
 
 # --- secret values -------------------------------------------------------------------
-
-# Credentials with a recognisable shape are hidden even if nobody registered them,
-# e.g. a key quoted back in a provider's error message before config loaded it.
-_SHAPES: Final[tuple[tuple[re.Pattern[str], str], ...]] = (
-    # OpenAI (sk-..., sk-proj-...) and Anthropic (sk-ant-...) API keys.
-    (re.compile(r"\bsk-[A-Za-z0-9][A-Za-z0-9_\-]{19,}"), REDACTED),
-    # HTTP bearer credentials, as in an `Authorization: Bearer ...` header.
-    (re.compile(r"\b(Bearer\s+)[A-Za-z0-9\-._~+/]{8,}=*"), rf"\g<1>{REDACTED}"),
-    # user:password@ in URLs (a base URL with credentials in a provider profile).
-    (re.compile(r"(://[^/\s:@]+:)[^/\s@]+@"), rf"\g<1>{REDACTED}@"),
-)
-
-_registry_lock = threading.Lock()
-_registered: set[str] = set()
-# One alternation of every registered value, longest first so that a secret that
-# contains another is hidden whole. Replaced (never mutated) under the lock, so
-# readers on any thread see either the old or the new pattern.
-_registered_pattern: re.Pattern[str] | None = None
+# Known values and credential shapes are the scrubber's (one list for logs, the
+# journal and provider errors): see hdsp.daemon.scrubber.
 
 
-def register_secret(value: str) -> None:
-    """Hide ``value`` wherever it appears in a log line from now on.
-
-    The config code calls this for every API key it loads. Values shorter than
-    :data:`MIN_SECRET_LENGTH` characters are ignored (see there why); surrounding
+def register_secret(value: str, *, name: str | None = None) -> None:
+    """Hide ``value`` wherever it appears in a log line, an event or the store from
+    now on (see :meth:`SecretScrubber.add`). The config code calls this for every
+    API key it loads. Values shorter than :data:`MIN_SECRET_LENGTH` characters are
+    ignored (hiding every "abc" would blank out ordinary words); surrounding
     whitespace, as read from a file, is ignored too.
     """
-    global _registered_pattern
-    candidates = {value, value.strip()}
-    with _registry_lock:
-        added = {v for v in candidates if len(v) >= MIN_SECRET_LENGTH} - _registered
-        if not added:
-            return
-        _registered.update(added)
-        ordered = sorted(_registered, key=len, reverse=True)
-        _registered_pattern = re.compile("|".join(re.escape(v) for v in ordered))
+    scrubber.add(value, name=name)
 
 
 def registered_secrets() -> frozenset[str]:
@@ -149,13 +121,8 @@ def registered_secrets() -> frozenset[str]:
 
 
 def redact_text(text: str) -> str:
-    """Return ``text`` with registered secrets and credential-shaped substrings hidden."""
-    pattern = _registered_pattern
-    if pattern is not None:
-        text = pattern.sub(REDACTED, text)
-    for shape, replacement in _SHAPES:
-        text = shape.sub(replacement, text)
-    return text
+    """Return ``text`` with known secrets and credential-shaped substrings hidden."""
+    return scrubber.scrub(text)
 
 
 # Deeper structures are rendered as text and redacted as such (this also ends

@@ -319,6 +319,9 @@ class StatusResult(WireStruct, frozen=True):
     runtime_dir: str
     #: None from a daemon older than the sandbox.
     sandbox: SandboxStatus | None = None
+    #: The file where the daemon's keyring keeps secrets unencrypted, when its
+    #: backend is a plain-text file; absent otherwise.
+    plaintext_keyring: str | None = None
 
 
 # ---- the table --------------------------------------------------------------

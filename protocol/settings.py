@@ -67,6 +67,9 @@ class SecretInfo(WireStruct, frozen=True):
     env_vars: list[str] = []
     #: Why the daemon could not tell whether it is set (the keyring failed).
     error: str | None = None
+    #: The file where the daemon's keyring keeps secrets unencrypted, when its
+    #: backend is a plain-text file (keyrings.alt's PlaintextKeyring); absent otherwise.
+    plaintext_keyring: str | None = None
 
 
 class ProfileData(WireStruct, frozen=True):
@@ -108,6 +111,9 @@ class ProfileList(WireStruct, frozen=True):
     profiles: list[ProfileInfo]
     #: The profile new tasks use when they name none; absent when there is none.
     current: str | None = None
+    #: The file where the daemon's keyring keeps keys unencrypted, if it does
+    #: (see `SecretInfo.plaintext_keyring`).
+    plaintext_keyring: str | None = None
 
 
 class SettingsView(WireStruct, frozen=True):

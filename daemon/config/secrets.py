@@ -17,8 +17,14 @@ Why this shape:
 - Keyring calls block (D-Bus round trips, file I/O, possibly an unlock dialog), so
   the async methods run them on a worker thread, one at a time: backends are not
   known to be thread-safe.
-- Every value read or set is registered with :func:`hdsp.daemon.logs.register_secret`
-  at once, so that no log line shows it even if an error message quotes it.
+- Every value read or set is added to the daemon's scrubber
+  (:data:`hdsp.daemon.scrubber.scrubber`) at once, under its name, and so are the
+  environment fallbacks present at start: no log line, event or stored text shows
+  it even if an error message quotes it. :meth:`SecretStore.known_values` gives
+  them to whoever must keep them out of a child process's environment.
+- A file keyring that stores values unencrypted (keyrings.alt's
+  PlaintextKeyring) works, but :meth:`SecretStore.plaintext_file` names its file,
+  so that users are told where their keys lie in plain text.
 
 Errors::
 
@@ -40,7 +46,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 import anyio.to_thread
 import structlog
 
-from hdsp.daemon.logs import register_secret
+from hdsp.daemon.scrubber import SecretScrubber, scrubber
 
 if TYPE_CHECKING:
     from keyring.backend import KeyringBackend
@@ -186,12 +192,31 @@ class SecretStore:
         backend: KeyringBackend | None = None,
         env: Mapping[str, str] | None = None,
         service: str = SERVICE,
+        scrubber: SecretScrubber = scrubber,
     ) -> None:
         self._chosen = backend
         self._env = os.environ if env is None else env
         self.service = service
         self._lock = threading.Lock()
         self._state: _Backend | None = None
+        self._scrubber = scrubber
+        # Known from the start, read or not: a kernel or a shell may print them.
+        for name, env_vars in ENV_FALLBACKS.items():
+            for var in env_vars:
+                value = self._env.get(var)
+                if value:
+                    scrubber.add(value, name=name if len(env_vars) == 1 else var.lower())
+
+    @property
+    def scrubber(self) -> SecretScrubber:
+        """The scrubber this store adds every value it sees to."""
+        return self._scrubber
+
+    def known_values(self) -> frozenset[str]:
+        """Every secret value the daemon knows (read, set, or in the environment
+        fallbacks), for dropping environment variables that hold one from a child
+        process's environment. Never log or send these."""
+        return self._scrubber.known_values()
 
     # ---- the environment ---------------------------------------------------------
 
@@ -204,7 +229,7 @@ class SecretStore:
         for var in self.env_vars(name):
             value = self._env.get(var)
             if value:
-                register_secret(value)
+                self._scrubber.add(value, name=name)
                 return var, value
         return None
 
@@ -263,7 +288,7 @@ class SecretStore:
         check_secret_name(name)
         _check_value(name, value)
         # Registered first: from here on no log line can show it, whatever fails.
-        register_secret(value)
+        self._scrubber.add(value, name=name)
         with self._lock:
             backend = self._usable_backend(f"cannot store the secret {name!r}")
             try:
@@ -296,6 +321,13 @@ class SecretStore:
         log.info("secret removed", secret_name=name)
         return True
 
+    def plaintext_file(self) -> str | None:
+        """The file where the keyring backend keeps secrets unencrypted, when it is
+        a plain-text file backend (keyrings.alt's PlaintextKeyring), else None.
+        Blocking: it may choose the backend."""
+        with self._lock:
+            return _plaintext_file(self._resolve().backend)
+
     def warm(self) -> None:
         """Import `keyring` and choose the backend (blocking, reads no secret), so that
         the first request does not wait for it."""
@@ -319,7 +351,7 @@ class SecretStore:
                 except Exception as exc:  # any backend's own errors: translated here
                     value, failure = None, exc
                 if value:
-                    register_secret(value)
+                    self._scrubber.add(value, name=name)
                     return "keyring", value
             elif "reading" not in state.warned:
                 state.warned.add("reading")
@@ -365,6 +397,23 @@ class SecretStore:
                 f"hdspd {doing}: no usable keyring ({state.unusable}). " + _HOW_TO_CONFIGURE
             )
         return state.backend
+
+
+def _plaintext_file(backend: Any) -> str | None:
+    """Where `backend` (or a backend it chains) keeps secrets in plain text, if it does."""
+    from keyring.backends import chainer
+
+    if isinstance(backend, chainer.ChainerBackend):
+        for chained in backend.backends:
+            found = _plaintext_file(chained)
+            if found is not None:
+                return found
+        return None
+    plain = any("plaintext" in cls.__name__.lower() for cls in type(backend).__mro__)
+    path = getattr(backend, "file_path", None)
+    if plain:
+        return str(path) if path is not None else "(a file the keyring backend chose)"
+    return None
 
 
 def _describe(backend: Any) -> str:

@@ -10,17 +10,28 @@ tells every client and every cached provider, and none can forget to.
 
 A secret's value comes in through :meth:`ConfigService.set_secret` and goes only
 to the keyring: no result, change or log line carries it.
+
+A base URL may carry credentials (``https://user:pass@host/v1``, ``?api_key=...``).
+The settings file keeps them, since the provider needs them, but every view of
+the settings (`GetSettings`, `ListProfiles`, `ExportSettings`) shows the URL with
+them replaced by ``[REDACTED]``, and the values are added to the scrubber so that
+no event or log line shows them either. A redacted URL coming back (an export
+imported again, a view edited and saved) keeps the current URL of that profile
+when it redacts to the same text; otherwise it is refused, naming the profile.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+import anyio.to_thread
 import structlog
 
 from hdsp.daemon.errors import CommandError
+from hdsp.daemon.scrubber import REDACTED, url_credentials
 from hdsp.protocol import (
     ErrorCode,
     ImportResult,
@@ -96,14 +107,22 @@ def _as_command_errors() -> Iterator[None]:
         raise CommandError(ErrorCode.UNAVAILABLE, str(exc)) from None
 
 
-def _secret_info(status: SecretStatus) -> SecretInfo:
+def _secret_info(status: SecretStatus, plaintext_keyring: str | None = None) -> SecretInfo:
     return SecretInfo(
         name=status.name,
         is_set=status.is_set,
         source=status.source,
         env_vars=list(status.env_vars),
         error=status.error,
+        plaintext_keyring=plaintext_keyring,
     )
+
+
+_REDACTED_URL_REASON = (
+    "holds credentials hidden as {marker} (an export or a view of the settings); "
+    "give the whole URL again, or set the key with `hdsp secret set` and name it in "
+    "the profile's `secret`"
+)
 
 
 def _profile_document(data: ProfileData) -> dict[str, Any]:
@@ -129,6 +148,57 @@ class ConfigService:
         self.secrets = secrets
         self.profiles = profiles
         self._listeners: list[Listener] = []
+        self._register_url_credentials()
+
+    def _register_url_credentials(self) -> None:
+        """Add the credentials in every profile's base URL to the scrubber."""
+        for name, profile in self.profiles.all().items():
+            if profile.base_url:
+                for value in url_credentials(profile.base_url):
+                    self.secrets.scrubber.add(value, name=f"{name}-url")
+
+    def _shown_url(self, url: str | None) -> str | None:
+        return None if url is None else self.secrets.scrubber.scrub_url(url)
+
+    def _shown_document(self) -> dict[str, Any]:
+        """The settings document with the profiles' base URLs fit to show."""
+        document = self.settings.document()
+        for profile in (document.get("profiles") or {}).values():
+            if isinstance(profile, dict) and isinstance(profile.get("base_url"), str):
+                profile["base_url"] = self._shown_url(profile["base_url"])
+        return document
+
+    def _restore_redacted_urls(self, document: Mapping[str, Any]) -> list[FieldError]:
+        """Put back, in `document` (changed in place), the current base URL of each
+        profile whose incoming URL is that URL as shown, redacted; leave out and
+        report the profiles whose redacted URL matches nothing."""
+        profiles = document.get("profiles")
+        if not isinstance(profiles, dict):
+            return []
+        rejected: list[FieldError] = []
+        current = self.settings.profiles
+        for name, profile in list(profiles.items()):
+            if not isinstance(profile, dict):
+                continue
+            url = profile.get("base_url")
+            if not isinstance(url, str) or REDACTED not in url:
+                continue
+            old = current[name].base_url if name in current else None
+            if old is not None and self._shown_url(old) == url:
+                profile["base_url"] = old
+            else:
+                rejected.append(
+                    FieldError(
+                        f"profiles.{name}.base_url",
+                        _REDACTED_URL_REASON.format(marker=REDACTED),
+                    )
+                )
+                del profiles[name]
+        return rejected
+
+    async def plaintext_keyring(self) -> str | None:
+        """The file where the keyring keeps secrets in plain text, if it does."""
+        return await anyio.to_thread.run_sync(self.secrets.plaintext_file)
 
     def subscribe(self, listener: Listener) -> None:
         """Call `listener` after every change (in the order of subscription)."""
@@ -139,6 +209,7 @@ class ConfigService:
         return self.store.settings
 
     async def _changed(self, change: SettingsChange) -> None:
+        self._register_url_credentials()
         for listener in self._listeners:
             await listener(change)
 
@@ -167,7 +238,7 @@ class ConfigService:
             provider=profile.provider,
             model=profile.model,
             source=self.profiles.source(name),
-            base_url=profile.base_url,
+            base_url=self._shown_url(profile.base_url),
             options=profile.options.model_dump(mode="json", exclude_none=True),
             secret=secret,
             secret_set=is_set,
@@ -180,7 +251,9 @@ class ConfigService:
             await self._profile_info(name, profile, current)
             for name, profile in sorted(self.profiles.all().items())
         ]
-        return ProfileList(profiles=infos, current=current)
+        return ProfileList(
+            profiles=infos, current=current, plaintext_keyring=await self.plaintext_keyring()
+        )
 
     def secret_names(self) -> list[str]:
         """Every secret name in use: the profiles' and the conventional ones."""
@@ -191,9 +264,12 @@ class ConfigService:
         return sorted(names)
 
     async def view(self) -> SettingsView:
-        secrets = [_secret_info(await self._status(name)) for name in self.secret_names()]
+        plaintext = await self.plaintext_keyring()
+        secrets = [
+            _secret_info(await self._status(name), plaintext) for name in self.secret_names()
+        ]
         return SettingsView(
-            settings=self.settings.document(),
+            settings=self._shown_document(),
             secrets=secrets,
             path=str(self.store.path),
             problems=list(self.store.problems),
@@ -203,7 +279,7 @@ class ConfigService:
         names = sorted(
             {name for p in self.settings.profiles.values() if (name := secret_name(p)) is not None}
         )
-        return SettingsExport(settings=self.settings.document(), secret_names=names)
+        return SettingsExport(settings=self._shown_document(), secret_names=names)
 
     # ---- changing ------------------------------------------------------------------
 
@@ -212,6 +288,11 @@ class ConfigService:
     ) -> SettingsView:
         before = self.settings.document()
         with _as_command_errors():
+            if isinstance(patch, Mapping):
+                patch = copy.deepcopy(dict(patch))
+                refused = self._restore_redacted_urls(patch)
+                if refused:
+                    raise SettingsInvalid(refused)
             if isinstance(patch, Mapping) and patch.get("current_profile") is not None:
                 self._check_selectable(patch["current_profile"], patch)
             after = (await self.store.update(patch)).document()
@@ -249,6 +330,9 @@ class ConfigService:
                     [FieldError("profile.name", "'demo' is built in; choose another name")]
                 )
             document = _profile_document(profile)
+            refused = self._restore_redacted_urls({"profiles": {name: document}})
+            if refused:
+                raise SettingsInvalid(refused)
 
             def change(current: dict[str, Any]) -> dict[str, Any]:
                 current.setdefault("profiles", {})[name] = document
@@ -321,6 +405,7 @@ class ConfigService:
     async def set_secret(
         self, name: str, value: str, *, client_id: str | None = None
     ) -> SecretInfo:
+        """Store a secret; the result names the plain-text file it went to, if so."""
         with _as_command_errors():
             await self.secrets.set(name, value)
         await self._changed(
@@ -331,7 +416,7 @@ class ConfigService:
                 client_id=client_id,
             )
         )
-        return _secret_info(await self._status(name))
+        return _secret_info(await self._status(name), await self.plaintext_keyring())
 
     async def delete_secret(self, name: str, *, client_id: str | None = None) -> SecretInfo:
         with _as_command_errors():
@@ -351,18 +436,18 @@ class ConfigService:
         self, document: Mapping[str, Any], *, merge: bool = True, client_id: str | None = None
     ) -> ImportResult:
         before = self.settings.document()
-        document = dict(document)
-        early: list[FieldError] = []
+        document = incoming = copy.deepcopy(dict(document))
+        early: list[FieldError] = self._restore_redacted_urls(document)
         current = document.get("current_profile")
         if current is not None:
             try:
                 self._check_selectable(current, document)
             except SettingsInvalid as exc:
                 early += exc.errors
-                document.pop("current_profile")
+                incoming.pop("current_profile")
         if isinstance(document.get("profiles"), Mapping) and DEMO_PROFILE in document["profiles"]:
             early.append(FieldError("profiles.demo", "'demo' is built in; choose another name"))
-            document["profiles"] = {
+            incoming["profiles"] = {
                 k: v for k, v in document["profiles"].items() if k != DEMO_PROFILE
             }
         with _as_command_errors():

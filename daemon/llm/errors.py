@@ -18,7 +18,11 @@ default, a single error may override it (an error event that says "rate limit"
 is still retryable, for instance).
 
 Messages are written for the person reading them in a frontend: they say what
-happened, where, and what to do about it.
+happened, where, and what to do about it. They quote the server's own words, and
+a server may quote the key back (a 401 that echoes ``Authorization``), or the base
+URL may hold credentials: so every message is scrubbed (known keys, credential
+shapes, URL user info and key parameters) when the error is made, before it can
+become a UI message, an API history entry the model reads, a reply or a log line.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ import email.utils
 import time
 from collections.abc import Mapping
 from typing import Any
+
+from hdsp.daemon.scrubber import scrubber
 
 __all__ = [
     "AuthenticationFailed",
@@ -58,6 +64,7 @@ class ProviderError(Exception):
         retry_after: float | None = None,
         status_code: int | None = None,
     ) -> None:
+        message = scrubber.scrub(message)
         super().__init__(message)
         self.message = message
         if retryable is not None:
@@ -209,11 +216,11 @@ def status_error(
                 f"({detail}): {key_hint}."
             )
         elif status == 401:
-            message = f"The API key was rejected by {where} ({detail}); {key_hint}."
+            message = f"The API key was rejected by {where} (HTTP 401: {detail}); {key_hint}."
         else:
             message = (
                 f"The API key of profile {profile!r} is not allowed to use model "
-                f"{model!r} at {where} ({detail}). Check the key's permissions "
+                f"{model!r} at {where} (HTTP 403: {detail}). Check the key's permissions "
                 f"or the model name; {key_hint}."
             )
         return AuthenticationFailed(message, **kwargs)

@@ -104,7 +104,7 @@ class Handlers:
             case SelectProfile(data=data):
                 return await d.config.select_profile(data.name, client_id=session.client_id)
             case SetSecret(data=data):
-                register_secret(data.value)  # before anything can log it
+                register_secret(data.value, name=data.name)  # before anything can log it
                 return await d.config.set_secret(data.name, data.value, client_id=session.client_id)
             case DeleteSecret(data=data):
                 return await d.config.delete_secret(data.name, client_id=session.client_id)
@@ -177,4 +177,5 @@ class Handlers:
             data_dir=str(d.paths.data_dir),
             runtime_dir=str(d.paths.runtime_dir),
             sandbox=d.sandbox.status(),
+            plaintext_keyring=await d.config.plaintext_keyring(),
         )

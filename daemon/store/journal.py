@@ -8,6 +8,11 @@ batch's events, durable and live-only alike, in queue order. So a client never
 sees an event that a crash could take back, and a live-only partial update never
 overtakes the durable event before it. Batching keeps the cost per event low
 under load (group commit); an idle daemon commits each event as it comes.
+
+Being the one path, it is also the last line of defence for secrets: every event
+body and every text or bytes parameter of a write passes the daemon's scrubber
+(:mod:`hdsp.daemon.scrubber`) on its encoded bytes, so that a key that slipped
+past the scrubbing where foreign text enters is neither stored nor published.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import structlog
 from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from hdsp.daemon.scrubber import scrubber
 from hdsp.protocol import Event, MessageEvent, TaskEvent, encode, event_task_id, is_durable
 
 from .database import Write
@@ -36,6 +42,19 @@ log = structlog.get_logger("hdsp.store")
 
 #: Sends one event: (topic, body). Topic is the task id, b"" for daemon-wide.
 Publisher = Callable[[bytes, bytes], Awaitable[None]]
+
+#: What every encoded body and write parameter passes through (see the module doc).
+_scrub = scrubber.scrub_json
+
+
+def _scrubbed(write: Write) -> Write:
+    sql, params = write
+    clean = tuple(
+        _scrub(p) if isinstance(p, bytes) else scrubber.scrub(p) if isinstance(p, str) else p
+        for p in params
+    )
+    return write if all(a is b for a, b in zip(clean, params, strict=True)) else (sql, clean)
+
 
 _MAX_BATCH = 1024
 #: Commits between WAL checkpoints (each commit adds a few pages to the WAL; this
@@ -86,7 +105,7 @@ class Journal:
             # (kernel status and output, streaming text), and order is kept.
             topic = (event_task_id(event) or "").encode()
             await self._publish(
-                topic, encode(TaskEvent(data=event, relay_client_id=relay_client_id))
+                topic, _scrub(encode(TaskEvent(data=event, relay_client_id=relay_client_id)))
             )
             return
         await self._queue(_Item(event, writes, relay_client_id))
@@ -190,7 +209,7 @@ class Journal:
         rows: list[tuple[int, str, int, bytes]] = []
         frames: list[tuple[bytes, bytes]] = []
         for item in batch:
-            writes.extend(item.writes)
+            writes.extend(_scrubbed(w) for w in item.writes)
             if item.event is None:
                 continue
             event = item.event
@@ -204,13 +223,17 @@ class Journal:
                     relay_client_id=item.relay_client_id,
                 )
                 last_by_topic[topic] = seq
-                body = encode(envelope)
+                raw = encode(envelope)
+                body = _scrub(raw)
                 rows.append((seq, topic, now, body))
                 if isinstance(event, MessageEvent):
                     p = event.payload[0]
-                    writes.append(save_ui_message(p.task_id, p.message.ts, encode(p.message)))
+                    message = encode(p.message)  # a part of `raw`: clean if it was
+                    if body is not raw:
+                        message = _scrub(message)
+                    writes.append(save_ui_message(p.task_id, p.message.ts, message))
             else:
-                body = encode(TaskEvent(data=event, relay_client_id=item.relay_client_id))
+                body = _scrub(encode(TaskEvent(data=event, relay_client_id=item.relay_client_id)))
             frames.append((topic.encode(), body))
         if writes or rows:
             try:

@@ -46,6 +46,7 @@ from hdsp.daemon.llm.types import (
     ToolUseBlock,
     UsageChunk,
 )
+from hdsp.daemon.scrubber import scrubber
 from hdsp.daemon.store import append_api_message, save_turn, save_ui_message, update_task
 from hdsp.daemon.tools import AskAnswer, ToolCategory, ToolError, ToolResult
 from hdsp.protocol import (
@@ -860,14 +861,19 @@ class Task:
         self.mistakes = self.mistakes + 1 if result.is_error else 0
         call.status = "done"
         call.ask_ts = None
-        call.result = result.content
+        # Tool and kernel output is foreign text: no known key or key-shaped string
+        # reaches the model or the history (hdsp.daemon.scrubber).
+        call.result = [
+            TextBlock(text=scrubber.scrub(b.text)) if isinstance(b, TextBlock) else b
+            for b in result.content
+        ]
         call.is_error = result.is_error
         call.completes_task = result.completes_task
         await self.save_turn()
         if result.is_error:
             entry = self.tool_usage.get(call.name, ToolUsageEntry(attempts=0, failures=0))
             self.tool_usage[call.name] = msgspec.structs.replace(entry, failures=entry.failures + 1)
-            text = " ".join(b.text for b in result.content if isinstance(b, TextBlock))
+            text = " ".join(b.text for b in call.result if isinstance(b, TextBlock))
             await self._emit(TaskToolFailed(payload=(self.id, call.name, text)))
 
     async def _run_call(self, call: CallState) -> None:

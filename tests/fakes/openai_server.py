@@ -12,6 +12,7 @@ with hdsp's demo server, :mod:`hdsp.daemon.llm.demo`), and misbehaves on request
             Reply.reasoning("Let me think.") + Reply.text("Done."),
             Reply.text("Hello world").cut_after(3),  # drops the connection mid-stream
             Reply.hang(),                            # first chunk, then waits for a cancel
+            Reply.unauthorized_echoing_key(),        # 401 quoting the request's key back
         )
         ...  # the SDK at fake.base_url ("http://127.0.0.1:PORT/v1")
         fake.wait_for_requests(2)                    # or: await fake.wait_for_requests_async(2)
@@ -21,7 +22,8 @@ Each request takes the next scripted reply; with none left it gets
 :attr:`FakeOpenAI.default` (a short text) so nothing hangs. Content builders
 (:meth:`Reply.text`, :meth:`Reply.reasoning`, :meth:`Reply.tool_calls`) combine
 with ``+``; faults are either whole replies (:meth:`Reply.status`,
-:meth:`Reply.context_length_exceeded`, :meth:`Reply.malformed_sse`,
+:meth:`Reply.context_length_exceeded`, :meth:`Reply.unauthorized_echoing_key`,
+:meth:`Reply.malformed_sse`,
 :meth:`Reply.error_event_midstream`, :meth:`Reply.hang`) or modifiers of a
 streamed one (``.cut_after(n)``, ``.hang_after(n)``, ``.malformed_after(n)``,
 ``.error_after(n)``, ``.slow_first_byte(s)``, ``.without_usage()``,
@@ -111,6 +113,9 @@ class Reply:
     #: How many SSE events go out before the fault.
     fault_at: int = 0
     error_message: str = _ERROR_MESSAGES[500]
+    #: Replace ``{key}`` in the error body's message with the request's API key
+    #: (the ``Authorization: Bearer`` value), as some servers quote it back.
+    echo_key: bool = False
 
     # ---- content -------------------------------------------------------------
 
@@ -211,6 +216,17 @@ class Reply:
         return cls(status_code=code, error={"error": error}, headers=headers)
 
     @classmethod
+    def unauthorized_echoing_key(cls) -> Reply:
+        """A 401 whose body quotes the whole key the request was sent with, as
+        careless providers and proxies do (OpenAI itself shows only its ends)."""
+        reply = cls.status(
+            401,
+            "Incorrect API key provided: {key}. You can find your API key at "
+            "https://platform.openai.com/account/api-keys.",
+        )
+        return dataclasses.replace(reply, echo_key=True)
+
+    @classmethod
     def context_length_exceeded(cls) -> Reply:
         """OpenAI's 400 for a prompt larger than the context window."""
         return cls.status(
@@ -293,7 +309,13 @@ class FakeOpenAI(ScriptedServer[Reply]):
         if reply.first_byte_delay > 0 and not self._pause(exchange, reply.first_byte_delay):
             return
         if reply.status_code != 200:
-            exchange.send_json(reply.status_code, reply.error, reply.headers)
+            error = reply.error
+            if reply.echo_key and error is not None:
+                key = exchange.headers.get("authorization", "").removeprefix("Bearer ")
+                inner = dict(error["error"])
+                inner["message"] = str(inner["message"]).replace("{key}", key)
+                error = {"error": inner}
+            exchange.send_json(reply.status_code, error, reply.headers)
             return
         if exchange.body.get("stream") is not True:
             exchange.send_json(
