@@ -116,8 +116,7 @@ def register_secret(value: str, *, name: str | None = None) -> None:
 def registered_secrets() -> frozenset[str]:
     """Every secret value registered so far (for the sandbox, which keeps them out
     of the environments of the processes it starts)."""
-    with _registry_lock:
-        return frozenset(_registered)
+    return scrubber.known_values()
 
 
 def redact_text(text: str) -> str:
