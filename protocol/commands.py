@@ -47,6 +47,7 @@ from .settings import (
     SettingsView,
     UpdateSettings,
 )
+from .storage import StorageHealth
 
 __all__ = [
     "COMMANDS",
@@ -296,6 +297,8 @@ class StatusResult(WireStruct, frozen=True):
     tasks_running: int
     data_dir: str
     runtime_dir: str
+    #: Whether the daemon can write its database now (see StorageState).
+    storage: StorageHealth | None = None
 
 
 # ---- the table --------------------------------------------------------------

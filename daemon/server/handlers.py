@@ -176,4 +176,5 @@ class Handlers:
             tasks_running=stats["running"],
             data_dir=str(d.paths.data_dir),
             runtime_dir=str(d.paths.runtime_dir),
+            storage=d.store.monitor.health(),
         )
