@@ -1,8 +1,15 @@
-"""`hdspd`: the hdsp daemon."""
+"""`hdspd`: the hdsp daemon.
+
+Exit codes: 0 stopped cleanly; 1 `hdspd check` found damage, or a subcommand
+failed; 2 refused to start (the message on stderr says why and what to do: a
+damaged or too new database, a data dir another hdspd holds, bad settings) or
+`hdspd check` could not check; 130 interrupted.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -47,17 +54,76 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--pub-hwm", type=int, default=100_000, help=argparse.SUPPRESS
     )  # for tests: events queued per subscriber before ZeroMQ drops them
+    p.add_argument(
+        "--startup-check-ms",
+        type=float,
+        default=None,
+        help=argparse.SUPPRESS,
+    )  # how long the quick check at start-up may take (0: none); for tests
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     p.add_argument("--log-format", default="auto", choices=["auto", "json", "console"])
     sub = p.add_subparsers(dest="command")
     svc = sub.add_parser("install-service", help="write a systemd user unit for hdspd")
     svc.add_argument("--force", action="store_true", help="overwrite a different existing unit")
     svc.add_argument("--print", action="store_true", dest="print_only", help="print, don't write")
+    sub.add_parser(
+        "check",
+        help="check the database for damage (PRAGMA integrity_check); exit 0 if sound, "
+        "1 if damaged, 2 if it cannot be checked",
+    )
     return p
+
+
+def _check(data_dir: Path | None) -> int:
+    from .paths import resolve_paths
+    from .store import integrity_check
+
+    path = resolve_paths(data_dir, None).database
+    if not path.is_file():
+        print(f"hdspd check: no database at {path}", file=sys.stderr)
+        return 2
+    try:
+        report = integrity_check(path)
+    except sqlite3.Error as exc:
+        print(f"hdspd check: cannot open {path}: {exc}", file=sys.stderr)
+        return 2
+    if report.ok:
+        print(
+            f"ok: {path} passed PRAGMA integrity_check "
+            f"({report.pages} pages in {report.seconds:.2f} s)"
+        )
+        return 0
+    print(f"damaged: {path} failed PRAGMA integrity_check:")
+    for problem in report.problems:
+        print(f"  {problem!r}")
+    print(
+        "Stop hdspd, then restore the database from a backup, or recover what can be "
+        f"read into a new one (sqlite3 {path} .recover | sqlite3 {path}.recovered) and "
+        f"move it in place; or move it aside (mv {path} {path}.broken) to start afresh."
+    )
+    return 1
+
+
+def _refusal(exc: BaseException) -> BaseException | None:
+    """The reason the daemon refused to start, if `exc` is (or a task group
+    raised) one: it is reported in a sentence, never as a traceback."""
+    from .app import DaemonError
+    from .store import StoreError
+
+    if isinstance(exc, DaemonError | StoreError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = _refusal(inner)
+            if found is not None:
+                return found
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "check":
+        return _check(args.data_dir)
     if args.command == "install-service":
         from .service import ServiceInstallError, install_service, installed_message
 
@@ -73,10 +139,10 @@ def main(argv: list[str] | None = None) -> int:
             print(installed_message(result))
         return 0
 
-    from .app import Daemon, DaemonError, Retention
+    from .app import Daemon, Retention
     from .logs import configure_logging
     from .paths import resolve_paths
-    from .store import StoreError
+    from .store import STARTUP_CHECK_SECONDS
 
     configure_logging(args.log_level, args.log_format)
     daemon = Daemon(
@@ -87,14 +153,20 @@ def main(argv: list[str] | None = None) -> int:
             max_age_seconds=args.event_retention_days * 86400,
             max_events=args.event_retention_count,
         ),
+        startup_check_seconds=(
+            STARTUP_CHECK_SECONDS if args.startup_check_ms is None else args.startup_check_ms / 1000
+        ),
     )
     try:
         anyio.run(daemon.run, backend="asyncio")
-    except (DaemonError, StoreError) as exc:
-        print(f"hdspd: {exc}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         return 130
+    except BaseException as exc:
+        refusal = _refusal(exc)
+        if refusal is None:
+            raise
+        print(f"hdspd: {refusal}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -32,10 +33,27 @@ from anyio.abc import TaskGroup, TaskStatus
 
 from hdsp.protocol import (
     PROTOCOL_VERSION,
+    CancelTask,
+    CloseTask,
     DaemonShuttingDown,
     Discovery,
+    ErrorCode,
+    ExportSettings,
+    GetModels,
+    GetSettings,
+    GetStatus,
+    GetTask,
+    InterruptKernel,
+    ListKernels,
+    ListProfiles,
+    ListTasks,
+    Replay,
     SettingsChange,
     SettingsChanged,
+    Shutdown,
+    ShutdownKernel,
+    StorageChanged,
+    StorageState,
     TaskCommand,
     __version__,
     encode,
@@ -43,6 +61,7 @@ from hdsp.protocol import (
 
 from .config import ConfigService, Profiles, SecretStore, SettingsError, SettingsStore
 from .config.secrets import ENV_FALLBACKS
+from .errors import CommandError
 from .llm.registry import Providers
 from .lock import DirectoryLock, LockHeld
 from .logs import registered_secrets
@@ -50,7 +69,7 @@ from .paths import Paths, UnsafeRuntimeDir, ensure_private_runtime_dir
 from .sandbox import Sandbox
 from .sdnotify import notify_ready, notify_stopping
 from .server import Handlers, Server, Session
-from .store import Journal, Store
+from .store import STARTUP_CHECK_SECONDS, Journal, StorageUnavailable, Store, StoreError
 
 if TYPE_CHECKING:
     from .approvals import ApprovalPolicy
@@ -64,6 +83,24 @@ log = structlog.get_logger("hdsp.daemon")
 
 #: How long a graceful shutdown may take before the rest is cut off.
 SHUTDOWN_GRACE = 20.0
+
+#: Commands served while the storage cannot write: they read, or stop work.
+_SERVED_WITHOUT_STORAGE = (
+    GetTask,
+    ListTasks,
+    Replay,
+    GetStatus,
+    GetSettings,
+    ListProfiles,
+    ExportSettings,
+    GetModels,
+    ListKernels,
+    CancelTask,
+    CloseTask,
+    InterruptKernel,
+    ShutdownKernel,
+    Shutdown,
+)
 
 
 @dataclass(frozen=True)
@@ -144,8 +181,10 @@ class Daemon:
         max_message_size: int = 64 * 1024 * 1024,
         pub_hwm: int = 100_000,
         retention: Retention | None = None,
+        startup_check_seconds: float | None = STARTUP_CHECK_SECONDS,
     ) -> None:
         self.pub_hwm = pub_hwm
+        self.startup_check_seconds = startup_check_seconds
         self.paths = paths
         self.max_message_size = max_message_size
         self.retention = retention or Retention()
@@ -199,7 +238,10 @@ class Daemon:
         paths = self.paths
         self.config = await self._open_config()
         providers = Providers(self.config.profiles, self.config.secrets)
-        async with Store.open(paths.database) as store, providers:
+        async with (
+            Store.open(paths.database, check_seconds=self.startup_check_seconds) as store,
+            providers,
+        ):
             self.store = store
             await self._prune_once()
             self.server = Server(
@@ -221,6 +263,7 @@ class Daemon:
                 if report is not None:  # the settings file was corrupt: say so, durably
                     await self._announce_settings(report)
                 await tg.start(self._watch_signals)
+                tg.start_soon(self._watch_storage)
                 tg.start_soon(self._prune_events)
                 self._write_discovery()
                 log.info(
@@ -280,7 +323,48 @@ class Daemon:
         """Run a command once the engine has started."""
         if not self._engine_started.is_set():  # a set Event's wait() still yields
             await self._engine_started.wait()
-        return await self._handlers(cmd, session)
+        monitor = self.store.monitor
+        if not monitor.writable and not isinstance(cmd.data, _SERVED_WITHOUT_STORAGE):
+            raise self._storage_error()
+        try:
+            return await self._handlers(cmd, session)
+        except StorageUnavailable as exc:
+            raise CommandError(
+                ErrorCode.STORAGE_UNAVAILABLE,
+                str(exc),
+                details={"state": str(monitor.state)},
+            ) from None
+
+    def _storage_error(self) -> CommandError:
+        monitor = self.store.monitor
+        return CommandError(
+            ErrorCode.STORAGE_UNAVAILABLE,
+            f"Refused: {monitor.message()}",
+            details={"state": str(monitor.state)},
+        )
+
+    async def _watch_storage(self) -> None:
+        """Tell every client when the storage stops or starts taking writes; stop
+        the running tasks when it turns read-only (nothing they do would last)."""
+        monitor = self.store.monitor
+        seen = 0
+        while True:
+            seen = await monitor.wait_changed(seen)
+            health = monitor.health()
+            event = StorageChanged(payload=(health,))
+            if health.state is StorageState.OK:
+                log.info("storage takes writes again")
+                await self.journal.emit(event)
+                continue
+            log.error(
+                "storage cannot write: refusing new work",
+                state=str(health.state),
+                reason=health.reason,
+                advice=health.advice,
+            )
+            await self.journal.announce(event)
+            if health.state is StorageState.READ_ONLY and self._engine_started.is_set():
+                await self.tasks.shutdown()
 
     async def _open_config(self) -> ConfigService:
         """Load the settings (a corrupt file is moved aside and reported, see
@@ -314,7 +398,14 @@ class Daemon:
     async def _prune_once(self) -> None:
         r = self.retention
         before = int((time.time() - r.max_age_seconds) * 1000)
-        deleted = await self.store.prune_events(before, r.max_events)
+        if not self.store.monitor.writable:
+            return
+        try:
+            deleted = await self.store.prune_events(before, r.max_events)
+        except (sqlite3.Error, StoreError) as exc:
+            # Retention can wait: a full disk must not stop the start, nor the daemon.
+            log.warning("pruning old events failed; will try again later", error=str(exc))
+            return
         if deleted:
             log.info("pruned old events", deleted=deleted)
 

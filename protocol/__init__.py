@@ -26,6 +26,7 @@ from .kernels import *  # noqa: F403
 from .kernels import __all__ as _kernels_all
 from .settings import *  # noqa: F403
 from .settings import __all__ as _settings_all
+from .storage import StorageHealth, StorageState
 from .version import PROTOCOL_VERSION, __version__
 
 __all__ = [
@@ -37,6 +38,8 @@ __all__ = [
     "private_file_problem",
     "ErrorCode",
     "FrameError",
+    "StorageHealth",
+    "StorageState",
     "__version__",
     "decode_client_message",
     "decode_event",

@@ -47,6 +47,7 @@ from .settings import (
     SettingsView,
     UpdateSettings,
 )
+from .storage import StorageHealth
 
 __all__ = [
     "COMMANDS",
@@ -322,6 +323,8 @@ class StatusResult(WireStruct, frozen=True):
     #: The file where the daemon's keyring keeps secrets unencrypted, when its
     #: backend is a plain-text file; absent otherwise.
     plaintext_keyring: str | None = None
+    #: Whether the daemon can write its database now (see StorageState).
+    storage: StorageHealth | None = None
 
 
 # ---- the table --------------------------------------------------------------

@@ -39,5 +39,9 @@ class ErrorCode(enum.StrEnum):
     #: Something the command needs is not set up where the daemon runs (no keyring
     #: backend for secrets, say); the message says how to set it up.
     UNAVAILABLE = "unavailable"
+    #: The daemon cannot write its database now (disk full, I/O error, or damage
+    #: found): it serves reads and refuses what must write. The message says why
+    #: and what to do; `details.state` is the StorageState.
+    STORAGE_UNAVAILABLE = "storage_unavailable"
     #: A bug or an unexpected failure inside the daemon; its log has details.
     INTERNAL = "internal"

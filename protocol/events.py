@@ -2,7 +2,8 @@
 
 Every event is durable (persisted, then published with a `seq`) except a
 `message` event that updates a message still marked `partial`, an
-`executionOutput`, and a `kernelStatus` of busy or idle.
+`executionOutput`, a `kernelStatus` of busy or idle, and a `storageChanged`
+that reports a failure.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from ._base import WireStruct
 from .history import ClineMessage, TokenUsage, ToolUsage
 from .kernels import ExecutionOutputData, KernelInfo, KernelState
 from .settings import SettingsChange
+from .storage import StorageHealth, StorageState
 
 __all__ = [
     "CommandsResponse",
@@ -31,6 +33,7 @@ __all__ = [
     "QueuedMessage",
     "QueuedMessagesUpdated",
     "SettingsChanged",
+    "StorageChanged",
     "TaskAborted",
     "TaskActive",
     "TaskAskResponded",
@@ -241,6 +244,15 @@ class SettingsChanged(_EventBase, tag="settingsChanged", frozen=True):
     payload: tuple[SettingsChange]
 
 
+class StorageChanged(_EventBase, tag="storageChanged", frozen=True):
+    """The daemon's storage stopped or started taking writes: [health].
+    Daemon-wide. A failure is live-only (it cannot be written: that is the
+    failure), and GetStatus reports it to a client that connects later; the
+    recovery is durable."""
+
+    payload: tuple[StorageHealth]
+
+
 Event = (
     TaskCreated
     | TaskStarted
@@ -274,6 +286,7 @@ Event = (
     | KernelShutdown
     | ExecutionOutput
     | SettingsChanged
+    | StorageChanged
 )
 
 _DAEMON_WIDE = (
@@ -285,6 +298,7 @@ _DAEMON_WIDE = (
     KernelStatus,
     KernelShutdown,
     SettingsChanged,
+    StorageChanged,
 )
 
 
@@ -309,6 +323,8 @@ def is_durable(event: Event) -> bool:
         return False
     if isinstance(event, KernelStatus):
         return event.payload[1] not in (KernelState.BUSY, KernelState.IDLE)
+    if isinstance(event, StorageChanged):
+        return event.payload[0].state is StorageState.OK
     return True
 
 

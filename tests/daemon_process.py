@@ -16,7 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
 
@@ -58,7 +58,12 @@ class DaemonProcess:
         env.update(self.extra_env)
         return env
 
-    def start(self, *args: str, timeout: float = 20.0) -> None:
+    def start(
+        self,
+        *args: str,
+        timeout: float = 20.0,
+        preexec_fn: Callable[[], object] | None = None,
+    ) -> None:
         assert self.proc is None or self.proc.poll() is not None, "already running"
         self._notify_path.unlink(missing_ok=True)
         with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as notify:
@@ -72,6 +77,7 @@ class DaemonProcess:
                     stdin=subprocess.DEVNULL,
                     stdout=err,
                     stderr=err,
+                    preexec_fn=preexec_fn,
                 )
             self.starts += 1
             # Wait for READY=1 or for the daemon to exit (a refusal), whichever

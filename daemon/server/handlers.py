@@ -178,4 +178,5 @@ class Handlers:
             runtime_dir=str(d.paths.runtime_dir),
             sandbox=d.sandbox.status(),
             plaintext_keyring=await d.config.plaintext_keyring(),
+            storage=d.store.monitor.health(),
         )

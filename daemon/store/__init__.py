@@ -3,8 +3,10 @@ journal through which every change is written before it is published."""
 
 from __future__ import annotations
 
-from .database import Database, TaskRow, Write
-from .errors import DataDirLocked, StoreCorrupt, StoreError, StoreTooNew
+from .database import STARTUP_CHECK_SECONDS, Database, TaskRow, Write
+from .errors import DataDirLocked, StorageUnavailable, StoreCorrupt, StoreError, StoreTooNew
+from .health import StorageMonitor
+from .integrity import IntegrityReport, integrity_check
 from .journal import Journal, Publisher
 from .store import INLINE_BYTES, Store
 from .writes import (
@@ -17,10 +19,14 @@ from .writes import (
 
 __all__ = [
     "INLINE_BYTES",
+    "STARTUP_CHECK_SECONDS",
     "DataDirLocked",
     "Database",
+    "IntegrityReport",
     "Journal",
     "Publisher",
+    "StorageMonitor",
+    "StorageUnavailable",
     "Store",
     "StoreCorrupt",
     "StoreError",
@@ -29,6 +35,7 @@ __all__ = [
     "Write",
     "append_api_message",
     "insert_task",
+    "integrity_check",
     "save_turn",
     "save_ui_message",
     "update_task",

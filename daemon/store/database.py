@@ -11,10 +11,21 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, overload
 
+import structlog
+
 from .errors import StoreCorrupt, StoreError, StoreTooNew
+from .health import Fault, classify
+from .integrity import quick_check
 from .migrations import MIGRATIONS, SCHEMA_VERSION
 
-__all__ = ["Database", "TaskRow", "Write"]
+__all__ = ["STARTUP_CHECK_SECONDS", "Database", "TaskRow", "Write"]
+
+#: How long the quick check at start-up may take; a bigger database is checked
+#: that far, tables in the order they were made (tasks and UI messages first):
+#: `hdspd check` checks all of it. A database of 10,000 messages takes ~110 ms.
+STARTUP_CHECK_SECONDS = 0.03
+
+log = structlog.get_logger("hdsp.store")
 
 #: One statement of a batch: SQL and its parameters.
 Write = tuple[str, Sequence[Any]]
@@ -31,7 +42,9 @@ def _connect(path: Path) -> sqlite3.Connection:
 
 
 class Database:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, check_seconds: float | None = STARTUP_CHECK_SECONDS) -> None:
+        """Open (creating or migrating) the database and check it for damage,
+        spending at most `check_seconds` on that (0: no check, None: all of it)."""
         self.path = path
         try:
             self._writer = _connect(path)
@@ -44,14 +57,38 @@ class Database:
             # connection, beside the writer (a WAL checkpoint never blocks writers).
             self._writer.execute("PRAGMA wal_autocheckpoint = 0")
             self._migrate()
+            if check_seconds != 0:
+                problems = quick_check(self._writer, check_seconds)
+                if problems is None:
+                    log.info(
+                        "the quick check at start-up covered part of the database (it is "
+                        "big); `hdspd check` checks all of it",
+                        seconds=check_seconds,
+                    )
+                elif problems:
+                    raise StoreCorrupt(self._damaged("; ".join(problems[:3])))
             self._reader = _connect(path)
             self._checkpointer = _connect(path)
-        except sqlite3.DatabaseError as exc:
-            raise StoreCorrupt(
-                f"The database {path} cannot be read ({exc}). hdsp never empties it by "
-                f"itself: move it aside (mv {path} {path}.broken) to start afresh, or "
-                f"repair it with `sqlite3 {path} .recover`."
-            ) from exc
+        except sqlite3.Error as exc:
+            raise self.open_error(exc) from exc
+
+    def _damaged(self, what: str) -> str:
+        path = self.path
+        return (
+            f"The database {path} is damaged ({what}). hdsp never empties it by itself: "
+            f"stop, run `hdspd check` to see the damage, then restore it from a backup, "
+            f"repair it (`sqlite3 {path} .recover`), or move it aside "
+            f"(mv {path} {path}.broken) to start afresh."
+        )
+
+    def open_error(self, exc: sqlite3.Error) -> StoreError:
+        """What to tell a person when the database fails at start-up."""
+        if classify(exc) is not Fault.DAMAGE:
+            return StoreError(
+                f"The database {self.path} cannot be opened ({exc}). Check the disk's "
+                "free space and the data dir's permissions, then start hdspd again."
+            )
+        return StoreCorrupt(self._damaged(str(exc)))
 
     # ---- schema -------------------------------------------------------------
 
@@ -97,6 +134,8 @@ class Database:
     ) -> None:
         """Apply one batch in one transaction: the writes, then the event rows."""
         conn = self._writer
+        if conn.in_transaction:  # a failed commit whose rollback failed too
+            conn.execute("ROLLBACK")
         conn.execute("BEGIN IMMEDIATE")
         try:
             for sql, params in writes:
@@ -107,8 +146,7 @@ class Database:
                 )
             conn.execute("COMMIT")
         except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
+            _rollback(conn)
             raise
 
     def prune_events(self, before_ts: int, keep_last: int) -> int:
@@ -129,8 +167,7 @@ class Database:
             deleted = conn.execute("DELETE FROM events WHERE seq <= ?", (cutoff,)).rowcount
             conn.execute("COMMIT")
         except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
+            _rollback(conn)
             raise
         return int(deleted)
 
@@ -262,11 +299,30 @@ class Database:
         )
         return [bytes(b) for (b,) in rows]
 
+    def partial_ui_messages(self, task_id: str) -> list[bytes]:
+        """A task's UI messages stored while still streaming (`"partial":true`:
+        only a key can hold that unescaped; the caller decodes to be sure)."""
+        rows = self._reader.execute(
+            "SELECT body FROM ui_messages WHERE task_id = ? AND instr(body, ?) > 0 ORDER BY ts",
+            (task_id, b'"partial":true'),
+        )
+        return [bytes(b) for (b,) in rows]
+
     def counts(self) -> tuple[int, int]:
         """(tasks, events)"""
         tasks = self._reader.execute("SELECT COUNT(*) FROM tasks").fetchone()[0]
         events = self._reader.execute("SELECT COUNT(*) FROM events").fetchone()[0]
         return int(tasks), int(events)
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    """Roll back after a failure, keeping the failure's error (a rollback can fail
+    too on a disk that fails; the next commit tries again)."""
+    if conn.in_transaction:
+        try:
+            conn.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass
 
 
 def _statements(script: str) -> list[str]:

@@ -13,6 +13,17 @@ Being the one path, it is also the last line of defence for secrets: every event
 body and every text or bytes parameter of a write passes the daemon's scrubber
 (:mod:`hdsp.daemon.scrubber`) on its encoded bytes, so that a key that slipped
 past the scrubbing where foreign text enters is neither stored nor published.
+
+A commit that fails never ends the daemon (see :mod:`.health`):
+
+- a fault that may pass (disk full, I/O error) makes the storage *failing*: the
+  writer keeps the batch, publishes none of it, and commits it again with
+  backoff until it goes through; meanwhile what is emitted queues behind it (the
+  queue is bounded: a task that emits into a full queue waits there, so memory
+  stays bounded) and the storage is *ok* again on the first commit that passes.
+- damage makes the storage *read-only*: the batch and everything queued after it
+  is dropped unpublished (clients never see what was not committed), and
+  whoever waits on it gets :class:`StorageUnavailable`.
 """
 
 from __future__ import annotations
@@ -30,9 +41,19 @@ from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from hdsp.daemon.scrubber import scrubber
-from hdsp.protocol import Event, MessageEvent, TaskEvent, encode, event_task_id, is_durable
+from hdsp.protocol import (
+    Event,
+    MessageEvent,
+    StorageState,
+    TaskEvent,
+    encode,
+    event_task_id,
+    is_durable,
+)
 
 from .database import Write
+from .errors import StorageUnavailable
+from .health import Fault, classify
 from .store import Store
 from .writes import latest_writes, save_ui_message
 
@@ -60,6 +81,9 @@ _MAX_BATCH = 1024
 #: Commits between WAL checkpoints (each commit adds a few pages to the WAL; this
 #: keeps it at a few megabytes, like SQLite's own default of 1000 pages).
 CHECKPOINT_EVERY = 250
+#: Backoff between attempts to commit a batch while the storage fails (seconds).
+RETRY_FIRST = 0.05
+RETRY_MAX = 1.0
 
 
 @dataclass(slots=True)
@@ -69,11 +93,14 @@ class _Item:
     relay_client_id: str | None = None
     done: anyio.Event | None = None
     error: list[BaseException] = field(default_factory=list)
+    #: A flush for a read: released, not failed, when the storage fails.
+    for_read: bool = False
 
 
 class Journal:
     def __init__(self, store: Store, publish: Publisher, capacity: int = 4096) -> None:
         self._store = store
+        self._monitor = store.monitor
         self._publish = publish
         send, receive = anyio.create_memory_object_stream[_Item](capacity)
         self._send: MemoryObjectSendStream[_Item] = send
@@ -86,6 +113,8 @@ class Journal:
         self._unpublished = 0
         self._closing = False
         self._checkpoint_due = anyio.Event()
+        #: flush_for_read() calls waiting (released when the storage fails).
+        self._read_waiters: set[anyio.Event] = set()
 
     @property
     def head_seq(self) -> int:
@@ -128,8 +157,9 @@ class Journal:
             raise
 
     async def flush(self) -> None:
-        """Wait until everything queued before this call is committed and published.
-        Raises what the commit raised, if it failed."""
+        """Wait until everything queued before this call is committed and published
+        (while the storage fails, until it is again). Raises StorageUnavailable when
+        the storage is read-only."""
         if not (self._unpublished or self._closing):
             return  # nothing is queued: the store has it all (and no trip through the loop)
         item = _Item(done=anyio.Event())
@@ -138,6 +168,28 @@ class Journal:
         await item.done.wait()
         if item.error:
             raise item.error[0]
+
+    async def flush_for_read(self) -> None:
+        """Like `flush`, before a read that should see what was emitted; but while
+        the storage cannot write, returns at once: the read then sees what is
+        committed, which is what clients were shown."""
+        if not (self._unpublished or self._closing) or not self._monitor.writable:
+            return
+        item = _Item(done=anyio.Event(), for_read=True)
+        assert item.done is not None
+        self._read_waiters.add(item.done)
+        try:
+            await self._queue(item)
+            await item.done.wait()
+        finally:
+            self._read_waiters.discard(item.done)
+
+    async def announce(self, event: Event) -> None:
+        """Publish a live-only event now, ahead of anything queued (what the
+        storage's failure is: it cannot wait for a commit)."""
+        assert not is_durable(event)
+        topic = (event_task_id(event) or "").encode()
+        await self._publish(topic, encode(TaskEvent(data=event)))
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         self._head_seq = await self._store.read(self._store.db.head_seq)
@@ -170,7 +222,10 @@ class Journal:
                     except (anyio.WouldBlock, anyio.EndOfStream):
                         break
                 try:
-                    await self._commit_and_publish(batch)
+                    if self._monitor.state is StorageState.READ_ONLY:
+                        self._drop(batch)
+                    else:
+                        await self._commit_and_publish(batch)
                 finally:
                     self._unpublished -= len(batch)
 
@@ -236,17 +291,9 @@ class Journal:
                 body = _scrub(encode(TaskEvent(data=event, relay_client_id=item.relay_client_id)))
             frames.append((topic.encode(), body))
         if writes or rows:
-            try:
-                with anyio.CancelScope(shield=True):
-                    await self._store.commit(latest_writes(writes), rows)
-            except Exception as exc:
-                # Nothing of this batch is durable: publish none of it, keep seq
-                # gap-free, and let waiters know.
-                for item in batch:
-                    if item.done is not None:
-                        item.error.append(exc)
-                        item.done.set()
-                raise
+            if not await self._commit(latest_writes(writes), rows):
+                self._drop(batch)  # damage: nothing of it is durable, none published
+                return
             self._commits_since_checkpoint += 1
             if self._commits_since_checkpoint >= CHECKPOINT_EVERY:
                 self._checkpoint_due.set()
@@ -256,4 +303,49 @@ class Journal:
             await self._publish(topic_bytes, body)
         for item in batch:
             if item.done is not None:
+                item.done.set()
+
+    async def _commit(self, writes: list[Write], rows: list[tuple[int, str, int, bytes]]) -> bool:
+        """Commit one batch; while the storage fails, again and again with backoff
+        until it goes through (True) or damage is found (False)."""
+        delay = RETRY_FIRST
+        while True:
+            try:
+                with anyio.CancelScope(shield=True):
+                    await self._store.commit(writes, rows)
+            except sqlite3.Error as exc:
+                fault = classify(exc)
+                if fault is Fault.DAMAGE or fault is None:
+                    # None: a statement SQLite refuses (a bug); no retry can help,
+                    # and going on without the batch would lose it silently.
+                    log.error(
+                        "commit failed: the database is read-only from now on", error=str(exc)
+                    )
+                    self._monitor.damaged(exc)
+                    return False
+                if self._monitor.writable:
+                    log.error(
+                        "commit failed: holding the batch and retrying until the storage takes it",
+                        error=str(exc),
+                        events=len(rows),
+                    )
+                    self._monitor.failing(exc)
+                    for done in self._read_waiters:
+                        done.set()  # reads go on with what is committed
+                await anyio.sleep(delay)
+                delay = min(delay * 2, RETRY_MAX)
+                continue
+            if not self._monitor.writable:
+                log.info("commit went through: the storage takes writes again")
+                self._monitor.recovered()
+            return True
+
+    def _drop(self, batch: list[_Item]) -> None:
+        """The storage is read-only: nothing of `batch` is committed or published;
+        whoever waits on it learns why."""
+        error = StorageUnavailable(self._monitor.message())
+        for item in batch:
+            if item.done is not None:
+                if not item.for_read:
+                    item.error.append(error)
                 item.done.set()

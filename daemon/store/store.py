@@ -1,17 +1,26 @@
 """Async access to the database: reads and writes run on worker threads, each
-connection used by one thread at a time."""
+connection used by one thread at a time.
+
+A read that meets damage (a corrupt page, not a database) puts the store's
+:class:`StorageMonitor` in read-only and raises :class:`StorageUnavailable`;
+the journal reports what its commits meet (see :mod:`.journal`).
+"""
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
 import anyio.to_thread
 
-from .database import Database, Write
+from .database import STARTUP_CHECK_SECONDS, Database, Write
+from .errors import StorageUnavailable
+from .health import Fault, StorageMonitor, classify
 
 __all__ = ["INLINE_BYTES", "Store"]
 
@@ -38,14 +47,17 @@ def _small(writes: Sequence[Write], events: Sequence[tuple[int, str, int, bytes]
 class Store:
     def __init__(self, db: Database) -> None:
         self.db = db
+        self.monitor = StorageMonitor(str(db.path))
         self._read_limiter = anyio.CapacityLimiter(1)
         self._write_limiter = anyio.CapacityLimiter(1)
         self._checkpoint_limiter = anyio.CapacityLimiter(1)
 
     @classmethod
     @asynccontextmanager
-    async def open(cls, path: Path) -> AsyncIterator[Store]:
-        db = await anyio.to_thread.run_sync(Database, path)
+    async def open(
+        cls, path: Path, *, check_seconds: float | None = STARTUP_CHECK_SECONDS
+    ) -> AsyncIterator[Store]:
+        db = await anyio.to_thread.run_sync(partial(Database, path, check_seconds=check_seconds))
         try:
             yield cls(db)
         finally:
@@ -54,7 +66,10 @@ class Store:
 
     async def read(self, fn: Callable[..., T], *args: Any) -> T:
         """Run one of `Database`'s read methods on the reader connection."""
-        return await anyio.to_thread.run_sync(fn, *args, limiter=self._read_limiter)
+        try:
+            return await anyio.to_thread.run_sync(fn, *args, limiter=self._read_limiter)
+        except sqlite3.Error as exc:
+            raise self.read_failed(exc) from exc
 
     def read_now(self, fn: Callable[..., T], *args: Any) -> T:
         """Run a read on the reader connection on the event loop's thread. Only for
@@ -64,8 +79,23 @@ class Store:
         self._read_limiter.acquire_nowait()
         try:
             return fn(*args)
+        except sqlite3.Error as exc:
+            raise self.read_failed(exc) from exc
         finally:
             self._read_limiter.release()
+
+    def read_failed(self, exc: sqlite3.Error) -> StorageUnavailable:
+        """The error to raise for a failed read; damage makes the store read-only."""
+        fault = classify(exc)
+        if fault is Fault.DAMAGE:
+            self.monitor.damaged(exc)
+            return StorageUnavailable(self.monitor.message())
+        if fault is None:
+            raise exc  # a bug: the caller's log shows it
+        return StorageUnavailable(
+            f"hdspd could not read its database ({exc}); try again, and check the disk "
+            f"of {self.db.path} if it goes on."
+        )
 
     async def prune_events(self, before_ts: int, keep_last: int) -> int:
         """Retention: runs on the writer connection, between the journal's batches."""

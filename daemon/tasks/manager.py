@@ -148,6 +148,7 @@ class TaskManager:
         rows = await self.store.read(self.store.db.open_turns)
         for row, turn_body in rows:
             task = await self._load_row(row)
+            await self._finish_partial_messages(task)
             turn = turn_decoder.decode(turn_body) if turn_body is not None else None
             if turn is None:
                 if not (task.api and task.api[-1].role == "user"):
@@ -164,7 +165,18 @@ class TaskManager:
                 await task.save_turn()
             task.start_turn(tg, resume=True)
             log.info("task picked up after restart", task_id=task.id)
-        await self.journal.flush()
+        await self.journal.flush_for_read()
+
+    async def _finish_partial_messages(self, task: Task) -> None:
+        """Messages that were streaming when the daemon stopped stream no more:
+        finish them as they were saved (a durable update every client sees), or
+        they would show as streaming for ever."""
+        bodies = await self.store.read(self.store.db.partial_ui_messages, task.id)
+        for body in bodies:
+            message = _message_decoder.decode(body)
+            if message.partial:
+                await task.update(message, partial=False)
+                log.info("finished a message left streaming", task_id=task.id, ts=message.ts)
 
     async def _waits_on_ask(self, task: Task, turn: TurnState) -> bool:
         """Whether the open turn stood at an ask that is still unanswered."""
@@ -232,7 +244,7 @@ class TaskManager:
                     ErrorCode.INVALID_REQUEST,
                     f"Invalid cursor {cursor!r}: pass the nextCursor of a previous ListTasks.",
                 ) from None
-        await self.journal.flush()
+        await self.journal.flush_for_read()
         rows = await self.store.read(self.store.db.list_tasks, before, limit + 1)
         items = [_item_decoder.decode(r[4]) for r in rows[:limit]]
         items = [self._live_item(i) for i in items]
@@ -244,7 +256,7 @@ class TaskManager:
         return task.item if task is not None else item
 
     async def snapshot(self, task_id: str) -> TaskSnapshot:
-        await self.journal.flush()
+        await self.journal.flush_for_read()
         snap = await self.store.read(self.store.db.snapshot, task_id)
         if snap is None:
             raise self._not_found(task_id)
@@ -365,7 +377,7 @@ class TaskManager:
         if task is None:
             # Not loaded, so no turn runs and no ask waits (a waiting ask keeps
             # its task loaded): say whether the ask was answered already.
-            await self.journal.flush()
+            await self.journal.flush_for_read()
             row = await self.store.read(self.store.db.get_task, task_id)
             if row is None:
                 raise self._not_found(task_id)
@@ -494,7 +506,7 @@ class TaskManager:
         not unloaded until `settle` says it may be."""
         task = self._tasks.get(task_id)
         if task is None:
-            await self.journal.flush()
+            await self.journal.flush_for_read()
             try:
                 # Most histories are short: read on the loop's thread.
                 found = self.store.read_now(_read_task, self.store.db, task_id, INLINE_BYTES)

@@ -600,6 +600,10 @@ class Task:
 
     async def _end_turn(self, outcome: TaskState | None) -> None:
         await self._close_streaming(interrupted=outcome is None)
+        for message in list(self.partial.values()):
+            # Anything else still streaming (a retry's countdown, cut off by a
+            # cancel) streams no more: finish it as it stands.
+            await self.update(message, partial=False)
         if outcome is None and self._stop_as is TaskState.RESUMABLE:
             # The daemon is stopping: keep the open turn for the next start.
             await self.set_state(TaskState.RESUMABLE, TaskResumable(payload=(self.id,)))

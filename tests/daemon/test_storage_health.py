@@ -1,0 +1,93 @@
+"""The journal on a full database (SQLite's own limit, `PRAGMA max_page_count`,
+which fails a commit with SQLITE_FULL exactly as a full disk does): it holds the
+batch, publishes none of it, reports the storage failing, and commits it all,
+in order, once there is room again. A damaged file is refused when opened."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import pytest
+
+from hdsp.daemon.store import (
+    Journal,
+    Store,
+    StoreCorrupt,
+    insert_task,
+    integrity_check,
+)
+from hdsp.daemon.store.database import Database
+from hdsp.protocol import HistoryItem, StorageState, TaskCreated, TaskEvent, TaskState, decode_event
+
+
+class Published:
+    def __init__(self) -> None:
+        self.events: list[TaskEvent] = []
+        self.arrived = anyio.Event()
+
+    async def publish(self, topic: bytes, body: bytes) -> None:
+        self.events.append(decode_event(body))
+        self.arrived.set()
+
+
+def _task(n: int, text: str) -> HistoryItem:
+    return HistoryItem(id=f"t{n}", number=n, ts=n, task=text, state=TaskState.IDLE)
+
+
+async def test_a_full_database_holds_the_batch_and_commits_it_when_room_returns(
+    tmp_path: Path,
+) -> None:
+    out = Published()
+    async with Store.open(tmp_path / "db.sqlite3") as store:
+        journal = Journal(store, out.publish)
+        monitor = store.monitor
+        async with anyio.create_task_group() as tg:
+            await tg.start(journal.run)
+            await journal.emit(TaskCreated(payload=("t1",)), insert_task(_task(1, "small")))
+            await journal.flush()
+            assert [e.seq for e in out.events] == [1]
+            writer = store.db._writer
+            (pages,) = writer.execute("PRAGMA page_count").fetchone()
+            writer.execute(f"PRAGMA max_page_count = {pages}")
+            seen = monitor.version
+            for n in range(2, 5):
+                await journal.emit(
+                    TaskCreated(payload=(f"t{n}",)), insert_task(_task(n, "x" * 20_000))
+                )
+            with anyio.fail_after(10):
+                await monitor.wait_changed(seen)
+            health = monitor.health()
+            assert health.state is StorageState.FAILING
+            assert health.reason is not None and "full" in health.reason
+            await journal.flush_for_read()  # a read does not wait for the disk
+            assert [e.seq for e in out.events] == [1]  # nothing uncommitted went out
+            assert journal.head_seq == 1
+            writer.execute("PRAGMA max_page_count = 1073741823")
+            with anyio.fail_after(10):
+                await journal.flush()
+            assert monitor.state is StorageState.OK
+            assert [e.seq for e in out.events] == [1, 2, 3, 4]
+            assert [e.data.payload[0] for e in out.events] == ["t1", "t2", "t3", "t4"]
+            assert [r[0] for r in store.db.list_tasks(None, 10)] == ["t4", "t3", "t2", "t1"]
+            await journal.aclose()
+
+
+def test_open_refuses_a_damaged_file_and_check_reports_it(tmp_path: Path) -> None:
+    path = tmp_path / "db.sqlite3"
+    db = Database(path)
+    for n in range(1, 200):
+        db._writer.execute(
+            "INSERT INTO tasks (id, number, ts, state, item) VALUES (?, ?, 0, 'idle', ?)",
+            (f"t{n}", n, b"x" * 500),
+        )
+    db.close()
+    assert integrity_check(path).ok
+    size = path.stat().st_size
+    with open(path, "r+b") as f:
+        f.seek(size // 2 // 4096 * 4096)
+        f.write(b"\xa5" * 4096)
+    with pytest.raises(StoreCorrupt, match="hdspd check"):
+        Database(path)
+    report = integrity_check(path)
+    assert not report.ok and report.problems
