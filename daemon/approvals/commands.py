@@ -190,6 +190,8 @@ _PLAIN = frozenset(
         "parenthesized_expression", "postfix_expression", "array", "comment",
     }
 )  # fmt: skip
+#: Nodes whose `$` child is an expansion's own; elsewhere a lone `$` is suspect.
+_DOLLAR_OWNERS = frozenset({"command", "command_name", "concatenation", "file_redirect"})
 _CONTROL_FLOW = frozenset(
     {
         "if_statement", "elif_clause", "else_clause", "while_statement",
@@ -208,6 +210,11 @@ def _visit(node: Node, walk: _Walk, source: bytes) -> None:
             walk.hazard("it runs a command in the background (`&`)")
         elif kind == "|&":
             walk.hazard("`|&` means something else to /bin/sh (dash)")
+        elif kind == "$" and node.parent is not None and node.parent.type in _DOLLAR_OWNERS:
+            # `$"..."` (bash's translated string) is `$` glued to a string for
+            # dash; the parser splits it into two words.
+            walk.hazard("`$'...'` and `$\"...\"` mean something else to /bin/sh (dash)")
+            walk.cannot_see("a lone `$` before a quote means something else to /bin/sh (dash)")
         return
     elif kind == "command":
         _command(node, walk)
@@ -326,7 +333,10 @@ def _word(node: Node) -> Word:
         # The parser leaves some characters (`{`, `}` of `{}`) out of its parts.
         if any(p.value is None for p in parts) or not _covers(node):
             return Word(None)
-        return Word("".join(p.value or "" for p in parts), any(p.glob for p in parts))
+        value = "".join(p.value or "" for p in parts)
+        if _braced(value) and any(p.type == "word" for p in node.named_children):
+            return Word(None)
+        return Word(value, any(p.glob for p in parts))
     return Word(None)
 
 
@@ -353,10 +363,18 @@ def _unquoted(text: str) -> Word:
                 out.append(nxt)
         else:
             glob = glob or ch in "*?["
-            if ch in "$`{}":
+            if ch in "$`":
                 return Word(None)  # an expansion the parser kept inside the word
             out.append(ch)
-    return Word("".join(out), glob)
+    value = "".join(out)
+    if _braced(text):
+        return Word(None)
+    return Word(value, glob)
+
+
+def _braced(text: str) -> bool:
+    """Whether bash might brace-expand it (dash has no brace expansion)."""
+    return "{" in text and "}" in text and ("," in text or ".." in text)
 
 
 def _double_quoted(text: str) -> str:
@@ -593,7 +611,8 @@ def _find(rest: list[Word], seen: _Seen, depth: int) -> None:
             _look_through(rest[i + 1 : end], seen, depth + 1, f"`find {value}` runs it")
             i = end
         elif value == "-delete":
-            seen.add((Word("rm"),), "`find -delete` deletes files")
+            for deleter in sorted(_DELETERS):
+                seen.add((Word(deleter),), "`find -delete` deletes files")
         i += 1
 
 
@@ -969,6 +988,8 @@ def judge_command(command: str, allowed: Sequence[str], denied: Sequence[str]) -
         return CommandJudgement(Judgement.UNDECIDED, "not auto-approved: it runs no command")
     used: list[str] = []
     for simple in analysis.commands:
+        if simple.program in _RUNS_CODE:
+            return CommandJudgement(Judgement.UNDECIDED, f"not auto-approved: {_risk(simple)}")
         match = next((raw for raw, words in allow if _matches(words, simple.words)), None)
         if match is None:
             shown = " ".join(w.value if w.value is not None else "…" for w in simple.words[:3])
