@@ -165,7 +165,7 @@ def test_without_a_matching_prefix_the_command_switch_decides() -> None:
     # The switch approves what no prefix decides, but not what hides from the
     # deny list: a program named by an expansion could be `rm`.
     assert shell(on, "ls > out.txt") is Decision.APPROVE
-    hidden = decide(on, SHELL, command='$CMD x')
+    hidden = decide(on, SHELL, command="$CMD x")
     assert hidden.decision is Decision.ASK and "denied commands" in hidden.reason
     assert shell(on, "env rm x") is Decision.DENY
 
