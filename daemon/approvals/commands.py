@@ -545,6 +545,8 @@ def _look_through(words: list[Word], seen: _Seen, depth: int, how: str) -> None:
             for v in values
         ):
             seen.cannot_see("`env -S` splits a string into the command it runs")
+        elif not inner and program in ("sudo", "doas", "runuser"):
+            seen.cannot_see(f"`{program}` may run a shell that reads its input")
         else:
             _look_through(inner, seen, depth + 1, f"`{program}` runs it")
     elif program in _SHELLS:
@@ -557,6 +559,10 @@ def _look_through(words: list[Word], seen: _Seen, depth: int, how: str) -> None:
         _find(rest, seen, depth)
     elif program == "git":
         _git(words, seen)
+    if program in _INTERPRETERS or program in _AWK or program in ("sed", "git"):
+        # Code in another language (or a git alias) is no shell a deny rule can read.
+        if why := _risk(SimpleCommand(tuple(words))):
+            seen.cannot_see(why)
 
 
 def _shell(program: str, rest: list[Word], seen: _Seen, depth: int) -> None:
@@ -764,6 +770,8 @@ def _git_risk(args: list[str]) -> str | None:
             return f"`git {sub} -u` runs a program"
         if sub == "rebase" and (arg in ("-x", "-i") or arg.startswith(("-x", "--interactive"))):
             return "`git rebase -x/-i` runs commands"
+        if sub in ("archive", "format-patch", "bundle") and arg.startswith("-o"):
+            return f"`git {sub} {arg}` writes a file"
         if sub == "grep" and arg.startswith("-O"):
             return "`git grep -O` runs a program"
         if sub in ("clone", "submodule") and arg.startswith("-c"):
