@@ -6,8 +6,10 @@ The rules are seed 004's auto-approval, driven by `ApprovalSettings`:
    person's turn), with a default answer after a timeout when configured.
 2. A write to a path outside the workspace or hidden by `.hdspignore` is denied
    (the tool would refuse it; asking a person first would waste their time).
-3. Shell commands: a command matching a denied prefix is denied, whatever else
-   says yes; one whose every part matches an allowed prefix is approved;
+3. Shell commands are parsed (`commands.py`): a command that runs anything
+   matching a denied prefix is denied, whatever else says yes; with a deny list,
+   one the parser cannot see into asks; one whose every simple command matches
+   an allowed prefix, with nothing else that runs or writes, is approved;
    otherwise `always_allow_command` decides.
 4. A write to a protected path (`.hdspignore`, `.git/`, `.hdsp/`, the user's
    `protected_paths`) always asks, even with `always_allow_write`.
@@ -25,7 +27,6 @@ from __future__ import annotations
 
 import enum
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -36,6 +37,7 @@ from pathspec import GitIgnoreSpec
 from hdsp.daemon.tools.base import Tool, ToolCategory, ToolError
 from hdsp.daemon.tools.workspace import Workspace
 
+from .commands import Judgement, judge_command
 from .settings import ApprovalSettings
 
 __all__ = [
@@ -80,53 +82,24 @@ class Verdict:
 
 # ---- shell commands ----------------------------------------------------------------
 
-#: Operators that chain commands; each part must be allowed on its own.
-_CHAIN = re.compile(r"\|\||&&|[;|&\n]")
-#: Everything that can start another command, substitutions included: a denied
-#: prefix anywhere in a command denies it.
-_ANY_COMMAND = re.compile(r"\|\||&&|[;|&\n(){}`]|\$\(|<\(|>\(")
-#: Substitutions run commands no prefix check sees: such a command is never
-#: approved by `allowed_commands` alone.
-_SUBSTITUTION = re.compile(r"\$\(|`|<\(|>\(")
-_ASSIGNMENTS = re.compile(r"^(?:[A-Za-z_][A-Za-z0-9_]*=\S*\s+)+")
-#: Redirections whose `&` is no chain operator (`2>&1`, `&>log`).
-_REDIRECT = re.compile(r"\d*>&\d*-?|&>>?")
-
-
-def _normalise(command: str) -> str:
-    return _ASSIGNMENTS.sub("", " ".join(command.split()))
-
-
-def _has_prefix(command: str, prefixes: list[str]) -> str | None:
-    """The first of `prefixes` that `command` starts with, as whole words."""
-    for raw in prefixes:
-        prefix = " ".join(raw.split())
-        if not prefix:
-            continue
-        if prefix == "*" or command == prefix or command.startswith(prefix + " "):
-            return raw
-    return None
+_JUDGED: dict[Judgement, Decision | None] = {
+    Judgement.ALLOWED: Decision.APPROVE,
+    Judgement.DENIED: Decision.DENY,
+    Judgement.UNSEEN: Decision.ASK,
+    Judgement.UNDECIDED: None,
+}
 
 
 def command_decision(
     command: str, allowed: list[str], denied: list[str]
 ) -> tuple[Decision | None, str]:
-    """DENY (with the prefix) when any part of `command` matches a denied prefix,
-    APPROVE when every part matches an allowed one, else None (no opinion)."""
-    command = _REDIRECT.sub(" ", command)
-    for part in _ANY_COMMAND.split(command):
-        part = _normalise(part)
-        if part and (prefix := _has_prefix(part, denied)) is not None:
-            return Decision.DENY, (
-                f"the command matches the denied prefix {prefix!r} "
-                "(the user's denied_commands); do not try to get around it."
-            )
-    if not allowed or _SUBSTITUTION.search(command):
-        return None, ""
-    parts = [p for p in (_normalise(p) for p in _CHAIN.split(command)) if p]
-    if parts and all(_has_prefix(p, allowed) is not None for p in parts):
-        return Decision.APPROVE, "allowed command prefix"
-    return None, ""
+    """DENY when a command it runs matches a denied prefix; ASK when a deny list
+    applies but part of it cannot be seen into; APPROVE when every command it
+    runs matches an allowed prefix and nothing else can run or be written; else
+    None (no opinion), with the reason an allowed prefix was not enough. The
+    command is parsed with a shell grammar: see `commands.judge_command`."""
+    judged = judge_command(command, allowed, denied)
+    return _JUDGED[judged.judgement], judged.reason
 
 
 # ---- the policy ------------------------------------------------------------------------
@@ -197,6 +170,7 @@ class ApprovalPolicy:
             return self._followup(settings, args)
 
         protected = False
+        command_why = ""
         if written := tool.written_paths(args):
             try:
                 protected = self._protected(settings, written, workspace)
@@ -209,8 +183,11 @@ class ApprovalPolicy:
             )
             if decision is Decision.DENY:
                 return Verdict(Decision.DENY, why)
+            if decision is Decision.ASK:
+                return self._ask(settings, why, protected=protected)
             if decision is Decision.APPROVE and not protected:
                 return self._approve(settings, task_id, why)
+            command_why = why
 
         if protected:
             return self._ask(settings, "it writes to a protected path", protected=True)
@@ -219,6 +196,8 @@ class ApprovalPolicy:
             return self._ask(settings, f"{category} tools always ask")
         if getattr(settings, switch):
             return self._approve(settings, task_id, switch)
+        if command_why:
+            return self._ask(settings, f"{command_why}; {switch} is off")
         return self._ask(settings, f"{switch} is off")
 
     def _approve(self, settings: ApprovalSettings, task_id: str, why: str) -> Verdict:

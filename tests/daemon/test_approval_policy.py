@@ -124,12 +124,17 @@ def test_allowed_command_prefixes() -> None:
     assert shell(policy, "git status") is Decision.APPROVE
     assert shell(policy, "git   status --short") is Decision.APPROVE
     assert shell(policy, "ls -la && git status 2>&1 | head -5") is Decision.APPROVE
-    assert shell(policy, "LC_ALL=C ls") is Decision.APPROVE
+    # An assignment can change what runs (PATH, LD_PRELOAD, IFS): always asks.
+    assert shell(policy, "LC_ALL=C ls") is Decision.ASK
     assert shell(policy, "git push") is Decision.ASK  # a prefix is whole words
     assert shell(policy, "lsblk") is Decision.ASK
     assert shell(policy, "ls; rm -rf data") is Decision.ASK  # every part must be allowed
     assert shell(policy, "ls $(rm -rf data)") is Decision.ASK  # substitutions never are
     assert shell(policy, "ls `rm -rf data`") is Decision.ASK
+    assert shell(policy, "ls > notes.txt") is Decision.ASK  # a redirection writes
+    asked = decide(policy, SHELL, command="ls &>/dev/null touch pwn")
+    assert asked.decision is Decision.ASK
+    assert "`&>`" in asked.reason and asked.reason.endswith("always_allow_command is off")
 
 
 def test_denied_commands_win_over_allowed_ones() -> None:
@@ -157,6 +162,12 @@ def test_without_a_matching_prefix_the_command_switch_decides() -> None:
     assert shell(off, "make test") is Decision.ASK
     assert shell(on, "make test") is Decision.APPROVE
     assert shell(on, "rm x") is Decision.DENY
+    # The switch approves what no prefix decides, but not what hides from the
+    # deny list: a program named by an expansion could be `rm`.
+    assert shell(on, "ls > out.txt") is Decision.APPROVE
+    hidden = decide(on, SHELL, command="$CMD x")
+    assert hidden.decision is Decision.ASK and "denied commands" in hidden.reason
+    assert shell(on, "env rm x") is Decision.DENY
 
 
 @pytest.fixture

@@ -1,0 +1,72 @@
+"""Auto-approval of shell commands through the real daemon: a scripted model
+tries commands that a string-prefix check approved, and /bin/sh (dash) would
+have run them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hdsp.client import Client
+from hdsp.protocol import Ask, ClineMessage, MessageEvent, TaskCompleted, TaskInteractive
+from tests.fakes.openai_server import FakeOpenAI
+
+from .events_util import ENDINGS, collect_turn
+from .test_tools_e2e import call, done, start, tool_results
+
+
+async def ask_or_end(client: Client, task_id: str, since: int) -> ClineMessage | None:
+    """The task's next pending ask after `since`, or None when the task ended
+    without asking (the command was approved automatically)."""
+    async with client.events(task_id, since_seq=since) as events:
+        async for event in events:
+            if isinstance(event.data, ENDINGS):
+                return None
+            if isinstance(event.data, TaskInteractive) or (
+                isinstance(event.data, MessageEvent)
+                and event.data.payload[0].message.type == "ask"
+                and event.data.payload[0].message.ask != Ask.COMMAND_OUTPUT
+            ):
+                snap = await client.get_task(task_id)
+                if snap.pending_ask is not None:
+                    return snap.pending_ask
+    raise AssertionError("event stream ended early")
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "keep.txt").write_text("keep me\n")
+    return ws
+
+
+async def test_ampersand_redirect_with_only_ls_allowed_asks(
+    client: Client, fake_openai: FakeOpenAI, workspace: Path
+) -> None:
+    """bash reads `ls &>/dev/null touch pwn` as one `ls`; dash runs `ls &` and
+    then `touch pwn`. It must ask, and nothing may run before the answer."""
+    fake_openai.script(call("execute_command", command="ls &>/dev/null touch pwn"), done())
+    task_id, head = await start(client, "list", workspace, allowed_commands=["ls"])
+    ask = await ask_or_end(client, task_id, head)
+    assert ask is not None, f"it ran unasked (pwn created: {(workspace / 'pwn').exists()})"
+    assert ask.ask == Ask.COMMAND
+    assert "touch pwn" in (ask.text or "")
+    assert not (workspace / "pwn").exists()
+    await client.respond_to_ask(task_id, ask.ts, "noButtonClicked")
+    await collect_turn(client, task_id, head, until=(TaskCompleted,))
+    assert not (workspace / "pwn").exists()
+
+
+async def test_a_denied_rm_spelled_with_a_backslash_is_refused(
+    client: Client, fake_openai: FakeOpenAI, workspace: Path
+) -> None:
+    fake_openai.script(call("execute_command", command="\\rm keep.txt"), done())
+    task_id, head = await start(
+        client, "clean", workspace, allowed_commands=["*"], denied_commands=["rm"]
+    )
+    await collect_turn(client, task_id, head, until=(TaskCompleted,))
+    assert (workspace / "keep.txt").read_text() == "keep me\n"
+    result = tool_results(fake_openai, 1)[-1]
+    assert "Denied" in result and "denied prefix 'rm'" in result
