@@ -349,6 +349,9 @@ class TaskManager:
         )
         task.start_turn(tg, first=True)
         log.info("task started", task_id=task_id, profile=profile)
+        # The reply hands out the task's id: the task must be on disk first, or a
+        # crash right after it leaves the client an id that names nothing.
+        await self.journal.flush()
         return TaskRef(task_id=task_id, state=TaskState.RUNNING)
 
     async def send_message(self, task_id: str, data: SendMessageData) -> TaskRef:
