@@ -53,7 +53,7 @@ __all__ = [
 #: Token counts of the final usage chunk: ``Usage(prompt, completion, cached=0)``.
 Usage = CompletionUsage
 
-Fault = Literal["cut", "hang", "malformed", "error_event"]
+Fault = Literal["cut", "hang", "malformed", "error_event", "reset", "end", "unframed"]
 
 _ERROR_TYPES = {
     400: ("invalid_request_error", None),
@@ -106,7 +106,11 @@ class Reply:
     status_code: int = 200
     error: Mapping[str, Any] | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
-    first_byte_delay: float = 0.0
+    #: Not None (with a status that is not 200): the body as this text, not JSON.
+    body_text: str | None = None
+    content_type: str = "text/plain; charset=utf-8"
+    #: Seconds before the status line; None: never (until the client leaves).
+    first_byte_delay: float | None = 0.0
     fault: Fault | None = None
     #: How many SSE events go out before the fault.
     fault_at: int = 0
@@ -235,6 +239,25 @@ class Reply:
         """The role chunk and one text chunk, then nothing until the client or fake closes."""
         return cls.text("Thinking it over").hang_after(2)
 
+    @classmethod
+    def plain_status(
+        cls,
+        code: int,
+        text: str = "Service Unavailable: the upstream server is restarting.",
+        *,
+        content_type: str = "text/plain; charset=utf-8",
+        retry_after: float | None = None,
+    ) -> Reply:
+        """An HTTP error whose body is not the API's JSON: a proxy's text or HTML page."""
+        headers = {"retry-after": f"{retry_after:g}"} if retry_after is not None else {}
+        return cls(status_code=code, body_text=text, content_type=content_type, headers=headers)
+
+    @classmethod
+    def accept_and_hang(cls) -> Reply:
+        """Read the request, then send nothing at all (not even the status line)
+        until the client leaves or the fake closes."""
+        return cls(first_byte_delay=None)
+
     # ---- modifiers of a streamed reply ------------------------------------------
 
     def cut_after(self, events: int) -> Reply:
@@ -254,6 +277,18 @@ class Reply:
         return dataclasses.replace(
             self, fault="error_event", fault_at=events, error_message=message
         )
+
+    def reset_after(self, events: int) -> Reply:
+        """Send `events` events, then abort the connection with a TCP RST."""
+        return dataclasses.replace(self, fault="reset", fault_at=events)
+
+    def end_after(self, events: int) -> Reply:
+        """Send `events` events, then end the HTTP response cleanly, mid-reply."""
+        return dataclasses.replace(self, fault="end", fault_at=events)
+
+    def unframed_after(self, events: int) -> Reply:
+        """Send `events` events, then bytes that break the HTTP chunked framing."""
+        return dataclasses.replace(self, fault="unframed", fault_at=events)
 
     def slow_first_byte(self, seconds: float) -> Reply:
         """Wait `seconds` before the status line (less if the client leaves)."""
@@ -290,7 +325,10 @@ class FakeOpenAI(ScriptedServer[Reply]):
 
     def handle_chat(self, exchange: ChatExchange) -> None:
         reply = self._take_reply(exchange)
-        if reply.first_byte_delay > 0 and not self._pause(exchange, reply.first_byte_delay):
+        if reply.first_byte_delay != 0 and not self._pause(exchange, reply.first_byte_delay):
+            return
+        if reply.body_text is not None:
+            exchange.send_text(reply.status_code, reply.body_text, reply.content_type, reply.headers)
             return
         if reply.status_code != 200:
             exchange.send_json(reply.status_code, reply.error, reply.headers)
@@ -323,6 +361,12 @@ class FakeOpenAI(ScriptedServer[Reply]):
     def _fault(self, exchange: ChatExchange, reply: Reply) -> None:
         if reply.fault == "cut":
             exchange.drop()
+        elif reply.fault == "reset":
+            exchange.reset()
+        elif reply.fault == "end":
+            exchange.end_stream()
+        elif reply.fault == "unframed":
+            exchange.send_unframed(b"this is not an HTTP chunk\r\n\r\n")
         elif reply.fault == "hang":
             self._pause(exchange, None)
         elif reply.fault == "malformed":
