@@ -121,7 +121,7 @@ def test_the_defaults() -> None:
     policy = DEFAULT_RETRY_POLICY
     error = ServerError("failed")
 
-    assert (policy.base_delay, policy.max_delay, policy.max_attempts) == (1.0, 600.0, None)
+    assert (policy.base_delay, policy.max_delay, policy.max_attempts) == (1.0, 600.0, 5)
     assert [policy.backoff(n) for n in (1, 2, 3, 10, 11, 1_000_000)] == [
         1.0,
         2.0,
