@@ -66,6 +66,10 @@ class Say(enum.StrEnum):
     # hdsp additions
     #: Code a tool runs in a kernel and its outputs; the text is a `CellOutput`.
     CELL_OUTPUT = "cell_output"
+    #: The model server has not begun its reply yet: partial while the task waits,
+    #: its text (for people) saying for how long, updated every few seconds;
+    #: final once the reply begins or the request ends.
+    API_REQ_WAITING = "api_req_waiting"
 
 
 class TaskState(enum.StrEnum):

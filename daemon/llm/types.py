@@ -57,6 +57,11 @@ class ToolUseBlock(_Struct, tag="tool_use", frozen=True):
     id: str
     name: str
     input: dict[str, Any]
+    #: What the model sent as the arguments when it was not a JSON object (then
+    #: `input` is empty): kept as it came, so the history shows the mistake. The
+    #: providers send `input` back (a server may parse the arguments it is sent),
+    #: and the call's error result quotes this.
+    raw_input: str | None = None
 
 
 class ToolResultBlock(_Struct, tag="tool_result", frozen=True):
