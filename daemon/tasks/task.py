@@ -745,7 +745,12 @@ class Task:
                 await self._stream_reply(provider, request, s)
             except ProviderError as exc:
                 await self._close_streaming(interrupted=False)
-                await self.update(started, text=json.dumps({"error": exc.message}))
+                failure: dict[str, Any] = {"error": exc.message}
+                if s.text:
+                    # A retry replaces the text on screen: what this attempt had
+                    # said stays in its request's message.
+                    failure["partialText"] = s.text
+                await self.update(started, text=json.dumps(failure))
                 previous = s
                 attempt += 1
                 if isinstance(exc, ContextWindowExceeded) and reductions < 3:
