@@ -83,6 +83,7 @@ from .sdk import (
     json_field as _field,
 )
 from .types import (
+    DEFAULT_STREAM_TIMEOUTS,
     ApiMessage,
     Block,
     Chunk,
@@ -162,7 +163,7 @@ class AnthropicProvider(SdkProvider[AsyncAnthropic]):
         *,
         thinking_budget: int | None = None,
         key_hint: str = _DEFAULT_KEY_HINT,
-        timeouts: StreamTimeouts = StreamTimeouts(),
+        timeouts: StreamTimeouts = DEFAULT_STREAM_TIMEOUTS,
     ) -> None:
         if thinking_budget is not None and thinking_budget < MIN_THINKING_BUDGET:
             raise ValueError(

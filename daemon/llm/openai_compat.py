@@ -73,6 +73,7 @@ from .sdk import (
     json_field as _field,
 )
 from .types import (
+    DEFAULT_STREAM_TIMEOUTS,
     ApiMessage,
     Chunk,
     ImageBlock,
@@ -153,7 +154,7 @@ class OpenAICompatibleProvider(SdkProvider[AsyncOpenAI]):
         *,
         key_hint: str = _DEFAULT_KEY_HINT,
         reasoning_effort: ReasoningEffort = None,
-        timeouts: StreamTimeouts = StreamTimeouts(),
+        timeouts: StreamTimeouts = DEFAULT_STREAM_TIMEOUTS,
     ) -> None:
         super().__init__(
             model=model,

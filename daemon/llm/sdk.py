@@ -51,6 +51,7 @@ def http_timeout(timeouts: StreamTimeouts) -> httpx2.Timeout:
         pool=DEFAULT_TIMEOUT.pool,
     )
 
+
 #: The HTTP connections of a profile's client. The pool (httpcore's) probes every
 #: idle connection it keeps, on each request and again as each response closes:
 #: a poll and an attribute lookup through anyio per connection, tens of µs. With

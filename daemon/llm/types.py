@@ -8,6 +8,7 @@ from typing import Any, Literal
 import msgspec
 
 __all__ = [
+    "DEFAULT_STREAM_TIMEOUTS",
     "ApiMessage",
     "Block",
     "Chunk",
@@ -123,6 +124,10 @@ class StreamTimeouts(_Struct, frozen=True):
             value = getattr(self, name)
             if not (value > 0 and value != float("inf")):
                 raise ValueError(f"the {name} timeout must be a positive number of seconds")
+
+
+#: The bounds a provider made without any uses.
+DEFAULT_STREAM_TIMEOUTS = StreamTimeouts()
 
 
 class ModelInfo(_Struct, frozen=True):

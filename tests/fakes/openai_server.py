@@ -328,7 +328,9 @@ class FakeOpenAI(ScriptedServer[Reply]):
         if reply.first_byte_delay != 0 and not self._pause(exchange, reply.first_byte_delay):
             return
         if reply.body_text is not None:
-            exchange.send_text(reply.status_code, reply.body_text, reply.content_type, reply.headers)
+            exchange.send_text(
+                reply.status_code, reply.body_text, reply.content_type, reply.headers
+            )
             return
         if reply.status_code != 200:
             exchange.send_json(reply.status_code, reply.error, reply.headers)

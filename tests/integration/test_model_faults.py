@@ -177,7 +177,13 @@ FAULTS = [
 
 
 def profile(name: str, provider: str, model: str, base_url: str, **options: Any) -> dict[str, Any]:
-    return {"name": name, "provider": provider, "model": model, "base_url": base_url, "options": options}
+    return {
+        "name": name,
+        "provider": provider,
+        "model": model,
+        "base_url": base_url,
+        "options": options,
+    }
 
 
 def write_settings(daemon: DaemonProcess, settings: dict[str, Any]) -> None:
@@ -219,9 +225,7 @@ def matrix_daemon(fakes: tuple[FakeOpenAI, FakeAnthropic]) -> Iterator[DaemonPro
 def message_texts(events: list[TaskEvent]) -> list[str]:
     """The text of every message event (partial updates too): what a client saw."""
     return [
-        e.data.payload[0].message.text or ""
-        for e in events
-        if isinstance(e.data, MessageEvent)
+        e.data.payload[0].message.text or "" for e in events if isinstance(e.data, MessageEvent)
     ]
 
 
@@ -288,7 +292,9 @@ async def test_model_fault(
 
 
 @pytest.fixture
-def own_daemon(request: pytest.FixtureRequest) -> Iterator[Callable[[dict[str, Any]], DaemonProcess]]:
+def own_daemon(
+    request: pytest.FixtureRequest,
+) -> Iterator[Callable[[dict[str, Any]], DaemonProcess]]:
     """Start a daemon with the given settings (one per test), printing its log if
     the test fails."""
     started: list[DaemonProcess] = []
@@ -318,7 +324,10 @@ async def test_a_silent_server_shows_a_waiting_message_and_times_out_at_the_firs
             {
                 "profiles": {
                     "slow": profile(
-                        "slow", "openai-compatible", "gpt-test", fake.base_url,
+                        "slow",
+                        "openai-compatible",
+                        "gpt-test",
+                        fake.base_url,
                         first_byte_timeout=first_byte,
                     )
                 },
@@ -392,7 +401,9 @@ async def test_an_unreachable_server_ends_in_api_req_failed_after_the_default_at
         await client.cancel_task(ref.task_id)
 
 
-async def test_a_plain_text_503_keeps_the_servers_text(client: Client, fake_openai: FakeOpenAI) -> None:
+async def test_a_plain_text_503_keeps_the_servers_text(
+    client: Client, fake_openai: FakeOpenAI
+) -> None:
     fake_openai.script(
         OAI.plain_status(503, "Maintenance until 14:00 UTC\x1b[2J"), OAI.text("Back again.")
     )
@@ -437,5 +448,11 @@ async def test_tool_arguments_that_are_not_json_are_kept_as_sent(
         database.close()
     calls = [block for m in bodies for block in m["content"] if block["type"] == "tool_use"]
     assert calls == [
-        {"type": "tool_use", "id": calls[0]["id"], "name": "read_file", "input": {}, "raw_input": raw}
+        {
+            "type": "tool_use",
+            "id": calls[0]["id"],
+            "name": "read_file",
+            "input": {},
+            "raw_input": raw,
+        }
     ]
