@@ -114,7 +114,11 @@ class Renderer:
             self._finish_line()
             self.err.write(self._style(f"error: {m.text}", "1;31") + "\n")
             self.err.flush()
-        elif m.type == "say" and m.say in ("api_req_retry_delayed", "api_req_retried"):
+        elif m.type == "say" and m.say in (
+            "api_req_retry_delayed",
+            "api_req_retried",
+            "api_req_waiting",  # every few seconds while the model is silent
+        ):
             self.note(m.text or m.say)
         elif m.type == "ask" and m.ask == "api_req_failed":
             self.note("The model request failed; answering the ask retries it.")

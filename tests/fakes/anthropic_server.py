@@ -20,6 +20,8 @@ loopback server core it shares with hdsp's demo model and the fake OpenAI API
             Reply.prompt_too_long(),                 # 400 "prompt is too long: ..."
             Reply.text("Hello world").cut_after(3),  # drops the connection mid-stream
             Reply.hang(),                            # a few events, then waits for a cancel
+            Reply.plain_status(503, "Down for maintenance"),  # a proxy's text, not JSON
+            Reply.accept_and_hang(),                 # reads the request, never answers
         )
         ...  # the SDK at fake.base_url ("http://127.0.0.1:PORT": the SDK adds /v1/messages)
         fake.wait_for_requests(2)                    # or: await fake.wait_for_requests_async(2)
@@ -30,11 +32,13 @@ Each request takes the next scripted reply; with none left it gets
 (:meth:`Reply.text`, :meth:`Reply.thinking`, :meth:`Reply.redacted_thinking`,
 :meth:`Reply.tool_use`) combine with ``+``; faults are either whole replies
 (:meth:`Reply.status`, :meth:`Reply.overloaded`, :meth:`Reply.prompt_too_long`,
-:meth:`Reply.malformed_sse`, :meth:`Reply.error_event_midstream`, :meth:`Reply.hang`)
-or modifiers of a streamed one (``.cut_after(n)``, ``.hang_after(n)``,
-``.malformed_after(n)``, ``.error_after(n)``, ``.slow_first_byte(s)``,
-``.without_stop()``, ``.with_stop_reason(r)``), where ``n`` counts the SSE events
-sent first (``message_start`` is event 0).
+:meth:`Reply.malformed_sse`, :meth:`Reply.error_event_midstream`, :meth:`Reply.hang`,
+:meth:`Reply.plain_status`, :meth:`Reply.accept_and_hang`) or modifiers of a
+streamed one (``.cut_after(n)`` (FIN), ``.reset_after(n)`` (TCP RST),
+``.end_after(n)`` (a clean end, mid-reply), ``.unframed_after(n)`` (broken chunked
+framing), ``.hang_after(n)``, ``.malformed_after(n)``, ``.error_after(n)``,
+``.slow_first_byte(s)``, ``.without_stop()``, ``.with_stop_reason(r)``), where
+``n`` counts the SSE events sent first (``message_start`` is event 0).
 
 Like the real API, the fake refuses (400, 401) a request without a key, without
 ``max_tokens`` or ``stream: true``, with an empty text block, with more than four

@@ -12,6 +12,8 @@ with hdsp's demo server, :mod:`hdsp.daemon.llm.demo`), and misbehaves on request
             Reply.reasoning("Let me think.") + Reply.text("Done."),
             Reply.text("Hello world").cut_after(3),  # drops the connection mid-stream
             Reply.hang(),                            # first chunk, then waits for a cancel
+            Reply.plain_status(503, "Down for maintenance"),  # a proxy's text, not JSON
+            Reply.accept_and_hang(),                 # reads the request, never answers
         )
         ...  # the SDK at fake.base_url ("http://127.0.0.1:PORT/v1")
         fake.wait_for_requests(2)                    # or: await fake.wait_for_requests_async(2)
@@ -22,11 +24,13 @@ Each request takes the next scripted reply; with none left it gets
 (:meth:`Reply.text`, :meth:`Reply.reasoning`, :meth:`Reply.tool_calls`) combine
 with ``+``; faults are either whole replies (:meth:`Reply.status`,
 :meth:`Reply.context_length_exceeded`, :meth:`Reply.malformed_sse`,
-:meth:`Reply.error_event_midstream`, :meth:`Reply.hang`) or modifiers of a
-streamed one (``.cut_after(n)``, ``.hang_after(n)``, ``.malformed_after(n)``,
-``.error_after(n)``, ``.slow_first_byte(s)``, ``.without_usage()``,
-``.with_finish_reason(r)``), where ``n`` counts the SSE events sent first (the
-role chunk is event 0).
+:meth:`Reply.error_event_midstream`, :meth:`Reply.hang`, :meth:`Reply.plain_status`,
+:meth:`Reply.accept_and_hang`) or modifiers of a streamed one (``.cut_after(n)``
+(FIN), ``.reset_after(n)`` (TCP RST), ``.end_after(n)`` (a clean end, mid-reply),
+``.unframed_after(n)`` (broken chunked framing), ``.hang_after(n)``,
+``.malformed_after(n)``, ``.error_after(n)``, ``.slow_first_byte(s)``,
+``.without_usage()``, ``.with_finish_reason(r)``), where ``n`` counts the SSE
+events sent first (the role chunk is event 0).
 
 Run it by hand, serving default replies: ``python -m tests.fakes.openai_server --port 8089``.
 """
