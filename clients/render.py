@@ -114,11 +114,11 @@ class Renderer:
             self._finish_line()
             self.err.write(self._style(f"error: {m.text}", "1;31") + "\n")
             self.err.flush()
-        elif m.type == "say" and m.say in (
-            "api_req_retry_delayed",
-            "api_req_retried",
-            "api_req_waiting",  # every few seconds while the model is silent
-        ):
+        elif m.type == "say" and m.say in ("api_req_retry_delayed", "api_req_retried"):
+            self.note(m.text or m.say)
+        elif m.type == "say" and m.say == "api_req_waiting" and m.partial:
+            # Every few seconds while the model is silent; its final text comes
+            # as the reply begins, and would break the reply's line.
             self.note(m.text or m.say)
         elif m.type == "ask" and m.ask == "api_req_failed":
             self.note("The model request failed; answering the ask retries it.")

@@ -85,7 +85,10 @@ def test_the_delay_never_shrinks_from_one_attempt_to_the_next(
     # At every quantile of the jitter, so the expected delay grows too (stochastic
     # dominance), without sampling anything.
     unlimited = RetryPolicy(
-        base_delay=policy.base_delay, max_delay=policy.max_delay, jitter=policy.jitter
+        base_delay=policy.base_delay,
+        max_delay=policy.max_delay,
+        max_attempts=None,
+        jitter=policy.jitter,
     )
     error = kind("failed")
 
