@@ -21,6 +21,7 @@ import anyio
 import pytest
 
 from hdsp.client import Client, connect
+from hdsp.daemon.tasks.task import WAIT_UPDATE_INTERVAL
 from hdsp.protocol import (
     Ask,
     ClineMessage,
@@ -341,6 +342,7 @@ async def test_a_silent_server_shows_a_waiting_message_and_times_out_at_the_firs
             ref = await client.start_task("Are you there?", profile="slow")
             waiting_at: float | None = None
             failed_at: float | None = None
+            waiting_events = 0
             with anyio.fail_after(30):
                 async with client.events(ref.task_id, since_seq=head) as events:
                     async for event in events:
@@ -349,6 +351,8 @@ async def test_a_silent_server_shows_a_waiting_message_and_times_out_at_the_firs
                                 break
                             continue
                         message = event.data.payload[0].message
+                        if message.say == Say.API_REQ_WAITING:
+                            waiting_events += 1
                         if message.say == Say.API_REQ_WAITING and waiting_at is None:
                             waiting_at = time.monotonic() - started
                             assert message.partial
@@ -361,6 +365,8 @@ async def test_a_silent_server_shows_a_waiting_message_and_times_out_at_the_firs
     assert waiting_at is not None and waiting_at < first_byte
     # ...and given up at the bound, then retried.
     assert failed_at is not None and first_byte <= failed_at < first_byte + 10
+    # Bounded: the notice, an update every WAIT_UPDATE_INTERVAL s, the final text.
+    assert 2 <= waiting_events <= 2 + failed_at / WAIT_UPDATE_INTERVAL
     (waited,) = [m for m in snap.messages if m.say == Say.API_REQ_WAITING]
     assert not waited.partial
     ended = re.fullmatch(r"The request ended after (\d+) s without a reply\.", waited.text or "")
