@@ -211,6 +211,10 @@ class Renderer:
             self.error(f"error: {text}")
         elif m.say in ("api_req_retry_delayed", "api_req_retried"):
             self.note(m.text or m.say)
+        elif m.say == "api_req_waiting" and m.partial:
+            # Every few seconds while the model is silent; its final text comes
+            # as the reply begins, and would break the reply's line.
+            self.note(m.text or m.say)
 
     def _cell(self, text: str) -> None:
         """Code a tool ran in a kernel, and its outputs."""

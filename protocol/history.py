@@ -68,6 +68,10 @@ class Say(enum.StrEnum):
     CELL_OUTPUT = "cell_output"
     #: The task's kernel was shut down after being idle; the text says why.
     KERNEL_CULLED = "kernel_culled"
+    #: The model server has not begun its reply yet: partial while the task waits,
+    #: its text (for people) saying for how long, updated every few seconds;
+    #: final once the reply begins or the request ends.
+    API_REQ_WAITING = "api_req_waiting"
 
 
 class TaskState(enum.StrEnum):

@@ -82,7 +82,9 @@ class ProfileData(WireStruct, frozen=True):
     #: The API's base URL; absent for the provider's own (OpenAI, Anthropic).
     base_url: str | None = None
     #: Provider options, e.g. `thinking_budget` (Anthropic), `reasoning_effort`
-    #: (OpenAI), `max_tokens`.
+    #: (OpenAI), `max_tokens`, and the bounds on the server's silence in seconds:
+    #: `first_byte_timeout` (before its response begins, default 30) and
+    #: `idle_timeout` (between two events of a reply, default 120).
     options: dict[str, Any] = {}
     #: The NAME of the secret holding the API key (`SetSecret`), never a key.
     secret: str | None = None

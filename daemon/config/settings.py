@@ -52,7 +52,7 @@ from .secrets import SECRET_NAME_PATTERN
 
 if TYPE_CHECKING:
     from hdsp.daemon.llm.retry import RetryPolicy
-    from hdsp.daemon.llm.types import ModelInfo
+    from hdsp.daemon.llm.types import ModelInfo, StreamTimeouts
 
 __all__ = [
     "PROFILE_NAME_PATTERN",
@@ -81,7 +81,7 @@ __all__ = [
 log = structlog.get_logger("hdsp.settings")
 
 #: The shape of the document this hdsp writes; see :func:`migrate`.
-SETTINGS_VERSION: Final = 1
+SETTINGS_VERSION: Final = 2
 
 ProviderKind = Literal["anthropic", "openai", "openai-compatible", "demo"]
 PROVIDER_KINDS: Final[tuple[str, ...]] = ("anthropic", "openai", "openai-compatible", "demo")
@@ -106,6 +106,19 @@ class ProfileOptions(_Section):
     reasoning_effort: Literal["minimal", "low", "medium", "high"] | None = None
     #: The most tokens one reply may have (below the model's own limit).
     max_tokens: int | None = Field(default=None, ge=1)
+    #: Seconds the server may take to start answering a request (the first byte
+    #: of its response) before the request is given up and retried. Raise it for a
+    #: local server that loads its model before it answers.
+    first_byte_timeout: float = Field(default=30.0, gt=0, allow_inf_nan=False)
+    #: Seconds the server may stay silent between two events of a reply that
+    #: streams before the reply is given up and retried.
+    idle_timeout: float = Field(default=120.0, gt=0, allow_inf_nan=False)
+
+    def stream_timeouts(self) -> StreamTimeouts:
+        """These options' bounds on a server's silences."""
+        from hdsp.daemon.llm.types import StreamTimeouts
+
+        return StreamTimeouts(first_byte=self.first_byte_timeout, idle=self.idle_timeout)
 
 
 class ProviderProfile(_Section):
@@ -172,8 +185,10 @@ class RetrySettings(_Section):
     base_delay: float = Field(default=1.0, gt=0)
     #: The longest wait between two attempts; a server asking for more gets none.
     max_delay: float = Field(default=600.0, gt=0)
-    #: Attempts in all, the first included; None: retry while the error allows.
-    max_attempts: int | None = Field(default=None, ge=1)
+    #: Attempts in all, the first included, before the task asks the user
+    #: (api_req_failed); None: retry while the error allows. The default, 5, is
+    #: the retry policy's (see :class:`~hdsp.daemon.llm.retry.RetryPolicy`).
+    max_attempts: int | None = Field(default=5, ge=1)
 
     @model_validator(mode="after")
     def _max_not_below_base(self) -> RetrySettings:
@@ -291,8 +306,21 @@ def _v0_to_v1(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
+def _v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
+    """Version 1 retried a failing model request for ever by default, and wrote
+    that default (``retry.max_attempts: null``) into every file: the null goes, so
+    that the finite default of version 2 applies."""
+    retry = data.get("retry")
+    if isinstance(retry, Mapping) and "max_attempts" in retry and retry["max_attempts"] is None:
+        data["retry"] = {key: value for key, value in retry.items() if key != "max_attempts"}
+    return data
+
+
 #: One step per version: _MIGRATIONS[n] turns a version-n document into version n+1.
-_MIGRATIONS: Final[dict[int, Callable[[dict[str, Any]], dict[str, Any]]]] = {0: _v0_to_v1}
+_MIGRATIONS: Final[dict[int, Callable[[dict[str, Any]], dict[str, Any]]]] = {
+    0: _v0_to_v1,
+    1: _v1_to_v2,
+}
 
 
 def migrate(data: dict[str, Any]) -> dict[str, Any]:

@@ -67,19 +67,23 @@ from .errors import (
     ServerError,
     connection_broken,
     context_window_exceeded,
+    server_text,
     status_error,
 )
 from .models import lookup_model
 from .sdk import (
     DEFAULT_TIMEOUT,
     SdkProvider,
+    SilenceWatch,
     client_options,
     closing_stream,
+    transport_failure,
 )
 from .sdk import (
     json_field as _field,
 )
 from .types import (
+    DEFAULT_STREAM_TIMEOUTS,
     ApiMessage,
     Block,
     Chunk,
@@ -89,6 +93,7 @@ from .types import (
     ReasoningBlock,
     ReasoningDelta,
     StopChunk,
+    StreamTimeouts,
     TextBlock,
     TextDelta,
     ToolCallDelta,
@@ -145,6 +150,7 @@ class AnthropicProvider(SdkProvider[AsyncAnthropic]):
     no key: refused up front for Anthropic, sent as a placeholder to a proxy.
     `model_info` None looks the model up in :mod:`.models`. `name` (the
     profile's name) and `key_hint` (how to set the key) appear in error messages.
+    `timeouts` bound the server's silences (:class:`StreamTimeouts`).
     """
 
     def __init__(
@@ -157,6 +163,7 @@ class AnthropicProvider(SdkProvider[AsyncAnthropic]):
         *,
         thinking_budget: int | None = None,
         key_hint: str = _DEFAULT_KEY_HINT,
+        timeouts: StreamTimeouts = DEFAULT_STREAM_TIMEOUTS,
     ) -> None:
         if thinking_budget is not None and thinking_budget < MIN_THINKING_BUDGET:
             raise ValueError(
@@ -171,9 +178,10 @@ class AnthropicProvider(SdkProvider[AsyncAnthropic]):
             key_hint=key_hint,
             has_key=api_key is not None,
             client=AsyncAnthropic(
-                **client_options(api_key, base_url, anthropic.DefaultAsyncHttpxClient)
+                **client_options(api_key, base_url, anthropic.DefaultAsyncHttpxClient, timeouts)
             ),
             official_host="api.anthropic.com",
+            timeouts=timeouts,
         )
         self._thinking_budget = thinking_budget
 
@@ -212,26 +220,33 @@ class AnthropicProvider(SdkProvider[AsyncAnthropic]):
             body["tools"] = to_anthropic_tools(request.tools)
         if self._thinking_budget is not None:
             body["thinking"] = {"type": "enabled", "budget_tokens": self._thinking_budget}
-        try:
-            response = await self._client.post(
-                "/v1/messages",
-                content=_json.encode(body),
-                cast_to=Message,
-                stream=True,
-                # Each event as its JSON: the SDK's typed models cost tens of µs of
-                # CPU per event to build, for the few fields the assembler reads.
-                # The SDK still parses the SSE, skips pings and raises for
-                # ``event: error``, by the event's name, as it does for create().
-                stream_cls=AsyncStream[object],
-            )
-        except anthropic.AnthropicError as exc:
-            raise self._translate(exc) from exc
-        async with closing_stream(response, self._chunks(response)) as chunks:
-            yield chunks
+        async with self._watching() as watch:
+            watch.waiting("first_byte")
+            try:
+                response = await self._client.post(
+                    "/v1/messages",
+                    content=_json.encode(body),
+                    cast_to=Message,
+                    stream=True,
+                    # Each event as its JSON: the SDK's typed models cost tens of µs
+                    # of CPU per event to build, for the few fields the assembler
+                    # reads. The SDK still parses the SSE, skips pings and raises for
+                    # ``event: error``, by the event's name, as it does for create().
+                    stream_cls=AsyncStream[object],
+                )
+            except anthropic.AnthropicError as exc:
+                raise self._translate(exc) from exc
+            finally:
+                watch.answered()
+            async with closing_stream(response, self._chunks(response, watch)) as chunks:
+                yield chunks
 
-    async def _chunks(self, response: AsyncStream[object]) -> AsyncGenerator[Chunk]:
+    async def _chunks(
+        self, response: AsyncStream[object], watch: SilenceWatch
+    ) -> AsyncGenerator[Chunk]:
         assembler = _ReplyAssembler()
         while True:
+            watch.waiting()
             try:
                 event = await response.__anext__()
             except StopAsyncIteration:
@@ -240,6 +255,8 @@ class AnthropicProvider(SdkProvider[AsyncAnthropic]):
                 if assembler.finished:
                     break  # message_stop came: the reply is whole, whatever follows
                 raise self._midstream(exc) from exc
+            finally:
+                watch.answered()
             for item in assembler.feed(event):
                 yield item
         if not assembler.finished:
@@ -256,7 +273,7 @@ class AnthropicProvider(SdkProvider[AsyncAnthropic]):
         if isinstance(exc, anthropic.AnthropicError):
             return self._translate(exc, midstream=True)
         if isinstance(exc, httpx2.HTTPError):
-            return self._broken(str(exc) or type(exc).__name__)
+            return self._broken(transport_failure(exc))
         return NetworkError(  # an event whose data is not JSON
             f"{self.base_url} sent a malformed event stream ({exc}). The reply was "
             "abandoned; a proxy in between may be mangling the stream."
@@ -271,8 +288,7 @@ class AnthropicProvider(SdkProvider[AsyncAnthropic]):
                 f"{where} did not answer in time. Check that the service is up; retrying may help."
             )
         if isinstance(exc, anthropic.APIConnectionError):
-            cause = exc.__cause__
-            detail = f"{type(cause).__name__}: {cause}" if cause is not None else exc.message
+            detail = transport_failure(exc)
             if midstream:
                 return self._broken(detail)
             return NetworkError(
@@ -348,10 +364,12 @@ class AnthropicProvider(SdkProvider[AsyncAnthropic]):
 
 
 def _error_message(exc: anthropic.APIStatusError) -> str:
+    """What the server said: the error's ``message`` in the API's JSON, else its
+    body as it came (a proxy's text or HTML page, another JSON shape), made fit
+    to show; the SDK's "Error code: N" only when the body said nothing."""
     message = exc.api_message
-    if isinstance(message, str) and message:
-        return message
-    return exc.message
+    said = server_text(message if isinstance(message, str) and message else exc.body)
+    return said or exc.message
 
 
 # ---- requests ----------------------------------------------------------------

@@ -22,10 +22,12 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import secrets
 import selectors
 import socket
+import struct
 import sys
 import threading
 import time
@@ -209,6 +211,37 @@ class ChatExchange:
         self._handler.wfile.write(b"0\r\n\r\n")
         self._streaming = False
 
+    def send_text(
+        self,
+        status: int,
+        text: str,
+        content_type: str = "text/plain; charset=utf-8",
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        """A complete response whose body is not JSON: a proxy's or a load
+        balancer's error page, as plain text or HTML."""
+        self._handler.send_body(status, text.encode(), content_type, headers)
+
+    def send_unframed(self, data: bytes) -> None:
+        """`data` as it is, outside the chunked framing: the response can no longer
+        be parsed (a proxy that mangles the stream). The connection is not reused."""
+        self._handler.close_connection = True
+        self._handler.wfile.write(data)
+
+    def reset(self) -> None:
+        """Abort the connection with a TCP RST (not the FIN of :meth:`drop`), as a
+        crashed server or a firewall does."""
+        self._handler.close_connection = True
+        connection = self._handler.connection
+        try:
+            connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            # The descriptor itself, at once: `socket.close()` would wait for the
+            # handler's file objects, and the server would send a FIN first. What
+            # the handler does with the detached socket afterwards fails quietly.
+            os.close(connection.detach())
+        except OSError:
+            pass
+
     def drop(self) -> None:
         """Close the connection now, mid-response if a stream is open."""
         self._handler.close_connection = True
@@ -317,9 +350,17 @@ class _Handler(BaseHTTPRequestHandler):
     def send_json(
         self, status: int, payload: object, headers: Mapping[str, str] | None = None
     ) -> None:
-        data = json.dumps(payload).encode()
+        self.send_body(status, json.dumps(payload).encode(), "application/json", headers)
+
+    def send_body(
+        self,
+        status: int,
+        data: bytes,
+        content_type: str,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
         self.send_response(status)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
         self.send_header("x-request-id", "req_" + secrets.token_hex(8))
         for name, value in (headers or {}).items():

@@ -18,16 +18,21 @@ default, a single error may override it (an error event that says "rate limit"
 is still retryable, for instance).
 
 Messages are written for the person reading them in a frontend: they say what
-happened, where, and what to do about it. They quote the server's own words, and
-a server may quote the key back (a 401 that echoes ``Authorization``), or the base
-URL may hold credentials: so every message is scrubbed (known keys, credential
-shapes, URL user info and key parameters) when the error is made, before it can
-become a UI message, an API history entry the model reads, a reply or a log line.
+happened, where, and what to do about it. What the server itself said goes in too,
+as :func:`server_text` makes it fit to show: a proxy's plain-text or HTML error
+page is often the only reason given. A server may quote the key back (a 401 that
+echoes ``Authorization``), or the base URL may hold credentials: so every message
+is scrubbed (known keys, credential shapes, URL user info and key parameters) when
+the error is made, before it can become a UI message, an API history entry the
+model reads, a reply or a log line.
 """
 
 from __future__ import annotations
 
 import email.utils
+import html.parser
+import json
+import re
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -46,6 +51,7 @@ __all__ = [
     "connection_broken",
     "context_window_exceeded",
     "retry_after_from_headers",
+    "server_text",
     "status_error",
 ]
 
@@ -243,3 +249,77 @@ def status_error(
         f"model name and settings of profile {profile!r}.",
         **kwargs,
     )
+
+
+# ---- what the server said ------------------------------------------------------
+
+#: At most this many characters of a server's own words go into a message.
+SERVER_TEXT_LIMIT = 300
+
+# C0 and C1 control characters (tabs and newlines too: the text becomes one line),
+# and the bidirectional overrides that could make it read otherwise than it is.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]+")
+_SPACES = re.compile(r"\s+")
+_MARKUP = re.compile(r"^\s*<(?:!doctype|html|head|body|\?xml|[a-z][a-z0-9]*[\s>/])", re.IGNORECASE)
+
+
+class _PageText(html.parser.HTMLParser):
+    """The readable text of an HTML page: its title, then its body's text."""
+
+    _SKIPPED = frozenset({"script", "style", "template", "noscript"})
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.title: list[str] = []
+        self.text: list[str] = []
+        self._open: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self._open.append(tag)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in self._open:
+            del self._open[len(self._open) - 1 - self._open[::-1].index(tag) :]
+
+    def handle_data(self, data: str) -> None:
+        if any(tag in self._SKIPPED for tag in self._open):
+            return
+        (self.title if "title" in self._open else self.text).append(data)
+
+
+def server_text(body: object, limit: int = SERVER_TEXT_LIMIT) -> str:
+    """What a server said, fit to put in a message: its own words, never trusted.
+
+    `body` is an error body as the SDK kept it: text (a proxy's plain-text error,
+    an HTML page, which gives its title and text without the markup), or JSON that
+    is not the API's error shape (shown compactly). Control characters go (the
+    text is untrusted and ends up in terminals), runs of whitespace become one
+    space, and beyond `limit` characters the text is cut with an ellipsis. Empty
+    when there is nothing to say.
+    """
+    if body is None:
+        return ""
+    if isinstance(body, str):
+        text = body
+    else:
+        try:
+            text = json.dumps(body, ensure_ascii=False, separators=(",", ":"), default=str)
+        except ValueError:
+            text = str(body)
+    if _MARKUP.match(text):
+        page = _PageText()
+        try:
+            page.feed(text)
+            page.close()
+        except (AssertionError, ValueError):  # a page html.parser cannot take
+            pass
+        else:
+            title = " ".join("".join(page.title).split())
+            words = " ".join("".join(page.text).split())
+            if title and words.startswith(title):
+                words = words[len(title) :].lstrip(" :-")
+            text = f"{title}: {words}" if title and words else title or words
+    text = _SPACES.sub(" ", _CONTROL.sub(" ", text)).strip()
+    if len(text) > limit:
+        text = text[: max(0, limit - 1)].rstrip() + "\u2026"
+    return text

@@ -58,18 +58,22 @@ from .errors import (
     ServerError,
     connection_broken,
     context_window_exceeded,
+    server_text,
     status_error,
 )
 from .sdk import (
     DEFAULT_TIMEOUT,
     SdkProvider,
+    SilenceWatch,
     client_options,
     closing_stream,
+    transport_failure,
 )
 from .sdk import (
     json_field as _field,
 )
 from .types import (
+    DEFAULT_STREAM_TIMEOUTS,
     ApiMessage,
     Chunk,
     ImageBlock,
@@ -77,6 +81,7 @@ from .types import (
     ModelRequest,
     ReasoningDelta,
     StopChunk,
+    StreamTimeouts,
     TextBlock,
     TextDelta,
     ToolCallDelta,
@@ -136,6 +141,7 @@ class OpenAICompatibleProvider(SdkProvider[AsyncOpenAI]):
     OpenAI. `name` (the profile's name) and `key_hint` (how to set the key) appear
     in error messages. `reasoning_effort` is sent to reasoning models
     (:func:`is_reasoning_model`) and ignored for others, which refuse it.
+    `timeouts` bound the server's silences (:class:`StreamTimeouts`).
     """
 
     def __init__(
@@ -148,6 +154,7 @@ class OpenAICompatibleProvider(SdkProvider[AsyncOpenAI]):
         *,
         key_hint: str = _DEFAULT_KEY_HINT,
         reasoning_effort: ReasoningEffort = None,
+        timeouts: StreamTimeouts = DEFAULT_STREAM_TIMEOUTS,
     ) -> None:
         super().__init__(
             model=model,
@@ -155,8 +162,11 @@ class OpenAICompatibleProvider(SdkProvider[AsyncOpenAI]):
             name=name,
             key_hint=key_hint,
             has_key=api_key is not None,
-            client=AsyncOpenAI(**client_options(api_key, base_url, openai.DefaultAsyncHttpxClient)),
+            client=AsyncOpenAI(
+                **client_options(api_key, base_url, openai.DefaultAsyncHttpxClient, timeouts)
+            ),
             official_host="api.openai.com",
+            timeouts=timeouts,
         )
         self._reasoning = is_reasoning_model(model)
         #: Sent to reasoning models only: others refuse the parameter.
@@ -193,26 +203,33 @@ class OpenAICompatibleProvider(SdkProvider[AsyncOpenAI]):
             body["max_completion_tokens" if official else "max_tokens"] = request.max_tokens
         if self._reasoning_effort:
             body["reasoning_effort"] = self._reasoning_effort
-        try:
-            response = await self._client.post(
-                "/chat/completions",
-                content=_json.encode(body),
-                cast_to=ChatCompletion,
-                stream=True,
-                # Each chunk as its JSON: the SDK's typed models cost ~64 µs of
-                # CPU per chunk to build, a third of the daemon's own work in a
-                # turn, for the few fields the assembler reads.
-                stream_cls=AsyncStream[object],
-                options={"security": {"bearer_auth": True}},
-            )
-        except openai.OpenAIError as exc:
-            raise self._translate(exc) from exc
-        async with closing_stream(response, self._chunks(response)) as chunks:
-            yield chunks
+        async with self._watching() as watch:
+            watch.waiting("first_byte")
+            try:
+                response = await self._client.post(
+                    "/chat/completions",
+                    content=_json.encode(body),
+                    cast_to=ChatCompletion,
+                    stream=True,
+                    # Each chunk as its JSON: the SDK's typed models cost ~64 µs of
+                    # CPU per chunk to build, a third of the daemon's own work in a
+                    # turn, for the few fields the assembler reads.
+                    stream_cls=AsyncStream[object],
+                    options={"security": {"bearer_auth": True}},
+                )
+            except openai.OpenAIError as exc:
+                raise self._translate(exc) from exc
+            finally:
+                watch.answered()
+            async with closing_stream(response, self._chunks(response, watch)) as chunks:
+                yield chunks
 
-    async def _chunks(self, response: AsyncStream[object]) -> AsyncGenerator[Chunk]:
+    async def _chunks(
+        self, response: AsyncStream[object], watch: SilenceWatch
+    ) -> AsyncGenerator[Chunk]:
         assembler = _ReplyAssembler()
         while True:
+            watch.waiting()
             try:
                 chunk = await response.__anext__()
             except StopAsyncIteration:
@@ -220,12 +237,14 @@ class OpenAICompatibleProvider(SdkProvider[AsyncOpenAI]):
             except openai.OpenAIError as exc:
                 raise self._translate(exc, midstream=True) from exc
             except httpx2.HTTPError as exc:
-                raise self._broken(str(exc) or type(exc).__name__) from exc
+                raise self._broken(transport_failure(exc)) from exc
             except ValueError as exc:  # an event whose data is not JSON
                 raise NetworkError(
                     f"{self.base_url} sent a malformed event stream ({exc}). The reply "
                     "was abandoned; a proxy in between may be mangling the stream."
                 ) from exc
+            finally:
+                watch.answered()
             for item in assembler.feed(chunk):
                 yield item
         if assembler.finish_reason is None:
@@ -246,8 +265,7 @@ class OpenAICompatibleProvider(SdkProvider[AsyncOpenAI]):
                 "overloaded; retrying may help."
             )
         if isinstance(exc, openai.APIConnectionError):
-            cause = exc.__cause__
-            detail = f"{type(cause).__name__}: {cause}" if cause is not None else exc.message
+            detail = transport_failure(exc)
             if midstream:
                 return self._broken(detail)
             return NetworkError(
@@ -303,12 +321,13 @@ class OpenAICompatibleProvider(SdkProvider[AsyncOpenAI]):
 
 
 def _error_message(exc: openai.APIError) -> str:
+    """What the server said: the error's ``message`` in OpenAI's JSON, else its
+    body as it came (a proxy's text or HTML page, another JSON shape), made fit
+    to show; the SDK's "Error code: N" only when the body said nothing."""
     body = exc.body
-    if isinstance(body, dict):
-        message = body.get("message")
-        if isinstance(message, str) and message:
-            return message
-    return exc.message
+    message = body.get("message") if isinstance(body, dict) else None
+    said = server_text(message if isinstance(message, str) and message else body)
+    return said or exc.message
 
 
 def _is_context_window(code: str | None, message: str) -> bool:

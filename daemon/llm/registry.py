@@ -251,6 +251,7 @@ class Providers:
                 name=name,
                 thinking_budget=options.thinking_budget,
                 key_hint=hint,
+                timeouts=options.stream_timeouts(),
             )
         from .openai_compat import OpenAICompatibleProvider
 
@@ -267,6 +268,7 @@ class Providers:
             model_info=info,
             name=name,
             key_hint=hint,
+            timeouts=options.stream_timeouts(),
         )
 
     # ---- changes ---------------------------------------------------------------------

@@ -55,12 +55,19 @@ class RetryPolicy:
     """Backoff with jitter, floored by ``retry-after`` and capped (see module docstring).
 
     `max_attempts` counts every attempt, the first included; None retries for as
-    long as the errors are retryable (the user can cancel the task at any time).
+    long as the errors are retryable. The default is 5: the first attempt and
+    four retries, Codex's ``request_max_retries`` (4; its ``stream_max_retries``
+    for a broken stream is 5), and like Roo-Code a handful of automatic retries
+    before a person is asked. With the default delays the retries take about 15
+    s at most (1 + 2 + 4 + 8, jittered down), time enough for a blip, a restart
+    or a rate limit to pass, and an unreachable server is reported within
+    seconds instead of retried for ever: the task then asks ``api_req_failed``
+    with the last error, and any answer starts another round of attempts.
     """
 
     base_delay: float = 1.0
     max_delay: float = 600.0
-    max_attempts: int | None = None
+    max_attempts: int | None = 5
     jitter: Jitter = "full"
 
     def __post_init__(self) -> None:

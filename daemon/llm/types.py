@@ -8,6 +8,7 @@ from typing import Any, Literal
 import msgspec
 
 __all__ = [
+    "DEFAULT_STREAM_TIMEOUTS",
     "ApiMessage",
     "Block",
     "Chunk",
@@ -17,6 +18,7 @@ __all__ = [
     "ReasoningBlock",
     "ReasoningDelta",
     "StopChunk",
+    "StreamTimeouts",
     "TextBlock",
     "TextDelta",
     "ToolCallDelta",
@@ -56,6 +58,11 @@ class ToolUseBlock(_Struct, tag="tool_use", frozen=True):
     id: str
     name: str
     input: dict[str, Any]
+    #: What the model sent as the arguments when it was not a JSON object (then
+    #: `input` is empty): kept as it came, so the history shows the mistake. The
+    #: providers send `input` back (a server may parse the arguments it is sent),
+    #: and the call's error result quotes this.
+    raw_input: str | None = None
 
 
 class ToolResultBlock(_Struct, tag="tool_result", frozen=True):
@@ -93,6 +100,34 @@ class ModelRequest(_Struct, frozen=True):
     messages: list[ApiMessage]
     tools: list[ToolSpec] = []
     max_tokens: int | None = None
+
+
+class StreamTimeouts(_Struct, frozen=True):
+    """How long a model server may keep silent before hdsp gives up on a request.
+
+    Two bounds, because the two silences mean different things: the server not
+    answering at all (`first_byte`, from sending the request to the first byte of
+    the response, its status line) and a reply that stops (`idle`, the longest gap
+    between two events once it streams: Anthropic's pings count). Either expires
+    into a retryable :class:`~.errors.NetworkError` that says which. In seconds.
+    """
+
+    #: Well under a minute: a hosted API answers in a second or two, and waiting
+    #: longer in silence only hides a dead server. A local server that loads its
+    #: model before answering may need more (a profile option).
+    first_byte: float = 30.0
+    #: Generous: a model may think, or a proxy buffer, between two events.
+    idle: float = 120.0
+
+    def __post_init__(self) -> None:
+        for name in ("first_byte", "idle"):
+            value = getattr(self, name)
+            if not (value > 0 and value != float("inf")):
+                raise ValueError(f"the {name} timeout must be a positive number of seconds")
+
+
+#: The bounds a provider made without any uses.
+DEFAULT_STREAM_TIMEOUTS = StreamTimeouts()
 
 
 class ModelInfo(_Struct, frozen=True):

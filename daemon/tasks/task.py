@@ -29,6 +29,7 @@ from anyio.abc import TaskGroup
 
 from hdsp.daemon.approvals import Decision
 from hdsp.daemon.errors import CommandError
+from hdsp.daemon.llm import Provider
 from hdsp.daemon.llm.errors import ContextWindowExceeded, ProviderError
 from hdsp.daemon.llm.types import (
     ApiMessage,
@@ -96,6 +97,13 @@ MAX_REQUESTS_PER_TURN = 50
 MAX_QUEUED = 32
 #: The same call with the same arguments this many times in a row is refused.
 REPETITION_LIMIT = 3
+#: A model request whose reply has not begun after this long (seconds) gets an
+#: `api_req_waiting` message, so that no one stares at silence...
+WAIT_NOTICE_AFTER = 2.0
+#: ...updated this often (seconds) with the time waited, until the reply begins.
+WAIT_UPDATE_INTERVAL = 5.0
+#: How much of arguments that are not valid JSON a message quotes (characters).
+RAW_ARGUMENTS_SHOWN = 1000
 
 #: Which state a waiting ask puts its task in (Roo's classification).
 _ASK_STATES: dict[str, tuple[TaskState, type[TaskInteractive | TaskIdle | TaskResumable]]] = {
@@ -154,6 +162,35 @@ class _Streaming:
     tool_calls: list[ToolCallEnd] = field(default_factory=list)
     usage: UsageChunk = field(default_factory=UsageChunk)
     stop_reason: str | None = None
+
+
+@dataclass
+class _Wait:
+    """How long the current model request has waited for its reply to begin."""
+
+    started: float
+    #: The server's response began (the provider's stream was entered).
+    accepted: bool = False
+    #: How the wait ended: "began" (a first chunk), "failed", "stopped".
+    outcome: str | None = None
+    over: anyio.Event = field(default_factory=anyio.Event)
+
+    def end(self, outcome: str) -> None:
+        if self.outcome is None:
+            self.outcome = outcome
+            self.over.set()
+
+    def text(self) -> str:
+        waited = anyio.current_time() - self.started
+        if self.outcome == "began":
+            return f"The model began its reply after {waited:.0f} s."
+        if self.outcome == "failed":
+            return f"The request ended after {waited:.0f} s without a reply."
+        if self.outcome == "stopped":
+            return f"Stopped waiting for the model after {waited:.0f} s."
+        if self.accepted:
+            return f"The model server answered; waiting {waited:.0f} s for the reply to begin."
+        return f"Waiting for the model server to answer: {waited:.0f} s so far."
 
 
 @dataclass
@@ -717,12 +754,15 @@ class Task:
                 # A retry replaces what the broken attempt showed, not adds to it.
                 s.text_msg, s.reasoning_msg = previous.text_msg, previous.reasoning_msg
             try:
-                async with provider.stream(request) as chunks:
-                    async for chunk in chunks:
-                        await self._on_chunk(s, chunk)
+                await self._stream_reply(provider, request, s)
             except ProviderError as exc:
                 await self._close_streaming(interrupted=False)
-                await self.update(started, text=json.dumps({"error": exc.message}))
+                failure: dict[str, Any] = {"error": exc.message}
+                if s.text:
+                    # A retry replaces the text on screen: what this attempt had
+                    # said stays in its request's message.
+                    failure["partialText"] = s.text
+                await self.update(started, text=json.dumps(failure))
                 previous = s
                 attempt += 1
                 if isinstance(exc, ContextWindowExceeded) and reductions < 3:
@@ -748,6 +788,47 @@ class Task:
                     await self.update(previous.reasoning_msg, text="", partial=False)
             await self._account(started, s, provider.info())
             return s
+
+    async def _stream_reply(self, provider: Provider, request: ModelRequest, s: _Streaming) -> None:
+        """Stream one reply into `s`; while it has not begun, say that the task
+        waits, and for how long (:meth:`_show_wait`). Raises ProviderError."""
+        wait = _Wait(started=anyio.current_time())
+        error: ProviderError | None = None
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._show_wait, wait, name="wait for the model")
+            try:
+                async with provider.stream(request) as chunks:
+                    wait.accepted = True
+                    async for chunk in chunks:
+                        if wait.outcome is None:
+                            wait.end("began")
+                        await self._on_chunk(s, chunk)
+            except ProviderError as exc:
+                error = exc  # raised outside the task group, not in an ExceptionGroup
+            finally:
+                wait.end("failed" if error is not None else "stopped")
+        if error is not None:
+            raise error
+
+    async def _show_wait(self, wait: _Wait) -> None:
+        """An `api_req_waiting` message every client sees, once the reply has not
+        begun for WAIT_NOTICE_AFTER s: updated every WAIT_UPDATE_INTERVAL s with
+        the time waited, final when the wait ends (or the task is cancelled)."""
+        with anyio.move_on_after(WAIT_NOTICE_AFTER):
+            await wait.over.wait()
+        if wait.outcome is not None:
+            return
+        message = await self.say(Say.API_REQ_WAITING, wait.text(), partial=True)
+        try:
+            while wait.outcome is None:
+                with anyio.move_on_after(WAIT_UPDATE_INTERVAL):
+                    await wait.over.wait()
+                if wait.outcome is None:
+                    message = await self.update(message, text=wait.text())
+        finally:
+            wait.end("stopped")
+            with anyio.move_on_after(5, shield=True):
+                await self.update(message, text=wait.text(), partial=False)
 
     async def _wait_before_retry(self, exc: ProviderError, attempt: int, delay: float) -> None:
         """Wait `delay` seconds (cancellable: the task's scope), counting down in a
@@ -821,7 +902,13 @@ class Task:
                 if s.text:
                     content.append(TextBlock(text=s.text))
                 content.extend(
-                    ToolUseBlock(id=c.id, name=c.name, input=c.arguments or {})
+                    ToolUseBlock(
+                        id=c.id,
+                        name=c.name,
+                        input=c.arguments or {},
+                        # Not JSON: the history keeps what the model sent.
+                        raw_input=c.raw_arguments if c.arguments is None else None,
+                    )
                     for c in s.tool_calls
                 )
                 if not s.tool_calls:
@@ -901,6 +988,9 @@ class Task:
             self.tool_usage[call.name] = msgspec.structs.replace(entry, attempts=entry.attempts + 1)
             problem = self._check_call(call) or self._check_repetition(call)
             if problem is not None:
+                # Every client sees why the call did not run, as the model does.
+                text = " ".join(b.text for b in problem.content if isinstance(b, TextBlock))
+                await self.say(Say.ERROR, text.removeprefix("Error: "), tool_use_id=call.id)
                 await self._finish_call(call, problem)
                 return
             assert tool is not None and call.arguments is not None
@@ -1017,10 +1107,12 @@ class Task:
                 is_error=True,
             )
         if call.arguments is None:
+            raw = call.raw_arguments
+            shown = raw if len(raw) <= RAW_ARGUMENTS_SHOWN else raw[:RAW_ARGUMENTS_SHOWN] + "..."
             return ToolResult.text(
-                f"Error: the arguments of {call.name} are not valid JSON "
-                f"({call.raw_arguments[:200]!r}). Send one JSON object that matches the "
-                "tool's schema.",
+                f"Error: the arguments of {call.name} are not valid JSON, or not a JSON "
+                f"object: {shown!r}. The call did not run. Send one JSON object that "
+                "matches the tool's schema.",
                 is_error=True,
             )
         if problems := registry.validate(call.name, call.arguments):

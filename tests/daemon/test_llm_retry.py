@@ -85,7 +85,10 @@ def test_the_delay_never_shrinks_from_one_attempt_to_the_next(
     # At every quantile of the jitter, so the expected delay grows too (stochastic
     # dominance), without sampling anything.
     unlimited = RetryPolicy(
-        base_delay=policy.base_delay, max_delay=policy.max_delay, jitter=policy.jitter
+        base_delay=policy.base_delay,
+        max_delay=policy.max_delay,
+        max_attempts=None,
+        jitter=policy.jitter,
     )
     error = kind("failed")
 
@@ -121,7 +124,7 @@ def test_the_defaults() -> None:
     policy = DEFAULT_RETRY_POLICY
     error = ServerError("failed")
 
-    assert (policy.base_delay, policy.max_delay, policy.max_attempts) == (1.0, 600.0, None)
+    assert (policy.base_delay, policy.max_delay, policy.max_attempts) == (1.0, 600.0, 5)
     assert [policy.backoff(n) for n in (1, 2, 3, 10, 11, 1_000_000)] == [
         1.0,
         2.0,

@@ -291,7 +291,7 @@ async def test_an_import_applies_what_validates_and_reports_the_rest(tmp_path: P
         {"profiles": {"only": {"provider": "demo", "model": "hdsp-demo"}}}, merge=False
     )
     assert list(replaced.profiles) == ["only"] and rejected == []
-    assert replaced.retry.max_attempts is None  # the default, not the old value
+    assert replaced.retry.max_attempts == 5  # the default, not the old value
 
 
 def test_profile_names_come_from_their_keys() -> None:
@@ -299,3 +299,13 @@ def test_profile_names_come_from_their_keys() -> None:
         {"profiles": {"work": {"name": "other", "provider": "openai", "model": "gpt-4o"}}}
     )
     assert settings.profiles["work"].name == "work"
+
+
+def test_version_1_files_lose_the_unlimited_retries_they_were_written_with() -> None:
+    # hdsp wrote every default into the file, so a version-1 file says
+    # max_attempts: null whether or not anyone chose it: the finite default applies.
+    old = {"version": 1, "retry": {"base_delay": 2.0, "max_attempts": None}}
+    assert migrate(old) == {"version": SETTINGS_VERSION, "retry": {"base_delay": 2.0}}
+    kept = {"version": 1, "retry": {"max_attempts": 9}}
+    assert migrate(kept)["retry"] == {"max_attempts": 9}
+    assert Settings.model_validate(migrate(old)).retry.max_attempts == 5

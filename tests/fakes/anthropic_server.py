@@ -20,6 +20,8 @@ loopback server core it shares with hdsp's demo model and the fake OpenAI API
             Reply.prompt_too_long(),                 # 400 "prompt is too long: ..."
             Reply.text("Hello world").cut_after(3),  # drops the connection mid-stream
             Reply.hang(),                            # a few events, then waits for a cancel
+            Reply.plain_status(503, "Down for maintenance"),  # a proxy's text, not JSON
+            Reply.accept_and_hang(),                 # reads the request, never answers
         )
         ...  # the SDK at fake.base_url ("http://127.0.0.1:PORT": the SDK adds /v1/messages)
         fake.wait_for_requests(2)                    # or: await fake.wait_for_requests_async(2)
@@ -30,11 +32,13 @@ Each request takes the next scripted reply; with none left it gets
 (:meth:`Reply.text`, :meth:`Reply.thinking`, :meth:`Reply.redacted_thinking`,
 :meth:`Reply.tool_use`) combine with ``+``; faults are either whole replies
 (:meth:`Reply.status`, :meth:`Reply.overloaded`, :meth:`Reply.prompt_too_long`,
-:meth:`Reply.malformed_sse`, :meth:`Reply.error_event_midstream`, :meth:`Reply.hang`)
-or modifiers of a streamed one (``.cut_after(n)``, ``.hang_after(n)``,
-``.malformed_after(n)``, ``.error_after(n)``, ``.slow_first_byte(s)``,
-``.without_stop()``, ``.with_stop_reason(r)``), where ``n`` counts the SSE events
-sent first (``message_start`` is event 0).
+:meth:`Reply.malformed_sse`, :meth:`Reply.error_event_midstream`, :meth:`Reply.hang`,
+:meth:`Reply.plain_status`, :meth:`Reply.accept_and_hang`) or modifiers of a
+streamed one (``.cut_after(n)`` (FIN), ``.reset_after(n)`` (TCP RST),
+``.end_after(n)`` (a clean end, mid-reply), ``.unframed_after(n)`` (broken chunked
+framing), ``.hang_after(n)``, ``.malformed_after(n)``, ``.error_after(n)``,
+``.slow_first_byte(s)``, ``.without_stop()``, ``.with_stop_reason(r)``), where
+``n`` counts the SSE events sent first (``message_start`` is event 0).
 
 Like the real API, the fake refuses (400, 401) a request without a key, without
 ``max_tokens`` or ``stream: true``, with an empty text block, with more than four
@@ -68,7 +72,7 @@ __all__ = [
     "validate",
 ]
 
-Fault = Literal["cut", "hang", "malformed", "error_event"]
+Fault = Literal["cut", "hang", "malformed", "error_event", "reset", "end", "unframed"]
 
 #: Error types and messages of the real API, by status.
 _ERRORS: dict[int, tuple[str, str]] = {
@@ -177,7 +181,11 @@ class Reply:
     status_code: int = 200
     error: Mapping[str, Any] | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
-    first_byte_delay: float = 0.0
+    #: Not None (with a status that is not 200): the body as this text, not JSON.
+    body_text: str | None = None
+    content_type: str = "text/plain; charset=utf-8"
+    #: Seconds before the status line; None: never (until the client leaves).
+    first_byte_delay: float | None = 0.0
     fault: Fault | None = None
     #: How many SSE events go out before the fault.
     fault_at: int = 0
@@ -316,6 +324,25 @@ class Reply:
         """message_start, a text block with one delta, then nothing until a disconnect."""
         return cls.text("Thinking it over").hang_after(4)
 
+    @classmethod
+    def plain_status(
+        cls,
+        code: int,
+        text: str = "Service Unavailable: the upstream server is restarting.",
+        *,
+        content_type: str = "text/plain; charset=utf-8",
+        retry_after: float | None = None,
+    ) -> Reply:
+        """An HTTP error whose body is not the API's JSON: a proxy's text or HTML page."""
+        headers = {"retry-after": f"{retry_after:g}"} if retry_after is not None else {}
+        return cls(status_code=code, body_text=text, content_type=content_type, headers=headers)
+
+    @classmethod
+    def accept_and_hang(cls) -> Reply:
+        """Read the request, then send nothing at all (not even the status line)
+        until the client leaves or the fake closes."""
+        return cls(first_byte_delay=None)
+
     # ---- modifiers of a streamed reply ------------------------------------------
 
     def cut_after(self, events: int) -> Reply:
@@ -337,6 +364,18 @@ class Reply:
         return dataclasses.replace(
             self, fault="error_event", fault_at=events, error_type=error_type, error_message=message
         )
+
+    def reset_after(self, events: int) -> Reply:
+        """Send `events` events, then abort the connection with a TCP RST."""
+        return dataclasses.replace(self, fault="reset", fault_at=events)
+
+    def end_after(self, events: int) -> Reply:
+        """Send `events` events, then end the HTTP response cleanly, mid-reply."""
+        return dataclasses.replace(self, fault="end", fault_at=events)
+
+    def unframed_after(self, events: int) -> Reply:
+        """Send `events` events, then bytes that break the HTTP chunked framing."""
+        return dataclasses.replace(self, fault="unframed", fault_at=events)
 
     def slow_first_byte(self, seconds: float) -> Reply:
         """Wait `seconds` before the status line (less if the client leaves)."""
@@ -495,12 +534,17 @@ class FakeAnthropic(ScriptedServer[Reply]):
     def handle_chat(self, exchange: ChatExchange) -> None:
         reply = self._take_reply(exchange)
         request_id = {"request-id": "req_" + secrets.token_hex(12)}
-        if reply.first_byte_delay > 0 and not self._pause(exchange, reply.first_byte_delay):
+        if reply.first_byte_delay != 0 and not self._pause(exchange, reply.first_byte_delay):
             return
         refused = validate(exchange.body, exchange.headers)
         if refused is not None:
             status, error_type, message = refused
             exchange.send_json(status, _error_body(error_type, message), request_id)
+            return
+        if reply.body_text is not None:
+            exchange.send_text(
+                reply.status_code, reply.body_text, reply.content_type, reply.headers
+            )
             return
         if reply.status_code != 200:
             exchange.send_json(reply.status_code, reply.error, {**request_id, **reply.headers})
@@ -518,6 +562,12 @@ class FakeAnthropic(ScriptedServer[Reply]):
     def _fault(self, exchange: ChatExchange, reply: Reply) -> None:
         if reply.fault == "cut":
             exchange.drop()
+        elif reply.fault == "reset":
+            exchange.reset()
+        elif reply.fault == "end":
+            exchange.end_stream()
+        elif reply.fault == "unframed":
+            exchange.send_unframed(b"this is not an HTTP chunk\r\n\r\n")
         elif reply.fault == "hang":
             self._pause(exchange, None)
         elif reply.fault == "malformed":

@@ -13,6 +13,8 @@ with hdsp's demo server, :mod:`hdsp.daemon.llm.demo`), and misbehaves on request
             Reply.text("Hello world").cut_after(3),  # drops the connection mid-stream
             Reply.hang(),                            # first chunk, then waits for a cancel
             Reply.unauthorized_echoing_key(),        # 401 quoting the request's key back
+            Reply.plain_status(503, "Down for maintenance"),  # a proxy's text, not JSON
+            Reply.accept_and_hang(),                 # reads the request, never answers
         )
         ...  # the SDK at fake.base_url ("http://127.0.0.1:PORT/v1")
         fake.wait_for_requests(2)                    # or: await fake.wait_for_requests_async(2)
@@ -23,12 +25,13 @@ Each request takes the next scripted reply; with none left it gets
 (:meth:`Reply.text`, :meth:`Reply.reasoning`, :meth:`Reply.tool_calls`) combine
 with ``+``; faults are either whole replies (:meth:`Reply.status`,
 :meth:`Reply.context_length_exceeded`, :meth:`Reply.unauthorized_echoing_key`,
-:meth:`Reply.malformed_sse`,
-:meth:`Reply.error_event_midstream`, :meth:`Reply.hang`) or modifiers of a
-streamed one (``.cut_after(n)``, ``.hang_after(n)``, ``.malformed_after(n)``,
-``.error_after(n)``, ``.slow_first_byte(s)``, ``.without_usage()``,
-``.with_finish_reason(r)``), where ``n`` counts the SSE events sent first (the
-role chunk is event 0).
+:meth:`Reply.malformed_sse`, :meth:`Reply.error_event_midstream`, :meth:`Reply.hang`,
+:meth:`Reply.plain_status`, :meth:`Reply.accept_and_hang`) or modifiers of a
+streamed one (``.cut_after(n)`` (FIN), ``.reset_after(n)`` (TCP RST),
+``.end_after(n)`` (a clean end, mid-reply), ``.unframed_after(n)`` (broken chunked
+framing), ``.hang_after(n)``, ``.malformed_after(n)``, ``.error_after(n)``,
+``.slow_first_byte(s)``, ``.without_usage()``, ``.with_finish_reason(r)``), where
+``n`` counts the SSE events sent first (the role chunk is event 0).
 
 Run it by hand, serving default replies: ``python -m tests.fakes.openai_server --port 8089``.
 """
@@ -55,7 +58,7 @@ __all__ = [
 #: Token counts of the final usage chunk: ``Usage(prompt, completion, cached=0)``.
 Usage = CompletionUsage
 
-Fault = Literal["cut", "hang", "malformed", "error_event"]
+Fault = Literal["cut", "hang", "malformed", "error_event", "reset", "end", "unframed"]
 
 _ERROR_TYPES = {
     400: ("invalid_request_error", None),
@@ -108,7 +111,11 @@ class Reply:
     status_code: int = 200
     error: Mapping[str, Any] | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
-    first_byte_delay: float = 0.0
+    #: Not None (with a status that is not 200): the body as this text, not JSON.
+    body_text: str | None = None
+    content_type: str = "text/plain; charset=utf-8"
+    #: Seconds before the status line; None: never (until the client leaves).
+    first_byte_delay: float | None = 0.0
     fault: Fault | None = None
     #: How many SSE events go out before the fault.
     fault_at: int = 0
@@ -251,6 +258,25 @@ class Reply:
         """The role chunk and one text chunk, then nothing until the client or fake closes."""
         return cls.text("Thinking it over").hang_after(2)
 
+    @classmethod
+    def plain_status(
+        cls,
+        code: int,
+        text: str = "Service Unavailable: the upstream server is restarting.",
+        *,
+        content_type: str = "text/plain; charset=utf-8",
+        retry_after: float | None = None,
+    ) -> Reply:
+        """An HTTP error whose body is not the API's JSON: a proxy's text or HTML page."""
+        headers = {"retry-after": f"{retry_after:g}"} if retry_after is not None else {}
+        return cls(status_code=code, body_text=text, content_type=content_type, headers=headers)
+
+    @classmethod
+    def accept_and_hang(cls) -> Reply:
+        """Read the request, then send nothing at all (not even the status line)
+        until the client leaves or the fake closes."""
+        return cls(first_byte_delay=None)
+
     # ---- modifiers of a streamed reply ------------------------------------------
 
     def cut_after(self, events: int) -> Reply:
@@ -270,6 +296,18 @@ class Reply:
         return dataclasses.replace(
             self, fault="error_event", fault_at=events, error_message=message
         )
+
+    def reset_after(self, events: int) -> Reply:
+        """Send `events` events, then abort the connection with a TCP RST."""
+        return dataclasses.replace(self, fault="reset", fault_at=events)
+
+    def end_after(self, events: int) -> Reply:
+        """Send `events` events, then end the HTTP response cleanly, mid-reply."""
+        return dataclasses.replace(self, fault="end", fault_at=events)
+
+    def unframed_after(self, events: int) -> Reply:
+        """Send `events` events, then bytes that break the HTTP chunked framing."""
+        return dataclasses.replace(self, fault="unframed", fault_at=events)
 
     def slow_first_byte(self, seconds: float) -> Reply:
         """Wait `seconds` before the status line (less if the client leaves)."""
@@ -306,7 +344,12 @@ class FakeOpenAI(ScriptedServer[Reply]):
 
     def handle_chat(self, exchange: ChatExchange) -> None:
         reply = self._take_reply(exchange)
-        if reply.first_byte_delay > 0 and not self._pause(exchange, reply.first_byte_delay):
+        if reply.first_byte_delay != 0 and not self._pause(exchange, reply.first_byte_delay):
+            return
+        if reply.body_text is not None:
+            exchange.send_text(
+                reply.status_code, reply.body_text, reply.content_type, reply.headers
+            )
             return
         if reply.status_code != 200:
             error = reply.error
@@ -345,6 +388,12 @@ class FakeOpenAI(ScriptedServer[Reply]):
     def _fault(self, exchange: ChatExchange, reply: Reply) -> None:
         if reply.fault == "cut":
             exchange.drop()
+        elif reply.fault == "reset":
+            exchange.reset()
+        elif reply.fault == "end":
+            exchange.end_stream()
+        elif reply.fault == "unframed":
+            exchange.send_unframed(b"this is not an HTTP chunk\r\n\r\n")
         elif reply.fault == "hang":
             self._pause(exchange, None)
         elif reply.fault == "malformed":
