@@ -44,7 +44,7 @@ from hdsp.protocol import (
 from .config import ConfigService, Profiles, SecretStore, SettingsError, SettingsStore
 from .llm.registry import Providers
 from .lock import DirectoryLock, LockHeld
-from .paths import Paths
+from .paths import Paths, make_private_dir
 from .sdnotify import notify_ready, notify_stopping
 from .server import Handlers, Server, Session
 from .store import Journal, Store
@@ -156,7 +156,14 @@ class Daemon:
         except ValueError as exc:
             raise DaemonError(str(exc)) from None
         _ensure_private_dir(paths.runtime_dir)
-        paths.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        try:
+            loosened = make_private_dir(paths.data_dir)
+        except (OSError, ValueError) as exc:
+            raise DaemonError(f"The data dir cannot be used: {exc}") from None
+        if loosened is not None:
+            log.warning(
+                "data dir made private (0700)", path=str(paths.data_dir), was=f"{loosened:04o}"
+            )
         with ExitStack() as locks:
             for lock_path, what in ((paths.runtime_lock, "runtime"), (paths.data_lock, "data")):
                 try:

@@ -5,13 +5,14 @@
 from __future__ import annotations
 
 import os
+import stat
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 from hdsp.protocol import discovery_path
 
-__all__ = ["Paths", "default_runtime_dir", "resolve_paths"]
+__all__ = ["Paths", "default_runtime_dir", "make_private_dir", "resolve_paths"]
 
 # Unix domain socket paths are limited to 107 bytes on Linux.
 _MAX_SOCKET_PATH = 100
@@ -82,3 +83,22 @@ def resolve_paths(data_dir: Path | None = None, runtime_dir: Path | None = None)
     data = data_dir or (Path(env_data) if env_data else _default_data_dir())
     runtime = runtime_dir or (Path(env_runtime) if env_runtime else default_runtime_dir())
     return Paths(data_dir=data.expanduser().absolute(), runtime_dir=runtime.expanduser().absolute())
+
+
+def make_private_dir(path: Path) -> int | None:
+    """Make `path` (and its parents) if missing, and leave it 0700: the data dir
+    holds every prompt and reply, the owner's alone. An existing one of ours that
+    others may enter is tightened; its old mode is returned (None: nothing to do).
+    Raises ValueError, with advice, for a directory another user owns."""
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    st = path.stat()
+    if st.st_uid != os.getuid():
+        raise ValueError(
+            f"{path} belongs to another user (uid {st.st_uid}); hdspd keeps its data "
+            "only in a directory of its own. Choose another --data-dir."
+        )
+    old = stat.S_IMODE(st.st_mode)
+    if old & 0o077:
+        os.chmod(path, old & 0o700 | 0o700)
+        return old
+    return None
