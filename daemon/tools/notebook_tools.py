@@ -422,8 +422,7 @@ class InsertCell(_NotebookTool):
         await self._save(ctx, path, nb, expected)
         what = "Created the notebook with" if created else "Inserted"
         return ToolResult.text(
-            f"{what} a {kind} cell at index {index} of {path.shown} "
-            f"(now {len(nb.cells)} cells)."
+            f"{what} a {kind} cell at index {index} of {path.shown} (now {len(nb.cells)} cells)."
         )
 
 
@@ -481,9 +480,7 @@ class DeleteCell(_NotebookTool):
         index = self._index(nb, args)
         del nb.cells[index]
         await self._save(ctx, path, nb, expected)
-        return ToolResult.text(
-            f"Deleted cell {index} of {path.shown} (now {len(nb.cells)} cells)."
-        )
+        return ToolResult.text(f"Deleted cell {index} of {path.shown} (now {len(nb.cells)} cells).")
 
 
 class RunCell(_NotebookTool):

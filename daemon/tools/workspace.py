@@ -348,9 +348,7 @@ class Workspace:
         try:
             while pending:
                 if races > _MAX_RETRIES:
-                    raise ToolError(
-                        f"{path!r} keeps changing while it is opened; try again later."
-                    )
+                    raise ToolError(f"{path!r} keeps changing while it is opened; try again later.")
                 name = pending.popleft()
                 if name == "..":
                     if not stack:
@@ -433,9 +431,7 @@ class Workspace:
 
     def _hidden(self, lexical_rel: str, real_rel: str, *, is_dir: bool) -> bool:
         spec = self.ignore_spec()
-        return _matches(spec, lexical_rel, is_dir=is_dir) or _matches(
-            spec, real_rel, is_dir=is_dir
-        )
+        return _matches(spec, lexical_rel, is_dir=is_dir) or _matches(spec, real_rel, is_dir=is_dir)
 
     def locate(self, path: str, *, write: bool = False) -> Located:
         """Where the model's `path` leads. Raises `OutsideWorkspaceError`; a path
@@ -749,4 +745,3 @@ def _replace(dir_fd: int, name: str, data: bytes, mode: int | None) -> None:
             pass
         raise
     os.fsync(dir_fd)
-
