@@ -277,7 +277,12 @@ class _NotebookTool(Tool):
             raise ToolError(
                 f"The change would make an invalid notebook ({exc.message}); nothing was written."
             ) from None
-        data = (_nbf.writes(nb) + "\n").encode("utf-8")
+        try:
+            data = (_nbf.writes(nb) + "\n").encode("utf-8")
+        except UnicodeEncodeError:
+            # The file held a string that is not Unicode (a lone surrogate, written
+            # as \udcff): keep it escaped, as it was, rather than fail.
+            data = (_nbf.writes(nb, ensure_ascii=True) + "\n").encode("ascii")
         try:
             digest = await anyio.to_thread.run_sync(
                 _write_atomic, ctx.workspace, path.given, data, expected

@@ -5,6 +5,7 @@ database and what the agent creates get the modes they should."""
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from collections.abc import Iterator
@@ -73,6 +74,35 @@ async def test_a_name_that_is_not_utf8_is_shown_escaped_and_can_be_read(
     assert "north," in read and "Error" not in read
     assert daemon.proc is not None and daemon.proc.poll() is None
     await client.status()  # still answering
+
+
+async def test_text_that_is_not_unicode_in_a_notebook_cannot_stop_the_daemon(
+    daemon: DaemonProcess, client: Client, fake_openai: FakeOpenAI, workspace: Path
+) -> None:
+    # JSON may escape a lone surrogate, which no encoder of the daemon accepts.
+    notebook = {
+        "nbformat": 4,
+        "nbformat_minor": 5,
+        "metadata": {},
+        "cells": [
+            {"cell_type": "markdown", "id": "a1", "metadata": {}, "source": "bad \udcff here"}
+        ],
+    }
+    (workspace / "odd.ipynb").write_text(json.dumps(notebook))
+    fake_openai.script(
+        call("read_notebook", path="odd.ipynb"),
+        call("insert_cell", path="odd.ipynb", source="print(2)"),
+        done("read it"),
+    )
+    task_id, head = await start(client, "look", workspace, always_allow_write=True)
+    events = await collect_turn(client, task_id, head)
+    assert isinstance(events[-1].data, TaskCompleted)
+    assert "bad \ufffd here" in tool_results(fake_openai, 1)[-1]
+    assert "Inserted" in tool_results(fake_openai, 2)[-1]
+    saved = json.loads((workspace / "odd.ipynb").read_text())
+    assert "".join(saved["cells"][0]["source"]) == "bad \udcff here"
+    assert len(saved["cells"]) == 2
+    assert daemon.proc is not None and daemon.proc.poll() is None
 
 
 async def test_a_nul_byte_in_a_path_is_a_tool_error_and_the_task_goes_on(
