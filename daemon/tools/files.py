@@ -31,7 +31,7 @@ import anyio.to_thread
 from pathspec import GitIgnoreSpec
 
 from .base import Tool, ToolCategory, ToolContext, ToolError, ToolResult
-from .workspace import Workspace, shown_path
+from .workspace import Workspace, WorkspaceEntry, shown_path
 
 __all__ = [
     "EditFile",
@@ -664,40 +664,33 @@ class SearchFiles(Tool):
         given = str(args.get("path") or ".")
         with ws.open(given) as (start, _):
             pass
-        if start.is_dir:
-            files: Iterator[str] = (
-                e.relative for e in ws.walk(start.relative, recursive=True) if not e.is_dir
-            )
-        else:
-            files = iter([start.relative])
+        files = ws.files(start.relative) if start.is_dir else self._one_file(ws, given)
         out: list[str] = []
         matches = files_matched = skipped_big = skipped_binary = 0
         truncated = False
-        for relative in files:
+        for entry, fd in files:
             _check_cancelled()
+            relative = entry.relative
             shown_relative = shown_path(relative)
             if glob is not None and not (
                 glob.match_file(relative) or glob.match_file(shown_relative)
             ):
                 continue
             try:
-                with ws.open(relative) as (located, fd):
-                    st = os.fstat(fd)
-                    if located.is_dir or not stat.S_ISREG(st.st_mode):
+                st = os.fstat(fd)
+                if not stat.S_ISREG(st.st_mode):
+                    continue
+                if st.st_size > self.max_file_bytes:
+                    skipped_big += 1
+                    continue
+                with os.fdopen(os.dup(fd), "rb") as f:
+                    if _looks_binary(f.read(_SNIFF_BYTES)):
+                        skipped_binary += 1
                         continue
-                    if st.st_size > self.max_file_bytes:
-                        skipped_big += 1
-                        continue
-                    with os.fdopen(os.dup(fd), "rb") as f:
-                        if _looks_binary(f.read(_SNIFF_BYTES)):
-                            skipped_binary += 1
-                            continue
-                        f.seek(0)
-                        shown, found, truncated = self._search_file(
-                            f, regex, context, cap - matches
-                        )
-            except (OSError, ToolError):
-                continue  # vanished, or changed into something else, meanwhile
+                    f.seek(0)
+                    shown, found, truncated = self._search_file(f, regex, context, cap - matches)
+            except OSError:
+                continue  # unreadable
             if found:
                 files_matched += 1
                 matches += found
@@ -724,6 +717,17 @@ class SearchFiles(Tool):
         if skipped_binary:
             notes.append(f"[{skipped_binary} binary file(s) were skipped.]")
         return "\n".join([head, *out, *notes])
+
+    @staticmethod
+    def _one_file(ws: Workspace, given: str) -> Iterator[tuple[WorkspaceEntry, int]]:
+        with ws.open(given) as (located, fd):
+            entry = WorkspaceEntry(
+                path=ws.root / located.relative,
+                relative=located.relative,
+                is_dir=False,
+                size=os.fstat(fd).st_size,
+            )
+            yield entry, fd
 
     def _search_file(
         self, f: IO[bytes], regex: re.Pattern[str], context: int, budget: int

@@ -673,6 +673,40 @@ class Workspace:
         symlink. Hidden entries are skipped; so are symlinks that lead out of the
         root or to hidden places. Symlinked directories are listed but not entered
         (no loops), and neither are `NOISE_DIRS` below `start`."""
+        for entry, _, _ in self._entries(start, recursive=recursive):
+            yield entry
+
+    def files(self, start: str) -> Iterator[tuple[WorkspaceEntry, int]]:
+        """The visible files below the directory `start`, in `walk` order, each
+        with a descriptor open for reading (closed when the next is asked for):
+        opened in the directory the walk holds, so what is read is what was
+        listed. Files that vanish or change into something else are skipped."""
+        for entry, dir_fd, name in self._entries(start, recursive=True):
+            if entry.is_dir:
+                continue
+            if dir_fd is None:  # a symlink: followed by hand, inside the root
+                try:
+                    with self.open(entry.relative) as (located, fd):
+                        if not located.is_dir:
+                            yield entry, fd
+                except ToolError:
+                    pass
+                continue
+            try:
+                fd = os.open(name, _NODE_FLAGS, dir_fd=dir_fd)
+            except OSError:
+                continue
+            try:
+                if stat.S_ISREG(os.fstat(fd).st_mode):
+                    yield entry, fd
+            finally:
+                os.close(fd)
+
+    def _entries(
+        self, start: Path | str, *, recursive: bool
+    ) -> Iterator[tuple[WorkspaceEntry, int | None, str]]:
+        """`walk`'s entries, each with the descriptor of its directory (None for a
+        symlink, which must be followed by hand) and its name there."""
         spec = self.ignore_spec()
         first = self.relative(start) if isinstance(start, Path) else start
         queue: deque[str] = deque([first])
@@ -704,9 +738,10 @@ class Workspace:
                         size = self._size_of(relative)
                     if _matches(spec, relative, is_dir=is_dir):
                         continue
-                    yield WorkspaceEntry(
+                    found = WorkspaceEntry(
                         path=self.root / relative, relative=relative, is_dir=is_dir, size=size
                     )
+                    yield found, None if is_link else fd, entry.name
                     if recursive and is_dir and not is_link and entry.name not in NOISE_DIRS:
                         queue.append(relative)
 

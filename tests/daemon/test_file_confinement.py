@@ -141,20 +141,29 @@ def test_a_directory_swapped_for_a_symlink_never_leads_out(
     assert inside_reads > 0 and created > 0
 
 
-def test_a_listing_of_a_swapped_directory_never_shows_the_outside(
+def test_listings_and_searches_of_a_swapped_directory_never_see_the_outside(
     tree: Path, swapper: threading.Event
 ) -> None:
     (tree.parent / "outside" / "outside-only.txt").write_text("x")
-    lister = ListFiles()
-    listed = 0
+    lister, searcher = ListFiles(), SearchFiles()
+    listed = searched = 0
     for _ in range(400):
         try:
             listing = lister.list(tree, {"path": "d"})
         except ToolError:
+            pass
+        else:
+            listed += 1
+            assert "outside-only" not in listing
+        try:
+            found = searcher.search(tree, {"regex": "4711|inside", "path": "d"})
+        except ToolError:
             continue
-        listed += 1
-        assert "outside-only" not in listing
-    assert listed > 0
+        searched += "inside" in found
+        assert "SECRET-4711" not in found
+        found = searcher.search(tree, {"regex": "4711|inside"})
+        assert "SECRET-4711" not in found
+    assert listed > 0 and searched > 0
 
 
 # ---- error messages ------------------------------------------------------------------
