@@ -99,6 +99,18 @@ def _read_text(data: bytes, shown: str) -> str:
         ) from exc
 
 
+def _encoded(text: str, path: str) -> bytes:
+    """`text` as UTF-8 for the file at `path`; text that is not Unicode (a lone
+    surrogate from a JSON escape) is a ToolError, not a crash."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ToolError(
+            f"The new content of {path!r} holds {text[exc.start]!r} at character "
+            f"{exc.start}, which is not a Unicode character; nothing was written."
+        ) from None
+
+
 def _diff_lines(text: str) -> list[str]:
     if not text:
         return []
@@ -348,7 +360,7 @@ class WriteToFile(Tool):
         content = str(args["content"])
         found: list[bytes | None] = []
         located, _ = Workspace(root).write_bytes(
-            str(args["path"]), content.encode("utf-8", errors="surrogateescape"), check=found.append
+            str(args["path"]), _encoded(content, str(args["path"])), check=found.append
         )
         relative, old = located.shown, _old_text(found[0])
         if old is None:
@@ -503,7 +515,9 @@ class EditFile(Tool):
 
     def edit(self, root: Path, args: Mapping[str, Any]) -> str:
         edited = self.apply(root, args)
-        Workspace(root).write_bytes(edited.given, edited.new.encode("utf-8"), create_parents=False)
+        Workspace(root).write_bytes(
+            edited.given, _encoded(edited.new, edited.given), create_parents=False
+        )
         added, removed = _diff_stats(edited.old, edited.new)
         blocks = len(args["edits"])
         return (

@@ -365,3 +365,15 @@ def test_renameat2_is_available_here(tmp_path: Path) -> None:
         assert exc.errno in (errno.EINVAL, errno.ENOSYS)
         pytest.skip("RENAME_EXCHANGE is not supported here")
     assert (tmp_path / "a").is_symlink() and (tmp_path / "b").is_dir()
+
+
+async def test_content_that_is_not_unicode_is_a_tool_error(tree: Path) -> None:
+    ctx = RecordingContext(tree)
+    with pytest.raises(ToolError, match="not a Unicode character"):
+        await WriteToFile().execute(ctx, {"path": "a.txt", "content": "x\ud800y"})
+    (tree / "b.txt").write_text("old\n")
+    with pytest.raises(ToolError, match="not a Unicode character"):
+        await EditFile().execute(
+            ctx, {"path": "b.txt", "edits": [{"search": "old", "replace": "\udcff"}]}
+        )
+    assert names_in(tree) == ["b.txt"]
