@@ -65,7 +65,7 @@ from .errors import CommandError
 from .llm.registry import Providers
 from .lock import DirectoryLock, LockHeld
 from .logs import registered_secrets
-from .paths import Paths, UnsafeRuntimeDir, ensure_private_runtime_dir
+from .paths import Paths, UnsafeRuntimeDir, ensure_private_runtime_dir, make_private_dir
 from .sandbox import Sandbox
 from .sdnotify import notify_ready, notify_stopping
 from .server import Handlers, Server, Session
@@ -217,7 +217,14 @@ class Daemon:
             ensure_private_runtime_dir(paths.runtime_dir)
         except UnsafeRuntimeDir as exc:
             raise DaemonError(str(exc)) from None
-        paths.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        try:
+            loosened = make_private_dir(paths.data_dir)
+        except (OSError, ValueError) as exc:
+            raise DaemonError(f"The data dir cannot be used: {exc}") from None
+        if loosened is not None:
+            log.warning(
+                "data dir made private (0700)", path=str(paths.data_dir), was=f"{loosened:04o}"
+            )
         with ExitStack() as locks:
             for lock_path, what in ((paths.runtime_lock, "runtime"), (paths.data_lock, "data")):
                 try:

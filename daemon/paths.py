@@ -17,6 +17,7 @@ __all__ = [
     "UnsafeRuntimeDir",
     "default_runtime_dir",
     "ensure_private_runtime_dir",
+    "make_private_dir",
     "resolve_paths",
 ]
 
@@ -131,3 +132,22 @@ def ensure_private_runtime_dir(path: Path) -> None:
             "choose a directory of your own with --runtime-dir, HDSP_RUNTIME_DIR or "
             "XDG_RUNTIME_DIR."
         )
+
+
+def make_private_dir(path: Path) -> int | None:
+    """Make `path` (and its parents) if missing, and leave it 0700: the data dir
+    holds every prompt and reply, the owner's alone. An existing one of ours that
+    others may enter is tightened; its old mode is returned (None: nothing to do).
+    Raises ValueError, with advice, for a directory another user owns."""
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    st = path.stat()
+    if st.st_uid != os.getuid():
+        raise ValueError(
+            f"{path} belongs to another user (uid {st.st_uid}); hdspd keeps its data "
+            "only in a directory of its own. Choose another --data-dir."
+        )
+    old = stat.S_IMODE(st.st_mode)
+    if old & 0o077:
+        os.chmod(path, old & 0o700 | 0o700)
+        return old
+    return None

@@ -6,7 +6,9 @@ connection is only ever used by the journal's writer, one batch at a time.
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import stat
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, overload
@@ -34,6 +36,24 @@ Write = tuple[str, Sequence[Any]]
 TaskRow = tuple[str, int, int, str, bytes]
 
 
+#: The database holds every prompt, reply and tool result: the owner's alone.
+FILE_MODE = 0o600
+
+
+def _make_private(path: Path) -> None:
+    """Create the database file 0600 before SQLite opens it (SQLite gives its -wal
+    and -shm files the database's mode), and take group and other access away
+    from one an older hdsp left readable, and from its -wal and -shm files."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
+    os.close(fd)
+    for name in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        try:
+            if stat.S_IMODE(os.stat(name).st_mode) & 0o077:
+                os.chmod(name, FILE_MODE)
+        except FileNotFoundError:
+            pass
+
+
 def _connect(path: Path) -> sqlite3.Connection:
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=5.0)
     conn.execute("PRAGMA busy_timeout = 5000")
@@ -46,6 +66,13 @@ class Database:
         """Open (creating or migrating) the database and check it for damage,
         spending at most `check_seconds` on that (0: no check, None: all of it)."""
         self.path = path
+        try:
+            _make_private(path)
+        except OSError as exc:
+            raise StoreError(
+                f"The database {path} cannot be opened: {exc.strerror or exc}. Check that "
+                "its folder exists and that you own it."
+            ) from exc
         try:
             self._writer = _connect(path)
             self._writer.execute("PRAGMA journal_mode = WAL")

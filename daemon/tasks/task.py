@@ -131,6 +131,36 @@ _EFFECTS_IN_HISTORY = frozenset({ToolCategory.COMPLETION, ToolCategory.FOLLOWUP}
 _api_encoder = msgspec.json.Encoder()
 
 
+def _replace_lone_surrogates(value: Any) -> Any:
+    """`value` (builtins) with each lone surrogate, which no JSON encoder takes (a
+    file name or text that was not UTF-8, let through by a tool), as U+FFFD."""
+    if isinstance(value, str):
+        return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    if isinstance(value, list):
+        return [_replace_lone_surrogates(v) for v in value]
+    if isinstance(value, dict):
+        return {_replace_lone_surrogates(k): _replace_lone_surrogates(v) for k, v in value.items()}
+    return value
+
+
+def _encodable_text(result: ToolResult) -> ToolResult:
+    """`result`, with lone surrogates in its text replaced: a tool result is
+    untrusted text, and one the store cannot encode must not end the daemon."""
+    for block in result.content:
+        if isinstance(block, TextBlock):
+            try:
+                block.text.encode("utf-8")
+            except UnicodeEncodeError:
+                break
+    else:
+        return result
+    content = [
+        TextBlock(text=_replace_lone_surrogates(b.text)) if isinstance(b, TextBlock) else b
+        for b in result.content
+    ]
+    return ToolResult(content, is_error=result.is_error, completes_task=result.completes_task)
+
+
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -441,8 +471,14 @@ class Task:
     async def append_api(self, message: ApiMessage, *, with_turn: bool = False) -> None:
         """Append to the API history; `with_turn` saves the turn state in the same
         transaction (so a crash never leaves them disagreeing)."""
+        try:
+            body = _api_encoder.encode(message)
+        except UnicodeEncodeError:
+            clean = _replace_lone_surrogates(msgspec.to_builtins(message))
+            message = msgspec.convert(clean, type(message))
+            body = _api_encoder.encode(message)
         self.api.append(message)
-        writes = [append_api_message(self.id, len(self.api) - 1, _api_encoder.encode(message))]
+        writes = [append_api_message(self.id, len(self.api) - 1, body)]
         if with_turn:
             writes.append(self._turn_write())
             is_open = self.turn is not None
@@ -949,6 +985,7 @@ class Task:
         )
 
     async def _finish_call(self, call: CallState, result: ToolResult) -> None:
+        result = _encodable_text(result)
         self.mistakes = self.mistakes + 1 if result.is_error else 0
         call.status = "done"
         call.ask_ts = None

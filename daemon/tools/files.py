@@ -19,7 +19,6 @@ import json
 import os
 import re
 import stat
-import tempfile
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -32,7 +31,7 @@ import anyio.to_thread
 from pathspec import GitIgnoreSpec
 
 from .base import Tool, ToolCategory, ToolContext, ToolError, ToolResult
-from .workspace import Workspace
+from .workspace import Workspace, WorkspaceEntry, shown_path
 
 __all__ = [
     "EditFile",
@@ -87,9 +86,8 @@ def _decode_cut(raw: bytes) -> str:
     return raw.decode("utf-8", errors="replace")
 
 
-def _read_text(path: Path, shown: str) -> str:
+def _read_text(data: bytes, shown: str) -> str:
     """The whole text of a file a write tool changes; refuses binary and non-UTF-8."""
-    data = path.read_bytes()
     if _looks_binary(data[:_SNIFF_BYTES]):
         raise ToolError(f"{shown!r} is a binary file; it cannot be edited as text.")
     try:
@@ -99,6 +97,18 @@ def _read_text(path: Path, shown: str) -> str:
             f"{shown!r} is not valid UTF-8 (byte {exc.start}); it cannot be edited safely "
             "as text. Rewrite it whole with write_to_file if that is what you want."
         ) from exc
+
+
+def _encoded(text: str, path: str) -> bytes:
+    """`text` as UTF-8 for the file at `path`; text that is not Unicode (a lone
+    surrogate from a JSON escape) is a ToolError, not a crash."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ToolError(
+            f"The new content of {path!r} holds {text[exc.start]!r} at character "
+            f"{exc.start}, which is not a Unicode character; nothing was written."
+        ) from None
 
 
 def _diff_lines(text: str) -> list[str]:
@@ -140,28 +150,6 @@ def _diff_stats(old: str | None, new: str) -> tuple[int, int]:
         elif line.startswith("-") and not line.startswith("---"):
             removed += 1
     return added, removed
-
-
-def _write_text(path: Path, content: str) -> None:
-    """Write `content` as UTF-8. An existing file is replaced atomically (temp file
-    and rename, keeping its mode), so a crash never leaves it half written."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    data = content.encode("utf-8")
-    try:
-        mode = stat.S_IMODE(path.stat().st_mode)
-    except FileNotFoundError:
-        with path.open("xb") as f:
-            f.write(data)
-        return
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".hdsp-tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _preview_json(tool: str, relative: str, **fields: Any) -> str:
@@ -242,20 +230,18 @@ class ReadFile(Tool):
         return ToolResult.text(await _in_thread(self.read, ctx.workspace, args))
 
     def read(self, root: Path, args: Mapping[str, Any]) -> str:
-        ws = Workspace(root)
-        given = str(args["path"])
-        path = ws.resolve(given)
-        if not path.exists():
-            raise ws.not_found(given)
-        if path.is_dir():
-            raise ToolError(f"{given!r} is a directory; list_files shows what it holds.")
-        if not path.is_file():
-            raise ToolError(f"{given!r} is not a regular file (a pipe, a device); not read.")
         start = int(args.get("start_line") or 1)
         end: int | None = int(args["end_line"]) if args.get("end_line") is not None else None
         if end is not None and end < start:
             raise ToolError(f"end_line ({end}) is before start_line ({start}).")
-        relative = ws.relative(path)
+        given = str(args["path"])
+        with Workspace(root).open(given) as (located, fd):
+            if located.is_dir:
+                raise ToolError(f"{given!r} is a directory; list_files shows what it holds.")
+            with os.fdopen(os.dup(fd), "rb") as f:
+                return self._read(f, given, located.shown, start, end)
+
+    def _read(self, f: IO[bytes], given: str, relative: str, start: int, end: int | None) -> str:
         shown: list[tuple[int, str]] = []
         used = 0
         cut_at: int | None = None
@@ -263,35 +249,34 @@ class ReadFile(Tool):
         bad_utf8 = False
         lineno = 0
         total: int | None = None
-        with path.open("rb") as f:
-            if _looks_binary(f.read(_SNIFF_BYTES)):
-                raise _binary_error(given)
-            f.seek(0)
-            for raw, cut in _lines(f, self.max_line_chars):
-                lineno += 1
-                if lineno % 10_000 == 0:
-                    _check_cancelled()
-                if lineno < start:
-                    continue
-                if end is not None and lineno > end:
-                    total = _count_rest(f, lineno)
-                    break
-                if cut:
-                    long_lines += 1
-                    text = _decode_cut(raw) + " [... line cut]"
-                else:
-                    try:
-                        text = raw.decode("utf-8")
-                    except UnicodeDecodeError:
-                        text = raw.decode("utf-8", errors="replace")
-                        bad_utf8 = True
-                size = len(str(lineno)) + 4 + len(text)
-                if shown and used + size > self.max_chars:
-                    cut_at = lineno
-                    total = _count_rest(f, lineno)
-                    break
-                shown.append((lineno, text))
-                used += size
+        if _looks_binary(f.read(_SNIFF_BYTES)):
+            raise _binary_error(given)
+        f.seek(0)
+        for raw, cut in _lines(f, self.max_line_chars):
+            lineno += 1
+            if lineno % 10_000 == 0:
+                _check_cancelled()
+            if lineno < start:
+                continue
+            if end is not None and lineno > end:
+                total = _count_rest(f, lineno)
+                break
+            if cut:
+                long_lines += 1
+                text = _decode_cut(raw) + " [... line cut]"
+            else:
+                try:
+                    text = raw.decode("utf-8")
+                except UnicodeDecodeError:
+                    text = raw.decode("utf-8", errors="replace")
+                    bad_utf8 = True
+            size = len(str(lineno)) + 4 + len(text)
+            if shown and used + size > self.max_chars:
+                cut_at = lineno
+                total = _count_rest(f, lineno)
+                break
+            shown.append((lineno, text))
+            used += size
         if total is None:
             total = lineno
         if total == 0:
@@ -354,9 +339,7 @@ class WriteToFile(Tool):
             return self.approval_text(args)
 
     def _preview(self, root: Path, args: Mapping[str, Any]) -> str:
-        ws = Workspace(root)
-        path, old = self._target(ws, str(args["path"]))
-        relative = ws.relative(path)
+        relative, old = self._target(Workspace(root), str(args["path"]))
         return _preview_json(
             self.name,
             relative,
@@ -365,28 +348,21 @@ class WriteToFile(Tool):
         )
 
     @staticmethod
-    def _target(ws: Workspace, given: str) -> tuple[Path, str | None]:
-        path = ws.resolve_for_write(given)
-        if path.is_dir():
-            raise ToolError(f"{given!r} is a directory; give a file path.")
-        if not path.exists():
-            return path, None
-        if not path.is_file():
-            raise ToolError(f"{given!r} is not a regular file (a pipe, a device).")
-        data = path.read_bytes()
-        if _looks_binary(data[:_SNIFF_BYTES]):
-            return path, "(binary content)\n"
-        return path, data.decode("utf-8", errors="replace")
+    def _target(ws: Workspace, given: str) -> tuple[str, str | None]:
+        """The path as the model sees it, and the file's text now (None: new)."""
+        located, data = ws.read_bytes(given, write=True)
+        return located.shown, _old_text(data)
 
     async def execute(self, ctx: ToolContext, args: Mapping[str, Any]) -> ToolResult:
         return ToolResult.text(await _in_thread(self.write, ctx.workspace, args))
 
     def write(self, root: Path, args: Mapping[str, Any]) -> str:
-        ws = Workspace(root)
-        path, old = self._target(ws, str(args["path"]))
         content = str(args["content"])
-        _write_text(path, content)
-        relative = ws.relative(path)
+        found: list[bytes | None] = []
+        located, _ = Workspace(root).write_bytes(
+            str(args["path"]), _encoded(content, str(args["path"])), check=found.append
+        )
+        relative, old = located.shown, _old_text(found[0])
         if old is None:
             return f"Created {relative} ({len(_diff_lines(content))} lines)."
         if old == content:
@@ -427,9 +403,18 @@ def _no_match_hint(text: str, search: str) -> str:
     return " read_file shows the current text."
 
 
+def _old_text(data: bytes | None) -> str | None:
+    """A file's text as a diff shows it (None: no file)."""
+    if data is None:
+        return None
+    if _looks_binary(data[:_SNIFF_BYTES]):
+        return "(binary content)\n"
+    return data.decode("utf-8", errors="replace")
+
+
 @dataclass(frozen=True)
 class _Edited:
-    path: Path
+    given: str
     relative: str
     old: str
     new: str
@@ -490,12 +475,10 @@ class EditFile(Tool):
         block that does not match exactly once."""
         ws = Workspace(root)
         given = str(args["path"])
-        path = ws.resolve_for_write(given)
-        if not path.exists():
+        located, data = ws.read_bytes(given, write=True)
+        if data is None:
             raise ToolError(f"{given!r} does not exist; create it with write_to_file.")
-        if not path.is_file():
-            raise ToolError(f"{given!r} is not a regular file; give a file path.")
-        old = _read_text(path, given)
+        old = _read_text(data, given)
         # A file written with CRLF throughout is edited as if it had LF (what the
         # model sends) and written back with CRLF.
         crlf = "\r\n" in old and old.count("\r\n") == old.count("\n")
@@ -521,18 +504,20 @@ class EditFile(Tool):
             else:
                 at = found[0]
                 text = text[:at] + replace + text[at + len(search) :]
-        relative = ws.relative(path)
+        relative = located.shown
         if problems:
             raise ToolError(f"edit_file changed nothing in {relative!r}:\n" + "\n".join(problems))
         new = text.replace("\n", "\r\n") if crlf else text
-        return _Edited(path=path, relative=relative, old=old, new=new)
+        return _Edited(given=given, relative=relative, old=old, new=new)
 
     async def execute(self, ctx: ToolContext, args: Mapping[str, Any]) -> ToolResult:
         return ToolResult.text(await _in_thread(self.edit, ctx.workspace, args))
 
     def edit(self, root: Path, args: Mapping[str, Any]) -> str:
         edited = self.apply(root, args)
-        _write_text(edited.path, edited.new)
+        Workspace(root).write_bytes(
+            edited.given, _encoded(edited.new, edited.given), create_parents=False
+        )
         added, removed = _diff_stats(edited.old, edited.new)
         blocks = len(args["edits"])
         return (
@@ -591,24 +576,20 @@ class ListFiles(Tool):
         given = str(args.get("path") or ".")
         recursive = bool(args.get("recursive", False))
         limit = int(args.get("limit") or 200)
-        path = ws.resolve(given)
-        if not path.exists():
-            raise ws.not_found(given)
-        if not path.is_dir():
-            raise ToolError(f"{given!r} is a file, not a directory; read_file reads it.")
-        relative = ws.relative(path)
+        with ws.open(given) as (located, _):
+            if not located.is_dir:
+                raise ToolError(f"{given!r} is a file, not a directory; read_file reads it.")
+        relative = located.shown
         lines: list[str] = []
         more = False
-        for entry in ws.walk(path, recursive=recursive):
+        for entry in ws.walk(located.relative, recursive=recursive):
             if len(lines) % 1000 == 0:
                 _check_cancelled()
             if len(lines) >= limit:
                 more = True
                 break
             lines.append(
-                f"{entry.relative}/"
-                if entry.is_dir
-                else f"{entry.relative}  ({_size(entry.size or 0)})"
+                f"{entry.shown}/" if entry.is_dir else f"{entry.shown}  ({_size(entry.size or 0)})"
             )
         where = "the workspace" if relative == "." else f"{relative}/"
         head = f"Contents of {where}{' (recursive)' if recursive else ''}:"
@@ -695,41 +676,39 @@ class SearchFiles(Tool):
         cap = int(args.get("max_results") or 100)
         ws = Workspace(root)
         given = str(args.get("path") or ".")
-        start = ws.resolve(given)
-        if not start.exists():
-            raise ws.not_found(given)
-        if start.is_dir():
-            files: Iterator[tuple[Path, str]] = (
-                (e.path, e.relative) for e in ws.walk(start, recursive=True) if not e.is_dir
-            )
-        else:
-            files = iter([(start, ws.relative(start))])
+        with ws.open(given) as (start, _):
+            pass
+        files = ws.files(start.relative) if start.is_dir else self._one_file(ws, given)
         out: list[str] = []
         matches = files_matched = skipped_big = skipped_binary = 0
         truncated = False
-        for path, relative in files:
+        for entry, fd in files:
             _check_cancelled()
-            if glob is not None and not glob.match_file(relative):
+            relative = entry.relative
+            shown_relative = shown_path(relative)
+            if glob is not None and not (
+                glob.match_file(relative) or glob.match_file(shown_relative)
+            ):
                 continue
             try:
-                st = path.stat()
+                st = os.fstat(fd)
                 if not stat.S_ISREG(st.st_mode):
-                    continue  # a pipe or a device would block
+                    continue
                 if st.st_size > self.max_file_bytes:
                     skipped_big += 1
                     continue
-                with path.open("rb") as f:
+                with os.fdopen(os.dup(fd), "rb") as f:
                     if _looks_binary(f.read(_SNIFF_BYTES)):
                         skipped_binary += 1
                         continue
                     f.seek(0)
                     shown, found, truncated = self._search_file(f, regex, context, cap - matches)
             except OSError:
-                continue
+                continue  # unreadable
             if found:
                 files_matched += 1
                 matches += found
-                out.append(relative)
+                out.append(shown_relative)
                 out.extend(shown)
             if truncated:
                 break
@@ -752,6 +731,17 @@ class SearchFiles(Tool):
         if skipped_binary:
             notes.append(f"[{skipped_binary} binary file(s) were skipped.]")
         return "\n".join([head, *out, *notes])
+
+    @staticmethod
+    def _one_file(ws: Workspace, given: str) -> Iterator[tuple[WorkspaceEntry, int]]:
+        with ws.open(given) as (located, fd):
+            entry = WorkspaceEntry(
+                path=ws.root / located.relative,
+                relative=located.relative,
+                is_dir=False,
+                size=os.fstat(fd).st_size,
+            )
+            yield entry, fd
 
     def _search_file(
         self, f: IO[bytes], regex: re.Pattern[str], context: int, budget: int

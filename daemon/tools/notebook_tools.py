@@ -3,11 +3,16 @@ a cell in the task's kernel with its outputs written back.
 
 Safety rules, the same for every tool that writes:
 
-- Paths resolve inside the task's workspace; `..`, absolute paths and symlinks
-  that lead out of it are refused.
+- Notebooks are opened, written and created through `Workspace`, as the file
+  tools' files are: `..`, absolute paths and symlinks that lead out of the
+  workspace are refused, race-free, and `.hdspignore` hides the same paths. Each
+  writing tool names its notebook in `written_paths`, so the approval policy asks
+  a person before a write to a protected path (`.git/`, `.hdsp/`, the user's
+  patterns), whatever the auto-approval switches say.
 - A write is atomic (a temporary file in the same folder, fsync, rename) and the
   notebook must validate against nbformat's schema first, so a reader never sees
-  half a notebook and the agent never leaves one JupyterLab cannot open.
+  half a notebook and the agent never leaves one JupyterLab cannot open. A new
+  notebook gets the mode a new file gets (0o666 less the umask).
 - A notebook is changed only as the task last saw it: the tools remember the
   SHA-256 of the bytes each task last read or wrote, and a notebook changed on
   disk since (by a person in JupyterLab, say) is not overwritten; the model is
@@ -19,12 +24,11 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
-import os
-import tempfile
 import uuid
 import warnings
 from collections import OrderedDict
 from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -37,7 +41,7 @@ from hdsp.protocol import ExecutionResult, KernelOutput
 
 from .base import Tool, ToolCategory, ToolContext, ToolError, ToolResult
 from .kernel_tools import run_code
-from .workspace import Workspace
+from .workspace import Located, Workspace
 
 if TYPE_CHECKING:
     from nbformat import NotebookNode
@@ -51,7 +55,6 @@ __all__ = [
     "RunCell",
     "notebook_output",
     "notebook_tools",
-    "resolve_in_workspace",
 ]
 
 
@@ -86,35 +89,51 @@ class NotebookTracker:
         self._seen: OrderedDict[tuple[str, str], str] = OrderedDict()
         self._max = max_entries
 
-    def seen(self, task_id: str, path: Path) -> str | None:
-        return self._seen.get((task_id, str(path)))
+    def seen(self, task_id: str, path: str) -> str | None:
+        return self._seen.get((task_id, path))
 
-    def remember(self, task_id: str, path: Path, digest: str) -> None:
-        key = (task_id, str(path))
+    def remember(self, task_id: str, path: str, digest: str) -> None:
+        key = (task_id, path)
         self._seen[key] = digest
         self._seen.move_to_end(key)
         while len(self._seen) > self._max:
             self._seen.popitem(last=False)
 
 
-def resolve_in_workspace(workspace: Path, path: str, *, write: bool) -> Path:
-    """`path` (relative to the workspace, or absolute inside it), resolved by the
+@dataclass(frozen=True)
+class _Notebook:
+    """A notebook the model named: its path as given (every open walks it again)
+    and where it led (the key of what the task has seen, the name shown)."""
+
+    given: str
+    located: Located
+
+    @property
+    def key(self) -> str:
+        return self.located.relative
+
+    @property
+    def shown(self) -> str:
+        return self.located.shown
+
+
+def _locate(workspace: Path, path: str, *, write: bool) -> _Notebook:
+    """`path` (relative to the workspace, or absolute inside it), located by the
     workspace's rules (no way out, .hdspignore respected); a ToolError when it
     leads outside or is not a notebook. Blocking: call it in a worker thread."""
     if not path.strip():
         raise ToolError("The path is empty; give a notebook path relative to the workspace.")
-    ws = Workspace(workspace)
-    target = ws.resolve_for_write(path) if write else ws.resolve(path)
-    if target.suffix != ".ipynb":
-        raise ToolError(f"{path} is not a notebook (.ipynb).")
-    return target
+    located = Workspace(workspace).locate(path, write=write)
+    if not located.relative.endswith(".ipynb"):
+        raise ToolError(f"{path!r} is not a notebook (.ipynb).")
+    return _Notebook(given=path, located=located)
 
 
 def _digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _parse(data: bytes, path: Path) -> NotebookNode:
+def _parse(data: bytes, shown: str) -> NotebookNode:
     """Read a notebook as nbformat 4.5 (cells with ids), whatever minor version
     it was written in."""
     try:
@@ -132,9 +151,9 @@ def _parse(data: bytes, path: Path) -> NotebookNode:
                 warnings.simplefilter("ignore")
                 nb = _nbf.reads(text, as_version=4)
     except (UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
-        raise ToolError(f"{path.name} is not a readable notebook: {exc}") from None
+        raise ToolError(f"{shown} is not a readable notebook: {exc}") from None
     if "cells" not in nb or "metadata" not in nb:
-        raise ToolError(f"{path.name} is not a notebook: it has no cells or metadata.")
+        raise ToolError(f"{shown} is not a notebook: it has no cells or metadata.")
     if nb.get("nbformat_minor", 0) < 5:
         nb["nbformat_minor"] = 5
     ids = {c.get("id") for c in nb.cells}
@@ -162,39 +181,22 @@ def _new_id(taken: set[Any]) -> str:
             return candidate
 
 
-def _read(path: Path) -> tuple[bytes, str] | None:
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
+def _read(workspace: Path, given: str) -> tuple[bytes, str] | None:
+    _, data = Workspace(workspace).read_bytes(given, write=True)
+    if data is None:
         return None
     return data, _digest(data)
 
 
-def _write_atomic(path: Path, data: bytes, expected: str | None) -> str:
-    """Replace `path` with `data` if it still holds what hashed to `expected`
-    (None: if it does not exist). Returns the new digest."""
-    current = _read(path)
-    if (current[1] if current is not None else None) != expected:
-        raise _ChangedOnDisk
-    mode = 0o644
-    if current is not None:
-        mode = path.stat().st_mode & 0o7777
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+def _write_atomic(workspace: Path, given: str, data: bytes, expected: str | None) -> str:
+    """Replace the notebook at `given` with `data` if it still holds what hashed to
+    `expected` (None: if it does not exist). Returns the new digest."""
+
+    def check(current: bytes | None) -> None:
+        if (_digest(current) if current is not None else None) != expected:
+            raise _ChangedOnDisk
+
+    Workspace(workspace).write_bytes(given, data, check=check, create_parents=False)
     return _digest(data)
 
 
@@ -236,23 +238,26 @@ class _NotebookTool(Tool):
     def __init__(self, tracker: NotebookTracker) -> None:
         self.tracker = tracker
 
-    async def _path(self, ctx: ToolContext, args: Mapping[str, Any]) -> Path:
+    def written_paths(self, args: Mapping[str, Any]) -> list[str]:
+        return [str(args["path"])] if self.writes else []
+
+    async def _path(self, ctx: ToolContext, args: Mapping[str, Any]) -> _Notebook:
         return await anyio.to_thread.run_sync(
-            partial(resolve_in_workspace, ctx.workspace, str(args["path"]), write=self.writes)
+            partial(_locate, ctx.workspace, str(args["path"]), write=self.writes)
         )
 
-    async def _load(self, ctx: ToolContext, path: Path, *, must_exist: bool = True) -> Any:
-        found = await anyio.to_thread.run_sync(_read, path)
+    async def _load(self, ctx: ToolContext, path: _Notebook, *, must_exist: bool = True) -> Any:
+        found = await anyio.to_thread.run_sync(_read, ctx.workspace, path.given)
         if found is None and must_exist:
-            raise ToolError(f"There is no notebook at {self._rel(ctx, path)}.")
+            raise ToolError(f"There is no notebook at {path.shown}.")
         return found
 
-    async def _load_seen(self, ctx: ToolContext, path: Path) -> tuple[NotebookNode, str]:
+    async def _load_seen(self, ctx: ToolContext, path: _Notebook) -> tuple[NotebookNode, str]:
         """The notebook as the task last saw it; a ToolError if the task never read
         it or it changed on disk since."""
         data, digest = await self._load(ctx, path)
-        seen = self.tracker.seen(ctx.task_id, path)
-        rel = self._rel(ctx, path)
+        seen = self.tracker.seen(ctx.task_id, path.key)
+        rel = path.shown
         if seen is None:
             raise ToolError(f"Read {rel} with read_notebook before changing it.")
         if seen != digest:
@@ -261,10 +266,10 @@ class _NotebookTool(Tool):
                 "Nothing was written. Call read_notebook to see its cells now, then make "
                 "your change again."
             )
-        return _parse(data, path), digest
+        return _parse(data, rel), digest
 
     async def _save(
-        self, ctx: ToolContext, path: Path, nb: NotebookNode, expected: str | None
+        self, ctx: ToolContext, path: _Notebook, nb: NotebookNode, expected: str | None
     ) -> None:
         try:
             _nbf.validate(nb)
@@ -272,22 +277,22 @@ class _NotebookTool(Tool):
             raise ToolError(
                 f"The change would make an invalid notebook ({exc.message}); nothing was written."
             ) from None
-        data = (_nbf.writes(nb) + "\n").encode("utf-8")
         try:
-            digest = await anyio.to_thread.run_sync(_write_atomic, path, data, expected)
+            data = (_nbf.writes(nb) + "\n").encode("utf-8")
+        except UnicodeEncodeError:
+            # The file held a string that is not Unicode (a lone surrogate, written
+            # as \udcff): keep it escaped, as it was, rather than fail.
+            data = (_nbf.writes(nb, ensure_ascii=True) + "\n").encode("ascii")
+        try:
+            digest = await anyio.to_thread.run_sync(
+                _write_atomic, ctx.workspace, path.given, data, expected
+            )
         except _ChangedOnDisk:
             raise ToolError(
-                f"{self._rel(ctx, path)} changed on disk while the change was being made; "
+                f"{path.shown} changed on disk while the change was being made; "
                 "nothing was written. Call read_notebook and try again."
             ) from None
-        self.tracker.remember(ctx.task_id, path, digest)
-
-    @staticmethod
-    def _rel(ctx: ToolContext, path: Path) -> str:
-        try:
-            return str(path.relative_to(ctx.workspace.resolve()))
-        except ValueError:
-            return str(path)
+        self.tracker.remember(ctx.task_id, path.key, digest)
 
     @staticmethod
     def _index(nb: NotebookNode, args: Mapping[str, Any]) -> int:
@@ -348,10 +353,10 @@ class ReadNotebook(_NotebookTool):
     async def execute(self, ctx: ToolContext, args: Mapping[str, Any]) -> ToolResult:
         path = await self._path(ctx, args)
         data, digest = await self._load(ctx, path)
-        nb = _parse(data, path)
-        self.tracker.remember(ctx.task_id, path, digest)
+        nb = _parse(data, path.shown)
+        self.tracker.remember(ctx.task_id, path.key, digest)
         kernel = nb.metadata.get("kernelspec", {}).get("name", "unknown")
-        lines = [f"{self._rel(ctx, path)}: {len(nb.cells)} cells, kernelspec {kernel}"]
+        lines = [f"{path.shown}: {len(nb.cells)} cells, kernelspec {kernel}"]
         for i, cell in enumerate(nb.cells):
             source = str(cell.source)
             if len(source) > _SOURCE_LIMIT:
@@ -398,8 +403,6 @@ class InsertCell(_NotebookTool):
         found = await self._load(ctx, path, must_exist=False)
         expected: str | None
         if found is None:
-            if not await anyio.Path(path.parent).is_dir():
-                raise ToolError(f"The folder of {self._rel(ctx, path)} does not exist.")
             nb = _v4.new_notebook()
             nb.metadata["kernelspec"] = {
                 "name": "python3",
@@ -424,8 +427,7 @@ class InsertCell(_NotebookTool):
         await self._save(ctx, path, nb, expected)
         what = "Created the notebook with" if created else "Inserted"
         return ToolResult.text(
-            f"{what} a {kind} cell at index {index} of {self._rel(ctx, path)} "
-            f"(now {len(nb.cells)} cells)."
+            f"{what} a {kind} cell at index {index} of {path.shown} (now {len(nb.cells)} cells)."
         )
 
 
@@ -460,7 +462,7 @@ class EditCell(_NotebookTool):
             cell["metadata"] = old.metadata
         nb.cells[index] = cell
         await self._save(ctx, path, nb, expected)
-        return ToolResult.text(f"Cell {index} of {self._rel(ctx, path)} is now a {kind} cell.")
+        return ToolResult.text(f"Cell {index} of {path.shown} is now a {kind} cell.")
 
 
 class DeleteCell(_NotebookTool):
@@ -483,9 +485,7 @@ class DeleteCell(_NotebookTool):
         index = self._index(nb, args)
         del nb.cells[index]
         await self._save(ctx, path, nb, expected)
-        return ToolResult.text(
-            f"Deleted cell {index} of {self._rel(ctx, path)} (now {len(nb.cells)} cells)."
-        )
+        return ToolResult.text(f"Deleted cell {index} of {path.shown} (now {len(nb.cells)} cells).")
 
 
 class RunCell(_NotebookTool):
@@ -537,19 +537,19 @@ class RunCell(_NotebookTool):
     async def _store_outputs(
         self,
         ctx: ToolContext,
-        path: Path,
+        path: _Notebook,
         index: int,
         digest: str,
         result: ExecutionResult,
     ) -> str:
-        rel = self._rel(ctx, path)
+        rel = path.shown
         found = await self._load(ctx, path, must_exist=False)
         if found is None or found[1] != digest:
             return (
                 f"{rel} changed on disk while the cell ran, so its outputs were not "
                 "written (read_notebook, then run_cell again to store them)."
             )
-        nb = _parse(found[0], path)
+        nb = _parse(found[0], rel)
         cell = nb.cells[index]
         cell.outputs = [notebook_output(o) for o in result.outputs]
         cell.execution_count = result.execution_count
