@@ -12,10 +12,11 @@ from .errors import (
     KernelStartFailed,
 )
 from .execution import Emit, Execution, InputCallback, OutputCallback
-from .outputs import OutputList, cut_text, render_for_model, strip_ansi
+from .outputs import IMAGE_TYPES, OutputList, cut_text, render_for_model, strip_ansi
 from .service import KernelService, TaskKernel
 
 __all__ = [
+    "IMAGE_TYPES",
     "Emit",
     "Execution",
     "InputCallback",

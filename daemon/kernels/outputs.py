@@ -10,22 +10,27 @@ copying.
 
 The model gets text and images, never megabytes: `render_for_model` keeps the
 head and the tail of long text and says how much it left out, strips ANSI colour
-codes from tracebacks, and passes PNG and JPEG images as image blocks.
+codes from tracebacks, and passes PNG and JPEG images as image blocks, scaled
+down to what a provider takes (`hdsp.daemon.llm.images`).
 """
 
 from __future__ import annotations
 
 import re
+from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
+
+from hdsp.daemon.llm.images import fit_image
 from hdsp.daemon.llm.types import ImageBlock, TextBlock
 from hdsp.protocol import KernelOutput
 
 __all__ = [
     "IMAGE_TYPES",
     "OUTPUT_TYPES",
+    "STREAM_KEEP_CHARS",
     "OutputList",
     "cut_text",
     "merge_streams",
@@ -94,24 +99,65 @@ def output_from_message(msg: Mapping[str, Any]) -> KernelOutput | None:
             return KernelOutput(output_type="clear_output", wait=bool(c.get("wait", False)))
 
 
-@dataclass
+#: Characters of stream text an execution keeps per output (its head and tail).
+STREAM_KEEP_CHARS = 4_000_000
+
+
 class _Stream:
-    name: str
-    chunks: list[str] = field(default_factory=list)
-    size: int = 0
+    """Consecutive stream text of one name, bounded: the first third of `keep`
+    characters and the last two thirds are kept, and what falls between them is
+    counted, not held (a cell printing 100 MB must not hold 100 MB). Text is kept
+    as chunks, so appending costs no quadratic copying."""
+
+    def __init__(self, name: str, keep: int = 0) -> None:
+        self.name = name
+        keep = keep or STREAM_KEEP_CHARS
+        self._head_limit = keep // 3
+        self._tail_limit = keep - self._head_limit
+        self._head: list[str] = []
+        self._head_len = 0
+        self._tail: deque[str] = deque()
+        self._tail_len = 0
+        #: Characters seen in all, and of them dropped from the middle.
+        self.size = 0
+        self.dropped = 0
 
     def add(self, text: str) -> None:
-        self.chunks.append(text)
         self.size += len(text)
+        if self._head_len < self._head_limit:
+            take = text[: self._head_limit - self._head_len]
+            self._head.append(take)
+            self._head_len += len(take)
+            text = text[len(take) :]
+        if not text:
+            return
+        self._tail.append(text)
+        self._tail_len += len(text)
+        while self._tail_len > self._tail_limit:
+            first = self._tail[0]
+            excess = self._tail_len - self._tail_limit
+            if len(first) <= excess:
+                self._tail.popleft()
+                self._tail_len -= len(first)
+                self.dropped += len(first)
+            else:
+                self._tail[0] = first[excess:]
+                self._tail_len -= excess
+                self.dropped += excess
 
     def text(self) -> str:
-        if len(self.chunks) > 1:
-            self.chunks = ["".join(self.chunks)]
-        return self.chunks[0] if self.chunks else ""
+        head = "".join(self._head)
+        self._head = [head] if head else []
+        tail = "".join(self._tail)
+        self._tail = deque([tail] if tail else [])
+        if self.dropped:
+            # cut_text reads this line back, to count what it left out.
+            return f"{head}\n[... {self.dropped:,} characters dropped ...]\n{tail}"
+        return head + tail
 
     def head(self, n: int) -> str:
         parts: list[str] = []
-        for chunk in self.chunks:
+        for chunk in self._head if n <= self._head_len else [*self._head, *self._tail]:
             if n <= 0:
                 break
             parts.append(chunk[:n])
@@ -120,7 +166,8 @@ class _Stream:
 
     def tail(self, n: int) -> str:
         parts: list[str] = []
-        for chunk in reversed(self.chunks):
+        chunks = self._tail if n <= self._tail_len else [*self._head, *self._tail]
+        for chunk in reversed(chunks):
             if n <= 0:
                 break
             piece = chunk[-n:]
@@ -213,8 +260,27 @@ class OutputList:
                     text = item.text()
                 result.append(KernelOutput(output_type="stream", name=item.name, text=text))
             else:
-                result.append(item)
+                result.append(_without_big_images(item))
         return result, omitted
+
+
+#: Base64 characters of one image that a preview carries; a bigger image is
+#: named, not sent (the model gets a scaled copy; the notebook keeps it whole).
+PREVIEW_IMAGE_LIMIT = 2_000_000
+
+
+def _without_big_images(out: KernelOutput) -> KernelOutput:
+    data = out.data
+    if not data or not any(
+        len(data[m]) > PREVIEW_IMAGE_LIMIT for m in IMAGE_TYPES if isinstance(data.get(m), str)
+    ):
+        return out
+    kept = {m: v for m, v in data.items() if not m.startswith("image/")}
+    sizes = ", ".join(
+        f"{m} of {len(v) * 3 // 4:,} bytes" for m, v in data.items() if m.startswith("image/")
+    )
+    kept["text/plain"] = f"[{sizes} left out of this view: too big to send to clients]"
+    return msgspec.structs.replace(out, data=kept)
 
 
 def merge_streams(outputs: Iterable[KernelOutput]) -> list[KernelOutput]:
@@ -253,10 +319,22 @@ def cut_text(text: str, limit: int) -> str:
     half = max(1, limit // 2)
     head, tail = text[:half], text[len(text) - half :]
     gone = len(text) - 2 * half
+    total = len(text)
     lines = text.count("\n", half, len(text) - half)
+    # What a bounded stream dropped before (its marker is in the cut middle).
+    for match in _DROPPED.finditer(text, half, len(text) - half):
+        dropped = int(match[1].replace(",", ""))
+        gone += dropped - len(match[0])
+        total += dropped - len(match[0])
+        lines -= 2
+    about = "" if total == len(text) else "at least "
     return (
-        f"{head}\n[... {gone:,} characters ({lines:,} lines) left out of {len(text):,} ...]\n{tail}"
+        f"{head}\n[... {gone:,} characters ({about}{lines:,} lines) left out of {total:,} ...]"
+        f"\n{tail}"
     )
+
+
+_DROPPED = re.compile(r"\n\[\.\.\. ([\d,]+) characters dropped \.\.\.\]\n")
 
 
 def _collapse_carriage_returns(text: str) -> str:
@@ -308,8 +386,12 @@ def render_for_model(
                     if len(images) < max_images:
                         raw = data[image]
                         b64 = "".join(raw) if isinstance(raw, list) else str(raw)
-                        images.append(ImageBlock(media_type=image, data=b64.replace("\n", "")))
-                        parts.append(f"[image {len(images)}: {image}]")
+                        fitted = fit_image(ImageBlock(media_type=image, data=b64.replace("\n", "")))
+                        if isinstance(fitted, ImageBlock):
+                            images.append(fitted)
+                            parts.append(f"[image {len(images)}: {fitted.media_type}]")
+                        else:
+                            parts.append(fitted.text)
                     else:
                         skipped_images += 1
                     continue

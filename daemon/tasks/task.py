@@ -31,6 +31,13 @@ from hdsp.daemon.approvals import Decision
 from hdsp.daemon.errors import CommandError
 from hdsp.daemon.llm import Provider
 from hdsp.daemon.llm.errors import ContextWindowExceeded, ProviderError
+from hdsp.daemon.llm.images import (
+    fit_image,
+    image_block,
+    image_refused,
+    recent_images_only,
+    without_images,
+)
 from hdsp.daemon.llm.types import (
     ApiMessage,
     Block,
@@ -93,6 +100,9 @@ PARTIAL_INTERVAL = 0.05
 PARTIAL_SAVE_INTERVAL = 1.0
 #: Model requests in one turn before the turn stops (a guard against loops).
 MAX_REQUESTS_PER_TURN = 50
+#: Images a model request carries: the most recent ones; older images become a
+#: short text in the request (the stored history keeps them).
+MAX_REQUEST_IMAGES = 4
 #: Messages that may wait for a busy task.
 MAX_QUEUED = 32
 #: The same call with the same arguments this many times in a row is refused.
@@ -167,12 +177,7 @@ def _now_ms() -> int:
 
 def user_content(text: str | None, images: list[str] | None) -> list[Block]:
     """API content of a user message: images (data URLs or bare base64), then text."""
-    content: list[Block] = []
-    for image in images or []:
-        media_type, _, data = image.removeprefix("data:").partition(";base64,")
-        if not data:
-            media_type, data = "image/png", image
-        content.append(ImageBlock(media_type=media_type or "image/png", data=data))
+    content: list[Block] = [fit_image(image_block(image)) for image in images or []]
     if text:
         content.append(TextBlock(text=text))
     return content
@@ -333,6 +338,9 @@ class Task:
         self._partial_saved: dict[int, float] = {}
         self.tool_usage: dict[str, ToolUsageEntry] = {}
         self.context_tokens = 0
+        #: A provider refused an image: no request sends the images of API
+        #: messages up to this ts again.
+        self._images_refused_upto = 0
 
     # ---- what tools see (ToolContext) -------------------------------------------
 
@@ -778,7 +786,7 @@ class Task:
                     tools=tools.names(),
                     kernel=self._kernel_line(),
                 ),
-                messages=[m for m in self.api if m.truncation_parent is None],
+                messages=self._request_messages(),
                 tools=tools.specs(),
             )
             started = await self.say(
@@ -805,6 +813,9 @@ class Task:
                     reductions += 1
                     if await self._reduce_context():
                         continue
+                if image_refused(exc) and self._images_refused_upto < self.api[-1].ts:
+                    await self._leave_out_images(exc)
+                    continue
                 delay = manager.retry_policy.delay(exc, attempt)
                 if delay is not None:
                     await self._wait_before_retry(exc, attempt, delay)
@@ -865,6 +876,28 @@ class Task:
             wait.end("stopped")
             with anyio.move_on_after(5, shield=True):
                 await self.update(message, text=wait.text(), partial=False)
+
+    def _request_messages(self) -> list[ApiMessage]:
+        """The history a request sends: what is not truncated, with only the most
+        recent images, and none a provider refused."""
+        messages = [m for m in self.api if m.truncation_parent is None]
+        if self._images_refused_upto:
+            cut = sum(1 for m in messages if m.ts <= self._images_refused_upto)
+            messages = without_images(messages[:cut]) + messages[cut:]
+        return recent_images_only(messages, MAX_REQUEST_IMAGES)
+
+    async def _leave_out_images(self, exc: ProviderError) -> None:
+        """The provider refused an image: retry without the images sent so far,
+        and tell the model and every client why they are gone."""
+        self._images_refused_upto = self.api[-1].ts
+        note = (
+            f"The model provider refused an image ({exc.message}); hdsp left the "
+            "images out of the conversation and sent it again."
+        )
+        await self.say(Say.ERROR, note)
+        self._feedback.append(
+            note + " If you need what an image showed, describe it in text or make a smaller one."
+        )
 
     async def _wait_before_retry(self, exc: ProviderError, attempt: int, delay: float) -> None:
         """Wait `delay` seconds (cancellable: the task's scope), counting down in a

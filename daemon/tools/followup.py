@@ -13,6 +13,7 @@ import json
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from hdsp.daemon.llm.images import fit_image, image_block
 from hdsp.daemon.llm.types import ImageBlock, TextBlock
 from hdsp.protocol import Ask
 
@@ -26,13 +27,10 @@ def followup_text(question: str, suggestions: list[str]) -> str:
     return json.dumps({"question": question, "suggest": [{"answer": s} for s in suggestions]})
 
 
-def _image(value: str) -> ImageBlock:
+def _image(value: str) -> ImageBlock | TextBlock:
     """An answer's image as a content block; clients send data URLs or bare base64
     (taken as PNG), as with user messages."""
-    media_type, _, data = value.removeprefix("data:").partition(";base64,")
-    if not data:
-        media_type, data = "image/png", value
-    return ImageBlock(media_type=media_type or "image/png", data=data)
+    return fit_image(image_block(value))
 
 
 class AskFollowupQuestion(Tool):

@@ -15,6 +15,7 @@ it does not stop, which the result tells the model.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -23,6 +24,7 @@ import anyio
 import msgspec
 
 from hdsp.daemon.kernels import (
+    IMAGE_TYPES,
     Execution,
     KernelDead,
     KernelError,
@@ -61,8 +63,16 @@ class CodeRun:
     result: ExecutionResult
     time_limit: float
 
-    def model_content(self, *, text_limit: int, max_images: int) -> ToolResult:
-        """The tool result for the model: what happened, then the outputs."""
+    async def model_content(self, *, text_limit: int, max_images: int) -> ToolResult:
+        """The tool result for the model: what happened, then the outputs. Images
+        are fitted to the model's limits in a worker thread (decoding a big one
+        takes a while)."""
+        render = functools.partial(self._model_content, text_limit, max_images)
+        if any(m in (out.data or {}) for out in self.result.outputs for m in IMAGE_TYPES):
+            return await anyio.to_thread.run_sync(render)
+        return render()
+
+    def _model_content(self, text_limit: int, max_images: int) -> ToolResult:
         r = self.result
         lines = list(self.kernel.notes)
         match r.status:
@@ -226,4 +236,4 @@ class ExecuteCodeTool(Tool):
 
     async def execute(self, ctx: ToolContext, args: Mapping[str, Any]) -> ToolResult:
         run = await run_code(ctx, str(args["code"]), time_limit=args.get("timeout"))
-        return run.model_content(text_limit=self.text_limit, max_images=self.max_images)
+        return await run.model_content(text_limit=self.text_limit, max_images=self.max_images)

@@ -527,7 +527,7 @@ class RunCell(_NotebookTool):
         if cell.cell_type != "code":
             raise ToolError(f"Cell {index} is a {cell.cell_type} cell; only code cells run.")
         run = await run_code(ctx, str(cell.source), time_limit=args.get("timeout"))
-        result = run.model_content(text_limit=self.text_limit, max_images=self.max_images)
+        result = await run.model_content(text_limit=self.text_limit, max_images=self.max_images)
         note = await self._store_outputs(ctx, path, index, digest, run.result)
         first = result.content[0]
         assert isinstance(first, TextBlock)
