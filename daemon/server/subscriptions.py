@@ -14,6 +14,10 @@ not. And there is no call that drops one peer of an XPUB. So the bounds are:
   own file descriptors by the peer's pid (SO_PEERCRED) and the socket's path, and
   shut down, which ZeroMQ sees as the peer going away (it frees the peer's
   subscriptions and tells us with an unsubscription for each).
+- Rate: a peer may send a burst of `4 * max_per_peer` (un)subscriptions, then
+  `max_per_peer` a second; past that its connections are cut the same way. A
+  churning peer (subscribe, unsubscribe, again) would otherwise queue work in
+  front of everyone's sync probes without ever holding too many.
 - Time: messages are read a bounded batch at a time, with a checkpoint between
   batches, so a flood never starves the control socket or the signal handler;
   the socket's receive high-water mark bounds what ZeroMQ processes at once.
@@ -33,6 +37,7 @@ import os
 import socket
 import stat
 import struct
+import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 
@@ -86,6 +91,9 @@ class SubscriptionGuard:
         self.max_per_peer = max_per_peer
         #: Per peer address, the topics it holds (a topic may be held twice).
         self._held: dict[str, Counter[bytes]] = {}
+        #: Per peer address, its token bucket: tokens, when last filled, and
+        #: whether it was cut since it last had a token.
+        self._budgets: dict[str, tuple[float, float, bool]] = {}
         self._unsubscribed = 0
         self._trim = _malloc_trim()
         #: Peers whose connections were cut, for tests and logs.
@@ -128,6 +136,8 @@ class SubscriptionGuard:
             peer = str(frame.get("Peer-Address"))
         except zmq.ZMQError:
             peer = None  # ZeroMQ's own unsubscription for a peer that went away
+        if peer is not None and not self._spend(peer):
+            return
         if msg[0] == 0:
             self._forget(peer, topic)
             return
@@ -135,16 +145,33 @@ class SubscriptionGuard:
         held = self._held.setdefault(key, Counter())
         held[topic] += 1
         if held.total() > self.max_per_peer:
-            log.warning(
-                "events peer over its subscription limit: cutting its connections",
-                peer=key,
-                limit=self.max_per_peer,
-            )
-            del self._held[key]
-            self.cuts += 1
-            self._cut(key)
+            self._cut_peer(key, f"holds more than {self.max_per_peer} subscriptions")
             return
         await self._on_subscribe(topic)
+
+    def _spend(self, peer: str) -> bool:
+        """Take a token from the peer's bucket; False when it is empty. The first
+        message refused after a refill cuts the peer's connections (once: what it
+        queued before the cut still arrives, and is only read)."""
+        capacity, rate = 4.0 * self.max_per_peer, float(self.max_per_peer)
+        now = time.monotonic()
+        tokens, stamp, was_cut = self._budgets.get(peer, (capacity, now, False))
+        tokens = min(capacity, tokens + (now - stamp) * rate)
+        if len(self._budgets) > 4 * self.max_per_peer:  # forget idle peers
+            self._budgets = {p: b for p, b in self._budgets.items() if p in self._held}
+        if tokens >= 1:
+            self._budgets[peer] = (tokens - 1, now, False)
+            return True
+        self._budgets[peer] = (tokens, now, True)
+        if not was_cut:
+            self._cut_peer(peer, "sends (un)subscriptions faster than its budget")
+        return False
+
+    def _cut_peer(self, peer: str, why: str) -> None:
+        log.warning("cutting an events peer's connections", peer=peer, reason=why)
+        self._held.pop(peer, None)  # (its bucket stays: it must earn a new one)
+        self.cuts += 1
+        self._cut(peer)
 
     def _forget(self, peer: str | None, topic: bytes) -> None:
         self._unsubscribed += 1
