@@ -325,9 +325,9 @@ class Client:
                     "after it was sent); it may or may not have been carried out."
                 )
             if went_away or not self._acked.is_set():
+                sent = f"sent {tries} time(s) without a reply" if tries else "not sent"
                 raise ConnectionLost(
-                    f"hdspd went away and was not back after {waited:.3g} s ({name} was "
-                    f"sent {tries} time(s) without a reply)."
+                    f"hdspd went away and was not back after {waited:.3g} s ({name} was {sent})."
                 )
             raise ConnectionLost(f"hdspd did not answer {name} within {waited:.3g} s.")
         if not reply.ok:
