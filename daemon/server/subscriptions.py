@@ -20,7 +20,8 @@ not. And there is no call that drops one peer of an XPUB. So the bounds are:
   front of everyone's sync probes without ever holding too many.
 - Time: messages are read a bounded batch at a time, with a checkpoint between
   batches, so a flood never starves the control socket or the signal handler;
-  the socket's receive high-water mark bounds what ZeroMQ processes at once.
+  the socket's receive high-water mark (100) bounds what ZeroMQ processes at
+  once, and makes a fast peer wait for the daemon, not the other way round.
 - Memory: after many unsubscriptions, freed heap goes back to the OS
   (glibc's malloc_trim), so a flood's memory does not stay with the daemon.
 
@@ -103,7 +104,10 @@ class SubscriptionGuard:
     def configure(pub: zmq.asyncio.Socket) -> None:
         """Socket options the guard relies on; set before bind."""
         pub.setsockopt(zmq.MAXMSGSIZE, MAX_TOPIC + _SUBSCRIBE_OVERHEAD)
-        pub.setsockopt(zmq.RCVHWM, 1000)
+        # libzmq does a pipe's whole backlog of subscriptions (trie work, ~30 us
+        # each) in one call of ours: at 1000 a churning peer stalled it for
+        # seconds, at 100 for about a tenth of one (measured on 2 busy cores).
+        pub.setsockopt(zmq.RCVHWM, 100)
         # Every subscription and unsubscription, also of a topic another peer holds.
         pub.setsockopt(zmq.XPUB_VERBOSER, 1)
 
