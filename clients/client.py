@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import logging
 import os
+import time
 import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Mapping
@@ -296,27 +297,39 @@ class Client:
         name = command_name(command)
         spec = COMMANDS[name]
         reply: Reply | None = None
+        started = time.monotonic()
+        tries = 0
+        went_away = False
         with anyio.move_on_after(limit):
             while True:
                 if not self._acked.is_set():  # (waiting on a set Event still yields)
                     await self._acked.wait()
+                tries += 1
                 reply = await self._exchange(command)
-                if reply is None and spec.idempotent:
-                    continue  # the daemon went away first; ask again once it is back
+                if reply is None and not self._closed:
+                    went_away = True
+                    if spec.idempotent:
+                        continue  # the daemon went away first; ask again once it is back
                 if reply is not None and reply.error is not None:
                     if reply.error.code == ErrorCode.NOT_CONNECTED:
                         await self._rehandshake(self.ack)
                         continue
                 break
         if reply is None:
+            waited = time.monotonic() - started
             if self._closed:
                 raise ConnectionLost("The client was closed while a command waited.")
-            if not self._acked.is_set():
+            if went_away and not spec.idempotent:
                 raise ConnectionLost(
-                    f"hdspd went away while {name} waited for its reply; it may or may not "
-                    f"have been carried out (and was not back within {limit:g} s)."
+                    f"hdspd went away while {name} waited for its reply ({waited:.3g} s "
+                    "after it was sent); it may or may not have been carried out."
                 )
-            raise ConnectionLost(f"hdspd did not answer {name} within {limit:g} s.")
+            if went_away or not self._acked.is_set():
+                sent = f"sent {tries} time(s) without a reply" if tries else "not sent"
+                raise ConnectionLost(
+                    f"hdspd went away and was not back after {waited:.3g} s ({name} was {sent})."
+                )
+            raise ConnectionLost(f"hdspd did not answer {name} within {waited:.3g} s.")
         if not reply.ok:
             if reply.error is None:
                 raise ProtocolError("The daemon sent an error reply without an error.")
@@ -333,9 +346,10 @@ class Client:
         frame = encode(TaskCommand(client_id=self.client_id, request_id=request_id, data=command))
         if self.ack.max_message_size and len(frame) > self.ack.max_message_size:
             raise CommandFailed(
-                ErrorCode.INVALID_REQUEST,
+                ErrorCode.TOO_LARGE,
                 f"The command is {len(frame)} bytes, above the daemon's limit of "
-                f"{self.ack.max_message_size}.",
+                f"{self.ack.max_message_size} (hdspd --max-message-size); it was not sent.",
+                {"maxMessageSize": self.ack.max_message_size, "size": len(frame)},
             )
         pending = self._pending[request_id] = _Pending()
         try:

@@ -35,7 +35,8 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         default=64 * 1024 * 1024,
         metavar="BYTES",
-        help="larger frames are refused by the transport (default 64 MiB)",
+        help="larger frames get a too_large error, and the session goes on; ZeroMQ cuts "
+        "a connection whose frame exceeds twice this plus 1 MiB (default 64 MiB)",
     )
     p.add_argument(
         "--event-retention-days",

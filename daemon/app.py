@@ -20,7 +20,9 @@ from __future__ import annotations
 import os
 import signal
 import sqlite3
+import threading
 import time
+from collections.abc import AsyncIterator
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -162,6 +164,20 @@ def _known_secrets() -> frozenset[str]:
     return registered_secrets() | {v for v in from_env if v}
 
 
+def _exit_on_late_signals() -> None:
+    """After the daemon's own signal handling has ended (everything is closed; only
+    the interpreter's teardown is left), a SIGTERM/SIGINT ends the process at once
+    with status 0 instead of killing it by the signal."""
+    if threading.current_thread() is not threading.main_thread():
+        return  # run in-process by a test: the owner handles signals
+
+    def exit_now(signum: int, frame: object) -> None:
+        os._exit(0)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, exit_now)
+
+
 def _write_private(path: Path, data: bytes) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -192,6 +208,9 @@ class Daemon:
         self._shutdown = anyio.Event()
         self._shutdown_reason = ""
         self._engine_started = anyio.Event()
+        #: The graceful stop's scope, and whether a second signal asked to hurry.
+        self._grace: anyio.CancelScope | None = None
+        self._hurried = False
         self._handlers = Handlers(self)
         # Set in run(); every attribute below has exactly one owner there.
         self.store: Store
@@ -208,6 +227,24 @@ class Daemon:
             self._shutdown.set()
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Run until shut down. SIGTERM and SIGINT are handled from the first line
+        to the last (see `_watch_signals`): the daemon always ends through its own
+        code, with its usual exit status, however many signals come."""
+        failure: Exception | None = None
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._watch_signals, signals)
+                try:
+                    await self._run(task_status)
+                except Exception as exc:  # raised as itself, not in a group
+                    failure = exc
+                finally:
+                    tg.cancel_scope.cancel()
+        _exit_on_late_signals()
+        if failure is not None:
+            raise failure
+
+    async def _run(self, task_status: TaskStatus[None]) -> None:
         paths = self.paths
         try:
             paths.check()
@@ -269,7 +306,6 @@ class Daemon:
                 report = self.config.startup_report()
                 if report is not None:  # the settings file was corrupt: say so, durably
                     await self._announce_settings(report)
-                await tg.start(self._watch_signals)
                 tg.start_soon(self._watch_storage)
                 tg.start_soon(self._prune_events)
                 self._write_discovery()
@@ -288,7 +324,12 @@ class Daemon:
                 notify_stopping()
                 log.info("hdspd shutting down", reason=self._shutdown_reason)
                 with anyio.move_on_after(SHUTDOWN_GRACE, shield=True) as scope:
+                    self._grace = scope
+                    if self._hurried:
+                        scope.cancel()
                     await self._stop_gracefully()
+                if self._hurried:
+                    log.warning("graceful shutdown cut short by a second signal")
                 if scope.cancelled_caught:
                     log.warning("graceful shutdown timed out", seconds=SHUTDOWN_GRACE)
                 tg.cancel_scope.cancel()
@@ -421,15 +462,19 @@ class Daemon:
             await anyio.sleep(self.retention.interval_seconds)
             await self._prune_once()
 
-    async def _watch_signals(self, *, task_status: TaskStatus[None]) -> None:
-        # Started before READY=1: a SIGTERM right after readiness is handled too.
-        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-            task_status.started()
-            async for signum in signals:
-                if self._shutdown.is_set():
-                    log.warning("second signal: exiting now")
-                    os._exit(1)
-                self.request_shutdown(signal.Signals(signum).name)
+    async def _watch_signals(self, signals: AsyncIterator[int]) -> None:
+        """The first SIGTERM/SIGINT shuts down gracefully; a later one hurries the
+        shutdown (cuts its grace short: tasks still running are left for the
+        recovery at the next start), and the daemon exits as usual, status 0."""
+        async for signum in signals:
+            name = signal.Signals(signum).name
+            if not self._shutdown.is_set():
+                self.request_shutdown(name)
+                continue
+            log.warning("second signal: hurrying the shutdown", signal=name)
+            self._hurried = True
+            if self._grace is not None:
+                self._grace.cancel()
 
     def _write_discovery(self) -> None:
         info = Discovery(

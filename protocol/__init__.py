@@ -5,7 +5,16 @@ Imports only msgspec and the standard library (a test checks it).
 
 from __future__ import annotations
 
-from .codec import FrameError, decode_client_message, decode_event, decode_server_message, encode
+from .codec import (
+    INT64_MAX,
+    INT64_MIN,
+    FrameError,
+    decode_client_message,
+    decode_event,
+    decode_server_message,
+    encode,
+    request_id_of,
+)
 from .commands import *  # noqa: F403
 from .commands import __all__ as _commands_all
 from .discovery import (
@@ -31,6 +40,8 @@ from .version import PROTOCOL_VERSION, __version__
 
 __all__ = [
     "DISCOVERY_FILENAME",
+    "INT64_MAX",
+    "INT64_MIN",
     "PROTOCOL_VERSION",
     "Discovery",
     "discovery_path",
@@ -45,6 +56,7 @@ __all__ = [
     "decode_event",
     "decode_server_message",
     "encode",
+    "request_id_of",
     *_commands_all,
     *_envelope_all,
     *_events_all,

@@ -1,6 +1,12 @@
 """Encoding and decoding of frames. One prebuilt encoder and one decoder per
 direction, reused; a frame that does not decode becomes a `FrameError` that names
-the error code, a message and the path of the offending field."""
+the error code, a message and the path of the offending field.
+
+Decoding a client's frame fails only with `FrameError`, whatever the bytes: JSON
+nested deeper than the decoder's stack allows, strings that are not UTF-8, and
+integers outside the signed 64-bit range (what SQLite and every peer can hold) are
+refused like any other invalid frame, never raised as something else.
+"""
 
 from __future__ import annotations
 
@@ -13,11 +19,14 @@ from .envelope import ClientMessage, ServerMessage, TaskEvent
 from .errors import ErrorCode
 
 __all__ = [
+    "INT64_MAX",
+    "INT64_MIN",
     "FrameError",
     "decode_client_message",
     "decode_event",
     "decode_server_message",
     "encode",
+    "request_id_of",
 ]
 
 _encoder = msgspec.json.Encoder()
@@ -25,6 +34,21 @@ _client_decoder = msgspec.json.Decoder(ClientMessage)
 _server_decoder = msgspec.json.Decoder(ServerMessage)
 _event_decoder = msgspec.json.Decoder(TaskEvent)
 _PATH = re.compile(r" - at `(?P<path>\$[^`]*)`$")
+#: A frame too broken to decode may still name its request id near its start.
+_REQUEST_ID = re.compile(rb'"requestId"\s*:\s*"(?P<id>[^"\\]{1,256})"')
+#: Only a run of 19 digits can spell an integer outside the int64 range.
+_LONG_DIGITS = re.compile(rb"[0-9]{19}")
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
+
+
+class _RequestIdOnly(msgspec.Struct):
+    """Reads `requestId` and skips everything else (skipping builds no objects)."""
+
+    requestId: Any = None
+
+
+_request_id_decoder = msgspec.json.Decoder(_RequestIdOnly)
 
 
 class FrameError(Exception):
@@ -44,20 +68,81 @@ def encode(message: Any) -> bytes:
     return _encoder.encode(message)
 
 
-def _request_id_of(frame: bytes) -> str | None:
+def request_id_of(frame: bytes) -> str | None:
+    """The frame's `requestId`, if it has a readable one; never raises."""
     try:
-        obj = msgspec.json.decode(frame)
-    except msgspec.DecodeError:
-        return None
-    rid = obj.get("requestId") if isinstance(obj, dict) else None
+        rid = _request_id_decoder.decode(frame).requestId
+    except Exception:  # any failure at all: too deep, not UTF-8, not an object
+        m = _REQUEST_ID.search(frame)
+        if m is None:
+            return None
+        try:
+            return m.group("id").decode()
+        except UnicodeDecodeError:
+            return None
     return rid if isinstance(rid, str) else None
+
+
+def _int_out_of_range(value: Any, path: str) -> str | None:
+    """The path of the first integer in `value` outside int64, or None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return path if not INT64_MIN <= value <= INT64_MAX else None
+    if isinstance(value, msgspec.Struct):
+        names = zip(value.__struct_fields__, value.__struct_encode_fields__, strict=True)
+        for attr, wire in names:
+            if (found := _int_out_of_range(getattr(value, attr), f"{path}.{wire}")) is not None:
+                return found
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if (found := _int_out_of_range(item, f"{path}.{key}")) is not None:
+                return found
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            if (found := _int_out_of_range(item, f"{path}[{i}]")) is not None:
+                return found
+    return None
+
+
+def _check_integers(frame: bytes, message: Any) -> None:
+    if _LONG_DIGITS.search(frame) is None:
+        return  # no integer in the frame can be out of range (the common case)
+    try:
+        path = _int_out_of_range(message, "$")
+    except RecursionError:
+        path = "$"
+    if path is not None:
+        raise FrameError(
+            ErrorCode.INVALID_REQUEST,
+            f"Invalid message: integer out of range at `{path}`; integers must lie "
+            f"between {INT64_MIN} and {INT64_MAX}.",
+            path,
+            getattr(message, "request_id", None),
+        )
+
+
+def _undecodable(frame: bytes, exc: Exception) -> FrameError:
+    """A failure of the decoder other than DecodeError, as a FrameError."""
+    if isinstance(exc, RecursionError):
+        what = "nests arrays or objects too deeply"
+    elif isinstance(exc, UnicodeDecodeError):
+        what = f"is not valid UTF-8 ({exc.reason} at byte {exc.start})"
+    else:
+        what = f"cannot be decoded ({type(exc).__name__})"
+    return FrameError(
+        ErrorCode.INVALID_REQUEST,
+        f"The frame {what}. Send one JSON object per frame, encoded as UTF-8.",
+        "$",
+        request_id_of(frame),
+    )
 
 
 def _frame_error(frame: bytes, exc: msgspec.DecodeError) -> FrameError:
     text = str(exc)
     m = _PATH.search(text)
     path = m.group("path") if m else None
-    request_id = _request_id_of(frame)
+    request_id = request_id_of(frame)
     if not isinstance(exc, msgspec.ValidationError):
         return FrameError(
             ErrorCode.INVALID_REQUEST,
@@ -77,10 +162,15 @@ def _frame_error(frame: bytes, exc: msgspec.DecodeError) -> FrameError:
 
 
 def decode_client_message(frame: bytes) -> ClientMessage:
+    """Decode a client's frame; raises FrameError and nothing else."""
     try:
-        return cast(ClientMessage, _client_decoder.decode(frame))
+        message = cast(ClientMessage, _client_decoder.decode(frame))
     except msgspec.DecodeError as exc:
         raise _frame_error(frame, exc) from exc
+    except Exception as exc:  # RecursionError, UnicodeDecodeError, MemoryError, ...
+        raise _undecodable(frame, exc) from exc
+    _check_integers(frame, message)
+    return message
 
 
 def decode_server_message(frame: bytes) -> ServerMessage:
@@ -88,6 +178,8 @@ def decode_server_message(frame: bytes) -> ServerMessage:
         return cast(ServerMessage, _server_decoder.decode(frame))
     except msgspec.DecodeError as exc:
         raise _frame_error(frame, exc) from exc
+    except Exception as exc:
+        raise _undecodable(frame, exc) from exc
 
 
 def decode_event(frame: bytes) -> TaskEvent:
@@ -95,3 +187,5 @@ def decode_event(frame: bytes) -> TaskEvent:
         return _event_decoder.decode(frame)
     except msgspec.DecodeError as exc:
         raise _frame_error(frame, exc) from exc
+    except Exception as exc:
+        raise _undecodable(frame, exc) from exc

@@ -2,6 +2,24 @@
 
 Client to daemon, on `control`: `Connect` (first), `TaskCommand`, `Disconnect`.
 Daemon to client, on `control`: `Ack`, `Reply`. On `events`: `TaskEvent`.
+
+Every frame a client sends on `control` gets exactly one answer (an `Ack` for a
+`Connect`, a `Reply` for anything else) except `Disconnect`, whatever its bytes.
+A frame that is not a valid message gets a `Reply` with `invalid_request` (or
+`unknown_command`) naming the path of the offending field; its `requestId` is
+echoed when one can be read.
+
+Size limit: the Ack's `maxMessageSize` (64 MiB by default, `hdspd
+--max-message-size`). A larger frame gets `too_large` (its details carry
+`maxMessageSize` and `size`) and the session goes on. ZeroMQ itself cuts a
+connection whose frame exceeds twice the limit plus 1 MiB (a frame is received
+whole before it can be checked, so that cap bounds what one frame may cost); the
+session of such a client is lost and it must `Connect` again.
+
+On `events`, a subscription (a topic: a task id, empty for all, or a sync probe)
+may be at most 256 bytes long, and one peer process may hold at most 1024 at a
+time. A longer subscription, or one too many, gets the peer's events connection
+cut (ZeroMQ holds subscriptions in memory; the daemon cannot refuse just one).
 """
 
 from __future__ import annotations
@@ -71,7 +89,7 @@ class AckData(WireStruct, frozen=True):
     #: The newest `seq` in the event log when the client connected.
     head_seq: int
     capabilities: list[str] = []
-    #: Frames larger than this are refused by the transport.
+    #: Frames larger than this are refused with `too_large` (see the module doc).
     max_message_size: int = 0
 
 

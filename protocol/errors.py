@@ -18,6 +18,9 @@ class ErrorCode(enum.StrEnum):
     UNSUPPORTED_VERSION = "unsupported_version"
     #: The frame is not JSON, not an object, or a field has the wrong type.
     INVALID_REQUEST = "invalid_request"
+    #: The frame is larger than the daemon's limit (`maxMessageSize` in the Ack,
+    #: also in the error's details); nothing of it was read, the session goes on.
+    TOO_LARGE = "too_large"
     #: `commandName` names no command this daemon knows.
     UNKNOWN_COMMAND = "unknown_command"
     #: No task has that id.

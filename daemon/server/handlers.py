@@ -12,6 +12,7 @@ from hdsp.daemon.config.service import roo_model_record
 from hdsp.daemon.errors import CommandError
 from hdsp.daemon.logs import register_secret
 from hdsp.protocol import (
+    INT64_MAX,
     PROTOCOL_VERSION,
     AttachKernel,
     CancelTask,
@@ -63,6 +64,18 @@ __all__ = ["MAX_REPLAY_PAGE", "Handlers"]
 MAX_REPLAY_PAGE = 1000
 
 
+def _check_cursor(cursor: str | None) -> None:
+    """A ListTasks cursor is the decimal `nextCursor` of a previous page."""
+    if cursor is None:
+        return
+    if not (cursor.isascii() and cursor.isdigit() and int(cursor) <= INT64_MAX):
+        raise CommandError(
+            ErrorCode.INVALID_REQUEST,
+            f"Invalid cursor {cursor[:40]!r} (at $.data.data.cursor): pass the "
+            "nextCursor of a previous ListTasks.",
+        )
+
+
 class Handlers:
     def __init__(self, daemon: Daemon) -> None:
         self.daemon = daemon
@@ -86,6 +99,7 @@ class Handlers:
             case ResumeTask(data=task_id):
                 return await tasks.resume(task_id)
             case ListTasks(data=data):
+                _check_cursor(data.cursor)
                 return await tasks.list_tasks(data.cursor, data.limit)
             case GetTask(data=data):
                 return await tasks.snapshot(data.task_id)

@@ -1,6 +1,14 @@
 """The ZeroMQ edge: `control` (ROUTER) for handshakes, commands and replies, and
-`events` (PUB) for task events. Frames are decoded once here; a bad frame gets an
-error reply (when its sender can be addressed) and nothing else is disturbed."""
+`events` (XPUB) for task events. Frames are decoded once here; a bad frame gets an
+error reply (when its sender can be addressed) and nothing else is disturbed.
+
+Each frame is handled inside its own error boundary: whatever a frame holds, and
+whatever a handler raises, the receive loop carries on (an unexpected failure
+becomes an `internal` reply and a log line). Frames above `max_message_size` get
+`too_large`; ZeroMQ's own `MAXMSGSIZE` is set well above it
+(`transport_limit`), as a backstop: a frame is received whole before the daemon
+can look at it, so the hard cap bounds what one frame may cost.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +19,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import structlog
 import zmq
 import zmq.asyncio
@@ -34,12 +43,14 @@ from hdsp.protocol import (
     decode_client_message,
     encode,
     ordering_key,
+    request_id_of,
 )
 
 from .dispatch import Dispatcher, Overloaded
 from .sessions import Session, Sessions
+from .subscriptions import SubscriptionGuard
 
-__all__ = ["CAPABILITIES", "SYNC_PREFIX", "Server"]
+__all__ = ["CAPABILITIES", "SYNC_PREFIX", "Server", "transport_limit"]
 
 log = structlog.get_logger("hdsp.server")
 
@@ -60,6 +71,17 @@ _yield_cpu: Callable[[], None] = getattr(os, "sched_yield", lambda: None)
 #: Handles one command for one session; returns the result or raises CommandError.
 Handler = Callable[[TaskCommand, Session], Awaitable[Any]]
 
+#: Frames received in a row before the receive loop lets other tasks run (a
+#: ready ZeroMQ socket never makes `await recv()` wait).
+_FRAMES_PER_TURN = 32
+
+
+def transport_limit(max_message_size: int) -> int:
+    """ZeroMQ's hard cap on a frame, above which it cuts the connection: twice the
+    daemon's own limit plus 1 MiB, so a frame somewhat too large still reaches the
+    daemon and gets `too_large`, while one frame can never cost more than this."""
+    return 2 * max_message_size + (1 << 20)
+
 
 class Server:
     def __init__(
@@ -71,6 +93,7 @@ class Server:
         head_seq: Callable[[], int],
         max_message_size: int = 64 * 1024 * 1024,
         pub_hwm: int = 100_000,
+        max_subscriptions: int = 1024,
     ) -> None:
         self.control_endpoint = control_endpoint
         self.events_endpoint = events_endpoint
@@ -84,6 +107,11 @@ class Server:
         self._router: zmq.asyncio.Socket | None = None
         self._pub: zmq.asyncio.Socket | None = None
         self._accepting = True
+        self.subscriptions = SubscriptionGuard(
+            endpoint=events_endpoint,
+            on_subscribe=self._on_subscribe,
+            max_per_peer=max_subscriptions,
+        )
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         ctx = self._ctx = zmq.asyncio.Context()
@@ -95,11 +123,11 @@ class Server:
         try:
             for sock in (router, pub):
                 sock.setsockopt(zmq.LINGER, 0)
-            router.setsockopt(zmq.MAXMSGSIZE, self.max_message_size)
+            router.setsockopt(zmq.MAXMSGSIZE, transport_limit(self.max_message_size))
             router.setsockopt(zmq.SNDHWM, 10_000)
             router.setsockopt(zmq.RCVHWM, 10_000)
             pub.setsockopt(zmq.SNDHWM, self._pub_hwm)
-            pub.setsockopt(zmq.XPUB_VERBOSE, 1)
+            SubscriptionGuard.configure(pub)
             router.bind(self.control_endpoint)
             pub.bind(self.events_endpoint)
             for endpoint in (self.control_endpoint, self.events_endpoint):
@@ -108,7 +136,7 @@ class Server:
             self._router, self._pub = router, pub
             async with anyio.create_task_group() as tg:
                 await tg.start(self.dispatcher.run)
-                tg.start_soon(self._subscription_loop, pub)
+                tg.start_soon(self.subscriptions.run, pub)
                 task_status.started()
                 await self._receive_loop(router)
         finally:
@@ -131,18 +159,25 @@ class Server:
             # and repairs the gap with Replay.
             await self._pub.send_multipart((topic, body))
 
-    async def _subscription_loop(self, pub: zmq.asyncio.Socket) -> None:
-        while True:
-            msg = await pub.recv()
-            # b"\x01" + topic subscribes, b"\x00" + topic unsubscribes.
-            if msg[:1] == b"\x01" and msg[1:].startswith(SYNC_PREFIX):
-                await self.publish(msg[1:], b"{}")
+    async def _on_subscribe(self, topic: bytes) -> None:
+        if topic.startswith(SYNC_PREFIX):
+            await self.publish(topic, b"{}")
 
     async def _send(self, envelope: list[bytes], message: Any) -> None:
         if self._router is None:
             return
         try:
             await self._router.send_multipart([*envelope, encode(message)])
+        except zmq.ZMQError as exc:
+            log.warning("reply not sent", error=str(exc))
+        except Exception:  # a reply that cannot be encoded: a bug, never the end
+            log.exception("reply not encoded", message=type(message).__name__)
+
+    async def _send_frame(self, envelope: list[bytes], frame: bytes) -> None:
+        if self._router is None:
+            return
+        try:
+            await self._router.send_multipart([*envelope, frame])
         except zmq.ZMQError as exc:
             log.warning("reply not sent", error=str(exc))
 
@@ -161,21 +196,46 @@ class Server:
 
     async def _receive_loop(self, router: zmq.asyncio.Socket) -> None:
         while True:
-            frames = await router.recv_multipart()
-            identity = frames[0]
-            # A REQ peer puts an empty delimiter before its frame; keep it for the reply.
-            delimited = len(frames) > 2 and frames[1] == b""
-            envelope = frames[:2] if delimited else frames[:1]
-            body = frames[2:] if delimited else frames[1:]
-            if len(body) != 1:
-                await self._error(
-                    envelope,
-                    None,
-                    ErrorCode.INVALID_REQUEST,
-                    f"Expected one JSON object in one frame, got {len(body)} frames.",
-                )
-                continue
-            await self._on_frame(identity, envelope, body[0])
+            for _ in range(_FRAMES_PER_TURN):
+                frames = await router.recv_multipart()
+                # A REQ peer puts an empty delimiter before its frame; keep it for the reply.
+                delimited = len(frames) > 2 and frames[1] == b""
+                envelope = frames[:2] if delimited else frames[:1]
+                try:
+                    await self._on_frames(envelope, frames[len(envelope) :])
+                except Exception:
+                    # The error boundary of one frame: the loop, the connection and
+                    # every other client go on.
+                    log.exception("frame failed", size=sum(map(len, frames)))
+                    await self._error(
+                        envelope,
+                        None,
+                        ErrorCode.INTERNAL,
+                        "The daemon failed on this frame; its log has the details.",
+                    )
+            await anyio.lowlevel.checkpoint()
+
+    async def _on_frames(self, envelope: list[bytes], body: list[bytes]) -> None:
+        if len(body) != 1:
+            await self._error(
+                envelope,
+                None,
+                ErrorCode.INVALID_REQUEST,
+                f"Expected one JSON object in one frame, got {len(body)} frames.",
+            )
+            return
+        frame = body[0]
+        if len(frame) > self.max_message_size:
+            await self._error(
+                envelope,
+                request_id_of(frame),
+                ErrorCode.TOO_LARGE,
+                f"The frame is {len(frame)} bytes, above the daemon's limit of "
+                f"{self.max_message_size} (maxMessageSize in the Ack); it was not read.",
+                details={"maxMessageSize": self.max_message_size, "size": len(frame)},
+            )
+            return
+        await self._on_frame(envelope[0], envelope, frame)
 
     async def _on_frame(self, identity: bytes, envelope: list[bytes], frame: bytes) -> None:
         try:
@@ -241,7 +301,10 @@ class Server:
             return
 
         async def job() -> None:
-            await self._run_command(envelope, cmd, session)
+            try:
+                await self._run_command(envelope, cmd, session)
+            except Exception:  # (_run_command catches all; a worker must never die)
+                log.exception("command job failed", command=type(cmd.data).__name__)
 
         try:
             self.dispatcher.submit(ordering_key(cmd.data), job)
@@ -257,6 +320,7 @@ class Server:
         with structlog.contextvars.bound_contextvars(client_id=session.client_id):
             try:
                 result = await self._handle(cmd, session)
+                reply = encode(Reply(request_id=cmd.request_id, ok=True, result=result))
             except CommandError as exc:
                 await self._error(
                     envelope, cmd.request_id, exc.code, exc.message, details=exc.details
@@ -270,7 +334,7 @@ class Server:
                     "The daemon failed on this command; its log has the details.",
                 )
             else:
-                await self._send(envelope, Reply(request_id=cmd.request_id, ok=True, result=result))
+                await self._send_frame(envelope, reply)
                 # A command's work often goes on past its reply (a turn's model
                 # request); Ping's reply, sent as the loop goes idle, needs no help.
                 _yield_cpu()

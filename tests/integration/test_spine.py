@@ -184,7 +184,7 @@ async def test_bad_frames_get_errors_and_disturb_nobody(
     assert (await client.ping()).server_time > 0
 
 
-async def test_oversized_frames_are_refused_by_the_transport(
+async def test_oversized_frames_are_refused_with_too_large(
     daemon_process: DaemonProcess,
 ) -> None:
     daemon_process.start("--max-message-size", "100000")
