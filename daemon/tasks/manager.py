@@ -337,7 +337,9 @@ class TaskManager:
             mode=config.mode or "code",
             api_config_name=profile,
             status="active",
-            state=TaskState.IDLE,
+            # Stored as running from the start: a crash before the turn records
+            # anything leaves a task that recovery makes resumable, not idle.
+            state=TaskState.RUNNING,
         )
         task = Task(self, item, api=[], state=TaskState.IDLE)
         task.item = msgspec.structs.replace(item, ts=task._next_ts())
@@ -351,8 +353,27 @@ class TaskManager:
         log.info("task started", task_id=task_id, profile=profile)
         # The reply hands out the task's id: the task must be on disk first, or a
         # crash right after it leaves the client an id that names nothing.
-        await self.journal.flush()
+        await self._committed_unless_failing()
         return TaskRef(task_id=task_id, state=TaskState.RUNNING)
+
+    async def _committed_unless_failing(self) -> None:
+        """Wait until what is queued is committed, or until the storage fails:
+        then the journal holds it until the disk takes it (every client was told),
+        and waiting here would only leave the client without an answer."""
+        monitor = self.store.monitor
+        if not monitor.writable:
+            return
+        async with anyio.create_task_group() as tg:
+
+            async def until_failing() -> None:
+                seen = monitor.version
+                while monitor.writable:
+                    seen = await monitor.wait_changed(seen)
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(until_failing)
+            await self.journal.flush()
+            tg.cancel_scope.cancel()
 
     async def send_message(self, task_id: str, data: SendMessageData) -> TaskRef:
         """A message from the user: it answers a waiting ask, waits in the queue of
