@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["MountLayout", "bwrap_argv"]
+__all__ = ["MountLayout", "base_argv", "bwrap_argv"]
 
 
 @dataclass(frozen=True)
@@ -44,24 +44,18 @@ def _under(path: Path, parent: Path) -> bool:
     return path == parent or parent in path.parents
 
 
-def bwrap_argv(
-    bwrap: str,
-    layout: MountLayout,
-    argv: Sequence[str],
-    *,
-    exists: Callable[[Path], bool] = Path.exists,
-    is_dir: Callable[[Path], bool] = Path.is_dir,
-) -> list[str]:
-    """The argv that runs `argv` inside the sandbox `layout` describes."""
-    tmp = Path("/tmp")
-    out = [
+def base_argv(bwrap: str, *, network: bool = False) -> list[str]:
+    """bwrap and its options for the bare sandbox every layout starts from: its
+    own namespaces, no capabilities, the root read-only, fresh /dev, /proc and an
+    empty /tmp. (The daemon's probe runs `true` in just this.)"""
+    return [
         bwrap,
         # New user, PID, IPC, UTS, cgroup and (unless shared) network namespaces.
         "--unshare-all",
         "--unshare-user",
         # No nested user namespace: it could mount over what we mounted.
         "--disable-userns",
-        *(["--share-net"] if layout.network else []),
+        *(["--share-net"] if network else []),
         # SIGKILL the sandbox when bwrap's parent (the daemon) or bwrap dies; the
         # namespace's init dying kills every process in it (setsid cannot escape).
         "--die-with-parent",
@@ -77,6 +71,19 @@ def bwrap_argv(
         "--tmpfs",
         "/tmp",
     ]
+
+
+def bwrap_argv(
+    bwrap: str,
+    layout: MountLayout,
+    argv: Sequence[str],
+    *,
+    exists: Callable[[Path], bool] = Path.exists,
+    is_dir: Callable[[Path], bool] = Path.is_dir,
+) -> list[str]:
+    """The argv that runs `argv` inside the sandbox `layout` describes."""
+    tmp = Path("/tmp")
+    out = base_argv(bwrap, network=layout.network)
     reexposed = [p for p in layout.reexposed if _under(p, tmp) and exists(p)]
     for path in reexposed:
         out += ["--ro-bind", str(path), str(path)]

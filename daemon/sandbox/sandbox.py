@@ -58,7 +58,7 @@ from hdsp.daemon.paths import Paths
 from hdsp.protocol import SandboxStatus
 
 from .environment import child_environment
-from .layout import MountLayout, bwrap_argv
+from .layout import MountLayout, base_argv, bwrap_argv
 
 __all__ = ["HIDDEN_IN_HOME", "Sandbox", "SandboxUnavailable"]
 
@@ -294,24 +294,7 @@ def _probe_bwrap(setting: str) -> tuple[str | None, str | None]:
             f"it (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install "
             f"bubblewrap) or point sandbox.bwrap_path at it, {fix}."
         )
-    argv = [
-        found,
-        "--unshare-all",
-        "--unshare-user",
-        "--disable-userns",
-        "--die-with-parent",
-        "--cap-drop",
-        "ALL",
-        "--ro-bind",
-        "/",
-        "/",
-        "--proc",
-        "/proc",
-        "--dev",
-        "/dev",
-        "--",
-        "true",
-    ]
+    argv = [*base_argv(found), "--", "true"]
     try:
         done = subprocess.run(
             argv,

@@ -4,6 +4,7 @@ timeouts an unattended task applies, and per-task overrides."""
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Mapping
 from pathlib import Path
@@ -33,6 +34,7 @@ from hdsp.daemon.tools import (
     ToolResult,
     WriteToFile,
 )
+from tests.daemon.kernel_helpers import tiny_png
 from tests.daemon.tool_context import RecordingContext
 
 
@@ -319,10 +321,8 @@ def test_the_settings_model_keeps_unknown_keys() -> None:
 
 
 async def test_the_followup_tool_asks_and_returns_the_answer(tmp_path: Path) -> None:
-    ctx = RecordingContext(
-        tmp_path,
-        answers=[AskAnswer("messageResponse", "costs.csv", ["data:image/png;base64,AAAA"])],
-    )
+    picture = "data:image/png;base64," + base64.b64encode(tiny_png()).decode()
+    ctx = RecordingContext(tmp_path, answers=[AskAnswer("messageResponse", "costs.csv", [picture])])
     args = {"question": "Which file?", "suggestions": ["sales.csv", "costs.csv"]}
     result = await FOLLOWUP.execute(ctx, args)
     [ask] = ctx.of_kind("followup")

@@ -149,6 +149,7 @@ async def fuzz_target(daemon_process: DaemonProcess) -> DaemonProcess:
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.usefixtures("frozen_heap")
 async def test_fuzz_frames_short(fuzz_target: DaemonProcess, fake_openai: FakeOpenAI) -> None:
     async with connect(fuzz_target.runtime_dir, name="well-behaved") as client:
         await _fuzz(fuzz_target, client, fake_openai, 4000)
@@ -157,6 +158,7 @@ async def test_fuzz_frames_short(fuzz_target: DaemonProcess, fake_openai: FakeOp
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
+@pytest.mark.usefixtures("frozen_heap")
 async def test_fuzz_frames_100k(fuzz_target: DaemonProcess, fake_openai: FakeOpenAI) -> None:
     async with connect(fuzz_target.runtime_dir, name="well-behaved") as client:
         await _fuzz(fuzz_target, client, fake_openai, 100_000)
