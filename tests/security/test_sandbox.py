@@ -26,8 +26,7 @@ from tests.daemon_process import DaemonProcess
 from tests.fakes.openai_server import FakeOpenAI, ToolCall
 from tests.fakes.openai_server import Reply as FakeReply
 from tests.host_processes import processes_mentioning
-
-from .events_util import collect_turn
+from tests.integration.events_util import collect_turn
 
 pytestmark = [pytest.mark.timeout(90), pytest.mark.slow]
 

@@ -19,8 +19,7 @@ from hdsp.protocol import Ask, MessageEvent, Say, encode
 from tests.daemon_process import DaemonProcess, short_tmp_dir
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.openai_server import Reply as FakeReply
-
-from .events_util import collect_turn, texts
+from tests.integration.events_util import collect_turn, texts
 
 pytestmark = pytest.mark.slow
 

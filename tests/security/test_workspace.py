@@ -17,6 +17,7 @@ from hdsp.protocol import ErrorCode, StartNewTask, StartNewTaskData, TaskConfigu
 from tests.daemon_process import DaemonProcess, short_tmp_dir
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.openai_server import Reply as FakeReply
+from tests.integration.test_tools_e2e import call
 
 
 def hdsp(daemon: DaemonProcess, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -138,3 +139,33 @@ def test_the_cli_flag_names_a_broad_workspace_on_purpose(
         "hi",
     )
     assert r.returncode == 0, r.stderr
+
+
+def test_a_model_cannot_read_the_home_of_a_daemon_started_there(
+    home_daemon: DaemonProcess, fake_openai: FakeOpenAI, home: Path
+) -> None:
+    """Finding 1: under systemd hdspd runs in $HOME; a task started with no
+    --workspace used to work there, where reads need no approval."""
+    secret = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmU\n"
+    (home / ".ssh").mkdir(mode=0o700)
+    (home / ".ssh" / "id_rsa").write_text(secret)
+    project = home / "project"
+    project.mkdir()
+    fake_openai.script(
+        call("read_file", path=".ssh/id_rsa"),
+        call("read_file", path="../.ssh/id_rsa"),
+        call("list_files", path="."),  # (three failures in a row would stop the task)
+        call("read_file", path=str(home / ".ssh" / "id_rsa")),
+        call("list_files", path="..", recursive=True),
+        call("attempt_completion", result="done"),
+    )
+    r = hdsp(home_daemon, project, "run", "--yes", "Summarise this project")
+    assert r.returncode == 0, r.stdout + r.stderr
+    last = fake_openai.requests[-1]["messages"]
+    results = [m["content"] for m in last if m["role"] == "tool"]
+    assert len(results) == 5
+    assert "No such file" in results[0]
+    assert all("outside the workspace" in results[i] for i in (1, 3, 4)), results
+    sent = json.dumps(fake_openai.requests)
+    assert "OPENSSH" not in sent and "b3BlbnNzaC1rZXkt" not in sent
+    assert "OPENSSH" not in r.stdout + r.stderr
