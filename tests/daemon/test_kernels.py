@@ -10,7 +10,7 @@ import os
 import shutil
 import signal
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 import anyio
@@ -396,9 +396,10 @@ async def test_executions_queue_per_kernel_and_kernels_run_side_by_side(tmp_path
     assert final.outputs[0].data == {"text/plain": "[0, 1, 2]"}
 
 
-async def test_attach_to_a_kernel_started_elsewhere_and_detach_without_killing_it(
-    tmp_path: Path,
-) -> None:
+@pytest.fixture
+async def notebook_kernel(tmp_path: Path) -> AsyncIterator[AsyncKernelManager]:
+    """A kernel started outside hdsp (as JupyterLab starts a notebook's), for the
+    service to attach to; shut down after the test."""
     root = short_tmp_dir()
     km = AsyncKernelManager(
         kernel_name="python3",
@@ -408,39 +409,46 @@ async def test_attach_to_a_kernel_started_elsewhere_and_detach_without_killing_i
     )
     await km.start_kernel(cwd=str(kernel_dir(tmp_path)))
     try:
-        async with running_service() as (svc, rec):
-            info = await svc.attach_kernel(km.connection_file)
-            assert (info.owned, info.connection_file) == (False, km.connection_file)
-            r = await svc.execute(info.kernel_id, "import os\nvalue = os.getpid()\nvalue")
-            assert r.outputs[0].data is not None
-            pid = int(r.outputs[0].data["text/plain"])
-            # Its time limit interrupts it through the control channel.
-            stopped = await svc.execute(info.kernel_id, "while True:\n    pass", time_limit=1)
-            assert (stopped.status, stopped.kernel_restarted) == ("timeout", False)
-            with pytest.raises(KernelNotOwned):
-                await svc.restart_kernel(info.kernel_id)
-            # Attaching twice gives the same kernel.
-            assert (await svc.attach_kernel(km.connection_file)).kernel_id == info.kernel_id
-            await svc.shutdown_kernel(info.kernel_id)
-            assert rec.of_type(KernelShutdown)
-            with pytest.raises(KernelNotFound):
-                await svc.execute(info.kernel_id, "1")
-            # An attached kernel outlives the service too.
-            again = await svc.attach_kernel(km.connection_file)
-        assert await km.is_alive()
-        os.kill(pid, 0)
-        kc = km.client()
-        kc.start_channels()
-        try:
-            await kc.wait_for_ready(timeout=30)
-            reply = await kc.execute_interactive("value", timeout=30)
-            assert reply["content"]["status"] == "ok"
-        finally:
-            kc.stop_channels()
-        assert again.kernel_id != info.kernel_id
+        yield km
     finally:
         await km.shutdown_kernel(now=True)
         shutil.rmtree(root, ignore_errors=True)
+
+
+async def test_attach_to_a_kernel_started_elsewhere_and_detach_without_killing_it(
+    notebook_kernel: AsyncKernelManager,
+) -> None:
+    km = notebook_kernel
+    async with running_service() as (svc, rec):
+        info = await svc.attach_kernel(km.connection_file)
+        assert (info.owned, info.connection_file) == (False, km.connection_file)
+        r = await svc.execute(info.kernel_id, "import os\nvalue = os.getpid()\nvalue")
+        assert r.outputs[0].data is not None
+        pid = int(r.outputs[0].data["text/plain"])
+        # Its time limit interrupts it through the control channel.
+        stopped = await svc.execute(info.kernel_id, "while True:\n    pass", time_limit=1)
+        assert (stopped.status, stopped.kernel_restarted) == ("timeout", False)
+        with pytest.raises(KernelNotOwned):
+            await svc.restart_kernel(info.kernel_id)
+        # Attaching twice gives the same kernel.
+        assert (await svc.attach_kernel(km.connection_file)).kernel_id == info.kernel_id
+        await svc.shutdown_kernel(info.kernel_id)
+        assert rec.of_type(KernelShutdown)
+        with pytest.raises(KernelNotFound):
+            await svc.execute(info.kernel_id, "1")
+        # An attached kernel outlives the service too.
+        again = await svc.attach_kernel(km.connection_file)
+    assert await km.is_alive()
+    os.kill(pid, 0)
+    kc = km.client()
+    kc.start_channels()
+    try:
+        await kc.wait_for_ready(timeout=30)
+        reply = await kc.execute_interactive("value", timeout=30)
+        assert reply["content"]["status"] == "ok"
+    finally:
+        kc.stop_channels()
+    assert again.kernel_id != info.kernel_id
 
 
 async def test_starting_errors_are_explained(tmp_path: Path) -> None:
@@ -545,45 +553,34 @@ async def test_the_tool_says_when_its_kernel_died_and_starts_it_again(tmp_path: 
 
 
 async def test_an_idle_task_kernel_is_culled_and_its_task_is_told_state_is_gone(
-    tmp_path: Path,
+    tmp_path: Path, notebook_kernel: AsyncKernelManager
 ) -> None:
-    root = short_tmp_dir()
-    km = AsyncKernelManager(
-        kernel_name="python3",
-        transport="ipc",
-        ip=str(root / "nb"),
-        connection_file=str(root / "kernel-nb.json"),
-    )
-    await km.start_kernel(cwd=str(kernel_dir(tmp_path)))
+    km = notebook_kernel
     culled: list[tuple[str, str]] = []
 
     async def on_culled(task_id: str, note: str) -> None:
         culled.append((task_id, note))
 
-    try:
-        async with running_service(cull_idle_after=2) as (svc, rec):
-            svc.task_busy = {"working"}.__contains__
-            svc.on_culled = on_culled
-            # Older than the idle kernel below, so every sweep that culls that
-            # one has looked at these two first, and spared them.
-            busy = await svc.kernel_for_task("working", kernel_dir(tmp_path))
-            attached = await svc.attach_kernel(km.connection_file)
-            svc.bind_task("notebook", attached.kernel_id)
-            idle = await svc.kernel_for_task("idle", kernel_dir(tmp_path))
-            await svc.execute(idle.kernel_id, "x = 41")
-            await rec.wait_for(
-                lambda e: isinstance(e, KernelShutdown) and e.payload[0] == idle.kernel_id
-            )
-            assert [task for task, _ in culled] == ["idle"]
-            assert "idle" in culled[0][1] and "variables and imports are gone" in culled[0][1]
-            assert svc.has_kernel(busy.kernel_id) and svc.has_kernel(attached.kernel_id)
-            # The next run starts a new kernel, and says the state was lost.
-            again = await svc.kernel_for_task("idle", kernel_dir(tmp_path))
-            assert again.kernel_id != idle.kernel_id
-            assert again.notes == [culled[0][1]]
-            r = await svc.execute(again.kernel_id, "x")
-            assert r.status == "error" and r.outputs[0].ename == "NameError"
-        assert await km.is_alive(), "a kernel hdsp attached to is never culled"
-    finally:
-        await km.shutdown_kernel(now=True)
-        shutil.rmtree(root, ignore_errors=True)
+    async with running_service(cull_idle_after=2) as (svc, rec):
+        svc.task_busy = {"working"}.__contains__
+        svc.on_culled = on_culled
+        # Older than the idle kernel below, so every sweep that culls that
+        # one has looked at these two first, and spared them.
+        busy = await svc.kernel_for_task("working", kernel_dir(tmp_path))
+        attached = await svc.attach_kernel(km.connection_file)
+        svc.bind_task("notebook", attached.kernel_id)
+        idle = await svc.kernel_for_task("idle", kernel_dir(tmp_path))
+        await svc.execute(idle.kernel_id, "x = 41")
+        await rec.wait_for(
+            lambda e: isinstance(e, KernelShutdown) and e.payload[0] == idle.kernel_id
+        )
+        assert [task for task, _ in culled] == ["idle"]
+        assert "idle" in culled[0][1] and "variables and imports are gone" in culled[0][1]
+        assert svc.has_kernel(busy.kernel_id) and svc.has_kernel(attached.kernel_id)
+        # The next run starts a new kernel, and says the state was lost.
+        again = await svc.kernel_for_task("idle", kernel_dir(tmp_path))
+        assert again.kernel_id != idle.kernel_id
+        assert again.notes == [culled[0][1]]
+        r = await svc.execute(again.kernel_id, "x")
+        assert r.status == "error" and r.outputs[0].ename == "NameError"
+    assert await km.is_alive(), "a kernel hdsp attached to is never culled"

@@ -13,7 +13,7 @@ from hdsp.protocol import (
     TaskResumable,
 )
 
-__all__ = ["ENDINGS", "collect_turn", "texts"]
+__all__ = ["ENDINGS", "collect_turn", "logged_events", "texts"]
 
 ENDINGS = (TaskCompleted, TaskAborted, TaskIdle, TaskResumable)
 
@@ -40,3 +40,17 @@ def texts(events: list[TaskEvent], say: str = "text") -> list[str]:
             if m.say == say and not m.partial:
                 final[m.ts] = m.text or ""
     return [final[ts] for ts in sorted(final)]
+
+
+async def logged_events(client: Client) -> dict[int, TaskEvent]:
+    """The daemon's whole event log, by seq, read through Replay's pages."""
+    got: dict[int, TaskEvent] = {}
+    since = 0
+    while True:
+        page = await client.replay(since)
+        for e in page.events:
+            assert e.seq is not None
+            got[e.seq] = e
+            since = e.seq
+        if not page.more:
+            return got

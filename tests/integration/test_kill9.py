@@ -20,7 +20,7 @@ from tests.daemon_process import DaemonProcess
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.openai_server import Reply as FakeReply
 
-from .events_util import collect_turn
+from .events_util import collect_turn, logged_events
 
 TASKS = 20
 SUBSCRIBERS = 3
@@ -39,19 +39,6 @@ def _integrity(daemon: DaemonProcess) -> tuple[str, int]:
     finally:
         conn.close()
     return str(verdict), int(streaming)
-
-
-async def _log(client: Client) -> dict[int, TaskEvent]:
-    got: dict[int, TaskEvent] = {}
-    since = 0
-    while True:
-        page = await client.replay(since)
-        for e in page.events:
-            assert e.seq is not None
-            got[e.seq] = e
-            since = e.seq
-        if not page.more:
-            return got
 
 
 @pytest.mark.slow
@@ -145,7 +132,7 @@ async def test_kill_9_at_random_moments_loses_nothing_and_every_task_completes(
         with anyio.fail_after(60):
             while any((r[-1].seq or 0) < head for r in received if r):
                 await wait_events(1)
-        log = await _log(driver)
+        log = await logged_events(driver)
         tg.cancel_scope.cancel()
     checked = 0
     for events in received:

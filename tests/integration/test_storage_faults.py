@@ -35,7 +35,7 @@ from tests.daemon_process import DaemonProcess
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.openai_server import Reply as FakeReply
 
-from .events_util import collect_turn
+from .events_util import collect_turn, logged_events
 
 pytestmark = pytest.mark.slow
 
@@ -168,19 +168,6 @@ async def _follow(runtime_dir: Path) -> AsyncIterator[Follower]:
         tg.cancel_scope.cancel()
 
 
-async def _log(client: Client) -> dict[int, TaskEvent]:
-    got: dict[int, TaskEvent] = {}
-    since = 0
-    while True:
-        page = await client.replay(since)
-        for e in page.events:
-            assert e.seq is not None
-            got[e.seq] = e
-            since = e.seq
-        if not page.more:
-            return got
-
-
 def _assert_seen_is_logged(seen: list[TaskEvent], log: dict[int, TaskEvent]) -> int:
     durable = [e for e in seen if e.seq is not None]
     seqs = [e.seq for e in durable]
@@ -237,7 +224,7 @@ async def test_a_full_disk_refuses_new_work_and_service_resumes_by_itself(
         head = (await c.status()).head_seq
         with anyio.fail_after(20):
             await f.wait_seq(head)
-        checked = _assert_seen_is_logged(f.seen, await _log(c))
+        checked = _assert_seen_is_logged(f.seen, await logged_events(c))
     print(f"disk full ({disk.name}): {checked} events seen and found in the log")
 
 
