@@ -7,9 +7,10 @@ same ordering key one after another and the others concurrently.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
+from msgspec import Meta
 
 from ._base import WireStruct, _CommandBase
 from .events import QueuedMessage, TaskEvent
@@ -92,23 +93,49 @@ class TaskConfiguration(WireStruct, frozen=True):
     """The part of Roo's settings object that a new task reads. Other keys are
     accepted and ignored."""
 
-    #: Name of the provider profile to use (Roo's apiConfigName).
-    api_config_name: str | None = None
-    #: Directory the agent works in (absolute). Clients send their own working
-    #: directory when the user names none; without one the daemon uses its own
-    #: working directory, unless that is a directory it refuses (see below).
-    workspace: str | None = None
+    api_config_name: Annotated[
+        str | None,
+        Meta(description="Name of the provider profile to use (Roo's apiConfigName)."),
+    ] = None
+    workspace: Annotated[
+        str | None,
+        Meta(
+            description=(
+                "Directory the agent works in (absolute). Clients send their own working "
+                "directory when the user names none; without one the daemon uses its own "
+                "working directory, unless that is a directory it refuses (see below)."
+            )
+        ),
+    ] = None
     mode: str | None = None
-    #: A kernel (ListKernels) the task's code runs in; by default the task starts
-    #: its own on first use, in its workspace.
-    kernel_id: str | None = None
-    #: Auto-approval settings for this task only (hdsp's ApprovalSettings fields,
-    #: or Roo's names such as alwaysAllowWrite), over the daemon's settings.
-    approvals: dict[str, Any] | None = None
-    #: hdsp: the daemon refuses `/`, its user's home directory itself and its own
-    #: data and runtime dirs as a workspace (the agent reads a workspace freely)
-    #: unless this is set, by a person who named one of them on purpose.
-    allow_broad_workspace: bool = False
+    kernel_id: Annotated[
+        str | None,
+        Meta(
+            description=(
+                "A kernel (ListKernels) the task's code runs in; by default the task starts its"
+                " own on first use, in its workspace."
+            )
+        ),
+    ] = None
+    approvals: Annotated[
+        dict[str, Any] | None,
+        Meta(
+            description=(
+                "Auto-approval settings for this task only (hdsp's ApprovalSettings fields, or "
+                "Roo's names such as alwaysAllowWrite), over the daemon's settings."
+            )
+        ),
+    ] = None
+    allow_broad_workspace: Annotated[
+        bool,
+        Meta(
+            description=(
+                "hdsp: the daemon refuses `/`, its user's home directory itself and its own "
+                "data and runtime dirs as a workspace (the agent reads a workspace freely) "
+                "unless this is set, by a person who named one of them on purpose."
+            )
+        ),
+    ] = False
 
 
 class StartNewTaskData(WireStruct, frozen=True):
@@ -124,32 +151,72 @@ class SendMessageData(WireStruct, frozen=True):
 
 
 class ListTasksData(WireStruct, frozen=True):
-    #: `nextCursor` of the previous page; None for the newest tasks.
-    cursor: str | None = None
-    limit: int = 50
+    cursor: Annotated[
+        Annotated[
+            str,
+            Meta(pattern="^[0-9]{1,19}$"),
+        ]
+        | None,
+        Meta(description="`nextCursor` of the previous page; absent for the newest tasks."),
+    ] = None
+    limit: Annotated[
+        int, Meta(description="Most tasks in one page, 1 to 1000 (else invalid_request).")
+    ] = 50
 
 
 class GetTaskData(WireStruct, frozen=True):
-    task_id: str
+    task_id: Annotated[str, Meta(description="The task's id (`HistoryItem.id`).")]
 
 
 class RespondToAskData(WireStruct, frozen=True):
-    #: `ts` of the ask message being answered.
-    ask_ts: int
-    #: Roo's ClineAskResponse: "yesButtonClicked", "noButtonClicked",
-    #: "messageResponse" or "objectResponse".
-    response: Literal["yesButtonClicked", "noButtonClicked", "messageResponse", "objectResponse"]
+    ask_ts: Annotated[
+        int,
+        Meta(
+            description=(
+                '`ts` of the ask being answered: the ClineMessage with type "ask" that is '
+                "the snapshot's `pendingAsk`, or the newest ask of the task's message events."
+            )
+        ),
+    ]
+    response: Annotated[
+        Literal["yesButtonClicked", "noButtonClicked", "messageResponse", "objectResponse"],
+        Meta(
+            description=(
+                'Roo\'s ClineAskResponse: "yesButtonClicked", "noButtonClicked", '
+                '"messageResponse" or "objectResponse".'
+            )
+        ),
+    ]
     text: str | None = None
     images: list[str] | None = None
 
 
 class ReplayData(WireStruct, frozen=True):
-    #: Return events with `seq` greater than this.
-    since_seq: int
-    #: Only this task's events.
-    task_id: str | None = None
-    #: Most events in one page; the daemon caps it.
-    limit: int = 1000
+    since_seq: Annotated[
+        int,
+        Meta(
+            ge=0,
+            description=(
+                "Exclusive cursor: the page holds events with `seq` greater than this. 0 for "
+                "the oldest kept; the `seq` of the last event seen, or the `headSeq` of an Ack "
+                "or a snapshot, to continue from there. Older than the oldest kept: "
+                "cursor_expired."
+            ),
+        ),
+    ]
+    task_id: Annotated[
+        str | None,
+        Meta(
+            description=(
+                "Only the events of this topic: a task id, or the empty string for the "
+                "daemon-wide events; absent for all."
+            )
+        ),
+    ] = None
+    limit: Annotated[
+        int,
+        Meta(description="Most events in one page; the daemon keeps it within 1..1000."),
+    ] = 1000
 
 
 # ---- commands ---------------------------------------------------------------
@@ -168,8 +235,10 @@ class CloseTask(_CommandBase, tag="CloseTask", frozen=True):
 
 
 class ResumeTask(_CommandBase, tag="ResumeTask", frozen=True):
-    #: The task id, as in Roo.
-    data: str
+    data: Annotated[
+        str,
+        Meta(description="The task id, as in Roo."),
+    ]
 
 
 class SendMessage(_CommandBase, tag="SendMessage", frozen=True):
@@ -257,54 +326,100 @@ Command = (
 class TaskRef(WireStruct, frozen=True):
     task_id: str
     state: TaskState | None = None
-    #: SendMessage to a busy task: the message waits in the task's queue.
-    queued: bool | None = None
+    queued: Annotated[
+        bool | None,
+        Meta(description="SendMessage to a busy task: the message waits in the task's queue."),
+    ] = None
 
 
 class TaskList(WireStruct, frozen=True):
     tasks: list[HistoryItem]
-    #: Pass as `cursor` to get the next (older) page; absent on the last page.
-    next_cursor: str | None = None
+    next_cursor: Annotated[
+        str | None,
+        Meta(description="Pass as `cursor` to get the next (older) page; absent on the last page."),
+    ] = None
 
 
 class TaskSnapshot(WireStruct, frozen=True):
     item: HistoryItem
     state: TaskState
-    #: Every UI message, including the current text of one still streaming.
-    messages: list[ClineMessage]
-    #: The newest `seq` this snapshot includes; replay from here to continue.
-    head_seq: int
-    #: Messages waiting for the task's current turn to end.
-    queue: list[QueuedMessage] = []
-    #: The ask that waits for an answer, if any (also among `messages`).
-    pending_ask: ClineMessage | None = None
+    messages: Annotated[
+        list[ClineMessage],
+        Meta(description="Every UI message, including the current text of one still streaming."),
+    ]
+    head_seq: Annotated[
+        int,
+        Meta(
+            description=(
+                "The newest `seq` this snapshot includes: Replay with this as `sinceSeq` "
+                "(and the task's id) to get what happened after it."
+            )
+        ),
+    ]
+    queue: Annotated[
+        list[QueuedMessage],
+        Meta(description="Messages waiting for the task's current turn to end."),
+    ] = []
+    pending_ask: Annotated[
+        ClineMessage | None,
+        Meta(description="The ask that waits for an answer, if any (also among `messages`)."),
+    ] = None
 
 
 class ReplayPage(WireStruct, frozen=True):
-    #: Durable events, oldest first.
-    events: list[TaskEvent]
-    #: The newest `seq` the daemon has written; ask again while a page was full.
-    head_seq: int
-    #: True when more events follow this page.
-    more: bool = False
+    events: Annotated[
+        list[TaskEvent],
+        Meta(description="Durable events, oldest first."),
+    ]
+    head_seq: Annotated[
+        int,
+        Meta(
+            description=(
+                "The newest `seq` the daemon had written when it read this page (of any topic)."
+            )
+        ),
+    ]
+    more: Annotated[
+        bool,
+        Meta(
+            description=(
+                "The page is full: more events may follow. Ask again with the last event's "
+                "`seq` as `sinceSeq`."
+            )
+        ),
+    ] = False
 
 
 class Pong(WireStruct, frozen=True):
-    server_time: int
+    server_time: Annotated[
+        int, Meta(description="The daemon's clock, in milliseconds since the epoch.")
+    ]
 
 
 class SandboxStatus(WireStruct, frozen=True):
     """How shell commands and kernels are confined (`sandbox.*` settings)."""
 
-    #: "workspace-write", "read-only" or "off".
-    mode: str
-    #: Whether sandboxed code may use the network.
-    network: bool = False
-    #: "bwrap" (bubblewrap: namespaces and a mount layout), "none" (mode off) or
-    #: "unavailable" (then commands and kernels are refused, see `problem`).
-    mechanism: str = "unavailable"
-    #: Why the sandbox cannot run, and how to fix it; None when it can.
-    problem: str | None = None
+    mode: Annotated[
+        str,
+        Meta(description='"workspace-write", "read-only" or "off".'),
+    ]
+    network: Annotated[
+        bool,
+        Meta(description="Whether sandboxed code may use the network."),
+    ] = False
+    mechanism: Annotated[
+        str,
+        Meta(
+            description=(
+                '"bwrap" (bubblewrap: namespaces and a mount layout), "none" (mode off) or '
+                '"unavailable" (then commands and kernels are refused, see `problem`).'
+            )
+        ),
+    ] = "unavailable"
+    problem: Annotated[
+        str | None,
+        Meta(description="Why the sandbox cannot run, and how to fix it; None when it can."),
+    ] = None
 
 
 class StatusResult(WireStruct, frozen=True):
@@ -318,13 +433,23 @@ class StatusResult(WireStruct, frozen=True):
     tasks_running: int
     data_dir: str
     runtime_dir: str
-    #: None from a daemon older than the sandbox.
-    sandbox: SandboxStatus | None = None
-    #: The file where the daemon's keyring keeps secrets unencrypted, when its
-    #: backend is a plain-text file; absent otherwise.
-    plaintext_keyring: str | None = None
-    #: Whether the daemon can write its database now (see StorageState).
-    storage: StorageHealth | None = None
+    sandbox: Annotated[
+        SandboxStatus | None,
+        Meta(description="None from a daemon older than the sandbox."),
+    ] = None
+    plaintext_keyring: Annotated[
+        str | None,
+        Meta(
+            description=(
+                "The file where the daemon's keyring keeps secrets unencrypted, when its "
+                "backend is a plain-text file; absent otherwise."
+            )
+        ),
+    ] = None
+    storage: Annotated[
+        StorageHealth | None,
+        Meta(description="Whether the daemon can write its database now (see StorageState)."),
+    ] = None
 
 
 # ---- the table --------------------------------------------------------------

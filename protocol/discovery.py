@@ -15,6 +15,9 @@ import os
 import pwd
 import stat
 from pathlib import Path
+from typing import Annotated
+
+from msgspec import Meta
 
 from ._base import WireStruct
 
@@ -30,17 +33,52 @@ DISCOVERY_FILENAME = "hdspd.json"
 
 
 class Discovery(WireStruct, frozen=True):
-    protocol_version: int
-    server_version: str
-    pid: int
-    #: ZeroMQ endpoint of the ROUTER socket (commands and replies).
-    control: str
-    #: ZeroMQ endpoint of the PUB socket (events).
-    events: str
-    #: Milliseconds since the epoch.
-    started_at: int
-    #: Public CURVE key (z85) when the endpoints are TCP; None on ipc.
-    server_public_key: str | None = None
+    """The discovery file, `hdspd.json` in the daemon's runtime dir: how a client
+    finds the daemon's sockets. Written (mode 0600) once the sockets are bound,
+    removed when the daemon exits."""
+
+    protocol_version: Annotated[int, Meta(description="The protocol version the daemon speaks.")]
+    server_version: Annotated[str, Meta(description="The daemon's package version.")]
+    pid: Annotated[
+        int,
+        Meta(
+            description=(
+                "The daemon's process id; a file whose process is gone is stale (the daemon "
+                "crashed)."
+            )
+        ),
+    ]
+    control: Annotated[
+        str,
+        Meta(
+            description=(
+                "ZeroMQ endpoint of the ROUTER socket (handshake, commands, replies): connect "
+                "a DEALER (or a REQ) to it. `ipc://RUNTIME_DIR/control` today."
+            )
+        ),
+    ]
+    events: Annotated[
+        str,
+        Meta(
+            description=(
+                "ZeroMQ endpoint of the XPUB socket (events): connect a SUB (or an XSUB) to "
+                "it. `ipc://RUNTIME_DIR/events` today."
+            )
+        ),
+    ]
+    started_at: Annotated[
+        int,
+        Meta(description="When the daemon started, in milliseconds since the epoch."),
+    ]
+    server_public_key: Annotated[
+        str | None,
+        Meta(
+            description=(
+                "Reserved: the daemon's public CURVE key (z85) for TCP endpoints. hdspd binds "
+                "ipc:// endpoints only and leaves it out."
+            )
+        ),
+    ] = None
 
 
 def discovery_path(runtime_dir: Path) -> Path:

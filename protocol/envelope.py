@@ -24,7 +24,9 @@ cut (ZeroMQ holds subscriptions in memory; the daemon cannot refuse just one).
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
+
+from msgspec import Meta
 
 from ._base import CLIENT_ORIGIN as _CLIENT
 from ._base import SERVER_ORIGIN as _SERVER
@@ -55,12 +57,23 @@ class _Envelope(WireStruct, tag_field="type", frozen=True):
 class ClientInfo(WireStruct, frozen=True):
     name: str
     version: str
-    #: What sort of frontend: "cli", "library", "jupyterlab", "script", ...
-    kind: str = "library"
+    kind: Annotated[
+        str,
+        Meta(description='What sort of frontend: "cli", "library", "jupyterlab", "script", ...'),
+    ] = "library"
 
 
 class Connect(_Envelope, tag="Connect", frozen=True):
-    protocol_version: int
+    """The handshake: the first frame a client sends on `control`."""
+
+    protocol_version: Annotated[
+        int,
+        Meta(
+            description=(
+                "The protocol version the client speaks (1); another gets unsupported_version."
+            )
+        ),
+    ]
     client: ClientInfo
     origin: Literal["client"] = _CLIENT
 
@@ -68,29 +81,77 @@ class Connect(_Envelope, tag="Connect", frozen=True):
 class Disconnect(_Envelope, tag="Disconnect", frozen=True):
     """Sent by a client that is going away, so the daemon forgets it at once."""
 
-    client_id: str
+    client_id: Annotated[str, Meta(description="The `clientId` of this connection's Ack.")]
     origin: Literal["client"] = _CLIENT
 
 
 class TaskCommand(_Envelope, tag="TaskCommand", frozen=True):
-    client_id: str
-    #: Chosen by the client; the `Reply` carries it back.
-    request_id: str
+    """A command; the daemon answers it with a `Reply` carrying the same requestId."""
+
+    client_id: Annotated[
+        str,
+        Meta(
+            description=(
+                "The `clientId` of the Ack this connection received; another value, or none "
+                "yet, gets not_connected."
+            )
+        ),
+    ]
+    request_id: Annotated[
+        str,
+        Meta(
+            description=(
+                "Chosen by the client, unique among its commands in flight; the `Reply` "
+                "carries it back."
+            )
+        ),
+    ]
     data: Command
     origin: Literal["client"] = _CLIENT
 
 
 class AckData(WireStruct, frozen=True):
-    client_id: str
-    pid: int
-    ppid: int
-    protocol_version: int
-    server_version: str
-    #: The newest `seq` in the event log when the client connected.
-    head_seq: int
-    capabilities: list[str] = []
-    #: Frames larger than this are refused with `too_large` (see the module doc).
-    max_message_size: int = 0
+    client_id: Annotated[
+        str,
+        Meta(
+            description=(
+                "This session's id: put it in every TaskCommand sent on this connection. A "
+                "new Connect (after the daemon restarted, say) gives a new one."
+            )
+        ),
+    ]
+    pid: Annotated[int, Meta(description="The daemon's process id.")]
+    ppid: Annotated[int, Meta(description="The daemon's parent's process id.")]
+    protocol_version: Annotated[int, Meta(description="The protocol version the daemon speaks.")]
+    server_version: Annotated[str, Meta(description="The daemon's package version.")]
+    head_seq: Annotated[
+        int,
+        Meta(
+            description=(
+                "The newest `seq` in the event log when the client connected: Replay from "
+                "here to get every durable event after the handshake."
+            )
+        ),
+    ]
+    capabilities: Annotated[
+        list[str],
+        Meta(
+            description=(
+                'Optional features: "replay" (the Replay command), "events.prevSeq" '
+                '(durable events carry prevSeq), "events.sync" (sync probes on the events '
+                "socket are answered with eventsSynced)."
+            )
+        ),
+    ] = []
+    max_message_size: Annotated[
+        int,
+        Meta(
+            description=(
+                "The largest frame, in bytes, the daemon reads on control; a larger one gets "
+                "too_large. 0: not stated (a daemon older than the limit)."
+            )
+        ),
+    ] = 0
 
 
 class Ack(_Envelope, tag="Ack", frozen=True):
@@ -99,20 +160,38 @@ class Ack(_Envelope, tag="Ack", frozen=True):
 
 
 class ErrorInfo(WireStruct, frozen=True):
-    code: ErrorCode
-    message: str
-    #: Where in the frame a decoding error was found, as `$.data.commandName`.
-    path: str | None = None
-    #: Facts that go with the code (for `cursor_expired`: `oldestSeq`).
-    details: dict[str, Any] | None = None
+    code: Annotated[ErrorCode, Meta(description="What went wrong, for programs.")]
+    message: Annotated[str, Meta(description="What went wrong and what to do, for people.")]
+    path: Annotated[
+        str | None,
+        Meta(description="Where in the frame a decoding error was found, as `$.data.commandName`."),
+    ] = None
+    details: Annotated[
+        dict[str, Any] | None,
+        Meta(description="Facts that go with the code (for `cursor_expired`: `oldestSeq`)."),
+    ] = None
 
 
 class Reply(_Envelope, tag="Reply", frozen=True):
-    #: The command's `requestId`; None when the frame was too broken to have one.
-    request_id: str | None
-    ok: bool
-    result: Any = None
-    error: ErrorInfo | None = None
+    request_id: Annotated[
+        str | None,
+        Meta(
+            description=(
+                "The command's `requestId`; None when the frame was too broken to have one."
+            )
+        ),
+    ]
+    ok: Annotated[bool, Meta(description="True: `result` is set; false: `error` is.")]
+    result: Annotated[
+        Any,
+        Meta(
+            description=(
+                "The command's result, of the type its row names (`$defs.CommandResults`); "
+                "null for Shutdown."
+            )
+        ),
+    ] = None
+    error: Annotated[ErrorInfo | None, Meta(description="Why the command failed.")] = None
     origin: Literal["server"] = _SERVER
 
 

@@ -8,7 +8,9 @@ that reports a failure.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
+
+from msgspec import Meta
 
 from ._base import SERVER_ORIGIN as _SERVER
 from ._base import WireStruct
@@ -18,10 +20,12 @@ from .settings import SettingsChange
 from .storage import StorageHealth, StorageState
 
 __all__ = [
+    "SYNC_PREFIX",
     "CommandsResponse",
     "CompletedInfo",
     "DaemonShuttingDown",
     "Event",
+    "EventsSynced",
     "ExecutionOutput",
     "KernelShutdown",
     "KernelStarted",
@@ -59,6 +63,11 @@ __all__ = [
     "event_task_id",
     "is_durable",
 ]
+
+
+#: Topics that start with this are sync probes, never task ids (task ids never
+#: contain NUL): the daemon answers a subscription to one with `eventsSynced`.
+SYNC_PREFIX = b"\x00sync."
 
 
 class _EventBase(WireStruct, tag_field="eventName", frozen=True):
@@ -253,6 +262,20 @@ class StorageChanged(_EventBase, tag="storageChanged", frozen=True):
     payload: tuple[StorageHealth]
 
 
+class EventsSynced(_EventBase, tag="eventsSynced", frozen=True):
+    """The answer to a sync probe: [topic]. A client subscribes to a topic of its
+    own that starts with `SYNC_PREFIX` ("\\u0000sync."); the daemon publishes this
+    on that topic once it sees the subscription, so every subscription the client
+    made before it is in effect. Live-only, never in the log. A client subscribed
+    to everything also receives other clients' probes: ignore topics that start
+    with "\\u0000"."""
+
+    payload: Annotated[
+        tuple[str],
+        Meta(description="The probe's topic (bytes that are not UTF-8 replaced by U+FFFD)."),
+    ]
+
+
 Event = (
     TaskCreated
     | TaskStarted
@@ -287,6 +310,7 @@ Event = (
     | ExecutionOutput
     | SettingsChanged
     | StorageChanged
+    | EventsSynced
 )
 
 _DAEMON_WIDE = (
@@ -299,6 +323,7 @@ _DAEMON_WIDE = (
     KernelShutdown,
     SettingsChanged,
     StorageChanged,
+    EventsSynced,
 )
 
 
@@ -319,7 +344,7 @@ def is_durable(event: Event) -> bool:
     if isinstance(event, MessageEvent):
         p = event.payload[0]
         return not (p.action == "updated" and p.message.partial)
-    if isinstance(event, ExecutionOutput):
+    if isinstance(event, ExecutionOutput | EventsSynced):
         return False
     if isinstance(event, KernelStatus):
         return event.payload[1] not in (KernelState.BUSY, KernelState.IDLE)
@@ -334,9 +359,29 @@ class TaskEvent(WireStruct, tag_field="type", tag="TaskEvent", frozen=True):
 
     data: Event
     origin: Literal["server"] = _SERVER
-    relay_client_id: str | None = None
-    #: Global, gap-free position in the event log; absent on live-only updates.
-    seq: int | None = None
-    #: `seq` of the previous durable event of the same topic (0 for the first), so
-    #: that a client following one task can tell a gap from another task's events.
-    prev_seq: int | None = None
+    relay_client_id: Annotated[
+        str | None,
+        Meta(description="Roo's field for events relayed for another client; hdsp leaves it out."),
+    ] = None
+    seq: Annotated[
+        int | None,
+        Meta(
+            description=(
+                "Position of a durable event in the daemon's event log: global (all topics), "
+                "starting at 1, gap-free, increasing in publication order. Absent on live-only "
+                "events (partial message updates, executionOutput, busy/idle kernelStatus, "
+                "a failing storageChanged, eventsSynced)."
+            )
+        ),
+    ] = None
+    prev_seq: Annotated[
+        int | None,
+        Meta(
+            description=(
+                "`seq` of the previous durable event of the same topic (task id, or the empty "
+                "daemon-wide topic); 0 for the topic's first. A client following one task has "
+                "missed events exactly when prevSeq is greater than the last seq it saw of "
+                "that task. Absent when `seq` is."
+            )
+        ),
+    ] = None

@@ -8,7 +8,10 @@ messages of kinds added after it was built; `Ask` and `Say` name the known ones.
 from __future__ import annotations
 
 import enum
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
+
+import msgspec
+from msgspec import Meta
 
 from ._base import WireStruct
 
@@ -101,7 +104,15 @@ class ProgressStatus(WireStruct, frozen=True):
 class ClineMessage(WireStruct, frozen=True):
     """One UI message. `ts` (milliseconds) is its id within its task."""
 
-    ts: int
+    ts: Annotated[
+        int,
+        Meta(
+            description=(
+                "Milliseconds since the epoch, unique within the task: the message's id. An "
+                "`updated` message event carries the ts of the message it replaces."
+            )
+        ),
+    ]
     type: Literal["ask", "say"]
     ask: str | None = None
     say: str | None = None
@@ -118,10 +129,14 @@ class ClineMessage(WireStruct, frozen=True):
     api_protocol: Literal["openai", "anthropic"] | None = None
     is_answered: bool | None = None
     # hdsp additions
-    #: The tool call this message belongs to (its ask, its streamed output).
-    tool_use_id: str | None = None
-    #: A `command` ask: the directory the command would run in (absolute).
-    cwd: str | None = None
+    tool_use_id: Annotated[
+        str | None,
+        Meta(description="The tool call this message belongs to (its ask, its streamed output)."),
+    ] = None
+    cwd: Annotated[
+        str | None,
+        Meta(description="A `command` ask: the directory the command would run in (absolute)."),
+    ] = None
 
 
 class TokenUsage(WireStruct, frozen=True):
@@ -145,13 +160,21 @@ ToolUsage = dict[str, ToolUsageEntry]
 class HistoryItem(WireStruct, frozen=True):
     """One row per task: Roo's HistoryItem, plus hdsp's `state`."""
 
-    id: str
-    number: int
-    ts: int
-    task: str
-    tokens_in: int = 0
-    tokens_out: int = 0
-    total_cost: float = 0.0
+    id: Annotated[str, Meta(description="The task's id (a UUID).")]
+    number: Annotated[int, Meta(description="1 for the daemon's first task, then counting up.")]
+    ts: Annotated[int, Meta(description="When the task was created, ms since the epoch.")]
+    task: Annotated[str, Meta(description="The task's first message (its title).")]
+    # Roo's schema requires these three: always on the wire, 0 included (a
+    # factory-made default is never left out by `omit_defaults`).
+    tokens_in: Annotated[int, Meta(description="Input tokens the task's model requests used.")] = (
+        msgspec.field(default_factory=lambda: 0)
+    )
+    tokens_out: Annotated[int, Meta(description="Output tokens the model generated.")] = (
+        msgspec.field(default_factory=lambda: 0)
+    )
+    total_cost: Annotated[float, Meta(description="Estimated cost in USD.")] = msgspec.field(
+        default_factory=lambda: 0.0
+    )
     root_task_id: str | None = None
     parent_task_id: str | None = None
     cache_writes: int | None = None

@@ -13,7 +13,9 @@ JupyterLab would; only field names are camelCase, as everywhere on the wire.
 from __future__ import annotations
 
 import enum
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
+
+from msgspec import Meta
 
 from ._base import WireStruct, _CommandBase
 
@@ -53,17 +55,33 @@ class KernelState(enum.StrEnum):
 
 class KernelInfo(WireStruct, frozen=True):
     kernel_id: str
-    #: Kernelspec name ("python3"); for an attached kernel, its language if known.
-    kernel_name: str
+    kernel_name: Annotated[
+        str,
+        Meta(
+            description=(
+                'Kernelspec name ("python3"); for an attached kernel, its language if known.'
+            )
+        ),
+    ]
     status: KernelState
-    #: True when hdsp started the kernel: it shuts it down when the daemon stops.
-    #: An attached kernel (a notebook's) is only ever detached from.
-    owned: bool
-    #: Working directory of the kernel process, when hdsp started it.
-    cwd: str | None = None
+    owned: Annotated[
+        bool,
+        Meta(
+            description=(
+                "True when hdsp started the kernel: it shuts it down when the daemon stops. An "
+                "attached kernel (a notebook's) is only ever detached from."
+            )
+        ),
+    ]
+    cwd: Annotated[
+        str | None,
+        Meta(description="Working directory of the kernel process, when hdsp started it."),
+    ] = None
     connection_file: str | None = None
-    #: Tasks whose code runs in this kernel.
-    task_ids: list[str] = []
+    task_ids: Annotated[
+        list[str],
+        Meta(description="Tasks whose code runs in this kernel."),
+    ] = []
 
 
 class KernelOutput(WireStruct, frozen=True):
@@ -77,46 +95,88 @@ class KernelOutput(WireStruct, frozen=True):
         "error",
         "clear_output",
     ]
-    #: stream: "stdout" or "stderr".
-    name: str | None = None
-    #: stream: the text.
-    text: str | None = None
-    #: display_data, update_display_data, execute_result: the mime bundle.
-    data: dict[str, Any] | None = None
+    name: Annotated[
+        str | None,
+        Meta(description='stream: "stdout" or "stderr".'),
+    ] = None
+    text: Annotated[
+        str | None,
+        Meta(description="stream: the text."),
+    ] = None
+    data: Annotated[
+        dict[str, Any] | None,
+        Meta(description="display_data, update_display_data, execute_result: the mime bundle."),
+    ] = None
     metadata: dict[str, Any] | None = None
-    #: display_data, update_display_data: the display this output shows or updates.
-    display_id: str | None = None
+    display_id: Annotated[
+        str | None,
+        Meta(
+            description=(
+                "display_data, update_display_data: the display this output shows or updates."
+            )
+        ),
+    ] = None
     execution_count: int | None = None
-    #: error: exception name, value and the traceback lines as the kernel sent them.
-    ename: str | None = None
+    ename: Annotated[
+        str | None,
+        Meta(
+            description=(
+                "error: exception name, value and the traceback lines as the kernel sent them."
+            )
+        ),
+    ] = None
     evalue: str | None = None
     traceback: list[str] | None = None
-    #: clear_output: clear when the next output arrives instead of now.
-    wait: bool | None = None
+    wait: Annotated[
+        bool | None,
+        Meta(description="clear_output: clear when the next output arrives instead of now."),
+    ] = None
 
 
 class ExecutionResult(WireStruct, frozen=True):
     kernel_id: str
     execution_id: str
-    #: ok, error (the code raised), timeout (stopped after its time limit),
-    #: cancelled (stopped by a cancel), died (the kernel died), restarted (the
-    #: kernel was restarted while the code ran).
-    status: Literal["ok", "error", "timeout", "cancelled", "died", "restarted"]
+    status: Annotated[
+        Literal["ok", "error", "timeout", "cancelled", "died", "restarted"],
+        Meta(
+            description=(
+                "ok, error (the code raised), timeout (stopped after its time limit), cancelled"
+                " (stopped by a cancel), died (the kernel died), restarted (the kernel was "
+                "restarted while the code ran)."
+            )
+        ),
+    ]
     execution_count: int | None = None
-    #: Every output, as a notebook keeps them: clear_output and
-    #: update_display_data applied, consecutive stream text of one name merged.
-    outputs: list[KernelOutput] = []
-    #: The kernel did not stop after an interrupt and was restarted: its state is gone.
-    kernel_restarted: bool = False
+    outputs: Annotated[
+        list[KernelOutput],
+        Meta(
+            description=(
+                "Every output, as a notebook keeps them: clear_output and update_display_data "
+                "applied, consecutive stream text of one name merged."
+            )
+        ),
+    ] = []
+    kernel_restarted: Annotated[
+        bool,
+        Meta(
+            description=(
+                "The kernel did not stop after an interrupt and was restarted: its state is gone."
+            )
+        ),
+    ] = False
 
 
 class ExecutionOutputData(WireStruct, frozen=True):
     kernel_id: str
     execution_id: str
-    #: The task whose tool call runs the code, if any (the event's topic).
-    task_id: str | None = None
-    #: The output messages that arrived since the previous event, in order.
-    outputs: list[KernelOutput] = []
+    task_id: Annotated[
+        str | None,
+        Meta(description="The task whose tool call runs the code, if any (the event's topic)."),
+    ] = None
+    outputs: Annotated[
+        list[KernelOutput],
+        Meta(description="The output messages that arrived since the previous event, in order."),
+    ] = []
 
 
 class CellOutput(WireStruct, frozen=True):
@@ -131,8 +191,10 @@ class CellOutput(WireStruct, frozen=True):
     execution_id: str | None = None
     execution_count: int | None = None
     outputs: list[KernelOutput] = []
-    #: Characters of stream text and outputs left out of `outputs`.
-    omitted: int = 0
+    omitted: Annotated[
+        int,
+        Meta(description="Characters of stream text and outputs left out of `outputs`."),
+    ] = 0
     kernel_restarted: bool = False
 
 
@@ -153,10 +215,14 @@ class ListKernels(_CommandBase, tag="ListKernels", frozen=True):
 
 
 class StartKernel(_CommandBase, tag="StartKernel", frozen=True):
-    #: Kernelspec name; "python3" by default.
-    kernel_name: str | None = None
-    #: Working directory of the kernel; the daemon's by default.
-    cwd: str | None = None
+    kernel_name: Annotated[
+        str | None,
+        Meta(description='Kernelspec name; "python3" by default.'),
+    ] = None
+    cwd: Annotated[
+        str | None,
+        Meta(description="Working directory of the kernel; the daemon's by default."),
+    ] = None
 
 
 class AttachKernel(_CommandBase, tag="AttachKernel", frozen=True):
@@ -189,6 +255,12 @@ class ExecuteCode(_CommandBase, tag="ExecuteCode", frozen=True):
 
     kernel_id: str
     code: str
-    #: Seconds before the kernel is interrupted (and restarted if it does not
-    #: stop); the daemon's default when absent.
-    timeout: float | None = None
+    timeout: Annotated[
+        float | None,
+        Meta(
+            description=(
+                "Seconds before the kernel is interrupted (and restarted if it does not stop); "
+                "the daemon's default when absent."
+            )
+        ),
+    ] = None

@@ -16,7 +16,9 @@ applies changes one at a time and answers each with the state it produced.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
+
+from msgspec import Meta
 
 from ._base import WireStruct, _CommandBase
 
@@ -61,33 +63,62 @@ class SecretInfo(WireStruct, frozen=True):
 
     name: str
     is_set: bool
-    #: Where the value comes from: "keyring" or "environment"; absent when not set.
-    source: Literal["keyring", "environment"] | None = None
-    #: Environment variables the daemon reads when the keyring has no value.
-    env_vars: list[str] = []
-    #: Why the daemon could not tell whether it is set (the keyring failed).
-    error: str | None = None
-    #: The file where the daemon's keyring keeps secrets unencrypted, when its
-    #: backend is a plain-text file (keyrings.alt's PlaintextKeyring); absent otherwise.
-    plaintext_keyring: str | None = None
+    source: Annotated[
+        Literal["keyring", "environment"] | None,
+        Meta(
+            description=(
+                'Where the value comes from: "keyring" or "environment"; absent when not set.'
+            )
+        ),
+    ] = None
+    env_vars: Annotated[
+        list[str],
+        Meta(description="Environment variables the daemon reads when the keyring has no value."),
+    ] = []
+    error: Annotated[
+        str | None,
+        Meta(description="Why the daemon could not tell whether it is set (the keyring failed)."),
+    ] = None
+    plaintext_keyring: Annotated[
+        str | None,
+        Meta(
+            description=(
+                "The file where the daemon's keyring keeps secrets unencrypted, when its "
+                "backend is a plain-text file (keyrings.alt's PlaintextKeyring); absent "
+                "otherwise."
+            )
+        ),
+    ] = None
 
 
 class ProfileData(WireStruct, frozen=True):
     """A provider profile as a client writes it (`SaveProfile`)."""
 
     name: str
-    #: "anthropic", "openai", "openai-compatible" or "demo".
-    provider: str
+    provider: Annotated[
+        str,
+        Meta(description='"anthropic", "openai", "openai-compatible" or "demo".'),
+    ]
     model: str
-    #: The API's base URL; absent for the provider's own (OpenAI, Anthropic).
-    base_url: str | None = None
-    #: Provider options, e.g. `thinking_budget` (Anthropic), `reasoning_effort`
-    #: (OpenAI), `max_tokens`, and the bounds on the server's silence in seconds:
-    #: `first_byte_timeout` (before its response begins, default 30) and
-    #: `idle_timeout` (between two events of a reply, default 120).
-    options: dict[str, Any] = {}
-    #: The NAME of the secret holding the API key (`SetSecret`), never a key.
-    secret: str | None = None
+    base_url: Annotated[
+        str | None,
+        Meta(description="The API's base URL; absent for the provider's own (OpenAI, Anthropic)."),
+    ] = None
+    options: Annotated[
+        dict[str, Any],
+        Meta(
+            description=(
+                "Provider options, e.g. `thinking_budget` (Anthropic), `reasoning_effort` "
+                "(OpenAI), `max_tokens`, and the bounds on the server's silence in seconds: "
+                "`first_byte_timeout` (before its response begins, default 30) and "
+                "`idle_timeout` (between two events of a reply, default 120)."
+            )
+        ),
+    ] = {}
+    secret: Annotated[
+        str | None,
+        Meta(description="The NAME of the secret holding the API key (`SetSecret`), never a key."),
+    ] = None
 
 
 class ProfileInfo(WireStruct, frozen=True):
@@ -96,64 +127,124 @@ class ProfileInfo(WireStruct, frozen=True):
     name: str
     provider: str
     model: str
-    #: "settings" (saved by a user), "builtin" (`demo`) or "environment" (the
-    #: `default` profile made from HDSP_BASE_URL/HDSP_MODEL/HDSP_API_KEY).
-    source: Literal["settings", "builtin", "environment"]
+    source: Annotated[
+        Literal["settings", "builtin", "environment"],
+        Meta(
+            description=(
+                '"settings" (saved by a user), "builtin" (`demo`) or "environment" (the '
+                "`default` profile made from HDSP_BASE_URL/HDSP_MODEL/HDSP_API_KEY)."
+            )
+        ),
+    ]
     base_url: str | None = None
     options: dict[str, Any] = {}
     secret: str | None = None
-    #: Whether the named secret has a value (keyring or environment); absent when
-    #: the profile names no secret.
-    secret_set: bool | None = None
-    #: True for the profile new tasks use when they name none.
-    current: bool = False
+    secret_set: Annotated[
+        bool | None,
+        Meta(
+            description=(
+                "Whether the named secret has a value (keyring or environment); absent when the"
+                " profile names no secret."
+            )
+        ),
+    ] = None
+    current: Annotated[
+        bool,
+        Meta(description="True for the profile new tasks use when they name none."),
+    ] = False
 
 
 class ProfileList(WireStruct, frozen=True):
     profiles: list[ProfileInfo]
-    #: The profile new tasks use when they name none; absent when there is none.
-    current: str | None = None
-    #: The file where the daemon's keyring keeps keys unencrypted, if it does
-    #: (see `SecretInfo.plaintext_keyring`).
-    plaintext_keyring: str | None = None
+    current: Annotated[
+        str | None,
+        Meta(
+            description=(
+                "The profile new tasks use when they name none; absent when there is none."
+            )
+        ),
+    ] = None
+    plaintext_keyring: Annotated[
+        str | None,
+        Meta(
+            description=(
+                "The file where the daemon's keyring keeps keys unencrypted, if it does (see "
+                "`SecretInfo.plaintext_keyring`)."
+            )
+        ),
+    ] = None
 
 
 class SettingsView(WireStruct, frozen=True):
     """The settings document, with secrets shown only as names."""
 
     settings: dict[str, Any]
-    #: Every secret name the settings refer to, plus the conventional ones
-    #: ("anthropic", "openai", "default").
-    secrets: list[SecretInfo]
-    #: The settings file.
-    path: str
-    #: Problems the daemon found in the file when it started (a corrupt file
-    #: moved aside, parts it had to drop), for people to read.
-    problems: list[str] = []
+    secrets: Annotated[
+        list[SecretInfo],
+        Meta(
+            description=(
+                "Every secret name the settings refer to, plus the conventional ones "
+                '("anthropic", "openai", "default").'
+            )
+        ),
+    ]
+    path: Annotated[
+        str,
+        Meta(description="The settings file."),
+    ]
+    problems: Annotated[
+        list[str],
+        Meta(
+            description=(
+                "Problems the daemon found in the file when it started (a corrupt file moved "
+                "aside, parts it had to drop), for people to read."
+            )
+        ),
+    ] = []
 
 
 class SettingsExport(WireStruct, frozen=True):
     """A portable copy of the settings: secrets appear only as names."""
 
     settings: dict[str, Any]
-    #: The secret names the profiles refer to; set them on the new machine with
-    #: `hdsp secret set NAME`.
-    secret_names: list[str] = []
+    secret_names: Annotated[
+        list[str],
+        Meta(
+            description=(
+                "The secret names the profiles refer to; set them on the new machine with `hdsp"
+                " secret set NAME`."
+            )
+        ),
+    ] = []
 
 
 class Rejection(WireStruct, frozen=True):
-    #: Dotted path of what was left out: "profiles.work", "retry.max_attempts".
-    path: str
+    path: Annotated[
+        str,
+        Meta(
+            description='Dotted path of what was left out: "profiles.work", "retry.max_attempts".'
+        ),
+    ]
     reason: str
 
 
 class ImportResult(WireStruct, frozen=True):
-    #: The settings after the import.
-    settings: dict[str, Any]
-    #: Dotted paths of what was taken: top-level keys, "profiles.NAME", "models.NAME".
-    applied: list[str] = []
-    #: What was left out, and why; the rest was applied.
-    rejected: list[Rejection] = []
+    settings: Annotated[
+        dict[str, Any],
+        Meta(description="The settings after the import."),
+    ]
+    applied: Annotated[
+        list[str],
+        Meta(
+            description=(
+                'Dotted paths of what was taken: top-level keys, "profiles.NAME", "models.NAME".'
+            )
+        ),
+    ] = []
+    rejected: Annotated[
+        list[Rejection],
+        Meta(description="What was left out, and why; the rest was applied."),
+    ] = []
 
 
 class ModelEntry(WireStruct, frozen=True):
@@ -163,14 +254,18 @@ class ModelEntry(WireStruct, frozen=True):
     id: str
     context_window: int
     max_output: int
-    #: USD per million tokens.
-    input_price: float = 0.0
+    input_price: Annotated[
+        float,
+        Meta(description="USD per million tokens."),
+    ] = 0.0
     output_price: float = 0.0
     cache_read_price: float = 0.0
     cache_write_price: float = 0.0
     supports_images: bool = False
-    #: "builtin" (hdsp's table) or "settings" (the user's `models` section).
-    source: Literal["builtin", "settings"] = "builtin"
+    source: Annotated[
+        Literal["builtin", "settings"],
+        Meta(description='"builtin" (hdsp\'s table) or "settings" (the user\'s `models` section).'),
+    ] = "builtin"
 
 
 class ModelList(WireStruct, frozen=True):
@@ -188,12 +283,22 @@ class SettingsChange(WireStruct, frozen=True):
     """
 
     reason: str
-    #: Top-level settings keys that changed, or the names of the profile or secret.
-    keys: list[str] = []
-    #: The profile new tasks use after the change.
-    current_profile: str | None = None
-    #: The client whose command made the change.
-    client_id: str | None = None
+    keys: Annotated[
+        list[str],
+        Meta(
+            description=(
+                "Top-level settings keys that changed, or the names of the profile or secret."
+            )
+        ),
+    ] = []
+    current_profile: Annotated[
+        str | None,
+        Meta(description="The profile new tasks use after the change."),
+    ] = None
+    client_id: Annotated[
+        str | None,
+        Meta(description="The client whose command made the change."),
+    ] = None
     message: str | None = None
 
 
@@ -201,16 +306,26 @@ class SettingsChange(WireStruct, frozen=True):
 
 
 class UpdateSettingsData(WireStruct, frozen=True):
-    #: A JSON Merge Patch (RFC 7396) of the settings document: objects merge,
-    #: `null` removes a key (its default applies), anything else replaces.
-    patch: dict[str, Any]
+    patch: Annotated[
+        dict[str, Any],
+        Meta(
+            description=(
+                "A JSON Merge Patch (RFC 7396) of the settings document: objects merge, `null` "
+                "removes a key (its default applies), anything else replaces."
+            )
+        ),
+    ]
 
 
 class SaveProfileData(WireStruct, frozen=True):
-    #: Replaces a saved profile of the same name whole.
-    profile: ProfileData
-    #: Also make it the current profile.
-    select: bool = False
+    profile: Annotated[
+        ProfileData,
+        Meta(description="Replaces a saved profile of the same name whole."),
+    ]
+    select: Annotated[
+        bool,
+        Meta(description="Also make it the current profile."),
+    ] = False
 
 
 class ProfileNameData(WireStruct, frozen=True):
@@ -231,16 +346,26 @@ class SecretNameData(WireStruct, frozen=True):
 
 
 class ImportSettingsData(WireStruct, frozen=True):
-    #: A settings document, as `ExportSettings` gives it.
-    settings: dict[str, Any]
-    #: True merges it into the current settings (JSON Merge Patch); False replaces
-    #: them, with defaults for what it leaves out.
-    merge: bool = True
+    settings: Annotated[
+        dict[str, Any],
+        Meta(description="A settings document, as `ExportSettings` gives it."),
+    ]
+    merge: Annotated[
+        bool,
+        Meta(
+            description=(
+                "True merges it into the current settings (JSON Merge Patch); False replaces "
+                "them, with defaults for what it leaves out."
+            )
+        ),
+    ] = True
 
 
 class GetModelsData(WireStruct, frozen=True):
-    #: Only this provider's models ("anthropic", "openai", ...).
-    provider: str | None = None
+    provider: Annotated[
+        str | None,
+        Meta(description='Only this provider\'s models ("anthropic", "openai", ...).'),
+    ] = None
 
 
 # ---- commands -------------------------------------------------------------------

@@ -4,6 +4,9 @@ of the daemon-wide `storageChanged` event."""
 from __future__ import annotations
 
 import enum
+from typing import Annotated
+
+from msgspec import Meta
 
 from ._base import WireStruct
 
@@ -24,9 +27,15 @@ class StorageState(enum.StrEnum):
 
 class StorageHealth(WireStruct, frozen=True):
     state: StorageState = StorageState.OK
-    #: What failed, in SQLite's words (e.g. "database or disk is full").
-    reason: str | None = None
-    #: What a person can do about it.
-    advice: str | None = None
-    #: Since when (milliseconds since the epoch); None while ok.
-    since: int | None = None
+    reason: Annotated[
+        str | None,
+        Meta(description='What failed, in SQLite\'s words (e.g. "database or disk is full").'),
+    ] = None
+    advice: Annotated[
+        str | None,
+        Meta(description="What a person can do about it."),
+    ] = None
+    since: Annotated[
+        int | None,
+        Meta(description="Since when (milliseconds since the epoch); None while ok."),
+    ] = None

@@ -28,17 +28,20 @@ from anyio.abc import TaskStatus
 from hdsp.daemon.errors import CommandError
 from hdsp.protocol import (
     PROTOCOL_VERSION,
+    SYNC_PREFIX,
     Ack,
     AckData,
     Connect,
     Disconnect,
     ErrorCode,
     ErrorInfo,
+    EventsSynced,
     FrameError,
     Ping,
     Pong,
     Reply,
     TaskCommand,
+    TaskEvent,
     __version__,
     decode_client_message,
     encode,
@@ -56,9 +59,6 @@ log = structlog.get_logger("hdsp.server")
 
 CAPABILITIES = ["replay", "events.prevSeq", "events.sync"]
 
-#: Topics that start with this are sync probes, never task ids: the daemon answers a
-#: subscription to one by publishing an empty object on it.
-SYNC_PREFIX = b"\x00sync."
 
 #: Gives up the CPU for a moment. A reply goes out on zmq's I/O thread, which the
 #: kernel wakes on this thread's CPU; there it waits until this thread sleeps or
@@ -161,7 +161,10 @@ class Server:
 
     async def _on_subscribe(self, topic: bytes) -> None:
         if topic.startswith(SYNC_PREFIX):
-            await self.publish(topic, b"{}")
+            # A valid event, not a bare `{}`: a client subscribed to everything
+            # receives every client's probes, and must be able to read them.
+            synced = EventsSynced(payload=(topic.decode("utf-8", "replace"),))
+            await self.publish(topic, encode(TaskEvent(data=synced)))
 
     async def _send(self, envelope: list[bytes], message: Any) -> None:
         if self._router is None:

@@ -33,16 +33,20 @@ _json: st.SearchStrategy[Any] = st.recursive(
 def _strategy(t: mi.Type) -> st.SearchStrategy[Any]:
     """A strategy for any value of a wire type, read off msgspec's own type info."""
     match t:
+        case mi.Metadata(type=inner):  # a description: no bearing on values
+            return _strategy(inner)
         case mi.AnyType():
             return _json
         case mi.NoneType():
             return st.none()
         case mi.BoolType():
             return st.booleans()
-        case mi.IntType():
-            return st.integers(-(2**53), 2**53)
+        case mi.IntType(ge=ge):
+            return st.integers(-(2**53) if ge is None else ge, 2**53)
         case mi.FloatType():
             return st.floats(allow_nan=False, allow_infinity=False)
+        case mi.StrType(pattern=str() as pattern):
+            return st.from_regex(pattern, fullmatch=True)
         case mi.StrType():
             return st.text(max_size=30)
         case mi.LiteralType(values=values):
