@@ -3,10 +3,22 @@ hdspd, with a well-behaved client that must not notice."""
 
 from __future__ import annotations
 
+import anyio
 import pytest
+import zmq
+import zmq.asyncio
 
-from hdsp.client import Client, CommandFailed, connect
-from hdsp.protocol import ErrorCode, GetStatus, Ping, Replay, ReplayData
+from hdsp.client import Client, CommandFailed, connect, find_daemon
+from hdsp.protocol import (
+    SYNC_PREFIX,
+    ErrorCode,
+    EventsSynced,
+    GetStatus,
+    Ping,
+    Replay,
+    ReplayData,
+    decode_event,
+)
 from tests.daemon_process import DaemonProcess
 
 from .raw_peer import RawPeer
@@ -117,3 +129,56 @@ async def test_a_cursor_out_of_range_gets_invalid_request(client: Client) -> Non
     with pytest.raises(CommandFailed) as info:
         await client.request(Replay(data=ReplayData(since_seq=-1)))
     assert info.value.code == ErrorCode.INVALID_REQUEST
+
+
+async def test_a_negative_cursor_is_refused_by_its_type_naming_the_field(
+    daemon: DaemonProcess, client: Client
+) -> None:
+    """The schema says sinceSeq >= 0 and a ListTasks cursor is decimal digits; the
+    daemon's decoder refuses the same frames, with the path of the field."""
+    with RawPeer(daemon) as raw:
+        await raw.handshake()
+        for command, path in (
+            ({"commandName": "Replay", "data": {"sinceSeq": -1}}, "$.data.data.sinceSeq"),
+            ({"commandName": "ListTasks", "data": {"cursor": "-1"}}, "$.data.data.cursor"),
+        ):
+            reply = await raw.ask(raw.raw_command(command, "neg"))
+            assert reply.request_id == "neg"
+            assert reply.error is not None and reply.error.code == ErrorCode.INVALID_REQUEST
+            assert reply.error.path == path, reply.error
+        await _still_serves(daemon, client)
+
+
+async def test_a_catch_all_subscriber_reads_other_clients_sync_probes_as_events(
+    daemon: DaemonProcess, client: Client
+) -> None:
+    """A raw SUB subscribed to everything receives every client's sync probes:
+    each is a valid TaskEvent (eventsSynced, naming its topic) in two frames,
+    never a body that the protocol's types cannot read."""
+    sub = zmq.asyncio.Context.instance().socket(zmq.SUB)
+    sub.setsockopt(zmq.LINGER, 0)
+    try:
+        sub.connect(find_daemon(daemon.runtime_dir).events)
+        sub.subscribe(b"")
+        own = SYNC_PREFIX + b"raw-subscriber"
+        sub.subscribe(own)  # in effect once its answer comes, and "" with it
+        with anyio.fail_after(10):
+            while (await sub.recv_multipart())[0] != own:
+                pass
+        sub.unsubscribe(own)
+        # Another client's probe: `events()` syncs its subscription on entry.
+        async with client.events("some-task"):
+            pass
+        with anyio.fail_after(10):
+            while True:
+                frames = await sub.recv_multipart()
+                assert len(frames) == 2, frames
+                if frames[0].startswith(SYNC_PREFIX) and frames[0] != own:
+                    break
+        topic, body = frames
+        event = decode_event(body)
+        assert event.data == EventsSynced(payload=(topic.decode(),))
+        assert event.seq is None and event.prev_seq is None
+        await _still_serves(daemon, client)
+    finally:
+        sub.close(linger=0)
