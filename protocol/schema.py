@@ -17,6 +17,7 @@ uses no keyword outside JSON Schema:
 
 from __future__ import annotations
 
+import inspect
 import json
 import sys
 from typing import Any
@@ -33,13 +34,16 @@ __all__ = ["generate_schema", "schema_text"]
 _REF = "#/$defs/{name}"
 
 
-def _without_discriminators(node: Any) -> Any:
-    """`node` with each `discriminator` replaced by a description of the tag."""
+def _tidy(node: Any) -> Any:
+    """`node` with each `discriminator` replaced by a description of the tag, and
+    descriptions taken from docstrings dedented."""
     if isinstance(node, list):
-        return [_without_discriminators(item) for item in node]
+        return [_tidy(item) for item in node]
     if not isinstance(node, dict):
         return node
-    out = {key: _without_discriminators(value) for key, value in node.items()}
+    out = {key: _tidy(value) for key, value in node.items()}
+    if isinstance(out.get("description"), str):
+        out["description"] = inspect.cleandoc(out["description"])
     discriminator = out.pop("discriminator", None)
     if discriminator is not None and "description" not in out:
         tag = discriminator["propertyName"]
@@ -81,7 +85,7 @@ def generate_schema() -> dict[str, Any]:
             {"$ref": _REF.format(name="ClientMessage")},
             {"$ref": _REF.format(name="ServerMessage")},
         ],
-        "$defs": _without_discriminators(defs),
+        "$defs": _tidy(defs),
     }
 
 
