@@ -166,15 +166,20 @@ class HistoryItem(WireStruct, frozen=True):
     task: Annotated[str, Meta(description="The task's first message (its title).")]
     # Roo's schema requires these three: always on the wire, 0 included (a
     # factory-made default is never left out by `omit_defaults`).
-    tokens_in: Annotated[int, Meta(description="Input tokens the task's model requests used.")] = (
-        msgspec.field(default_factory=lambda: 0)
-    )
-    tokens_out: Annotated[int, Meta(description="Output tokens the model generated.")] = (
-        msgspec.field(default_factory=lambda: 0)
-    )
-    total_cost: Annotated[float, Meta(description="Estimated cost in USD.")] = msgspec.field(
-        default_factory=lambda: 0.0
-    )
+    tokens_in: Annotated[
+        int,
+        Meta(
+            description="Input tokens the task's model requests used.",
+            extra_json_schema={"default": 0},
+        ),
+    ] = msgspec.field(default_factory=lambda: 0)
+    tokens_out: Annotated[
+        int,
+        Meta(description="Output tokens the model generated.", extra_json_schema={"default": 0}),
+    ] = msgspec.field(default_factory=lambda: 0)
+    total_cost: Annotated[
+        float, Meta(description="Estimated cost in USD.", extra_json_schema={"default": 0.0})
+    ] = msgspec.field(default_factory=lambda: 0.0)
     root_task_id: str | None = None
     parent_task_id: str | None = None
     cache_writes: int | None = None
