@@ -73,13 +73,15 @@ def test_run_works_where_hdsp_runs_and_send_keeps_it(
     task_id = r.stdout.strip()
     r = hdsp(home_daemon, project, "--json", "show", task_id)
     assert json.loads(r.stdout)["item"]["workspace"] == str(project)
-    assert f"Workspace: {project}" in fake_openai.requests[0]["messages"][0]["content"]
+    first = fake_openai.wait_for_requests(1)[0]
+    assert f"Workspace: {project}" in first["messages"][0]["content"]
 
     r = hdsp(home_daemon, elsewhere, "send", task_id, "more")
     assert r.returncode == 0, r.stderr
     r = hdsp(home_daemon, elsewhere, "--json", "show", task_id)
     assert json.loads(r.stdout)["item"]["workspace"] == str(project)
-    assert f"Workspace: {project}" in fake_openai.requests[1]["messages"][0]["content"]
+    second = fake_openai.wait_for_requests(2)[1]
+    assert f"Workspace: {project}" in second["messages"][0]["content"]
 
 
 async def start(client: Client, workspace: str | None, *, allow: bool = False) -> str:
