@@ -12,6 +12,7 @@ from typing import Any, Literal
 import msgspec
 
 from ._base import WireStruct, _CommandBase
+from .blobs import BlobData, GetBlob
 from .events import QueuedMessage, TaskEvent
 from .history import ClineMessage, HistoryItem, TaskState
 from .kernels import (
@@ -248,6 +249,7 @@ Command = (
     | ExportSettings
     | ImportSettings
     | GetModels
+    | GetBlob
 )
 
 
@@ -374,6 +376,7 @@ COMMANDS: dict[str, CommandSpec] = {
     "ExportSettings": CommandSpec(ExportSettings, SettingsExport, per_task=False, idempotent=True),
     "ImportSettings": CommandSpec(ImportSettings, ImportResult, per_task=False, idempotent=True),
     "GetModels": CommandSpec(GetModels, ModelList, per_task=False, idempotent=True),
+    "GetBlob": CommandSpec(GetBlob, BlobData, per_task=False, idempotent=True),
 }
 
 
