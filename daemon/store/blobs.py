@@ -123,7 +123,8 @@ class _Extraction:
         if not isinstance(value, dict):
             return value
         if value.get("type") == "image":  # an image block of the API history
-            data, media_type = value.get("data"), value.get("mediaType")
+            data = value.get("data")
+            media_type = value.get("media_type", value.get("mediaType"))
             if isinstance(data, str) and isinstance(media_type, str):
                 value["data"] = self.bare(media_type, data)
         if value.get("say") == "cell_output":  # its text is a CellOutput, in JSON

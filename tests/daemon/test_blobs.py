@@ -55,7 +55,7 @@ def _api() -> bytes:
                     "toolUseId": "t",
                     "content": [
                         {"type": "text", "text": "[image 1: image/png]"},
-                        {"type": "image", "mediaType": "image/png", "data": _B64},
+                        {"type": "image", "media_type": "image/png", "data": _B64},
                     ],
                 },
             ],
