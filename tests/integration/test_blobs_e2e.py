@@ -8,19 +8,21 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
+import json
 import random
 import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
+import msgspec
 import pytest
 from PIL import Image
 
 from hdsp.client import CommandFailed, connect
-from hdsp.protocol import ErrorCode, MessageEvent
+from hdsp.protocol import CellOutput, ErrorCode, MessageEvent
 from tests.daemon_process import DaemonProcess
-from tests.fakes.openai_server import FakeOpenAI
+from tests.fakes.openai_server import FakeOpenAI, ToolCall
 from tests.fakes.openai_server import Reply as FakeReply
 
 from .events_util import collect_turn, logged_events
@@ -45,6 +47,21 @@ _SHA = hashlib.sha256(_PNG).hexdigest()
 
 def _database(daemon: DaemonProcess) -> sqlite3.Connection:
     return sqlite3.connect(f"file:{daemon.data_dir / 'hdsp.sqlite3'}?mode=ro", uri=True)
+
+
+def _stored_bytes(daemon: DaemonProcess) -> int:
+    """Bytes of every value in the database (see test_media_e2e)."""
+    db = _database(daemon)
+    try:
+        total = 0
+        tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        for table in tables:
+            columns = [r[1] for r in db.execute(f"PRAGMA table_info({table})")]
+            lengths = " + ".join(f"coalesce(length({c}), 0)" for c in columns)
+            total += db.execute(f"SELECT coalesce(sum({lengths}), 0) FROM {table}").fetchone()[0]
+        return int(total)
+    finally:
+        db.close()
 
 
 def _copies_in_records(daemon: DaemonProcess) -> int:
@@ -86,6 +103,7 @@ async def test_a_picture_sent_twice_is_stored_once_and_shown_after_a_restart(
     fake_openai.script(
         FakeReply.text("Noise."), FakeReply.text("The same noise."), FakeReply.text("Still.")
     )
+    stored_before = _stored_bytes(daemon)
     async with connect(daemon.runtime_dir) as client:
         head = (await client.status()).head_seq
         ref = await client.start_task("What is this?", workspace=tmp_path, images=[_URL])
@@ -93,6 +111,10 @@ async def test_a_picture_sent_twice_is_stored_once_and_shown_after_a_restart(
         head = (await client.status()).head_seq
         await client.send_message(ref.task_id, "And this?", images=[_URL])
         await collect_turn(client, ref.task_id, head)
+        grew = _stored_bytes(daemon) - stored_before
+        print(f"a {len(_PNG):,}-byte picture sent twice: the database grew {grew:,} bytes")
+        # Before: six copies of its base64 (about 6 x 1.33 x its size).
+        assert grew < len(_PNG) + 50_000
         assert await client.blob(_SHA) == ("image/png", _PNG)
         part = await client.get_blob(_SHA, offset=100, length=50)
         assert (part.size, part.offset, base64.b64decode(part.data)) == (
@@ -134,6 +156,53 @@ async def test_a_picture_sent_twice_is_stored_once_and_shown_after_a_restart(
     assert _image_urls(fake_openai.requests[-1]) == [_URL, _URL]
     sound = _check(daemon)
     assert sound.returncode == 0 and sound.stdout.startswith("ok:"), sound
+
+
+_PLOT = """\
+import io, random
+from PIL import Image
+from IPython.display import Image as Show, display
+im = Image.frombytes("RGB", (300, 300), random.Random(7).randbytes(300 * 300 * 3))
+buf = io.BytesIO()
+im.save(buf, format="PNG")
+display(Show(data=buf.getvalue()))
+"""
+
+
+@pytest.mark.slow
+async def test_a_plot_from_a_cell_is_stored_once_and_shown_whole(
+    daemon: DaemonProcess, fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    fake_openai.script(
+        FakeReply.tool_calls([ToolCall("execute_code", json.dumps({"code": _PLOT}))]),
+        FakeReply.text("A plot."),
+    )
+    stored_before = _stored_bytes(daemon)
+    async with connect(daemon.runtime_dir) as client:
+        head = (await client.status()).head_seq
+        ref = await client.start_task(
+            "Plot", workspace=tmp_path, approvals={"always_allow_execute": True}
+        )
+        await collect_turn(client, ref.task_id, head)
+        snap = await client.get_task(ref.task_id)
+    (cell,) = [m for m in snap.messages if m.say == "cell_output"]
+    (output,) = msgspec.json.decode(cell.text or "", type=CellOutput).outputs
+    assert output.data is not None
+    plot = base64.b64decode(output.data["image/png"])
+    with Image.open(io.BytesIO(plot)) as shown:
+        assert shown.size == (300, 300)
+    # Before: in the cell's UI message, its event and the model's history.
+    grew = _stored_bytes(daemon) - stored_before
+    print(f"a {len(plot):,}-byte plot: the database grew {grew:,} bytes")
+    assert grew < len(plot) + 50_000
+    db = _database(daemon)
+    try:
+        assert db.execute("SELECT size FROM blobs").fetchall() == [(len(plot),)]
+    finally:
+        db.close()
+    assert _image_urls(fake_openai.requests[-1]) == [
+        "data:image/png;base64," + base64.b64encode(plot).decode()
+    ]
 
 
 async def test_hdspd_check_names_a_record_whose_picture_is_missing(
