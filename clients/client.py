@@ -9,6 +9,7 @@ durable event once and in order.
 
 from __future__ import annotations
 
+import base64
 import itertools
 import logging
 import os
@@ -34,6 +35,7 @@ from hdsp.protocol import (
     PROTOCOL_VERSION,
     Ack,
     AckData,
+    BlobData,
     CancelTask,
     ClientInfo,
     CloseTask,
@@ -43,6 +45,8 @@ from hdsp.protocol import (
     Disconnect,
     ErrorCode,
     FrameError,
+    GetBlob,
+    GetBlobData,
     GetStatus,
     GetTask,
     GetTaskData,
@@ -468,6 +472,31 @@ class Client:
             Replay(data=ReplayData(since_seq=since_seq, task_id=task_id, limit=limit))
         )
         return result
+
+    async def get_blob(
+        self, sha256: str, *, offset: int = 0, length: int | None = None
+    ) -> BlobData:
+        """Part of an image stored once (from a `hdsp-blob:` reference): as many
+        bytes from `offset` on as fit in one reply (see hdsp.protocol.blobs)."""
+        result: BlobData = await self.request(
+            GetBlob(data=GetBlobData(sha256=sha256, offset=offset, length=length))
+        )
+        return result
+
+    async def blob(self, sha256: str) -> tuple[str, bytes]:
+        """The media type and the bytes of a whole blob, fetched in as many
+        replies as its size takes."""
+        first = await self.get_blob(sha256)
+        parts = [base64.b64decode(first.data)]
+        got = len(parts[0])
+        while got < first.size:
+            page = await self.get_blob(sha256, offset=got)
+            chunk = base64.b64decode(page.data)
+            if not chunk:
+                raise ProtocolError(f"The daemon sent no bytes of blob {sha256} at {got}.")
+            parts.append(chunk)
+            got += len(chunk)
+        return first.media_type, b"".join(parts)
 
     async def ping(self) -> Pong:
         result: Pong = await self.request(Ping())

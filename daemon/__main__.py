@@ -90,11 +90,11 @@ def _check(data_dir: Path | None) -> int:
         return 2
     if report.ok:
         print(
-            f"ok: {path} passed PRAGMA integrity_check "
-            f"({report.pages} pages in {report.seconds:.2f} s)"
+            f"ok: {path} passed PRAGMA integrity_check and has every image its records "
+            f"refer to ({report.pages} pages in {report.seconds:.2f} s)"
         )
         return 0
-    print(f"damaged: {path} failed PRAGMA integrity_check:")
+    print(f"damaged: {path} failed its check (PRAGMA integrity_check, then blobs):")
     for problem in report.problems:
         print(f"  {problem!r}")
     print(

@@ -5,6 +5,8 @@ Imports only msgspec and the standard library (a test checks it).
 
 from __future__ import annotations
 
+from .blobs import *  # noqa: F403
+from .blobs import __all__ as _blobs_all
 from .codec import (
     INT64_MAX,
     INT64_MIN,
@@ -57,6 +59,7 @@ __all__ = [
     "decode_server_message",
     "encode",
     "request_id_of",
+    *_blobs_all,
     *_commands_all,
     *_envelope_all,
     *_events_all,

@@ -13,6 +13,7 @@ import msgspec
 from msgspec import Meta
 
 from ._base import WireStruct, _CommandBase
+from .blobs import BlobData, GetBlob
 from .events import QueuedMessage, TaskEvent
 from .history import ClineMessage, HistoryItem, TaskState
 from .kernels import (
@@ -317,6 +318,7 @@ Command = (
     | ExportSettings
     | ImportSettings
     | GetModels
+    | GetBlob
 )
 
 
@@ -499,6 +501,7 @@ COMMANDS: dict[str, CommandSpec] = {
     "ExportSettings": CommandSpec(ExportSettings, SettingsExport, per_task=False, idempotent=True),
     "ImportSettings": CommandSpec(ImportSettings, ImportResult, per_task=False, idempotent=True),
     "GetModels": CommandSpec(GetModels, ModelList, per_task=False, idempotent=True),
+    "GetBlob": CommandSpec(GetBlob, BlobData, per_task=False, idempotent=True),
 }
 
 

@@ -27,6 +27,9 @@ class ErrorCode(enum.StrEnum):
     TASK_NOT_FOUND = "task_not_found"
     #: No kernel has that id (ListKernels lists them).
     KERNEL_NOT_FOUND = "kernel_not_found"
+    #: No blob has that sha256 (GetBlob): never stored, or its record was
+    #: written by an hdsp that kept images inline.
+    BLOB_NOT_FOUND = "blob_not_found"
     #: The task is doing something that the command would disturb.
     TASK_BUSY = "task_busy"
     #: The command does not apply to the task in its current state.

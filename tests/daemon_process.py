@@ -7,6 +7,7 @@ to a file that is printed when a test fails.
 
 from __future__ import annotations
 
+import json
 import os
 import select
 import shutil
@@ -105,6 +106,21 @@ class DaemonProcess:
             return self.stderr_path.read_text(errors="replace")
         except FileNotFoundError:
             return ""
+
+    def wait_for_log(self, event: str, timeout: float = 30.0) -> None:
+        """Wait until the daemon has logged `event` (a JSON log line's "event")."""
+        needle = json.dumps({"event": event})[1:-1]
+        deadline = time.monotonic() + timeout
+        with open(self.stderr_path, "rb") as log:
+            seen = b""
+            while needle.encode() not in seen:
+                chunk = log.read()
+                if chunk:
+                    seen = seen[-len(needle) :] + chunk
+                    continue
+                assert self.proc is not None and self.proc.poll() is None, self.stderr()
+                assert time.monotonic() < deadline, f"no {event!r} in the log:\n{self.stderr()}"
+                time.sleep(0.02)  # the file has no more yet: wait for the daemon to write
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> int:
         """Signal the daemon and wait for it to exit; returns its exit code."""

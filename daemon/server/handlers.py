@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import os
 import time
 from typing import TYPE_CHECKING, Any, cast
@@ -15,6 +16,7 @@ from hdsp.protocol import (
     INT64_MAX,
     PROTOCOL_VERSION,
     AttachKernel,
+    BlobData,
     CancelTask,
     CloseTask,
     DeleteProfile,
@@ -23,6 +25,8 @@ from hdsp.protocol import (
     ErrorCode,
     ExecuteCode,
     ExportSettings,
+    GetBlob,
+    GetBlobData,
     GetModels,
     GetSettings,
     GetStatus,
@@ -130,6 +134,8 @@ class Handlers:
                 )
             case GetModels(data=data):
                 return await self._models(data.provider)
+            case GetBlob(data=data):
+                return await self._blob(data)
             # Ping never comes here: the server answers it where it receives it.
             case GetStatus():
                 return await self._status()
@@ -167,6 +173,33 @@ class Handlers:
         # The stored bodies are the published envelopes: splice them in unparsed.
         events = cast(list[TaskEvent], [msgspec.Raw(b) for b in bodies])
         return ReplayPage(events=events, head_seq=head, more=len(bodies) == limit)
+
+    async def _blob(self, data: GetBlobData) -> BlobData:
+        """An image stored once (see hdsp.protocol.blobs), as much of it from
+        `offset` on as fits in one reply."""
+        d = self.daemon
+        sha = data.sha256
+        if not (len(sha) == 64 and all(c in "0123456789abcdef" for c in sha)):
+            raise CommandError(
+                ErrorCode.INVALID_REQUEST,
+                "sha256 must be 64 lowercase hex digits (at $.data.data.sha256).",
+            )
+        if data.offset < 0 or (data.length is not None and data.length < 0):
+            raise CommandError(ErrorCode.INVALID_REQUEST, "offset and length must be 0 or more.")
+        # base64 takes 4 characters per 3 bytes; leave room for the envelope.
+        fits = (d.server.max_message_size - 4096) // 4 * 3
+        length = fits if data.length is None else min(data.length, fits)
+        found = await d.store.read(d.store.db.blob, sha, min(data.offset, INT64_MAX - 1), length)
+        if found is None:
+            raise CommandError(ErrorCode.BLOB_NOT_FOUND, f"No blob has sha256 {sha}.")
+        media_type, size, chunk = found
+        return BlobData(
+            sha256=sha,
+            media_type=media_type,
+            size=size,
+            offset=data.offset,
+            data=base64.b64encode(chunk).decode("ascii"),
+        )
 
     async def _models(self, provider: str | None) -> ModelList:
         """Roo's GetModels: the reply, and a daemon-wide modelsResponse event."""

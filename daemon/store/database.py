@@ -9,18 +9,19 @@ from __future__ import annotations
 import os
 import sqlite3
 import stat
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, overload
 
 import structlog
 
+from .blobs import BLOB_MARKER, MIN_BLOB_CHARS, Blob, extract_blobs, resolve_references
 from .errors import StoreCorrupt, StoreError, StoreTooNew
 from .health import Fault, classify
 from .integrity import quick_check
 from .migrations import MIGRATIONS, SCHEMA_VERSION
 
-__all__ = ["STARTUP_CHECK_SECONDS", "Database", "TaskRow", "Write"]
+__all__ = ["READ_BLOB_BUDGET", "STARTUP_CHECK_SECONDS", "Database", "TaskRow", "Write"]
 
 #: How long the quick check at start-up may take; a bigger database is checked
 #: that far, tables in the order they were made (tasks and UI messages first):
@@ -34,6 +35,32 @@ Write = tuple[str, Sequence[Any]]
 
 #: (id, number, ts, state, item JSON)
 TaskRow = tuple[str, int, int, str, bytes]
+
+
+#: Bytes of base64 that one read for a client (a GetTask snapshot, a Replay page)
+#: puts back in place of blob references: half the default frame limit. Past it,
+#: references stay, and the client fetches those images with GetBlob.
+READ_BLOB_BUDGET = 32 * 1024 * 1024
+
+#: Statements whose last parameter is a record that may hold images: stored with
+#: blob references instead (see `blobs`).
+_RECORDS_WITH_IMAGES = ("INSERT INTO ui_messages ", "INSERT INTO api_messages ")
+_INSERT_BLOB = (
+    "INSERT INTO blobs (sha256, media_type, size, data) VALUES (?, ?, ?, ?) "
+    "ON CONFLICT (sha256) DO NOTHING"
+)
+
+
+def _store_images(sql: str, params: Sequence[Any], blobs: dict[str, Blob]) -> Sequence[Any]:
+    """`params` with the record's images replaced by references (into `blobs`)."""
+    if not sql.startswith(_RECORDS_WITH_IMAGES) or not isinstance(params[-1], bytes):
+        return params
+    body, found = extract_blobs(params[-1])
+    if not found:
+        return params
+    for blob in found:
+        blobs.setdefault(blob.sha256, blob)
+    return (*params[:-1], body)
 
 
 #: The database holds every prompt, reply and tool result: the owner's alone.
@@ -159,17 +186,34 @@ class Database:
     def commit(
         self, writes: Sequence[Write], events: Sequence[tuple[int, str, int, bytes]]
     ) -> None:
-        """Apply one batch in one transaction: the writes, then the event rows."""
+        """Apply one batch in one transaction: the writes, then the event rows.
+        Images in UI and API messages and in events are stored once, as blobs in
+        the same transaction, and the records refer to them (see `blobs`)."""
+        blobs: dict[str, Blob] = {}
+        writes = [(sql, _store_images(sql, params, blobs)) for sql, params in writes]
+        rows: Sequence[tuple[int, str, int, bytes]] = events
+        if any(len(body) >= MIN_BLOB_CHARS for *_, body in events):
+            rows = []
+            for seq, topic, ts, body in events:
+                body, found = extract_blobs(body)
+                for blob in found:
+                    blobs.setdefault(blob.sha256, blob)
+                rows.append((seq, topic, ts, body))
         conn = self._writer
         if conn.in_transaction:  # a failed commit whose rollback failed too
             conn.execute("ROLLBACK")
         conn.execute("BEGIN IMMEDIATE")
         try:
+            if blobs:
+                conn.executemany(
+                    _INSERT_BLOB,
+                    [(b.sha256, b.media_type, len(b.data), b.data) for b in blobs.values()],
+                )
             for sql, params in writes:
                 conn.execute(sql, params)
-            if events:
+            if rows:
                 conn.executemany(
-                    "INSERT INTO events (seq, topic, ts, body) VALUES (?, ?, ?, ?)", events
+                    "INSERT INTO events (seq, topic, ts, body) VALUES (?, ?, ?, ?)", rows
                 )
             conn.execute("COMMIT")
         except BaseException:
@@ -225,7 +269,7 @@ class Database:
                 "SELECT body FROM events WHERE topic = ? AND seq > ? ORDER BY seq LIMIT ?",
                 (topic, since_seq, limit),
             )
-        return [bytes(body) for (body,) in rows]
+        return self._resolved([bytes(body) for (body,) in rows], READ_BLOB_BUDGET)
 
     def list_tasks(self, before_number: int | None, limit: int) -> list[TaskRow]:
         if before_number is None:
@@ -269,7 +313,7 @@ class Database:
                     "SELECT body FROM ui_messages WHERE task_id = ? ORDER BY ts", (task_id,)
                 )
             ]
-            return row, messages, self.head_seq()
+            return row, self._resolved(messages, READ_BLOB_BUDGET), self.head_seq()
         finally:
             conn.execute("COMMIT")
 
@@ -278,16 +322,18 @@ class Database:
     @overload
     def api_messages(self, task_id: str, max_bytes: int | None) -> list[bytes] | None: ...
     def api_messages(self, task_id: str, max_bytes: int | None = None) -> list[bytes] | None:
-        """A task's API history; None once it passes `max_bytes` (if given)."""
+        """A task's API history, images and all; None once it passes `max_bytes`
+        (if given), and when it refers to images (putting them back is no work
+        for the event loop's thread, which is what a bound is for)."""
         rows = self._reader.execute(
             "SELECT body FROM api_messages WHERE task_id = ? ORDER BY idx", (task_id,)
         )
         if max_bytes is None:
-            return [bytes(b) for (b,) in rows]
+            return self._resolved([bytes(b) for (b,) in rows])
         bodies = []
         for (b,) in rows:
             max_bytes -= len(b)
-            if max_bytes < 0:
+            if max_bytes < 0 or BLOB_MARKER in b:
                 return None
             bodies.append(bytes(b))
         return bodies
@@ -318,13 +364,13 @@ class Database:
         row = self._reader.execute(
             "SELECT body FROM ui_messages WHERE task_id = ? AND ts = ?", (task_id, ts)
         ).fetchone()
-        return None if row is None else bytes(row[0])
+        return None if row is None else self._resolved([bytes(row[0])])[0]
 
     def ui_messages(self, task_id: str) -> list[bytes]:
         rows = self._reader.execute(
             "SELECT body FROM ui_messages WHERE task_id = ? ORDER BY ts", (task_id,)
         )
-        return [bytes(b) for (b,) in rows]
+        return self._resolved([bytes(b) for (b,) in rows])
 
     def partial_ui_messages(self, task_id: str) -> list[bytes]:
         """A task's UI messages stored while still streaming (`"partial":true`:
@@ -333,7 +379,37 @@ class Database:
             "SELECT body FROM ui_messages WHERE task_id = ? AND instr(body, ?) > 0 ORDER BY ts",
             (task_id, b'"partial":true'),
         )
-        return [bytes(b) for (b,) in rows]
+        return self._resolved([bytes(b) for (b,) in rows])
+
+    # ---- blobs (reader thread) ----------------------------------------------
+
+    def _resolved(self, bodies: list[bytes], budget: int | None = None) -> list[bytes]:
+        """`bodies` with their blob references replaced by the images' base64."""
+        return resolve_references(bodies, self._blobs, budget)
+
+    def _blobs(self, hashes: Iterable[str]) -> dict[str, tuple[str, bytes]]:
+        wanted = list(hashes)
+        found: dict[str, tuple[str, bytes]] = {}
+        for start in range(0, len(wanted), 500):  # SQLite's limit on parameters
+            chunk = wanted[start : start + 500]
+            rows = self._reader.execute(
+                f"SELECT sha256, media_type, data FROM blobs "
+                f"WHERE sha256 IN ({','.join('?' * len(chunk))})",
+                chunk,
+            )
+            found.update((sha, (media_type, bytes(data))) for sha, media_type, data in rows)
+        return found
+
+    def blob(self, sha256: str, offset: int, length: int) -> tuple[str, int, bytes] | None:
+        """`length` bytes of a blob from `offset` on, with its media type and whole
+        size; None when there is no such blob."""
+        row = self._reader.execute(
+            "SELECT media_type, size, substr(data, ?, ?) FROM blobs WHERE sha256 = ?",
+            (offset + 1, length, sha256),
+        ).fetchone()
+        if row is None:
+            return None
+        return str(row[0]), int(row[1]), bytes(row[2] or b"")
 
     def counts(self) -> tuple[int, int]:
         """(tasks, events)"""

@@ -1,14 +1,19 @@
 """Checking the database for damage: a quick check at start-up, bounded in time,
-and the full `PRAGMA integrity_check` that `hdspd check` runs on demand."""
+and the full check that `hdspd check` runs on demand: `PRAGMA integrity_check`,
+then whether every blob reference in a record has its blob, and every blob the
+bytes its sha256 names (see `blobs`)."""
 
 from __future__ import annotations
 
+import hashlib
 import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["IntegrityReport", "integrity_check", "quick_check"]
+from .blobs import BLOB_MARKER, referenced_hashes
+
+__all__ = ["IntegrityReport", "blob_problems", "integrity_check", "quick_check"]
 
 #: SQLite runs the progress handler every this many virtual machine steps
 #: (about a tenth of a millisecond of work).
@@ -63,12 +68,50 @@ def integrity_check(path: Path) -> IntegrityReport:
             rows = conn.execute(f"PRAGMA integrity_check({MAX_PROBLEMS})").fetchall()
         except sqlite3.DatabaseError as exc:
             return IntegrityReport(path, [str(exc)], seconds=time.monotonic() - started)
+        problems = [str(r[0]) for r in rows]
+        if problems == ["ok"]:
+            try:
+                problems = blob_problems(conn)
+            except sqlite3.DatabaseError as exc:
+                problems = [str(exc)]
     finally:
         conn.close()
-    problems = [str(r[0]) for r in rows]
     return IntegrityReport(
         path,
-        [] if problems == ["ok"] else problems,
+        problems,
         pages=pages,
         seconds=time.monotonic() - started,
     )
+
+
+#: Where records may refer to blobs: (table, how a row is named).
+_RECORDS = (
+    ("ui_messages", "'task ' || task_id || ', UI message ' || ts"),
+    ("api_messages", "'task ' || task_id || ', API message ' || idx"),
+    ("events", "'event ' || seq"),
+)
+
+
+def blob_problems(conn: sqlite3.Connection) -> list[str]:
+    """Records that refer to a blob the database lacks, and blobs whose bytes
+    are not what their sha256 says (at most MAX_PROBLEMS)."""
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'blobs'").fetchone() is None:
+        return []  # a database from before blobs
+    problems: list[str] = []
+    for table, name in _RECORDS:
+        rows = conn.execute(
+            f"SELECT {name}, body FROM {table} WHERE instr(body, ?) > 0", (BLOB_MARKER,)
+        )
+        for record, body in rows:
+            for sha in dict.fromkeys(referenced_hashes(bytes(body))):
+                if conn.execute("SELECT 1 FROM blobs WHERE sha256 = ?", (sha,)).fetchone():
+                    continue
+                problems.append(f"{record} refers to blob {sha}, which is missing")
+                if len(problems) >= MAX_PROBLEMS:
+                    return problems
+    for sha, data in conn.execute("SELECT sha256, data FROM blobs"):
+        if hashlib.sha256(bytes(data)).hexdigest() != sha:
+            problems.append(f"blob {sha} does not hold the bytes its sha256 names")
+            if len(problems) >= MAX_PROBLEMS:
+                break
+    return problems

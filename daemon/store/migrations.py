@@ -40,6 +40,16 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE tasks ADD COLUMN turn BLOB;
     """,
+    # 3: images stored once, by content (see store/blobs.py); records refer to
+    # them as hdsp-blob: URIs. Rows written before keep their images inline.
+    """
+    CREATE TABLE blobs (
+        sha256      TEXT PRIMARY KEY,      -- hex digest of data
+        media_type  TEXT NOT NULL,         -- '' when the writer did not say
+        size        INTEGER NOT NULL,      -- bytes of data
+        data        BLOB NOT NULL
+    ) WITHOUT ROWID;
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -39,6 +39,7 @@ from hdsp.protocol import (
     KernelStarted,
     KernelState,
     KernelStatus,
+    encode,
     is_durable,
 )
 from tests.daemon.kernel_helpers import EventRecorder, kernel_dir, running_service, tiny_png
@@ -584,3 +585,22 @@ async def test_an_idle_task_kernel_is_culled_and_its_task_is_told_state_is_gone(
         r = await svc.execute(again.kernel_id, "x")
         assert r.status == "error" and r.outputs[0].ename == "NameError"
     assert await km.is_alive(), "a kernel hdsp attached to is never culled"
+
+
+async def test_output_that_is_no_valid_unicode_is_represented_and_encodes(
+    tmp_path: Path,
+) -> None:
+    # Issue 13, finding 6's kin: a lone surrogate (from a name decoded with
+    # surrogateescape) crosses Jupyter's wire as a byte that is no UTF-8; what
+    # the model and the clients get must still encode.
+    code = "import os\nprint(os.fsdecode(b'report\\xff.csv'))\nos.fsdecode(b'caf\\xe9')"
+    async with running_service() as (svc, _):
+        ctx = RecordingContext(tmp_path, services={"kernels": svc})
+        result = await ExecuteCodeTool().execute(ctx, {"code": code})
+    assert not result.is_error
+    text = result.content[0]
+    assert isinstance(text, TextBlock)
+    assert "report" in text.text and ".csv" in text.text
+    msgspec.json.encode(result.content[0])
+    (cell,) = ctx.of_kind("cell_output")
+    assert encode(cell) and "report" in (cell.text or "")

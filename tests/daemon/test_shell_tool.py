@@ -10,7 +10,7 @@ import anyio
 import pytest
 
 from hdsp.daemon.tools import ExecuteCommand, OutsideWorkspaceError, ToolError, ToolResult
-from hdsp.protocol import ClineMessage, Say
+from hdsp.protocol import ClineMessage, Say, encode
 from tests.daemon.tool_context import RecordingContext
 
 #: Prints the pids of two background children and of the shell, then waits.
@@ -60,6 +60,16 @@ async def test_exit_code_and_stderr(ctx: RecordingContext) -> None:
     result = await ExecuteCommand().execute(ctx, {"command": "echo out; echo oops >&2; exit 3"})
     assert text_of(result) == "Exit code: 3\nOutput:\nout\noops"
     assert not result.is_error
+
+
+async def test_output_that_is_not_utf8_is_represented_not_raised(ctx: RecordingContext) -> None:
+    # Issue 13, finding 6's kin: bytes a command prints that are no UTF-8 (a
+    # Latin-1 file, a binary) reach the model and the clients as U+FFFD, and the
+    # message they are in encodes.
+    result = await ExecuteCommand().execute(ctx, {"command": "printf 'caf\\351 \\377\\n'"})
+    assert text_of(result) == "Exit code: 0\nOutput:\ncaf\ufffd \ufffd"
+    [message] = ctx.of_kind(Say.COMMAND_OUTPUT)
+    assert encode(message) and message.text == "caf\ufffd \ufffd\n"
 
 
 async def test_no_output(ctx: RecordingContext) -> None:

@@ -5,6 +5,7 @@ model, stored, and held in the daemon's memory stays bounded."""
 from __future__ import annotations
 
 import base64
+import hashlib
 import io
 import json
 import re
@@ -66,6 +67,14 @@ def _stored_bytes(daemon: DaemonProcess) -> int:
         db.close()
 
 
+def _blob_sizes(daemon: DaemonProcess) -> list[int]:
+    db = sqlite3.connect(f"file:{daemon.data_dir / 'hdsp.sqlite3'}?mode=ro", uri=True)
+    try:
+        return [int(r[0]) for r in db.execute("SELECT size FROM blobs")]
+    finally:
+        db.close()
+
+
 def _image_urls(request: dict[str, object]) -> list[str]:
     urls = []
     for message in request["messages"]:  # type: ignore[attr-defined]
@@ -104,9 +113,17 @@ async def test_a_30_mb_png_reaches_the_model_scaled_and_is_not_stored_whole(
     # The clients' copy names the image instead of carrying 40 MB of base64.
     cells = [m.text or "" for m in snap.messages if m.say == "cell_output"]
     assert "left out of this view" in cells[-1] and max(len(c) for c in cells) < 1_000_000
-    # Before: the image went into the database three times (DB 4.5 -> 166 MB).
+    # Before: the image went into the database three times (DB 4.5 -> 166 MB);
+    # then the fitted copy went into the API history as base64 (0.9 MB). Now the
+    # fitted copy is stored once, as bytes, in the blobs table; the records refer
+    # to it, and GetBlob gives it back as the model saw it.
+    fitted = base64.b64decode(data)
     grew = _stored_bytes(daemon) - stored_before
-    assert grew < 20_000_000, f"the database grew {grew:,} bytes"
+    print(f"stored bytes: {stored_before:,} -> {stored_before + grew:,}; fitted {len(fitted):,}")
+    assert grew < len(fitted) + 200_000, f"the database grew {grew:,} bytes"
+    assert _blob_sizes(daemon) == [len(fitted)]
+    async with connect(daemon.runtime_dir) as client:
+        assert await client.blob(hashlib.sha256(fitted).hexdigest()) == (media_type, fitted)
     # Before: 747 MB resident. The image passes through once (about 40 MB of
     # base64 in the kernel message, and the decoded picture while it is fitted).
     assert rss_after - rss_before < 150_000_000, (rss_before, rss_after)

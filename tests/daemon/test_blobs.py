@@ -1,0 +1,152 @@
+"""Images stored once, by content: on real SQLite files, through the database's
+own commit and reads (the daemon end to end is tests/integration/test_blobs_e2e.py)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import sqlite3
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from hdsp.daemon.store import Database, append_api_message, insert_task, save_ui_message
+from hdsp.daemon.store.blobs import MIN_BLOB_CHARS, extract_blobs, resolve_references
+from hdsp.daemon.store.integrity import integrity_check
+from hdsp.protocol import ClineMessage, HistoryItem, encode, parse_blob_reference
+
+_RAW = os.urandom(30_000)
+_B64 = base64.b64encode(_RAW).decode()
+_SHA = hashlib.sha256(_RAW).hexdigest()
+_URL = "data:image/png;base64," + _B64
+
+
+def _ui(ts: int, **fields: object) -> bytes:
+    return encode(ClineMessage(ts=ts, type="say", say="text", **fields))  # type: ignore[arg-type]
+
+
+def _cell(ts: int) -> bytes:
+    text = msgspec.json.encode(
+        {
+            "kernelId": "k",
+            "code": "plot()",
+            "status": "ok",
+            "outputs": [
+                {
+                    "outputType": "display_data",
+                    "data": {"image/png": _B64, "text/plain": "<Figure>"},
+                }
+            ],
+        }
+    ).decode()
+    return encode(ClineMessage(ts=ts, type="say", say="cell_output", text=text))
+
+
+def _api() -> bytes:
+    return msgspec.json.encode(
+        {
+            "role": "user",
+            "ts": 1,
+            "content": [
+                {
+                    "type": "tool_result",
+                    "toolUseId": "t",
+                    "content": [
+                        {"type": "text", "text": "[image 1: image/png]"},
+                        {"type": "image", "media_type": "image/png", "data": _B64},
+                    ],
+                },
+            ],
+        }
+    )
+
+
+def _stored(path: Path, table: str) -> list[bytes]:
+    db = sqlite3.connect(path)
+    try:
+        return [bytes(r[0]) for r in db.execute(f"SELECT body FROM {table}")]
+    finally:
+        db.close()
+
+
+def test_every_record_form_round_trips_byte_for_byte() -> None:
+    bodies = [_ui(1, images=[_URL, _B64]), _cell(2), _api()]
+    stored = [extract_blobs(b) for b in bodies]
+    for body, _ in stored:
+        assert _B64.encode() not in body and b"hdsp-blob:" in body
+    blobs = {b.sha256: (b.media_type, b.data) for _, found in stored for b in found}
+    assert list(blobs) == [_SHA] and blobs[_SHA][1] == _RAW
+    back = resolve_references([body for body, _ in stored], lambda h: blobs)
+    assert back == bodies
+
+
+def test_small_odd_and_absent_images_stay_inline() -> None:
+    small = base64.b64encode(os.urandom(MIN_BLOB_CHARS // 2)).decode()
+    wrapped = "\n".join(_B64[i : i + 76] for i in range(0, len(_B64), 76))  # not canonical
+    for body in (
+        _ui(1, images=["data:image/png;base64," + small]),
+        _ui(2, images=[wrapped]),
+        _ui(3, text="an image/png of nothing " * 100),
+    ):
+        assert extract_blobs(body) == (body, [])
+
+
+def test_a_read_past_its_budget_keeps_references_a_client_can_read() -> None:
+    body, found = extract_blobs(_ui(1, images=[_URL, _URL]))
+    blobs = {b.sha256: (b.media_type, b.data) for b in found}
+    (partly,) = resolve_references([body], lambda h: blobs, budget=len(_B64) + 10)
+    images = msgspec.json.decode(partly, type=ClineMessage).images
+    assert images is not None and images[0] == _URL
+    assert parse_blob_reference(images[1]) == (_SHA, "image/png")
+    # A missing blob leaves its reference too.
+    assert resolve_references([body], lambda h: {}) == [body]
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Database:
+    database = Database(tmp_path / "db.sqlite3")
+    item = HistoryItem(id="t", number=1, ts=1, task="x")
+    database.commit([insert_task(item)], [])
+    return database
+
+
+def test_an_image_in_three_records_and_sent_twice_is_stored_once(db: Database) -> None:
+    event = msgspec.json.encode({"type": "TaskEvent", "data": {"message": {"images": [_URL]}}})
+    db.commit(
+        [save_ui_message("t", 1, _ui(1, images=[_URL])), append_api_message("t", 0, _api())],
+        [(1, "t", 1, event)],
+    )
+    db.commit(
+        [save_ui_message("t", 2, _ui(2, images=[_URL])), save_ui_message("t", 3, _cell(3))], []
+    )
+    rows = sqlite3.connect(db.path).execute("SELECT sha256, media_type, size FROM blobs").fetchall()
+    assert rows == [(_SHA, "image/png", len(_RAW))]
+    for table in ("ui_messages", "api_messages", "events"):
+        assert all(_B64[:100].encode() not in b for b in _stored(db.path, table))
+    # Every read puts the images back: the engine's, GetTask's and Replay's.
+    assert db.ui_message("t", 1) == _ui(1, images=[_URL])
+    assert db.ui_messages("t")[2] == _cell(3)
+    assert db.api_messages("t") == [_api()]
+    assert db.api_messages("t", 10_000_000) is None  # not on the event loop's thread
+    snap = db.snapshot("t")
+    assert snap is not None and snap[1][1] == _ui(2, images=[_URL])
+    assert db.replay(0, None, 10) == [event]
+    media_type, size, head = db.blob(_SHA, 0, 10) or ("", 0, b"")
+    assert (media_type, size, head) == ("image/png", len(_RAW), _RAW[:10])
+    assert db.blob(_SHA, 29_995, 100) == ("image/png", len(_RAW), _RAW[29_995:])
+    assert db.blob("0" * 64, 0, 10) is None
+    db.close()
+    assert integrity_check(db.path).ok
+
+
+def test_the_full_check_reports_a_record_whose_blob_is_missing(db: Database) -> None:
+    db.commit([save_ui_message("t", 1, _ui(1, images=[_URL]))], [])
+    db.close()
+    conn = sqlite3.connect(db.path)
+    conn.execute("DELETE FROM blobs")
+    conn.commit()
+    conn.close()
+    report = integrity_check(db.path)
+    assert report.problems == [f"task t, UI message 1 refers to blob {_SHA}, which is missing"]
