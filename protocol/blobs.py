@@ -24,6 +24,9 @@ the bytes (the result says the blob's whole `size`; ask again from
 from __future__ import annotations
 
 import re
+from typing import Annotated
+
+from msgspec import Meta
 
 from ._base import WireStruct, _CommandBase
 
@@ -49,13 +52,21 @@ def parse_blob_reference(value: str) -> tuple[str, str | None] | None:
 
 
 class GetBlobData(WireStruct, frozen=True):
-    #: The blob's sha256, 64 lowercase hex digits (from a reference).
-    sha256: str
-    #: The first byte to send.
-    offset: int = 0
-    #: How many bytes at most; the daemon sends fewer when they would not fit in
-    #: one frame. None: all of it that fits.
-    length: int | None = None
+    sha256: Annotated[
+        str,
+        Meta(
+            pattern="^[0-9a-f]{64}$",
+            description="The blob's sha256, 64 lowercase hex digits (from a reference).",
+        ),
+    ]
+    offset: Annotated[int, Meta(ge=0, description="The first byte to send.")] = 0
+    length: Annotated[
+        int | None,
+        Meta(
+            description="How many bytes at most; the daemon sends fewer when they would "
+            "not fit in one frame. null: all of it that fits."
+        ),
+    ] = None
 
 
 class GetBlob(_CommandBase, tag="GetBlob", frozen=True):
@@ -63,12 +74,17 @@ class GetBlob(_CommandBase, tag="GetBlob", frozen=True):
 
 
 class BlobData(WireStruct, frozen=True):
-    sha256: str
-    #: E.g. "image/png"; "" when the writer did not say (bare base64 from a client).
-    media_type: str
-    #: Bytes of the whole blob.
-    size: int
-    #: Where `data` begins in the blob.
-    offset: int = 0
-    #: base64 of the bytes from `offset` on (all of the rest when it fits).
-    data: str = ""
+    sha256: Annotated[str, Meta(description="The blob's sha256.")]
+    media_type: Annotated[
+        str,
+        Meta(
+            description='E.g. "image/png"; "" when the writer did not say '
+            "(bare base64 from a client)."
+        ),
+    ]
+    size: Annotated[int, Meta(description="Bytes of the whole blob.")]
+    offset: Annotated[int, Meta(description="Where `data` begins in the blob.")] = 0
+    data: Annotated[
+        str,
+        Meta(description="base64 of the bytes from `offset` on (all of the rest when it fits)."),
+    ] = ""
