@@ -21,7 +21,6 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 import anyio
 import msgspec
@@ -38,6 +37,7 @@ from hdsp.daemon.store import INLINE_BYTES, Database, Journal, Store, TaskRow, i
 from hdsp.daemon.tools import AskAnswer, ToolRegistry, default_tools
 from hdsp.protocol import (
     Ask,
+    AskResponse,
     ClineMessage,
     ErrorCode,
     HistoryItem,
@@ -54,7 +54,9 @@ from hdsp.protocol import (
     TaskState,
 )
 
-from .task import Task, TaskCarry, TurnState, turn_decoder, user_content
+from .deps import TaskDeps, TaskKernels
+from .task import Task, TaskCarry
+from .turn import TurnState, turn_decoder, user_content
 
 __all__ = ["MAX_IDLE_LOADED", "TaskManager"]
 
@@ -96,20 +98,25 @@ class TaskManager:
         tools: ToolRegistry | None = None,
         approvals: ApprovalPolicy | None = None,
         retry_policy: RetryPolicy | None = None,
-        services: dict[str, Any] | None = None,
+        kernels: TaskKernels | None = None,
         default_workspace: str | None = None,
         private_dirs: Sequence[Path] = (),
     ) -> None:
+        #: What every task of this manager works with (one object: a change here,
+        #: such as new settings, reaches them all).
+        self.deps = TaskDeps(
+            store=store,
+            journal=journal,
+            providers=providers,
+            tools=tools if tools is not None else default_tools(),
+            approvals=approvals if approvals is not None else ApprovalPolicy(),
+            retry_policy=retry_policy or DEFAULT_RETRY_POLICY,
+            kernels=kernels,
+            closing=lambda: self._closing,
+        )
         self.store = store
         self.journal = journal
         self.providers = providers
-        self.tools = tools if tools is not None else default_tools()
-        self.retry_policy: RetryPolicy = retry_policy or DEFAULT_RETRY_POLICY
-        #: Consecutive tool errors before the task asks mistake_limit_reached.
-        self.mistake_limit = 3
-        self.approvals = approvals if approvals is not None else ApprovalPolicy()
-        #: Daemon services a tool may ask for by name (ToolContext.service).
-        self.services: dict[str, Any] = services if services is not None else {}
         #: For a StartNewTask that names no workspace (an old client): the
         #: daemon's working directory, checked like any other workspace.
         self.default_workspace = default_workspace or os.getcwd()
@@ -126,6 +133,31 @@ class TaskManager:
         self._tg: TaskGroup | None = None
         self._number = 0
         self._closing = False
+
+    @property
+    def tools(self) -> ToolRegistry:
+        return self.deps.tools
+
+    @property
+    def approvals(self) -> ApprovalPolicy:
+        return self.deps.approvals
+
+    @property
+    def retry_policy(self) -> RetryPolicy:
+        return self.deps.retry_policy
+
+    @retry_policy.setter
+    def retry_policy(self, policy: RetryPolicy) -> None:
+        self.deps.retry_policy = policy
+
+    @property
+    def mistake_limit(self) -> int:
+        """Consecutive tool errors before a task asks mistake_limit_reached."""
+        return self.deps.mistake_limit
+
+    @mistake_limit.setter
+    def mistake_limit(self, limit: int) -> None:
+        self.deps.mistake_limit = limit
 
     # ---- lifetime -----------------------------------------------------------
 
@@ -311,7 +343,7 @@ class TaskManager:
                     "name it with --workspace and add --allow-broad-workspace "
                     "(allowBroadWorkspace in the task's configuration).",
                 )
-        kernels = self.services.get("kernels")
+        kernels = self.deps.kernels
         if config.kernel_id is not None and not (kernels and kernels.has_kernel(config.kernel_id)):
             raise CommandError(
                 ErrorCode.KERNEL_NOT_FOUND,
@@ -341,8 +373,8 @@ class TaskManager:
             # anything leaves a task that recovery makes resumable, not idle.
             state=TaskState.RUNNING,
         )
-        task = Task(self, item, api=[], state=TaskState.IDLE)
-        task.item = msgspec.structs.replace(item, ts=task._next_ts())
+        task = Task(self.deps, item, api=[], state=TaskState.IDLE, settle=self.settle)
+        task.item = msgspec.structs.replace(item, ts=task.messages.next_ts())
         self._tasks[task_id] = task
         await self.journal.emit(TaskCreated(payload=(task_id,)), insert_task(task.item))
         await task.say(Say.TEXT, data.text, images=data.images)
@@ -385,7 +417,7 @@ class TaskManager:
         try:
             ask = task.pending_ask
             if ask is not None:
-                answer = AskAnswer("messageResponse", data.text, list(data.images or []))
+                answer = AskAnswer(AskResponse.MESSAGE, data.text, list(data.images or []))
                 await task.respond(ask.ts, answer)
                 return TaskRef(task_id=task_id, state=TaskState.RUNNING)
             if task.busy:
@@ -414,7 +446,7 @@ class TaskManager:
                         f"The ask {data.ask_ts} of task {task_id} was already answered.",
                     )
             raise CommandError(ErrorCode.INVALID_STATE, f"No ask waits in task {task_id}.")
-        answer = AskAnswer(data.response, data.text, list(data.images or []))
+        answer = AskAnswer(AskResponse(data.response), data.text, list(data.images or []))
         await task.respond(data.ask_ts, answer)
         return TaskRef(task_id=task_id, state=task.state)
 
@@ -444,9 +476,8 @@ class TaskManager:
         self._idle.pop(task_id, None)
         self._carried.pop(task_id, None)
         self.approvals.forget(task_id)
-        kernels = self.services.get("kernels")
-        if kernels is not None:
-            await kernels.release_task(task_id)
+        if self.deps.kernels is not None:
+            await self.deps.kernels.release_task(task_id)
         await self.journal.emit(TaskClosed(payload=(task_id,)))
         return ref
 
@@ -464,7 +495,7 @@ class TaskManager:
         task_id = task.id
         ask = task.pending_ask
         if ask is not None and ask.ask in (Ask.RESUME_TASK, Ask.RESUME_COMPLETED_TASK):
-            await task.respond(ask.ts, AskAnswer("yesButtonClicked"))
+            await task.respond(ask.ts, AskAnswer(AskResponse.YES))
             return TaskRef(task_id=task_id, state=TaskState.RUNNING)
         if task.busy:
             what = "waits for an answer to its ask" if ask is not None else "is running"
@@ -519,7 +550,9 @@ class TaskManager:
     def _task_from_row(self, row: TaskRow, bodies: list[bytes], last_ts: int) -> Task:
         item = _item_decoder.decode(row[4])
         api = [_api_decoder.decode(b) for b in bodies]
-        task = Task(self, item, api=api, state=TaskState(row[3]), last_ts=last_ts)
+        task = Task(
+            self.deps, item, api=api, state=TaskState(row[3]), last_ts=last_ts, settle=self.settle
+        )
         carry = self._carried.pop(task.id, None)
         if carry is not None:
             task.restore(carry)
