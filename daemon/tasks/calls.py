@@ -24,14 +24,14 @@ from hdsp.daemon.approvals import Decision
 from hdsp.daemon.llm.types import TextBlock
 from hdsp.daemon.scrubber import scrubber
 from hdsp.daemon.tools import AskAnswer, ToolCategory, ToolContext, ToolError, ToolResult
-from hdsp.protocol import Ask, AskResponse, Say, TaskToolFailed, ToolUsageEntry
+from hdsp.protocol import Ask, AskResponse, ClineMessage, Say, TaskToolFailed, ToolUsageEntry
 
 from .asks import AskBox
-from .deps import TaskDeps
+from .deps import TaskDeps, TaskKernels
 from .messages import TaskMessages
 from .turn import CallState, encodable_result
 
-__all__ = ["RAW_ARGUMENTS_SHOWN", "REPETITION_LIMIT", "ToolCalls", "command_cwd"]
+__all__ = ["RAW_ARGUMENTS_SHOWN", "REPETITION_LIMIT", "CallContext", "ToolCalls", "command_cwd"]
 
 log = structlog.get_logger("hdsp.tasks")
 
@@ -51,16 +51,63 @@ def command_cwd(workspace: Path, given: Any) -> str:
     return os.path.normpath(os.path.join(workspace, str(given or ".")))
 
 
+class CallContext:
+    """What a running tool sees of its task (a :class:`ToolContext`): its messages,
+    its asks, its workspace and the daemon's kernels."""
+
+    def __init__(
+        self,
+        task_id: str,
+        workspace: Path,
+        messages: TaskMessages,
+        asks: AskBox,
+        kernels: TaskKernels | None,
+    ) -> None:
+        self._task_id = task_id
+        self._workspace = workspace
+        self._messages = messages
+        self._asks = asks
+        self._kernels = kernels
+
+    @property
+    def task_id(self) -> str:
+        return self._task_id
+
+    @property
+    def workspace(self) -> Path:
+        return self._workspace
+
+    async def say(
+        self, say: str, text: str | None = None, *, partial: bool = False, **fields: Any
+    ) -> ClineMessage:
+        return await self._messages.say(say, text, partial=partial, **fields)
+
+    async def update(self, message: ClineMessage, **changes: Any) -> ClineMessage:
+        return await self._messages.update(message, **changes)
+
+    async def ask(self, ask: str, text: str | None = None, **fields: Any) -> AskAnswer:
+        return await self._asks.ask(ask, text, **fields)
+
+    def service(self, name: str) -> Any:
+        if name == "kernels" and self._kernels is not None:
+            return self._kernels
+        raise KeyError(name)
+
+
 class ToolCalls:
     def __init__(
         self,
-        ctx: ToolContext,
         deps: TaskDeps,
         messages: TaskMessages,
         asks: AskBox,
+        workspace: Path,
         save_turn: Callable[[], Awaitable[None]],
     ) -> None:
-        self._ctx = ctx
+        #: What the tools this task runs see of it.
+        self.context: ToolContext = CallContext(
+            messages.task_id, workspace, messages, asks, deps.kernels
+        )
+        self._ctx = self.context
         self._deps = deps
         self._messages = messages
         self._asks = asks

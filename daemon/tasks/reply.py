@@ -6,11 +6,18 @@ message of the API history.
 
 from __future__ import annotations
 
+import json
 import time
 
+import anyio
+import msgspec
+
+from hdsp.daemon.llm import Provider
+from hdsp.daemon.llm.errors import ProviderError
 from hdsp.daemon.llm.types import (
     Block,
     ModelInfo,
+    ModelRequest,
     ReasoningBlock,
     ReasoningDelta,
     StopChunk,
@@ -20,10 +27,11 @@ from hdsp.daemon.llm.types import (
     ToolUseBlock,
     UsageChunk,
 )
-from hdsp.protocol import ClineMessage, Say
+from hdsp.protocol import ClineMessage, HistoryItem, Say
 
 from .messages import TaskMessages
 from .turn import CallState
+from .waiting import ReplyWait, show_wait
 
 __all__ = ["INTERRUPTED_NOTE", "PARTIAL_INTERVAL", "StreamedReply"]
 
@@ -51,6 +59,27 @@ class StreamedReply:
         self.usage = UsageChunk()
         self.stop_reason: str | None = None
         self._last_partial = 0.0
+
+    async def stream(self, provider: Provider, request: ModelRequest) -> None:
+        """Stream the reply to `request`; while it has not begun, say that the task
+        waits, and for how long (:func:`.waiting.show_wait`). Raises ProviderError."""
+        wait = ReplyWait(started=anyio.current_time())
+        error: ProviderError | None = None
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(show_wait, self._messages, wait, name="wait for the model")
+            try:
+                async with provider.stream(request) as chunks:
+                    wait.accepted = True
+                    async for chunk in chunks:
+                        if wait.outcome is None:
+                            wait.end("began")
+                        await self.on_chunk(chunk)
+            except ProviderError as exc:
+                error = exc  # raised outside the task group, not in an ExceptionGroup
+            finally:
+                wait.end("failed" if error is not None else "stopped")
+        if error is not None:
+            raise error
 
     async def on_chunk(self, chunk: object) -> None:
         match chunk:
@@ -141,6 +170,32 @@ class StreamedReply:
             + u.cache_read_tokens * info.cache_read_price
             + u.cache_write_tokens * info.cache_write_price
         ) / 1_000_000
+
+    def charged(self, item: HistoryItem, cost: float) -> HistoryItem:
+        """`item` with this reply's tokens and `cost` added to its totals."""
+        u = self.usage
+        return msgspec.structs.replace(
+            item,
+            tokens_in=item.tokens_in + u.input_tokens,
+            tokens_out=item.tokens_out + u.output_tokens,
+            cache_reads=(item.cache_reads or 0) + u.cache_read_tokens,
+            cache_writes=(item.cache_writes or 0) + u.cache_write_tokens,
+            total_cost=item.total_cost + cost,
+        )
+
+    def request_info(self, started: str | None, cost: float) -> str:
+        """The text of the `api_req_started` message `started`, with this reply's
+        tokens and cost."""
+        info = json.loads(started or "{}")
+        u = self.usage
+        info.update(
+            tokensIn=u.input_tokens,
+            tokensOut=u.output_tokens,
+            cacheReads=u.cache_read_tokens,
+            cacheWrites=u.cache_write_tokens,
+            cost=cost,
+        )
+        return json.dumps(info)
 
     def context_tokens(self) -> int:
         """The context the reply filled: providers report input split into

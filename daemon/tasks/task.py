@@ -15,34 +15,28 @@ come typed in :class:`~.deps.TaskDeps`.
 from __future__ import annotations
 
 import json
-import uuid
-from collections import deque
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import msgspec
 import structlog
 from anyio.abc import TaskGroup
 
-from hdsp.daemon.errors import CommandError
 from hdsp.daemon.llm import Provider
 from hdsp.daemon.llm.errors import ContextWindowExceeded, ProviderError
 from hdsp.daemon.llm.images import image_refused
 from hdsp.daemon.llm.types import ApiMessage, Block, ModelRequest, TextBlock
-from hdsp.daemon.store import Write, update_task
+from hdsp.daemon.store import update_task
 from hdsp.daemon.tools import AskAnswer
 from hdsp.protocol import (
     Ask,
     AskResponse,
     ClineMessage,
     CompletedInfo,
-    ErrorCode,
     Event,
     HistoryItem,
-    QueuedMessage,
-    QueuedMessagesUpdated,
     Say,
     SendMessageData,
     TaskAborted,
@@ -53,43 +47,25 @@ from hdsp.protocol import (
     TaskState,
     TaskTokenUsageUpdated,
     TokenUsage,
-    ToolUsageEntry,
 )
 
 from .asks import AskBox
 from .calls import ToolCalls
-from .context import request_messages, truncate_oldest
 from .deps import TaskDeps
+from .history import ApiHistory
 from .messages import TaskMessages
 from .prompt import system_prompt
+from .queued import MessageQueue
 from .reply import INTERRUPTED_NOTE, StreamedReply
-from .turn import TurnState, api_write, tool_results, turn_write, user_content
-from .waiting import WAIT_UPDATE_INTERVAL, ReplyWait, count_down, show_wait
+from .turn import TurnState, tool_results, turn_write, user_content
+from .waiting import WAIT_UPDATE_INTERVAL, count_down
 
-__all__ = ["MAX_QUEUED", "MAX_REQUESTS_PER_TURN", "WAIT_UPDATE_INTERVAL", "Task", "TaskCarry"]
+__all__ = ["MAX_REQUESTS_PER_TURN", "WAIT_UPDATE_INTERVAL", "Task"]
 
 log = structlog.get_logger("hdsp.tasks")
 
 #: Model requests in one turn before the turn stops (a guard against loops).
 MAX_REQUESTS_PER_TURN = 50
-#: Messages that may wait for a busy task.
-MAX_QUEUED = 32
-
-
-class TaskCarry(msgspec.Struct, kw_only=True, gc=False):
-    """What an unloaded task keeps in memory: the counters the store has no place
-    for, which a user sees (tool usage, context size in `taskCompleted` and
-    `taskTokenUsageUpdated`) or which guard the next turn (mistakes, repetition)."""
-
-    tool_usage: dict[str, ToolUsageEntry] = {}
-    context_tokens: int = 0
-    mistakes: int = 0
-    #: The last tool call: its name and a digest of its arguments.
-    last_call: tuple[str, bytes] | None = None
-    repeats: int = 0
-
-
-_NOTHING_CARRIED = TaskCarry()
 
 
 class Task:
@@ -107,11 +83,11 @@ class Task:
         #: Called when a turn is over: the owner may unload an idle task.
         self._settle = settle
         self.item = item
-        self.api = api
         self.state = state
         self.messages = TaskMessages(item.id, deps.store, deps.journal, deps.clock, last_ts)
+        self.history = ApiHistory(item.id, api, deps.journal, self.messages.next_ts)
         self.asks = AskBox(self.messages, self.set_state, deps.clock)
-        self.calls = ToolCalls(self, deps, self.messages, self.asks, self.save_turn)
+        self.calls = ToolCalls(deps, self.messages, self.asks, self.workspace, self.save_turn)
         self._scope: anyio.CancelScope | None = None
         self._turn_done = anyio.Event()
         self._turn_done.set()
@@ -123,41 +99,16 @@ class Task:
         self._open_turn_saved = False
         #: Text a person gave while resuming, for the next model request.
         self._feedback: list[str] = []
-        self.queue: deque[QueuedMessage] = deque()
+        self.queue = MessageQueue(item.id, self.messages.emit, deps.clock)
         self.context_tokens = 0
-        #: A provider refused an image: no request sends the images of API
-        #: messages up to this ts again.
-        self._images_refused_upto = 0
-
-    # ---- what tools see (ToolContext) -------------------------------------------
 
     @property
     def id(self) -> str:
         return self.item.id
 
     @property
-    def task_id(self) -> str:
-        return self.item.id
-
-    @property
     def workspace(self) -> Path:
         return Path(self.item.workspace or ".")
-
-    def service(self, name: str) -> Any:
-        if name == "kernels" and self._deps.kernels is not None:
-            return self._deps.kernels
-        raise KeyError(name)
-
-    async def say(
-        self, say: str, text: str | None = None, *, partial: bool = False, **fields: Any
-    ) -> ClineMessage:
-        return await self.messages.say(say, text, partial=partial, **fields)
-
-    async def update(self, message: ClineMessage, **changes: Any) -> ClineMessage:
-        return await self.messages.update(message, **changes)
-
-    async def ask(self, ask: str, text: str | None = None, **fields: Any) -> AskAnswer:
-        return await self.asks.ask(ask, text, **fields)
 
     # ---- what the manager sees ------------------------------------------------
 
@@ -170,15 +121,10 @@ class Task:
         return self.asks.pending
 
     @property
-    def partial(self) -> dict[int, ClineMessage]:
-        """Messages still streaming, by ts (newer than the store's)."""
-        return self.messages.partial
-
-    @property
     def idle(self) -> bool:
         """No turn runs or is open, nothing waits (ask, queue, feedback) and no
-        message streams: all there is of the task is in the store, but for what
-        `carry` keeps."""
+        message streams: all there is of the task is in the store, but for a few
+        counters (the manager's TaskCarry)."""
         return (
             not self.busy
             and self.asks.pending is None
@@ -187,25 +133,6 @@ class Task:
             and not self._feedback
             and not self.messages.partial
         )
-
-    def carry(self) -> TaskCarry | None:
-        """What to keep of this task when it is unloaded; None: nothing."""
-        c = self.calls
-        carry = TaskCarry(
-            tool_usage=c.tool_usage,
-            context_tokens=self.context_tokens,
-            mistakes=c.mistakes,
-            last_call=c.last_call,
-            repeats=c.repeats,
-        )
-        return None if carry == _NOTHING_CARRIED else carry
-
-    def restore(self, carry: TaskCarry) -> None:
-        """Take back what `carry` kept when the task was unloaded."""
-        self.context_tokens = carry.context_tokens
-        c = self.calls
-        c.tool_usage, c.mistakes = carry.tool_usage, carry.mistakes
-        c.last_call, c.repeats = carry.last_call, carry.repeats
 
     def usage(self) -> TokenUsage:
         i = self.item
@@ -218,12 +145,6 @@ class Task:
             total_cache_reads=i.cache_reads,
         )
 
-    async def post_ask(self, ask: str, text: str | None = None, **fields: Any) -> ClineMessage:
-        return await self.asks.post(ask, text, **fields)
-
-    async def respond(self, ask_ts: int, answer: AskAnswer) -> None:
-        await self.asks.respond(ask_ts, answer)
-
     # ---- durable changes ----------------------------------------------------
 
     async def set_state(self, state: TaskState, event: Event | None = None) -> None:
@@ -234,49 +155,19 @@ class Task:
         else:
             await self._deps.journal.emit(event, update_task(self.item))
 
-    async def append_api(self, message: ApiMessage, *, with_turn: bool = False) -> None:
-        """Append to the API history; `with_turn` saves the turn state in the same
+    async def _add_with_turn(
+        self, role: Literal["user", "assistant"], content: list[Block]
+    ) -> None:
+        """Append to the API history and save the turn state in the same
         transaction (so a crash never leaves them disagreeing)."""
-        message, write = api_write(self.id, len(self.api), message)
-        self.api.append(message)
-        writes = [write, turn_write(self.id, self.turn)] if with_turn else [write]
         is_open = self.turn is not None
-        await self._deps.journal.write(*writes)
-        if with_turn:
-            self._open_turn_saved = is_open
+        await self.history.add(role, content, turn_write(self.id, self.turn))
+        self._open_turn_saved = is_open
 
     async def save_turn(self) -> None:
         is_open = self.turn is not None
         await self._deps.journal.write(turn_write(self.id, self.turn))
         self._open_turn_saved = is_open
-
-    # ---- queued messages ------------------------------------------------------
-
-    async def enqueue(self, data: SendMessageData) -> None:
-        if len(self.queue) >= MAX_QUEUED:
-            raise CommandError(
-                ErrorCode.TASK_BUSY,
-                f"Task {self.id} is busy and {MAX_QUEUED} messages wait already; "
-                "wait for it or cancel it.",
-            )
-        self.queue.append(
-            QueuedMessage(
-                timestamp=self._deps.clock(),
-                id=uuid.uuid4().hex,
-                text=data.text or "",
-                images=data.images,
-            )
-        )
-        await self.messages.emit(QueuedMessagesUpdated(payload=(self.id, list(self.queue))))
-
-    async def delete_queued(self, message_id: str) -> None:
-        kept = [m for m in self.queue if m.id != message_id]
-        if len(kept) == len(self.queue):
-            raise CommandError(
-                ErrorCode.INVALID_REQUEST, f"No queued message {message_id} in task {self.id}."
-            )
-        self.queue = deque(kept)
-        await self.messages.emit(QueuedMessagesUpdated(payload=(self.id, list(self.queue))))
 
     # ---- turns --------------------------------------------------------------
 
@@ -318,11 +209,8 @@ class Task:
                     start: Event = (TaskStarted if first else TaskActive)(payload=(self.id,))
                     await self.set_state(TaskState.RUNNING, start)
                 if message is not None:
-                    await self.say(Say.USER_FEEDBACK, message.text, images=message.images)
-                    content = user_content(message.text, message.images)
-                    await self.append_api(
-                        ApiMessage(role="user", content=content, ts=self.messages.next_ts())
-                    )
+                    await self.messages.say(Say.USER_FEEDBACK, message.text, images=message.images)
+                    await self.history.add("user", user_content(message.text, message.images))
                 await self._loop()
                 outcome = TaskState.COMPLETED
         except Exception:
@@ -336,10 +224,10 @@ class Task:
             self.asks.clear()
             self.messages.tool_use_id = None
             self._turn_done.set()
-        if outcome is TaskState.COMPLETED and self.queue and not self._deps.closing():
-            queued = self.queue.popleft()
-            await self.messages.emit(QueuedMessagesUpdated(payload=(self.id, list(self.queue))))
-            self.start_turn(tg, message=SendMessageData(text=queued.text, images=queued.images))
+        if outcome is TaskState.COMPLETED and not self._deps.closing():
+            queued = await self.queue.take()
+            if queued is not None:
+                self.start_turn(tg, message=queued)
         self._settle(self)
 
     async def _end_turn(self, outcome: TaskState | None) -> None:
@@ -369,7 +257,9 @@ class Task:
             await self.set_state(TaskState.COMPLETED, completed)
             return
         if self._scope is not None and not self._scope.cancel_called:
-            await self.say(Say.ERROR, "The task stopped on an internal error; see the log.")
+            await self.messages.say(
+                Say.ERROR, "The task stopped on an internal error; see the log."
+            )
         await self.set_state(TaskState.ABORTED, TaskAborted(payload=(self.id,)))
 
     async def _close_calls(self, reason: str) -> None:
@@ -378,10 +268,7 @@ class Task:
         in the same transaction."""
         assert self.turn is not None
         calls, self.turn = self.turn.calls, None
-        content = tool_results(calls, reason)
-        await self.append_api(
-            ApiMessage(role="user", content=content, ts=self.messages.next_ts()), with_turn=True
-        )
+        await self._add_with_turn("user", tool_results(calls, reason))
 
     async def _close_reply(self, *, interrupted: bool) -> None:
         """Finish messages left partial and keep what the model said so far."""
@@ -392,10 +279,7 @@ class Task:
         if interrupted and reply.text and self._stop_as is not TaskState.RESUMABLE:
             # A user's cancel keeps what the model said; a daemon stopping makes the
             # request again on resume instead.
-            content: list[Block] = [TextBlock(text=reply.text + INTERRUPTED_NOTE)]
-            await self.append_api(
-                ApiMessage(role="assistant", content=content, ts=self.messages.next_ts())
-            )
+            await self.history.add("assistant", [TextBlock(text=reply.text + INTERRUPTED_NOTE)])
 
     async def _wait_saved_ask(self, ts: int) -> AskAnswer | None:
         """Wait for the answer to the ask `ts` posted before (None: it is answered)."""
@@ -416,15 +300,12 @@ class Task:
                 await self.save_turn()
             if turn.phase == "request":
                 reply = await self._request(turn)
-                message = ApiMessage(
-                    role="assistant", content=reply.content(), ts=self.messages.next_ts()
-                )
                 if not reply.tool_calls:
-                    await self.append_api(message)
+                    await self.history.add("assistant", reply.content())
                     return  # a reply with no tool call ends the turn
                 turn.phase = "tools"
                 turn.calls = reply.call_states()
-                await self.append_api(message, with_turn=True)
+                await self._add_with_turn("assistant", reply.content())
             for call in turn.calls:
                 if call.status != "done":
                     await self.calls.run(call)
@@ -432,7 +313,7 @@ class Task:
             if any(c.completes_task for c in turn.calls):
                 return
             if self.calls.mistakes >= self._deps.mistake_limit:
-                answer = await self.ask(
+                answer = await self.asks.ask(
                     Ask.MISTAKE_LIMIT_REACHED,
                     f"The agent made {self.calls.mistakes} mistakes in a row (tool errors). "
                     "Guidance from you may help it; or stop the task here.",
@@ -442,7 +323,7 @@ class Task:
                     return
                 if answer.text:
                     self._feedback.append(answer.text)
-        await self.say(
+        await self.messages.say(
             Say.ERROR, f"The agent made {MAX_REQUESTS_PER_TURN} requests in one turn; stopping."
         )
 
@@ -465,21 +346,17 @@ class Task:
                 await self.save_turn()
             if self._feedback:
                 text, self._feedback = "\n\n".join(self._feedback), []
-                await self.append_api(
-                    ApiMessage(
-                        role="user", content=[TextBlock(text=text)], ts=self.messages.next_ts()
-                    )
-                )
+                await self.history.add("user", [TextBlock(text=text)])
             provider = deps.providers.get(self.item.api_config_name)
             request = self._model_request()
-            started = await self.say(
+            started = await self.messages.say(
                 Say.API_REQ_STARTED,
                 json.dumps({"model": provider.model, "profile": self.item.api_config_name}),
             )
             # A retry replaces what the broken attempt showed, not adds to it.
             reply = self._reply = StreamedReply(self.messages, previous)
             try:
-                await self._stream_reply(provider, request, reply)
+                await reply.stream(provider, request)
             except ProviderError as exc:
                 await self._close_reply(interrupted=False)
                 failure: dict[str, Any] = {"error": exc.message}
@@ -487,22 +364,22 @@ class Task:
                     # A retry replaces the text on screen: what this attempt had
                     # said stays in its request's message.
                     failure["partialText"] = reply.text
-                await self.update(started, text=json.dumps(failure))
+                await self.messages.update(started, text=json.dumps(failure))
                 previous = reply
                 attempt += 1
                 if isinstance(exc, ContextWindowExceeded) and reductions < 3:
                     reductions += 1
                     if await self._reduce_context():
                         continue
-                if image_refused(exc) and self._images_refused_upto < self.api[-1].ts:
-                    await self._leave_out_images(exc)
+                if image_refused(exc) and self.history.refuse_images():
+                    await self._say_images_left_out(exc)
                     continue
                 delay = deps.retry_policy.delay(exc, attempt)
                 if delay is not None:
                     await count_down(self.messages, exc.message, attempt, delay)
                     continue
-                await self.say(Say.ERROR, exc.message)
-                failed = await self.post_ask(Ask.API_REQ_FAILED, exc.message)
+                await self.messages.say(Say.ERROR, exc.message)
+                failed = await self.asks.post(Ask.API_REQ_FAILED, exc.message)
                 turn.ask_ts = failed.ts
                 await self.save_turn()
                 attempt = 0
@@ -523,59 +400,28 @@ class Task:
                 tools=tools.names(),
                 kernel=kernels.describe_for_task(self.id, self.workspace) if kernels else None,
             ),
-            messages=request_messages(self.api, images_refused_upto=self._images_refused_upto),
+            messages=self.history.for_request(),
             tools=tools.specs(),
         )
 
-    async def _stream_reply(
-        self, provider: Provider, request: ModelRequest, reply: StreamedReply
-    ) -> None:
-        """Stream one reply into `reply`; while it has not begun, say that the task
-        waits, and for how long (:func:`.waiting.show_wait`). Raises ProviderError."""
-        wait = ReplyWait(started=anyio.current_time())
-        error: ProviderError | None = None
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(show_wait, self.messages, wait, name="wait for the model")
-            try:
-                async with provider.stream(request) as chunks:
-                    wait.accepted = True
-                    async for chunk in chunks:
-                        if wait.outcome is None:
-                            wait.end("began")
-                        await reply.on_chunk(chunk)
-            except ProviderError as exc:
-                error = exc  # raised outside the task group, not in an ExceptionGroup
-            finally:
-                wait.end("failed" if error is not None else "stopped")
-        if error is not None:
-            raise error
-
-    async def _leave_out_images(self, exc: ProviderError) -> None:
-        """The provider refused an image: retry without the images sent so far,
-        and tell the model and every client why they are gone."""
-        self._images_refused_upto = self.api[-1].ts
+    async def _say_images_left_out(self, exc: ProviderError) -> None:
+        """Tell the model and every client why the images are gone."""
         note = (
             f"The model provider refused an image ({exc.message}); hdsp left the "
             "images out of the conversation and sent it again."
         )
-        await self.say(Say.ERROR, note)
+        await self.messages.say(Say.ERROR, note)
         self._feedback.append(
             note + " If you need what an image showed, describe it in text or make a smaller one."
         )
 
     async def _reduce_context(self) -> bool:
-        """Hide the oldest quarter of the conversation (:func:`.context.truncate_oldest`)
-        and say so. False when nothing is left to hide."""
-        truncation = truncate_oldest(self.api, uuid.uuid4().hex)
-        if truncation is None:
+        """Hide the oldest part of the conversation and say so; False if none can go."""
+        truncated = await self.history.truncate()
+        if truncated is None:
             return False
-        writes: list[Write] = []
-        for index, message in truncation.hidden.items():
-            self.api[index], write = api_write(self.id, index, message)
-            writes.append(write)
-        await self._deps.journal.write(*writes)
-        removed = {"truncationId": truncation.truncation_id, "messagesRemoved": len(writes)}
-        await self.say(
+        removed = {"truncationId": truncated[0], "messagesRemoved": truncated[1]}
+        await self.messages.say(
             Say.SLIDING_WINDOW_TRUNCATION, json.dumps(removed), context_truncation=removed
         )
         return True
@@ -583,25 +429,9 @@ class Task:
     async def _account(
         self, started: ClineMessage, reply: StreamedReply, provider: Provider
     ) -> None:
-        u, cost = reply.usage, reply.cost(provider.info())
-        i = self.item
-        self.item = msgspec.structs.replace(
-            i,
-            tokens_in=i.tokens_in + u.input_tokens,
-            tokens_out=i.tokens_out + u.output_tokens,
-            cache_reads=(i.cache_reads or 0) + u.cache_read_tokens,
-            cache_writes=(i.cache_writes or 0) + u.cache_write_tokens,
-            total_cost=i.total_cost + cost,
-        )
+        cost = reply.cost(provider.info())
+        self.item = reply.charged(self.item, cost)
         self.context_tokens = reply.context_tokens()
-        info_text = json.loads(started.text or "{}")
-        info_text.update(
-            tokensIn=u.input_tokens,
-            tokensOut=u.output_tokens,
-            cacheReads=u.cache_read_tokens,
-            cacheWrites=u.cache_write_tokens,
-            cost=cost,
-        )
-        await self.update(started, text=json.dumps(info_text))
+        await self.messages.update(started, text=reply.request_info(started.text, cost))
         usage = (self.id, self.usage(), dict(self.calls.tool_usage))
         await self._deps.journal.emit(TaskTokenUsageUpdated(payload=usage), update_task(self.item))
