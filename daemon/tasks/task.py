@@ -5,11 +5,14 @@ request, tool calls, repeat) runs in its own cancel scope inside the TaskManager
 task group; cancelling the scope stops the turn wherever it is, and the turn always
 ends with a final event (`taskCompleted`, `taskAborted` or `taskResumable`).
 
-This module keeps the turn's lifecycle, its loop and the model request; the parts
-own their state: :mod:`.messages` (UI messages), :mod:`.asks` (the ask box),
-:mod:`.reply` (the streaming reply), :mod:`.calls` (the tool calls), :mod:`.turn`
-(what a turn stores) and :mod:`.context` (what a request sends). The collaborators
-come typed in :class:`~.deps.TaskDeps`.
+This module keeps the turn's lifecycle, its loop and the model request. The
+parts own their state: :mod:`.messages` (UI messages), :mod:`.history` (the API
+history; what a request sends is :mod:`.context`'s pure reduction of it),
+:mod:`.asks` (the ask box), :mod:`.reply` (the streaming reply), :mod:`.calls`
+(the tool calls and what a tool sees), :mod:`.queued` (messages that wait) and
+:mod:`.turn` (what a turn stores). Its collaborators come typed in
+:class:`~.deps.TaskDeps`; the task knows no TaskManager: its owner hands it a
+`settle` callback, called when a turn is over.
 """
 
 from __future__ import annotations
