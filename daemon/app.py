@@ -355,16 +355,6 @@ class Daemon:
         )
         engine = await anyio.to_thread.run_sync(_load_engine, self.sandbox)
         settings = self.config.store.settings
-        self.tasks = engine.task_manager(
-            self.store,
-            self.journal,
-            providers,
-            tools=engine.tools,
-            approvals=engine.approval_policy(settings.approvals),
-            retry_policy=settings.retry.policy(),
-            private_dirs=(self.paths.data_dir, self.paths.runtime_dir),
-        )
-        self.tasks.services.setdefault("settings", self.config.store)
         self.kernels = engine.kernel_service(
             self.journal.emit,
             runtime_dir=self.paths.runtime_dir / "k",
@@ -373,9 +363,18 @@ class Daemon:
             cull_idle_after=settings.kernels.cull_idle_seconds,
             launcher=self.sandbox,
         )
+        self.tasks = engine.task_manager(
+            self.store,
+            self.journal,
+            providers,
+            tools=engine.tools,
+            approvals=engine.approval_policy(settings.approvals),
+            retry_policy=settings.retry.policy(),
+            kernels=self.kernels,
+            private_dirs=(self.paths.data_dir, self.paths.runtime_dir),
+        )
         self.kernels.task_busy = self.tasks.is_busy
         self.kernels.on_culled = self.tasks.note_kernel_culled
-        self.tasks.services["kernels"] = self.kernels
         await tg.start(self.kernels.run)
         await tg.start(self.tasks.run)
         self._engine_started.set()

@@ -17,6 +17,7 @@ from ._base import WireStruct
 
 __all__ = [
     "Ask",
+    "AskResponse",
     "ClineMessage",
     "HistoryItem",
     "ProgressStatus",
@@ -40,6 +41,17 @@ class Ask(enum.StrEnum):
     MISTAKE_LIMIT_REACHED = "mistake_limit_reached"
     USE_MCP_SERVER = "use_mcp_server"
     AUTO_APPROVAL_MAX_REQ_REACHED = "auto_approval_max_req_reached"
+
+
+class AskResponse(enum.StrEnum):
+    """How a person answered an ask: Roo's ClineAskResponse, the values of
+    `RespondToAskData.response` on the wire."""
+
+    YES = "yesButtonClicked"
+    NO = "noButtonClicked"
+    #: An answer in words (text, images), or a message sent while an ask waited.
+    MESSAGE = "messageResponse"
+    OBJECT = "objectResponse"
 
 
 class Say(enum.StrEnum):

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
+from .deps import TaskDeps, TaskKernels
 from .manager import TaskManager
 from .task import Task
 
-__all__ = ["Task", "TaskManager"]
+__all__ = ["Task", "TaskDeps", "TaskKernels", "TaskManager"]

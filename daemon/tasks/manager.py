@@ -7,7 +7,7 @@ stay loaded, and the least recently used idle task beyond them is unloaded. An
 idle task is one whose turn is over with nothing left waiting: no ask, no queued
 message, no open turn; its history, state and item are all in the store, and the
 few counters the store has no place for (tool usage, context size, consecutive
-mistakes) stay behind in a small :class:`~.task.TaskCarry`. A command that needs
+mistakes) stay behind in a small :class:`TaskCarry`. A command that needs
 the task loads it again from the store. So the daemon's memory grows with the
 tasks that work, not with every task it has run since it started.
 """
@@ -21,7 +21,6 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 import anyio
 import msgspec
@@ -38,6 +37,7 @@ from hdsp.daemon.store import INLINE_BYTES, Database, Journal, Store, TaskRow, i
 from hdsp.daemon.tools import AskAnswer, ToolRegistry, default_tools
 from hdsp.protocol import (
     Ask,
+    AskResponse,
     ClineMessage,
     ErrorCode,
     HistoryItem,
@@ -52,11 +52,14 @@ from hdsp.protocol import (
     TaskResumable,
     TaskSnapshot,
     TaskState,
+    ToolUsageEntry,
 )
 
-from .task import Task, TaskCarry, TurnState, turn_decoder, user_content
+from .deps import TaskDeps, TaskKernels
+from .task import Task
+from .turn import TurnState, turn_decoder, user_content
 
-__all__ = ["MAX_IDLE_LOADED", "TaskManager"]
+__all__ = ["MAX_IDLE_LOADED", "TaskCarry", "TaskManager"]
 
 log = structlog.get_logger("hdsp.tasks")
 
@@ -66,6 +69,43 @@ _api_decoder = msgspec.json.Decoder(ApiMessage)
 
 #: Idle tasks kept loaded, the most recently used; the others are unloaded.
 MAX_IDLE_LOADED = 16
+
+
+class TaskCarry(msgspec.Struct, kw_only=True, gc=False):
+    """What an unloaded task keeps in memory: the counters the store has no place
+    for, which a user sees (tool usage, context size in `taskCompleted` and
+    `taskTokenUsageUpdated`) or which guard the next turn (mistakes, repetition)."""
+
+    tool_usage: dict[str, ToolUsageEntry] = {}
+    context_tokens: int = 0
+    mistakes: int = 0
+    #: The last tool call: its name and a digest of its arguments.
+    last_call: tuple[str, bytes] | None = None
+    repeats: int = 0
+
+
+_NOTHING_CARRIED = TaskCarry()
+
+
+def _carry(task: Task) -> TaskCarry | None:
+    """What to keep of `task` when it is unloaded; None: nothing."""
+    calls = task.calls
+    carry = TaskCarry(
+        tool_usage=calls.tool_usage,
+        context_tokens=task.context_tokens,
+        mistakes=calls.mistakes,
+        last_call=calls.last_call,
+        repeats=calls.repeats,
+    )
+    return None if carry == _NOTHING_CARRIED else carry
+
+
+def _restore(task: Task, carry: TaskCarry) -> None:
+    """Give `task` back what `carry` kept when it was unloaded."""
+    task.context_tokens = carry.context_tokens
+    calls = task.calls
+    calls.tool_usage, calls.mistakes = carry.tool_usage, carry.mistakes
+    calls.last_call, calls.repeats = carry.last_call, carry.repeats
 
 
 def _read_task(
@@ -96,20 +136,25 @@ class TaskManager:
         tools: ToolRegistry | None = None,
         approvals: ApprovalPolicy | None = None,
         retry_policy: RetryPolicy | None = None,
-        services: dict[str, Any] | None = None,
+        kernels: TaskKernels | None = None,
         default_workspace: str | None = None,
         private_dirs: Sequence[Path] = (),
     ) -> None:
+        #: What every task of this manager works with (one object: a change here,
+        #: such as new settings, reaches them all).
+        self.deps = TaskDeps(
+            store=store,
+            journal=journal,
+            providers=providers,
+            tools=tools if tools is not None else default_tools(),
+            approvals=approvals if approvals is not None else ApprovalPolicy(),
+            retry_policy=retry_policy or DEFAULT_RETRY_POLICY,
+            kernels=kernels,
+            closing=lambda: self._closing,
+        )
         self.store = store
         self.journal = journal
         self.providers = providers
-        self.tools = tools if tools is not None else default_tools()
-        self.retry_policy: RetryPolicy = retry_policy or DEFAULT_RETRY_POLICY
-        #: Consecutive tool errors before the task asks mistake_limit_reached.
-        self.mistake_limit = 3
-        self.approvals = approvals if approvals is not None else ApprovalPolicy()
-        #: Daemon services a tool may ask for by name (ToolContext.service).
-        self.services: dict[str, Any] = services if services is not None else {}
         #: For a StartNewTask that names no workspace (an old client): the
         #: daemon's working directory, checked like any other workspace.
         self.default_workspace = default_workspace or os.getcwd()
@@ -126,6 +171,31 @@ class TaskManager:
         self._tg: TaskGroup | None = None
         self._number = 0
         self._closing = False
+
+    @property
+    def tools(self) -> ToolRegistry:
+        return self.deps.tools
+
+    @property
+    def approvals(self) -> ApprovalPolicy:
+        return self.deps.approvals
+
+    @property
+    def retry_policy(self) -> RetryPolicy:
+        return self.deps.retry_policy
+
+    @retry_policy.setter
+    def retry_policy(self, policy: RetryPolicy) -> None:
+        self.deps.retry_policy = policy
+
+    @property
+    def mistake_limit(self) -> int:
+        """Consecutive tool errors before a task asks mistake_limit_reached."""
+        return self.deps.mistake_limit
+
+    @mistake_limit.setter
+    def mistake_limit(self, limit: int) -> None:
+        self.deps.mistake_limit = limit
 
     # ---- lifetime -----------------------------------------------------------
 
@@ -151,7 +221,7 @@ class TaskManager:
             await self._finish_partial_messages(task)
             turn = turn_decoder.decode(turn_body) if turn_body is not None else None
             if turn is None:
-                if not (task.api and task.api[-1].role == "user"):
+                if not task.history.awaits_reply:
                     # Nothing was in flight; only the state was stale.
                     await task.set_state(TaskState.IDLE)
                     self.settle(task)
@@ -160,7 +230,7 @@ class TaskManager:
             task.turn = turn
             if not await self._waits_on_ask(task, turn):
                 await task.set_state(TaskState.RESUMABLE, TaskResumable(payload=(task.id,)))
-                ask = await task.post_ask(Ask.RESUME_TASK)
+                ask = await task.asks.post(Ask.RESUME_TASK)
                 turn.resume_ask_ts = ask.ts
                 await task.save_turn()
             task.start_turn(tg, resume=True)
@@ -175,7 +245,7 @@ class TaskManager:
         for body in bodies:
             message = _message_decoder.decode(body)
             if message.partial:
-                await task.update(message, partial=False)
+                await task.messages.update(message, partial=False)
                 log.info("finished a message left streaming", task_id=task.id, ts=message.ts)
 
     async def _waits_on_ask(self, task: Task, turn: TurnState) -> bool:
@@ -224,7 +294,7 @@ class TaskManager:
         except CommandError:
             return  # closed or gone meanwhile
         try:
-            await task.say(Say.KERNEL_CULLED, note)
+            await task.messages.say(Say.KERNEL_CULLED, note)
         finally:
             self.settle(task)
 
@@ -267,7 +337,7 @@ class TaskManager:
         state = TaskState(row[3])
         if task is not None:
             # A message still streaming is newer in memory than in the store.
-            messages = [task.partial.get(m.ts, m) for m in messages]
+            messages = [task.messages.partial.get(m.ts, m) for m in messages]
             item, state = task.item, task.state
             queue = list(task.queue)
         else:
@@ -311,7 +381,7 @@ class TaskManager:
                     "name it with --workspace and add --allow-broad-workspace "
                     "(allowBroadWorkspace in the task's configuration).",
                 )
-        kernels = self.services.get("kernels")
+        kernels = self.deps.kernels
         if config.kernel_id is not None and not (kernels and kernels.has_kernel(config.kernel_id)):
             raise CommandError(
                 ErrorCode.KERNEL_NOT_FOUND,
@@ -341,12 +411,12 @@ class TaskManager:
             # anything leaves a task that recovery makes resumable, not idle.
             state=TaskState.RUNNING,
         )
-        task = Task(self, item, api=[], state=TaskState.IDLE)
-        task.item = msgspec.structs.replace(item, ts=task._next_ts())
+        task = Task(self.deps, item, api=[], state=TaskState.IDLE, settle=self.settle)
+        task.item = msgspec.structs.replace(item, ts=task.messages.next_ts())
         self._tasks[task_id] = task
         await self.journal.emit(TaskCreated(payload=(task_id,)), insert_task(task.item))
-        await task.say(Say.TEXT, data.text, images=data.images)
-        await task.append_api(
+        await task.messages.say(Say.TEXT, data.text, images=data.images)
+        await task.history.append(
             ApiMessage(role="user", content=user_content(data.text, data.images), ts=task.item.ts)
         )
         task.start_turn(tg, first=True)
@@ -385,11 +455,11 @@ class TaskManager:
         try:
             ask = task.pending_ask
             if ask is not None:
-                answer = AskAnswer("messageResponse", data.text, list(data.images or []))
-                await task.respond(ask.ts, answer)
+                answer = AskAnswer(AskResponse.MESSAGE, data.text, list(data.images or []))
+                await task.asks.respond(ask.ts, answer)
                 return TaskRef(task_id=task_id, state=TaskState.RUNNING)
             if task.busy:
-                await task.enqueue(data)
+                await task.queue.put(data)
                 return TaskRef(task_id=task_id, state=task.state, queued=True)
             task.start_turn(self._require_tg(), message=data)
             return TaskRef(task_id=task_id, state=TaskState.RUNNING)
@@ -414,14 +484,14 @@ class TaskManager:
                         f"The ask {data.ask_ts} of task {task_id} was already answered.",
                     )
             raise CommandError(ErrorCode.INVALID_STATE, f"No ask waits in task {task_id}.")
-        answer = AskAnswer(data.response, data.text, list(data.images or []))
-        await task.respond(data.ask_ts, answer)
+        answer = AskAnswer(AskResponse(data.response), data.text, list(data.images or []))
+        await task.asks.respond(data.ask_ts, answer)
         return TaskRef(task_id=task_id, state=task.state)
 
     async def delete_queued_message(self, task_id: str, message_id: str) -> TaskRef:
         task = await self._load(task_id)
         try:
-            await task.delete_queued(message_id)
+            await task.queue.delete(message_id)
             return TaskRef(task_id=task_id, state=task.state)
         finally:
             self.settle(task)
@@ -444,9 +514,8 @@ class TaskManager:
         self._idle.pop(task_id, None)
         self._carried.pop(task_id, None)
         self.approvals.forget(task_id)
-        kernels = self.services.get("kernels")
-        if kernels is not None:
-            await kernels.release_task(task_id)
+        if self.deps.kernels is not None:
+            await self.deps.kernels.release_task(task_id)
         await self.journal.emit(TaskClosed(payload=(task_id,)))
         return ref
 
@@ -464,19 +533,19 @@ class TaskManager:
         task_id = task.id
         ask = task.pending_ask
         if ask is not None and ask.ask in (Ask.RESUME_TASK, Ask.RESUME_COMPLETED_TASK):
-            await task.respond(ask.ts, AskAnswer("yesButtonClicked"))
+            await task.asks.respond(ask.ts, AskAnswer(AskResponse.YES))
             return TaskRef(task_id=task_id, state=TaskState.RUNNING)
         if task.busy:
             what = "waits for an answer to its ask" if ask is not None else "is running"
             raise CommandError(ErrorCode.TASK_BUSY, f"Task {task_id} {what}.")
         tg = self._require_tg()
-        if task.api and task.api[-1].role == "user":
+        if task.history.awaits_reply:
             # The last request was never answered (cancelled, or the daemon stopped).
             task.start_turn(tg)
             return TaskRef(task_id=task_id, state=TaskState.RUNNING)
         kind = Ask.RESUME_COMPLETED_TASK if task.state is TaskState.COMPLETED else Ask.RESUME_TASK
         task.turn = TurnState()
-        task.turn.resume_ask_ts = (await task.post_ask(kind)).ts
+        task.turn.resume_ask_ts = (await task.asks.post(kind)).ts
         await task.save_turn()
         task.start_turn(tg, resume=True)
         return TaskRef(task_id=task_id, state=task.state)
@@ -519,10 +588,12 @@ class TaskManager:
     def _task_from_row(self, row: TaskRow, bodies: list[bytes], last_ts: int) -> Task:
         item = _item_decoder.decode(row[4])
         api = [_api_decoder.decode(b) for b in bodies]
-        task = Task(self, item, api=api, state=TaskState(row[3]), last_ts=last_ts)
+        task = Task(
+            self.deps, item, api=api, state=TaskState(row[3]), last_ts=last_ts, settle=self.settle
+        )
         carry = self._carried.pop(task.id, None)
         if carry is not None:
-            task.restore(carry)
+            _restore(task, carry)
         return task
 
     async def _load(self, task_id: str) -> Task:
@@ -576,6 +647,6 @@ class TaskManager:
 
     def _unload(self, task: Task) -> None:
         del self._tasks[task.id]
-        carry = task.carry()
+        carry = _carry(task)
         if carry is not None:
             self._carried[task.id] = carry

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 from hdsp.daemon.llm.types import ImageBlock, TextBlock
-from hdsp.protocol import ClineMessage
+from hdsp.protocol import AskResponse, ClineMessage
 
 __all__ = [
     "AskAnswer",
@@ -66,13 +66,13 @@ class ToolResult:
 class AskAnswer:
     """A client's answer to an ask (Roo's askResponse, text, images)."""
 
-    response: str
+    response: AskResponse
     text: str | None = None
     images: list[str] = field(default_factory=list)
 
     @property
     def approved(self) -> bool:
-        return self.response == "yesButtonClicked"
+        return self.response == AskResponse.YES
 
 
 class ToolContext(Protocol):

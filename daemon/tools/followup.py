@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 from hdsp.daemon.llm.images import fit_image, image_block
 from hdsp.daemon.llm.types import ImageBlock, TextBlock
-from hdsp.protocol import Ask
+from hdsp.protocol import Ask, AskResponse
 
 from .base import Tool, ToolCategory, ToolContext, ToolResult
 
@@ -73,9 +73,9 @@ class AskFollowupQuestion(Tool):
         images = [_image(value) for value in answer.images]
         if text:
             reply = f"The user answered:\n{text}"
-        elif answer.response == "yesButtonClicked":
+        elif answer.response == AskResponse.YES:
             reply = "The user answered yes."
-        elif answer.response == "noButtonClicked":
+        elif answer.response == AskResponse.NO:
             reply = "The user answered no."
         else:
             reply = "The user answered without text."

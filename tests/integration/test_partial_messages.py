@@ -44,10 +44,13 @@ async def test_a_message_streaming_at_a_kill_is_finished_on_restart(
             async with c.events(ref.task_id, since_seq=head) as events:
                 async for event in events:
                     data = event.data
-                    # Created partial: durable, so stored as streaming.
+                    # Created partial: durable, so stored as streaming. (Under load
+                    # the partial api_req_waiting notice may come first: not the
+                    # reply's text, which this test is about.)
                     if (
                         isinstance(data, MessageEvent)
                         and data.payload[0].message.partial
+                        and data.payload[0].message.say == Say.TEXT
                         and event.seq is not None
                     ):
                         break

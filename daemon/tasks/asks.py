@@ -1,0 +1,175 @@
+"""A task's ask box: the ask that waits for a person (at most one), the asks
+answered lately, and `respond`, by which any client answers; the first answer
+wins. While an ask waits, the task is in the state Roo gives that kind of ask
+(interactive, idle or resumable).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+
+from hdsp.daemon.errors import CommandError
+from hdsp.daemon.tools import AskAnswer, ToolError
+from hdsp.protocol import (
+    Ask,
+    AskResponse,
+    ClineMessage,
+    ErrorCode,
+    Event,
+    Say,
+    TaskActive,
+    TaskAskResponded,
+    TaskIdle,
+    TaskInteractive,
+    TaskResumable,
+    TaskState,
+)
+
+from .messages import TaskMessages
+
+__all__ = ["ANSWERED_KEPT", "ASK_STATES", "AskBox"]
+
+#: Which state a waiting ask puts its task in (Roo's classification).
+ASK_STATES: dict[str, tuple[TaskState, type[TaskInteractive | TaskIdle | TaskResumable]]] = {
+    **{
+        a: (TaskState.INTERACTIVE, TaskInteractive)
+        for a in (Ask.FOLLOWUP, Ask.COMMAND, Ask.TOOL, Ask.USE_MCP_SERVER)
+    },
+    **{
+        a: (TaskState.IDLE, TaskIdle)
+        for a in (
+            Ask.COMPLETION_RESULT,
+            Ask.API_REQ_FAILED,
+            Ask.RESUME_COMPLETED_TASK,
+            Ask.MISTAKE_LIMIT_REACHED,
+            Ask.AUTO_APPROVAL_MAX_REQ_REACHED,
+        )
+    },
+    Ask.RESUME_TASK: (TaskState.RESUMABLE, TaskResumable),
+}
+
+#: Answered asks remembered, so that a late second answer hears "already answered".
+ANSWERED_KEPT = 64
+
+#: Sets the task's state, publishing `event` with it.
+SetState = Callable[[TaskState, Event], Awaitable[None]]
+
+
+@dataclass
+class _PendingAsk:
+    message: ClineMessage
+    answered: anyio.Event = field(default_factory=anyio.Event)
+    answer: AskAnswer | None = None
+
+
+class AskBox:
+    def __init__(
+        self, messages: TaskMessages, set_state: SetState, clock: Callable[[], int]
+    ) -> None:
+        self._messages = messages
+        self._set_state = set_state
+        self._clock = clock
+        self._pending: _PendingAsk | None = None
+        self._answered: deque[int] = deque(maxlen=ANSWERED_KEPT)
+        self._last_answered: _PendingAsk | None = None
+        #: While a tool runs: (seconds, answer on timeout or None to fail) for its asks.
+        self.timeout: tuple[float, AskAnswer | None] | None = None
+
+    @property
+    def task_id(self) -> str:
+        return self._messages.task_id
+
+    @property
+    def pending(self) -> ClineMessage | None:
+        """The ask that waits for an answer, if one does."""
+        return self._pending.message if self._pending is not None else None
+
+    def clear(self) -> None:
+        """The turn is over: no ask waits any more (nor a tool's time limit)."""
+        self._pending = None
+        self.timeout = None
+
+    async def ask(self, ask: str, text: str | None = None, **fields: Any) -> AskAnswer:
+        """Post an ask and wait for the first answer from any client (within the
+        time the approval policy gives the running tool's asks, if any)."""
+        message = await self.post(ask, text, **fields)
+        if self.timeout is None:
+            return await self.wait(message)
+        seconds, on_timeout = self.timeout
+        fallback = on_timeout or AskAnswer(AskResponse.NO)
+        answer = await self.wait(
+            message, deadline_ms=message.ts + int(seconds * 1000), on_timeout=fallback
+        )
+        if on_timeout is None and answer is fallback:
+            raise ToolError(f"No answer within {seconds:g} s.")
+        return answer
+
+    async def post(self, ask: str, text: str | None = None, **fields: Any) -> ClineMessage:
+        """Post an ask; it is answerable from this moment (an answer that comes
+        before `wait` is kept for it)."""
+        message = self._messages.new("ask", ask=ask, text=text, **fields)
+        self._pending = _PendingAsk(message)
+        return await self._messages.create(message)
+
+    async def wait(
+        self,
+        message: ClineMessage,
+        *,
+        deadline_ms: int | None = None,
+        on_timeout: AskAnswer | None = None,
+    ) -> AskAnswer:
+        """Wait for the answer to the ask `message` (posted now or before a restart),
+        with the task in the state Roo gives that kind of ask. At `deadline_ms` the
+        ask is answered with `on_timeout`, as if a client had, so everyone sees it."""
+        last = self._last_answered
+        if last is not None and last.message.ts == message.ts and last.answer is not None:
+            return last.answer  # answered between posting and waiting
+        pending = self._pending
+        if pending is None or pending.message.ts != message.ts:
+            pending = self._pending = _PendingAsk(message)
+        state, event = ASK_STATES.get(message.ask or "", (TaskState.INTERACTIVE, TaskInteractive))
+        try:
+            await self._set_state(state, event(payload=(self.task_id,)))
+            if deadline_ms is None:
+                await pending.answered.wait()
+            else:
+                with anyio.move_on_after(max(0.0, (deadline_ms - self._clock()) / 1000)):
+                    await pending.answered.wait()
+                if pending.answer is None and on_timeout is not None:
+                    await self.respond(message.ts, on_timeout)
+        finally:
+            if self._pending is pending:
+                self._pending = None
+        await self._set_state(TaskState.RUNNING, TaskActive(payload=(self.task_id,)))
+        assert pending.answer is not None
+        return pending.answer
+
+    async def respond(self, ask_ts: int, answer: AskAnswer) -> None:
+        """Answer the waiting ask `ask_ts`; raises CommandError when there is none."""
+        pending = self._pending
+        if pending is None or pending.message.ts != ask_ts:
+            if ask_ts in self._answered:
+                raise CommandError(
+                    ErrorCode.ALREADY_ANSWERED,
+                    f"The ask {ask_ts} of task {self.task_id} was already answered.",
+                )
+            raise CommandError(
+                ErrorCode.INVALID_STATE,
+                f"No ask {ask_ts} waits in task {self.task_id}"
+                + (f"; the waiting one is {pending.message.ts}." if pending else "."),
+            )
+        # First answer wins: from here on, the ask is no longer pending.
+        self._pending = None
+        self._last_answered = pending
+        self._answered.append(ask_ts)
+        pending.answer = answer
+        await self._messages.update(pending.message, is_answered=True)
+        if answer.text or answer.images:
+            await self._messages.say(Say.USER_FEEDBACK, answer.text, images=answer.images or None)
+        await self._messages.emit(TaskAskResponded(payload=(self.task_id,)))
+        pending.answered.set()

@@ -1,0 +1,303 @@
+"""The tool-call state machine of a turn: each :class:`~.turn.CallState` goes
+pending -> (asking ->) approved -> running -> done, saved at every step, so that
+a restart finds it where it stood. A call is checked (a known tool, JSON
+arguments that match its schema, not the same call again and again), decided by
+the approval policy (deny, ask a person, or run), run, and its result recorded.
+
+:class:`ToolCalls` owns the counters that guard the turn: tool usage, consecutive
+mistakes, and the last call with its repetitions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import structlog
+
+from hdsp.daemon.approvals import Decision
+from hdsp.daemon.llm.types import TextBlock
+from hdsp.daemon.scrubber import scrubber
+from hdsp.daemon.tools import AskAnswer, ToolCategory, ToolContext, ToolError, ToolResult
+from hdsp.protocol import Ask, AskResponse, ClineMessage, Say, TaskToolFailed, ToolUsageEntry
+
+from .asks import AskBox
+from .deps import TaskDeps, TaskKernels
+from .messages import TaskMessages
+from .turn import CallState, encodable_result
+
+__all__ = ["RAW_ARGUMENTS_SHOWN", "REPETITION_LIMIT", "CallContext", "ToolCalls", "command_cwd"]
+
+log = structlog.get_logger("hdsp.tasks")
+
+#: The same call with the same arguments this many times in a row is refused.
+REPETITION_LIMIT = 3
+#: How much of arguments that are not valid JSON a message quotes (characters).
+RAW_ARGUMENTS_SHOWN = 1000
+
+#: Tools whose only effects are messages of their own task, which the journal
+#: commits after the saved turn state anyway: they need no flush before they run.
+_EFFECTS_IN_HISTORY = frozenset({ToolCategory.COMPLETION, ToolCategory.FOLLOWUP})
+
+
+def command_cwd(workspace: Path, given: Any) -> str:
+    """The directory a command ask names, as the model asked for it (absolute,
+    normalised but not resolved: a way out of the workspace shows as one)."""
+    return os.path.normpath(os.path.join(workspace, str(given or ".")))
+
+
+class CallContext:
+    """What a running tool sees of its task (a :class:`ToolContext`): its messages,
+    its asks, its workspace and the daemon's kernels."""
+
+    def __init__(
+        self,
+        task_id: str,
+        workspace: Path,
+        messages: TaskMessages,
+        asks: AskBox,
+        kernels: TaskKernels | None,
+    ) -> None:
+        self._task_id = task_id
+        self._workspace = workspace
+        self._messages = messages
+        self._asks = asks
+        self._kernels = kernels
+
+    @property
+    def task_id(self) -> str:
+        return self._task_id
+
+    @property
+    def workspace(self) -> Path:
+        return self._workspace
+
+    async def say(
+        self, say: str, text: str | None = None, *, partial: bool = False, **fields: Any
+    ) -> ClineMessage:
+        return await self._messages.say(say, text, partial=partial, **fields)
+
+    async def update(self, message: ClineMessage, **changes: Any) -> ClineMessage:
+        return await self._messages.update(message, **changes)
+
+    async def ask(self, ask: str, text: str | None = None, **fields: Any) -> AskAnswer:
+        return await self._asks.ask(ask, text, **fields)
+
+    def service(self, name: str) -> Any:
+        if name == "kernels" and self._kernels is not None:
+            return self._kernels
+        raise KeyError(name)
+
+
+class ToolCalls:
+    def __init__(
+        self,
+        deps: TaskDeps,
+        messages: TaskMessages,
+        asks: AskBox,
+        workspace: Path,
+        save_turn: Callable[[], Awaitable[None]],
+    ) -> None:
+        #: What the tools this task runs see of it.
+        self.context: ToolContext = CallContext(
+            messages.task_id, workspace, messages, asks, deps.kernels
+        )
+        self._ctx = self.context
+        self._deps = deps
+        self._messages = messages
+        self._asks = asks
+        self._save_turn = save_turn
+        self.tool_usage: dict[str, ToolUsageEntry] = {}
+        #: Consecutive tool errors.
+        self.mistakes = 0
+        #: The last call (its name and a digest of its arguments), and how many
+        #: times in a row it came.
+        self.last_call: tuple[str, bytes] | None = None
+        self.repeats = 0
+
+    async def run(self, call: CallState) -> None:
+        """Take `call` from where it stands to done."""
+        tool = self._deps.tools.get(call.name)
+        if call.status == "running":
+            # It was running when the daemon stopped: what it did is unknown.
+            output = await self._messages.tool_output(call.id)
+            await self.finish(
+                call,
+                ToolResult.text(
+                    "The tool call was interrupted by a restart of hdsp before it finished; "
+                    "check its effects before repeating it. Output seen so far:\n"
+                    + (output or "(none)"),
+                    is_error=True,
+                ),
+            )
+            return
+        if call.status == "pending":
+            self._count(call.name, attempts=1)
+            problem = self.check_call(call) or self.check_repetition(call)
+            if problem is not None:
+                # Every client sees why the call did not run, as the model does.
+                text = " ".join(b.text for b in problem.content if isinstance(b, TextBlock))
+                await self._messages.say(
+                    Say.ERROR, text.removeprefix("Error: "), tool_use_id=call.id
+                )
+                await self.finish(call, problem)
+                return
+            assert tool is not None and call.arguments is not None
+            ctx = self._ctx
+            verdict = self._deps.approvals.decide(
+                tool, call.arguments, task_id=ctx.task_id, workspace=ctx.workspace
+            )
+            if verdict.decision is Decision.DENY:
+                await self.finish(call, ToolResult.text(f"Denied: {verdict.reason}", is_error=True))
+                return
+            text = await tool.preview(ctx, call.arguments)
+            if verdict.decision is Decision.ASK:
+                extra: dict[str, Any] = {}
+                if verdict.cap_reached:
+                    kind, text = Ask.AUTO_APPROVAL_MAX_REQ_REACHED, verdict.reason
+                elif tool.category is ToolCategory.COMMAND:
+                    kind, text = Ask.COMMAND, str(call.arguments.get("command", text))
+                    # Where it runs, as asked for: a cwd outside the workspace shows
+                    # as such here, and the tool refuses it.
+                    extra["cwd"] = command_cwd(ctx.workspace, call.arguments.get("cwd"))
+                elif tool.category is ToolCategory.MCP:
+                    kind = Ask.USE_MCP_SERVER
+                else:
+                    kind = Ask.TOOL
+                ask = await self._asks.post(
+                    kind, text, tool_use_id=call.id, is_protected=verdict.protected or None, **extra
+                )
+                call.status, call.ask_ts = "asking", ask.ts
+                call.cap_reached = verdict.cap_reached
+                if verdict.timeout is not None:
+                    call.ask_deadline = ask.ts + int(verdict.timeout * 1000)
+                    call.approve_on_timeout = verdict.on_timeout is Decision.APPROVE
+                await self._save_turn()
+            else:
+                if tool.category not in (ToolCategory.COMPLETION, ToolCategory.FOLLOWUP):
+                    await self._messages.say(Say.TOOL, text, tool_use_id=call.id)
+                if verdict.timeout is not None:
+                    on_timeout = (
+                        AskAnswer(AskResponse.MESSAGE, verdict.default_answer)
+                        if verdict.on_timeout is Decision.APPROVE
+                        else None
+                    )
+                    self._asks.timeout = (verdict.timeout, on_timeout)
+                call.status = "approved"
+        if call.status == "asking":
+            assert call.ask_ts is not None
+            ask_message = await self._messages.saved(call.ask_ts)
+            if ask_message is None:
+                call.status = "pending"
+                return await self.run(call)
+            timed_out = AskAnswer(
+                AskResponse.YES if call.approve_on_timeout else AskResponse.NO,
+                "(no answer in time)",
+            )
+            answer = await self._asks.wait(
+                ask_message, deadline_ms=call.ask_deadline, on_timeout=timed_out
+            )
+            if not answer.approved:
+                feedback = f" The user said: {answer.text}" if answer.text else ""
+                if answer is timed_out:
+                    feedback = " Nobody answered the approval request in time."
+                await self.finish(
+                    call, ToolResult.text(f"The user denied this operation.{feedback}")
+                )
+                return
+            if call.cap_reached:
+                self._deps.approvals.reset_count(self._ctx.task_id)
+            call.status = "approved"
+        assert call.status == "approved" and tool is not None and call.arguments is not None
+        call.status = "running"
+        await self._save_turn()
+        if tool.category not in _EFFECTS_IN_HISTORY:
+            # Durable before the tool acts: after a crash, "running" means it may have.
+            await self._deps.journal.flush()
+        self._messages.tool_use_id = call.id
+        try:
+            result = await tool.execute(self._ctx, call.arguments)
+        except ToolError as exc:
+            result = ToolResult.text(f"Error: {exc}", is_error=True)
+        except Exception as exc:
+            log.exception("tool failed", tool=tool.name)
+            result = ToolResult.text(
+                f"Error: the tool {tool.name} failed inside hdsp ({type(exc).__name__}).",
+                is_error=True,
+            )
+        finally:
+            self._messages.tool_use_id = None
+            self._asks.timeout = None
+        await self.finish(call, result)
+
+    async def finish(self, call: CallState, result: ToolResult) -> None:
+        """Record `result` as the call's, and count a mistake if it is an error."""
+        result = encodable_result(result)
+        self.mistakes = self.mistakes + 1 if result.is_error else 0
+        call.status = "done"
+        call.ask_ts = None
+        # Tool and kernel output is foreign text: no known key or key-shaped string
+        # reaches the model or the history (hdsp.daemon.scrubber).
+        call.result = [
+            TextBlock(text=scrubber.scrub(b.text)) if isinstance(b, TextBlock) else b
+            for b in result.content
+        ]
+        call.is_error = result.is_error
+        call.completes_task = result.completes_task
+        await self._save_turn()
+        if result.is_error:
+            self._count(call.name, failures=1)
+            text = " ".join(b.text for b in call.result if isinstance(b, TextBlock))
+            await self._messages.emit(TaskToolFailed(payload=(self._ctx.task_id, call.name, text)))
+
+    def _count(self, name: str, *, attempts: int = 0, failures: int = 0) -> None:
+        entry = self.tool_usage.get(name, ToolUsageEntry(attempts=0, failures=0))
+        self.tool_usage[name] = msgspec.structs.replace(
+            entry, attempts=entry.attempts + attempts, failures=entry.failures + failures
+        )
+
+    def check_repetition(self, call: CallState) -> ToolResult | None:
+        """Stop the same call with the same arguments from looping."""
+        arguments = json.dumps(call.arguments, sort_keys=True).encode()
+        signature = (call.name, hashlib.blake2b(arguments, digest_size=16).digest())
+        self.repeats = self.repeats + 1 if signature == self.last_call else 1
+        self.last_call = signature
+        if self.repeats < REPETITION_LIMIT:
+            return None
+        return ToolResult.text(
+            f"Error: {call.name} was called with the same arguments {self.repeats} times in "
+            "a row. It will not run again like this: use what it returned, change the "
+            "arguments, or try another approach.",
+            is_error=True,
+        )
+
+    def check_call(self, call: CallState) -> ToolResult | None:
+        """An error result for a call that cannot run as the model sent it."""
+        registry = self._deps.tools
+        if registry.get(call.name) is None:
+            return ToolResult.text(
+                f"Error: there is no tool named {call.name!r}. "
+                f"The tools are: {', '.join(registry.names())}.",
+                is_error=True,
+            )
+        if call.arguments is None:
+            raw = call.raw_arguments
+            shown = raw if len(raw) <= RAW_ARGUMENTS_SHOWN else raw[:RAW_ARGUMENTS_SHOWN] + "..."
+            return ToolResult.text(
+                f"Error: the arguments of {call.name} are not valid JSON, or not a JSON "
+                f"object: {shown!r}. The call did not run. Send one JSON object that "
+                "matches the tool's schema.",
+                is_error=True,
+            )
+        if problems := registry.validate(call.name, call.arguments):
+            return ToolResult.text(
+                f"Error: invalid arguments for {call.name}:\n"
+                + "\n".join(f"- {p}" for p in problems),
+                is_error=True,
+            )
+        return None

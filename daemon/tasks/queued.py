@@ -1,0 +1,69 @@
+"""Messages that wait for a busy task: a bounded queue every client sees
+(`queuedMessagesUpdated`); the next turn takes the oldest when one ends.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterator
+
+from hdsp.daemon.errors import CommandError
+from hdsp.protocol import ErrorCode, Event, QueuedMessage, QueuedMessagesUpdated, SendMessageData
+
+__all__ = ["MAX_QUEUED", "MessageQueue"]
+
+#: Messages that may wait for a busy task.
+MAX_QUEUED = 32
+
+
+class MessageQueue:
+    def __init__(
+        self, task_id: str, emit: Callable[[Event], Awaitable[None]], clock: Callable[[], int]
+    ) -> None:
+        self.task_id = task_id
+        self._emit = emit
+        self._clock = clock
+        self._messages: deque[QueuedMessage] = deque()
+
+    def __iter__(self) -> Iterator[QueuedMessage]:
+        return iter(self._messages)
+
+    def __len__(self) -> int:
+        return len(self._messages)
+
+    async def put(self, data: SendMessageData) -> None:
+        """Queue `data`; raises CommandError (task_busy) when MAX_QUEUED wait."""
+        if len(self._messages) >= MAX_QUEUED:
+            raise CommandError(
+                ErrorCode.TASK_BUSY,
+                f"Task {self.task_id} is busy and {MAX_QUEUED} messages wait already; "
+                "wait for it or cancel it.",
+            )
+        text = data.text or ""
+        message = QueuedMessage(
+            timestamp=self._clock(), id=uuid.uuid4().hex, text=text, images=data.images
+        )
+        self._messages.append(message)
+        await self._published()
+
+    async def delete(self, message_id: str) -> None:
+        """Take `message_id` out of the queue; raises CommandError if it is not in it."""
+        kept = [m for m in self._messages if m.id != message_id]
+        if len(kept) == len(self._messages):
+            raise CommandError(
+                ErrorCode.INVALID_REQUEST, f"No queued message {message_id} in task {self.task_id}."
+            )
+        self._messages = deque(kept)
+        await self._published()
+
+    async def take(self) -> SendMessageData | None:
+        """The oldest message, out of the queue; None if none waits."""
+        if not self._messages:
+            return None
+        message = self._messages.popleft()
+        await self._published()
+        return SendMessageData(text=message.text, images=message.images)
+
+    async def _published(self) -> None:
+        await self._emit(QueuedMessagesUpdated(payload=(self.task_id, list(self._messages))))

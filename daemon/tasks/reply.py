@@ -1,0 +1,204 @@
+"""The streaming reply view: what one model request has produced so far, shown
+live as partial `text` and `reasoning` messages (at most every
+PARTIAL_INTERVAL seconds) and assembled, when it ends, into the assistant
+message of the API history.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import anyio
+import msgspec
+
+from hdsp.daemon.llm import Provider
+from hdsp.daemon.llm.errors import ProviderError
+from hdsp.daemon.llm.types import (
+    Block,
+    ModelInfo,
+    ModelRequest,
+    ReasoningBlock,
+    ReasoningDelta,
+    StopChunk,
+    TextBlock,
+    TextDelta,
+    ToolCallEnd,
+    ToolUseBlock,
+    UsageChunk,
+)
+from hdsp.protocol import ClineMessage, HistoryItem, Say
+
+from .messages import TaskMessages
+from .turn import CallState
+from .waiting import ReplyWait, show_wait
+
+__all__ = ["INTERRUPTED_NOTE", "PARTIAL_INTERVAL", "StreamedReply"]
+
+#: Live-only partial updates of one message are sent at most this often (seconds).
+PARTIAL_INTERVAL = 0.05
+#: What the history adds to a reply a person cancelled.
+INTERRUPTED_NOTE = "\n\n[Response interrupted by the user]"
+
+
+class StreamedReply:
+    """One model request's reply. A retry takes over the messages the broken
+    attempt (`previous`) showed, instead of adding new ones."""
+
+    def __init__(self, messages: TaskMessages, previous: StreamedReply | None = None) -> None:
+        self._messages = messages
+        self.text = ""
+        self.reasoning = ""
+        self.text_msg: ClineMessage | None = None
+        self.reasoning_msg: ClineMessage | None = None
+        if previous is not None:
+            self.text_msg, self.reasoning_msg = previous.text_msg, previous.reasoning_msg
+        #: Signatures of the reasoning blocks (Anthropic thinking), to send back.
+        self.signatures: list[str] = []
+        self.tool_calls: list[ToolCallEnd] = []
+        self.usage = UsageChunk()
+        self.stop_reason: str | None = None
+        self._last_partial = 0.0
+
+    async def stream(self, provider: Provider, request: ModelRequest) -> None:
+        """Stream the reply to `request`; while it has not begun, say that the task
+        waits, and for how long (:func:`.waiting.show_wait`). Raises ProviderError."""
+        wait = ReplyWait(started=anyio.current_time())
+        error: ProviderError | None = None
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(show_wait, self._messages, wait, name="wait for the model")
+            try:
+                async with provider.stream(request) as chunks:
+                    wait.accepted = True
+                    async for chunk in chunks:
+                        if wait.outcome is None:
+                            wait.end("began")
+                        await self.on_chunk(chunk)
+            except ProviderError as exc:
+                error = exc  # raised outside the task group, not in an ExceptionGroup
+            finally:
+                wait.end("failed" if error is not None else "stopped")
+        if error is not None:
+            raise error
+
+    async def on_chunk(self, chunk: object) -> None:
+        match chunk:
+            case TextDelta(text=delta):
+                if self.reasoning_msg is not None and self.reasoning_msg.partial:
+                    # Reasoning is over once the answer begins.
+                    self.reasoning_msg = await self._messages.update(
+                        self.reasoning_msg, text=self.reasoning, partial=False
+                    )
+                self.text += delta
+                self.text_msg = await self._show(Say.TEXT, self.text_msg, self.text)
+            case ReasoningDelta(text=delta, signature=signature):
+                if signature:
+                    self.signatures.append(signature)
+                if not delta:
+                    return
+                self.reasoning += delta
+                self.reasoning_msg = await self._show(
+                    Say.REASONING, self.reasoning_msg, self.reasoning
+                )
+            case ToolCallEnd():
+                self.tool_calls.append(chunk)
+            case UsageChunk():
+                self.usage = chunk
+            case StopChunk(reason=reason):
+                self.stop_reason = reason
+
+    async def _show(self, say: Say, message: ClineMessage | None, text: str) -> ClineMessage:
+        """The partial message `message` (new if None) showing `text`, if it is time."""
+        if message is None:
+            message = await self._messages.say(say, text, partial=True)
+        elif not message.partial:  # a retry takes over the broken attempt's
+            message = await self._messages.update(message, text=text, partial=True)
+        elif time.monotonic() - self._last_partial >= PARTIAL_INTERVAL:
+            message = await self._messages.update(message, text=text)
+        else:
+            return message
+        self._last_partial = time.monotonic()
+        return message
+
+    async def finish(self) -> None:
+        """Finish the messages left partial, with all the text they got."""
+        if self.reasoning_msg is not None and self.reasoning_msg.partial:
+            await self._messages.update(self.reasoning_msg, text=self.reasoning, partial=False)
+        if self.text_msg is not None and self.text_msg.partial:
+            await self._messages.update(self.text_msg, text=self.text, partial=False)
+
+    async def blank_unused(self, previous: StreamedReply) -> None:
+        """Empty the messages of a broken attempt that this one did not reuse."""
+        if previous.text_msg is not None and not self.text:
+            await self._messages.update(previous.text_msg, text="", partial=False)
+        if previous.reasoning_msg is not None and not self.reasoning:
+            await self._messages.update(previous.reasoning_msg, text="", partial=False)
+
+    def content(self) -> list[Block]:
+        """The assistant message's content: signed reasoning, text, tool calls."""
+        content: list[Block] = []
+        if self.reasoning and self.signatures:
+            # Anthropic needs its signed thinking back with the tool calls.
+            content.append(ReasoningBlock(text=self.reasoning, signature=self.signatures[-1]))
+        if self.text:
+            content.append(TextBlock(text=self.text))
+        content.extend(
+            ToolUseBlock(
+                id=c.id,
+                name=c.name,
+                input=c.arguments or {},
+                # Not JSON: the history keeps what the model sent.
+                raw_input=c.raw_arguments if c.arguments is None else None,
+            )
+            for c in self.tool_calls
+        )
+        return content
+
+    def call_states(self) -> list[CallState]:
+        """The reply's tool calls, each as a call of the turn, pending."""
+        return [
+            CallState(id=c.id, name=c.name, arguments=c.arguments, raw_arguments=c.raw_arguments)
+            for c in self.tool_calls
+        ]
+
+    def cost(self, info: ModelInfo) -> float:
+        """What the reply cost in dollars, at `info`'s prices (per million tokens)."""
+        u = self.usage
+        return (
+            u.input_tokens * info.input_price
+            + u.output_tokens * info.output_price
+            + u.cache_read_tokens * info.cache_read_price
+            + u.cache_write_tokens * info.cache_write_price
+        ) / 1_000_000
+
+    def charged(self, item: HistoryItem, cost: float) -> HistoryItem:
+        """`item` with this reply's tokens and `cost` added to its totals."""
+        u = self.usage
+        return msgspec.structs.replace(
+            item,
+            tokens_in=item.tokens_in + u.input_tokens,
+            tokens_out=item.tokens_out + u.output_tokens,
+            cache_reads=(item.cache_reads or 0) + u.cache_read_tokens,
+            cache_writes=(item.cache_writes or 0) + u.cache_write_tokens,
+            total_cost=item.total_cost + cost,
+        )
+
+    def request_info(self, started: str | None, cost: float) -> str:
+        """The text of the `api_req_started` message `started`, with this reply's
+        tokens and cost."""
+        info = json.loads(started or "{}")
+        u = self.usage
+        info.update(
+            tokensIn=u.input_tokens,
+            tokensOut=u.output_tokens,
+            cacheReads=u.cache_read_tokens,
+            cacheWrites=u.cache_write_tokens,
+            cost=cost,
+        )
+        return json.dumps(info)
+
+    def context_tokens(self) -> int:
+        """The context the reply filled: providers report input split into
+        uncached, cache-read and cache-written."""
+        u = self.usage
+        return u.input_tokens + u.cache_read_tokens + u.cache_write_tokens + u.output_tokens
