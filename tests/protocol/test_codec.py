@@ -39,8 +39,10 @@ def _strategy(t: mi.Type) -> st.SearchStrategy[Any]:
             return st.none()
         case mi.BoolType():
             return st.booleans()
-        case mi.IntType():
-            return st.integers(-(2**53), 2**53)
+        case mi.Metadata(type=inner):
+            return _strategy(inner)
+        case mi.IntType(ge=ge, le=le):
+            return st.integers(-(2**53) if ge is None else ge, 2**53 if le is None else le)
         case mi.FloatType():
             return st.floats(allow_nan=False, allow_infinity=False)
         case mi.StrType():
