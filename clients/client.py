@@ -306,6 +306,7 @@ class Client:
         (its row in the protocol's table; `GetTask(...)` returns a TaskSnapshot).
 
         Across a daemon restart: a command the daemon refused as `not_connected`
+        (or as `unknown_client`, sent under a clientId a new handshake replaced)
         was not carried out and is sent again after a new handshake; an idempotent
         one (GetTask, Replay, ...) is also sent again when the daemon went away
         before replying. Others raise ConnectionLost: they may have run."""
@@ -323,6 +324,7 @@ class Client:
                 if not self._acked.is_set():  # (waiting on a set Event still yields)
                     await self._acked.wait()
                 tries += 1
+                sent_as = self.ack
                 reply = await self._exchange(command)
                 if reply is None and not self._closed:
                     went_away = True
@@ -332,6 +334,8 @@ class Client:
                     if reply.error.code == ErrorCode.NOT_CONNECTED:
                         await self._rehandshake(self.ack)
                         continue
+                    if reply.error.code == ErrorCode.UNKNOWN_CLIENT and self.ack is not sent_as:
+                        continue  # sent with the clientId of a handshake since replaced
                 break
         if reply is None:
             waited = time.monotonic() - started
