@@ -419,9 +419,9 @@ def _table(*rows: CommandSpec[Any, Any]) -> dict[str, CommandSpec[Any, Any]]:
     return {row.request.__struct_config__.tag: row for row in rows}
 
 
-# Kernel commands run concurrently; the kernel service orders executions.
-# Settings commands run concurrently; the settings store applies changes in turn.
-COMMANDS: dict[str, CommandSpec[Any, Any]] = _table(
+# A tuple without a declared type, so that mypy checks each row's `ordering`
+# against the row's own command.
+_ROWS = (
     CommandSpec(StartNewTask, TaskRef),
     CommandSpec(CancelTask, TaskRef, ordering=lambda c: c.task_id, without_storage=True),
     CommandSpec(CloseTask, TaskRef, ordering=lambda c: c.task_id, without_storage=True),
@@ -448,6 +448,7 @@ COMMANDS: dict[str, CommandSpec[Any, Any]] = _table(
     CommandSpec(Ping, Pong, idempotent=True, without_storage=True),
     CommandSpec(GetStatus, StatusResult, idempotent=True, without_storage=True),
     CommandSpec(Shutdown, type(None), without_storage=True),
+    # Kernel commands run concurrently; the kernel service orders executions.
     CommandSpec(ListKernels, KernelList, without_storage=True),
     CommandSpec(StartKernel, KernelInfo),
     CommandSpec(AttachKernel, KernelInfo),
@@ -455,6 +456,7 @@ COMMANDS: dict[str, CommandSpec[Any, Any]] = _table(
     CommandSpec(RestartKernel, KernelRef),
     CommandSpec(ShutdownKernel, KernelRef, without_storage=True),
     CommandSpec(ExecuteCode, ExecutionResult),
+    # Settings commands run concurrently; the settings store applies changes in turn.
     CommandSpec(GetSettings, SettingsView, idempotent=True, without_storage=True),
     CommandSpec(UpdateSettings, SettingsView, idempotent=True),
     CommandSpec(ListProfiles, ProfileList, idempotent=True, without_storage=True),
@@ -467,6 +469,9 @@ COMMANDS: dict[str, CommandSpec[Any, Any]] = _table(
     CommandSpec(ImportSettings, ImportResult, idempotent=True),
     CommandSpec(GetModels, ModelList, idempotent=True, without_storage=True),
 )
+
+#: The table: each command's row, by its `commandName`.
+COMMANDS: dict[str, CommandSpec[Any, Any]] = _table(*_ROWS)
 
 _BY_TYPE: dict[type[Any], CommandSpec[Any, Any]] = {row.request: row for row in COMMANDS.values()}
 
