@@ -337,10 +337,10 @@ class TaskPage(WireStruct, frozen=True):
     start: int
     #: How many messages the task's history holds.
     total: int
+    #: The newest `seq` this page includes; replay from here to continue.
+    head_seq: int
     #: Pass as `cursor` for the next page; absent on the last page.
     next_cursor: str | None = None
-    #: The newest `seq` this page includes; replay from here to continue.
-    head_seq: int = 0
 
 
 class ReplayPage(WireStruct, frozen=True):
