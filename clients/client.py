@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import anyio
 import anyio.lowlevel
@@ -31,25 +31,35 @@ from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from hdsp.protocol import (
-    COMMANDS,
     PROTOCOL_VERSION,
     Ack,
     AckData,
+    AttachKernel,
     BlobData,
     CancelTask,
     ClientInfo,
     CloseTask,
     Command,
+    CommandBase,
     Connect,
     DeleteQueuedMessage,
     Disconnect,
     ErrorCode,
+    ExecuteCode,
+    ExecutionResult,
     FrameError,
     GetBlob,
     GetBlobData,
     GetStatus,
     GetTask,
     GetTaskData,
+    GetTaskPage,
+    GetTaskPageData,
+    InterruptKernel,
+    KernelInfo,
+    KernelList,
+    KernelRef,
+    ListKernels,
     ListTasks,
     ListTasksData,
     Ping,
@@ -60,10 +70,13 @@ from hdsp.protocol import (
     Reply,
     RespondToAsk,
     RespondToAskData,
+    RestartKernel,
     ResumeTask,
     SendMessage,
     SendMessageData,
     Shutdown,
+    ShutdownKernel,
+    StartKernel,
     StartNewTask,
     StartNewTaskData,
     StatusResult,
@@ -71,10 +84,12 @@ from hdsp.protocol import (
     TaskConfiguration,
     TaskEvent,
     TaskList,
+    TaskPage,
     TaskRef,
     TaskSnapshot,
     __version__,
     command_name,
+    command_spec,
     decode_event,
     decode_server_message,
     encode,
@@ -116,6 +131,8 @@ __all__ = ["Client", "EventStream", "connect"]
 _log = logging.getLogger("hdsp.client")
 
 T = TypeVar("T")
+#: The result type of a command.
+R = TypeVar("R")
 
 _SYNC_PREFIX = b"\x00sync."
 #: Events buffered per stream before the client drops and later replays them.
@@ -288,10 +305,12 @@ class Client:
 
     # ---- commands -----------------------------------------------------------
 
-    async def request(self, command: Command, *, timeout: float | None = None) -> Any:
-        """Send a command and return its result, decoded to the command's result type.
+    async def request(self, command: CommandBase[R], *, timeout: float | None = None) -> R:
+        """Send a command and return its result, decoded to the command's result type
+        (its row in the protocol's table; `GetTask(...)` returns a TaskSnapshot).
 
         Across a daemon restart: a command the daemon refused as `not_connected`
+        (or as `unknown_client`, sent under a clientId a new handshake replaced)
         was not carried out and is sent again after a new handshake; an idempotent
         one (GetTask, Replay, ...) is also sent again when the daemon went away
         before replying. Others raise ConnectionLost: they may have run."""
@@ -299,7 +318,7 @@ class Client:
             raise ConnectionLost("The client is closed.")
         limit = self.timeout if timeout is None else timeout
         name = command_name(command)
-        spec = COMMANDS[name]
+        spec = command_spec(command)
         reply: Reply | None = None
         started = time.monotonic()
         tries = 0
@@ -309,6 +328,7 @@ class Client:
                 if not self._acked.is_set():  # (waiting on a set Event still yields)
                     await self._acked.wait()
                 tries += 1
+                sent_as = self.ack
                 reply = await self._exchange(command)
                 if reply is None and not self._closed:
                     went_away = True
@@ -318,6 +338,8 @@ class Client:
                     if reply.error.code == ErrorCode.NOT_CONNECTED:
                         await self._rehandshake(self.ack)
                         continue
+                    if reply.error.code == ErrorCode.UNKNOWN_CLIENT and self.ack is not sent_as:
+                        continue  # sent with the clientId of a handshake since replaced
                 break
         if reply is None:
             waited = time.monotonic() - started
@@ -339,15 +361,17 @@ class Client:
                 raise ProtocolError("The daemon sent an error reply without an error.")
             raise CommandFailed.from_info(reply.error)
         try:
-            return msgspec.convert(reply.result, spec.result, from_attributes=False)
+            result: R = msgspec.convert(reply.result, spec.result, from_attributes=False)
         except msgspec.ValidationError as exc:
             raise ProtocolError(f"Unreadable result of {name}: {exc}") from exc
+        return result
 
-    async def _exchange(self, command: Command) -> Reply | None:
+    async def _exchange(self, command: CommandBase[Any]) -> Reply | None:
         """Send once and wait for the reply; None when the daemon went away first."""
         assert self.ack is not None
         request_id = f"{self._prefix}-{next(self._ids)}"
-        frame = encode(TaskCommand(client_id=self.client_id, request_id=request_id, data=command))
+        data = cast(Command, command)  # (every CommandBase is one of the Command union)
+        frame = encode(TaskCommand(client_id=self.client_id, request_id=request_id, data=data))
         if self.ack.max_message_size and len(frame) > self.ack.max_message_size:
             raise CommandFailed(
                 ErrorCode.TOO_LARGE,
@@ -411,15 +435,13 @@ class Client:
             allow_broad_workspace=allow_broad_workspace,
         )
         data = StartNewTaskData(text=text, configuration=config, images=images)
-        result: TaskRef = await self.request(StartNewTask(data=data))
-        return result
+        return await self.request(StartNewTask(data=data))
 
     async def send_message(
         self, task_id: str, text: str | None = None, *, images: list[str] | None = None
     ) -> TaskRef:
         cmd = SendMessage(task_id=task_id, data=SendMessageData(text=text, images=images))
-        result: TaskRef = await self.request(cmd)
-        return result
+        return await self.request(cmd)
 
     async def respond_to_ask(
         self,
@@ -436,42 +458,46 @@ class Client:
             {"askTs": ask_ts, "response": response, "text": text, "images": images},
             RespondToAskData,
         )
-        result: TaskRef = await self.request(RespondToAsk(task_id=task_id, data=data))
-        return result
+        return await self.request(RespondToAsk(task_id=task_id, data=data))
 
     async def delete_queued_message(self, task_id: str, message_id: str) -> TaskRef:
-        result: TaskRef = await self.request(DeleteQueuedMessage(task_id=task_id, data=message_id))
-        return result
+        return await self.request(DeleteQueuedMessage(task_id=task_id, data=message_id))
 
     async def cancel_task(self, task_id: str) -> TaskRef:
-        result: TaskRef = await self.request(CancelTask(task_id=task_id))
-        return result
+        return await self.request(CancelTask(task_id=task_id))
 
     async def close_task(self, task_id: str) -> TaskRef:
-        result: TaskRef = await self.request(CloseTask(task_id=task_id))
-        return result
+        return await self.request(CloseTask(task_id=task_id))
 
     async def resume_task(self, task_id: str) -> TaskRef:
-        result: TaskRef = await self.request(ResumeTask(data=task_id))
-        return result
+        return await self.request(ResumeTask(data=task_id))
 
     async def list_tasks(self, *, cursor: str | None = None, limit: int = 50) -> TaskList:
-        result: TaskList = await self.request(
-            ListTasks(data=ListTasksData(cursor=cursor, limit=limit))
-        )
-        return result
+        return await self.request(ListTasks(data=ListTasksData(cursor=cursor, limit=limit)))
 
     async def get_task(self, task_id: str) -> TaskSnapshot:
-        result: TaskSnapshot = await self.request(GetTask(data=GetTaskData(task_id=task_id)))
-        return result
+        return await self.request(GetTask(data=GetTaskData(task_id=task_id)))
+
+    async def get_task_page(
+        self,
+        task_id: str,
+        *,
+        start: int | None = None,
+        cursor: str | None = None,
+        limit: int = 100,
+    ) -> TaskPage:
+        """Up to `limit` of a task's messages, oldest first, from index `start` (0
+        by default) or after a previous page (its `next_cursor`); the last page has
+        no `next_cursor`."""
+        data = GetTaskPageData(task_id=task_id, start=start, cursor=cursor, limit=limit)
+        return await self.request(GetTaskPage(data=data))
 
     async def replay(
         self, since_seq: int, *, task_id: str | None = None, limit: int = 1000
     ) -> ReplayPage:
-        result: ReplayPage = await self.request(
+        return await self.request(
             Replay(data=ReplayData(since_seq=since_seq, task_id=task_id, limit=limit))
         )
-        return result
 
     async def get_blob(
         self, sha256: str, *, offset: int = 0, length: int | None = None
@@ -499,33 +525,61 @@ class Client:
         return first.media_type, b"".join(parts)
 
     async def ping(self) -> Pong:
-        result: Pong = await self.request(Ping())
-        return result
+        return await self.request(Ping())
 
     async def status(self) -> StatusResult:
-        result: StatusResult = await self.request(GetStatus())
-        return result
+        return await self.request(GetStatus())
 
     async def shutdown(self) -> None:
-        await self.request(Shutdown())
+        return await self.request(Shutdown())
+
+    # ---- kernels --------------------------------------------------------------
+
+    async def list_kernels(self) -> KernelList:
+        return await self.request(ListKernels())
+
+    async def start_kernel(
+        self, kernel_name: str | None = None, *, cwd: str | None = None
+    ) -> KernelInfo:
+        """Start a kernel (by kernelspec name, "python3" by default) in the
+        directory `cwd` (an absolute path; the daemon's own by default)."""
+        return await self.request(StartKernel(kernel_name=kernel_name, cwd=cwd))
+
+    async def attach_kernel(self, connection_file: str) -> KernelInfo:
+        """Use a kernel that runs already, by its connection file (absolute path)."""
+        return await self.request(AttachKernel(connection_file=connection_file))
+
+    async def interrupt_kernel(self, kernel_id: str) -> KernelRef:
+        return await self.request(InterruptKernel(kernel_id=kernel_id))
+
+    async def restart_kernel(self, kernel_id: str) -> KernelRef:
+        return await self.request(RestartKernel(kernel_id=kernel_id))
+
+    async def shutdown_kernel(self, kernel_id: str) -> KernelRef:
+        return await self.request(ShutdownKernel(kernel_id=kernel_id))
+
+    async def execute_code(
+        self, kernel_id: str, code: str, *, timeout: float | None = None
+    ) -> ExecutionResult:
+        """Run `code` in a kernel and return its outputs once it is done; past
+        `timeout` seconds (the daemon's default when None) the kernel is
+        interrupted. The command's own reply waits as long (`request`'s timeout)."""
+        return await self.request(ExecuteCode(kernel_id=kernel_id, code=code, timeout=timeout))
 
     # ---- settings, profiles, secrets ------------------------------------------
 
     async def get_settings(self) -> SettingsView:
         """The daemon's settings document; secrets only as names and whether set."""
-        result: SettingsView = await self.request(GetSettings())
-        return result
+        return await self.request(GetSettings())
 
     async def update_settings(self, patch: Mapping[str, Any]) -> SettingsView:
         """Change settings with a JSON Merge Patch (`None` removes a key). An invalid
         result is refused whole: CommandFailed, its `details["errors"]` listing fields."""
         data = UpdateSettingsData(patch=dict(patch))
-        result: SettingsView = await self.request(UpdateSettings(data=data))
-        return result
+        return await self.request(UpdateSettings(data=data))
 
     async def list_profiles(self) -> ProfileList:
-        result: ProfileList = await self.request(ListProfiles())
-        return result
+        return await self.request(ListProfiles())
 
     async def save_profile(
         self,
@@ -549,33 +603,27 @@ class Client:
             secret=secret,
         )
         cmd = SaveProfile(data=SaveProfileData(profile=profile, select=select))
-        result: ProfileInfo = await self.request(cmd)
-        return result
+        return await self.request(cmd)
 
     async def delete_profile(self, name: str) -> ProfileList:
-        result: ProfileList = await self.request(DeleteProfile(data=ProfileNameData(name=name)))
-        return result
+        return await self.request(DeleteProfile(data=ProfileNameData(name=name)))
 
     async def select_profile(self, name: str) -> ProfileList:
         """Make `name` the profile new tasks use when they name none."""
-        result: ProfileList = await self.request(SelectProfile(data=ProfileNameData(name=name)))
-        return result
+        return await self.request(SelectProfile(data=ProfileNameData(name=name)))
 
     async def set_secret(self, name: str, value: str) -> SecretInfo:
         """Store a secret in the daemon's keyring. The value goes over the local
         socket once and is never sent back."""
         cmd = SetSecret(data=SetSecretData(name=name, value=value))
-        result: SecretInfo = await self.request(cmd)
-        return result
+        return await self.request(cmd)
 
     async def delete_secret(self, name: str) -> SecretInfo:
-        result: SecretInfo = await self.request(DeleteSecret(data=SecretNameData(name=name)))
-        return result
+        return await self.request(DeleteSecret(data=SecretNameData(name=name)))
 
     async def export_settings(self) -> SettingsExport:
         """The settings to copy elsewhere: secrets only as names."""
-        result: SettingsExport = await self.request(ExportSettings())
-        return result
+        return await self.request(ExportSettings())
 
     async def import_settings(
         self, settings: Mapping[str, Any], *, merge: bool = True
@@ -583,14 +631,12 @@ class Client:
         """Apply a settings document; what does not validate is left out and listed
         in `rejected`."""
         data = ImportSettingsData(settings=dict(settings), merge=merge)
-        result: ImportResult = await self.request(ImportSettings(data=data))
-        return result
+        return await self.request(ImportSettings(data=data))
 
     async def get_models(self, provider: str | None = None) -> ModelList:
         """The daemon's model table (with the settings' overrides)."""
         cmd = GetModels(data=GetModelsData(provider=provider))
-        result: ModelList = await self.request(cmd)
-        return result
+        return await self.request(cmd)
 
     # ---- events -------------------------------------------------------------
 

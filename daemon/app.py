@@ -10,7 +10,8 @@ Start-up comes in two steps, so that a client is answered as soon as it can be:
    tools (whose schemas jsonschema checks), the approval policy, the kernel
    service (launching kernels through the sandbox), and the recovery of the turns left
    open. Their modules are imported, and the tools made, on a worker thread: a
-   tenth of a second of CPU that the event loop keeps answering through. Commands
+   tenth of a second of CPU that the event loop keeps answering through. Then the
+   command table (:mod:`.commands`), built with the parts it calls. Commands
    wait for this step; a Connect and a Ping do not. ``run``'s ``task_status``
    reports started after it, so an owner in-process finds every attribute set.
 """
@@ -36,25 +37,11 @@ from anyio.abc import TaskGroup, TaskStatus
 
 from hdsp.protocol import (
     PROTOCOL_VERSION,
-    CancelTask,
-    CloseTask,
     DaemonShuttingDown,
     Discovery,
-    ErrorCode,
-    ExportSettings,
-    GetModels,
-    GetSettings,
-    GetStatus,
-    GetTask,
-    InterruptKernel,
-    ListKernels,
-    ListProfiles,
-    ListTasks,
-    Replay,
     SettingsChange,
     SettingsChanged,
-    Shutdown,
-    ShutdownKernel,
+    StatusResult,
     StorageChanged,
     StorageState,
     TaskCommand,
@@ -64,18 +51,18 @@ from hdsp.protocol import (
 
 from .config import ConfigService, Profiles, SecretStore, SettingsError, SettingsStore
 from .config.secrets import ENV_FALLBACKS
-from .errors import CommandError
 from .llm.registry import Providers
 from .lock import DirectoryLock, LockHeld
 from .logs import registered_secrets
 from .paths import Paths, UnsafeRuntimeDir, ensure_private_runtime_dir, make_private_dir
 from .sandbox import Sandbox
 from .sdnotify import notify_ready, notify_stopping
-from .server import Handlers, Server, Session
-from .store import STARTUP_CHECK_SECONDS, Journal, StorageUnavailable, Store, StoreError
+from .server import Server, Session
+from .store import STARTUP_CHECK_SECONDS, Journal, Store, StoreError
 
 if TYPE_CHECKING:
     from .approvals import ApprovalPolicy
+    from .commands import Commands
     from .kernels import KernelService
     from .tasks import TaskManager
     from .tools import ToolRegistry
@@ -86,24 +73,6 @@ log = structlog.get_logger("hdsp.daemon")
 
 #: How long a graceful shutdown may take before the rest is cut off.
 SHUTDOWN_GRACE = 20.0
-
-#: Commands served while the storage cannot write: they read, or stop work.
-_SERVED_WITHOUT_STORAGE = (
-    GetTask,
-    ListTasks,
-    Replay,
-    GetStatus,
-    GetSettings,
-    ListProfiles,
-    ExportSettings,
-    GetModels,
-    ListKernels,
-    CancelTask,
-    CloseTask,
-    InterruptKernel,
-    ShutdownKernel,
-    Shutdown,
-)
 
 
 @dataclass(frozen=True)
@@ -127,6 +96,7 @@ class _Engine:
     approval_policy: type[ApprovalPolicy]
     kernel_service: type[KernelService]
     task_manager: type[TaskManager]
+    commands: type[Commands]
     tools: ToolRegistry
 
 
@@ -135,12 +105,13 @@ def _load_engine(sandbox: Sandbox) -> _Engine:
     that the sandbox works: the bulk of the start-up's CPU time, run on a worker
     thread after READY."""
     from .approvals import ApprovalPolicy
+    from .commands import Commands
     from .kernels import KernelService
     from .tasks import TaskManager
     from .tools import default_tools
 
     _report_sandbox(sandbox)
-    return _Engine(ApprovalPolicy, KernelService, TaskManager, default_tools(sandbox))
+    return _Engine(ApprovalPolicy, KernelService, TaskManager, Commands, default_tools(sandbox))
 
 
 def _report_sandbox(sandbox: Sandbox) -> None:
@@ -224,7 +195,6 @@ class Daemon:
         #: The graceful stop's scope, and whether a second signal asked to hurry.
         self._grace: anyio.CancelScope | None = None
         self._hurried = False
-        self._handlers = Handlers(self)
         # Set in run(); every attribute below has exactly one owner there.
         self.store: Store
         self.journal: Journal
@@ -233,6 +203,7 @@ class Daemon:
         self.kernels: KernelService
         self.config: ConfigService
         self.sandbox: Sandbox
+        self._commands: Commands
 
     def request_shutdown(self, reason: str) -> None:
         if not self._shutdown.is_set():
@@ -377,30 +348,42 @@ class Daemon:
         self.kernels.on_culled = self.tasks.note_kernel_culled
         await tg.start(self.kernels.run)
         await tg.start(self.tasks.run)
+        self._commands = engine.commands(
+            tasks=self.tasks,
+            config=self.config,
+            kernels=self.kernels,
+            store=self.store,
+            journal=self.journal,
+            status=self.status,
+            shutdown=self.request_shutdown,
+            max_message_size=self.max_message_size,
+        )
         self._engine_started.set()
 
     async def _handle(self, cmd: TaskCommand, session: Session) -> Any:
         """Run a command once the engine has started."""
         if not self._engine_started.is_set():  # a set Event's wait() still yields
             await self._engine_started.wait()
-        monitor = self.store.monitor
-        if not monitor.writable and not isinstance(cmd.data, _SERVED_WITHOUT_STORAGE):
-            raise self._storage_error()
-        try:
-            return await self._handlers(cmd, session)
-        except StorageUnavailable as exc:
-            raise CommandError(
-                ErrorCode.STORAGE_UNAVAILABLE,
-                str(exc),
-                details={"state": str(monitor.state)},
-            ) from None
+        return await self._commands(cmd.data, client_id=session.client_id)
 
-    def _storage_error(self) -> CommandError:
-        monitor = self.store.monitor
-        return CommandError(
-            ErrorCode.STORAGE_UNAVAILABLE,
-            f"Refused: {monitor.message()}",
-            details={"state": str(monitor.state)},
+    async def status(self) -> StatusResult:
+        """GetStatus: what the daemon is, and how it is doing."""
+        total, _ = await self.store.read(self.store.db.counts)
+        stats = self.tasks.statistics()
+        return StatusResult(
+            server_version=__version__,
+            protocol_version=PROTOCOL_VERSION,
+            pid=os.getpid(),
+            uptime_seconds=time.monotonic() - self.started_monotonic,
+            head_seq=self.journal.head_seq,
+            clients=len(self.server.sessions),
+            tasks_total=total,
+            tasks_running=stats["running"],
+            data_dir=str(self.paths.data_dir),
+            runtime_dir=str(self.paths.runtime_dir),
+            sandbox=self.sandbox.status(),
+            plaintext_keyring=await self.config.plaintext_keyring(),
+            storage=self.store.monitor.health(),
         )
 
     async def _watch_storage(self) -> None:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import msgspec
 
-__all__ = ["CLIENT_ORIGIN", "SERVER_ORIGIN", "WireStruct"]
+__all__ = ["CLIENT_ORIGIN", "SERVER_ORIGIN", "CommandBase", "WireStruct"]
+
+#: The result type of a command.
+R = TypeVar("R")
 
 
 class WireStruct(
@@ -22,8 +25,11 @@ class WireStruct(
     """
 
 
-class _CommandBase(WireStruct, tag_field="commandName", frozen=True):
-    """The base of every command: tagged by `commandName`. It lives here, not in
+class CommandBase(WireStruct, Generic[R], tag_field="commandName", frozen=True):
+    """The base of every command: tagged by `commandName`, and typed by the result
+    its reply carries (`GetTask(CommandBase[TaskSnapshot])`), so that a client's
+    `request(GetTask(...))` is known to return a TaskSnapshot. The parameter is for
+    type checkers only: it puts nothing on the wire. It lives here, not in
     commands.py, so that modules of commands (kernels.py) can be imported by
     commands.py without a cycle."""
 

@@ -28,7 +28,7 @@ from typing import Annotated
 
 from msgspec import Meta
 
-from ._base import WireStruct, _CommandBase
+from ._base import CommandBase, WireStruct
 
 __all__ = [
     "BLOB_SCHEME",
@@ -60,16 +60,20 @@ class GetBlobData(WireStruct, frozen=True):
         ),
     ]
     offset: Annotated[int, Meta(ge=0, description="The first byte to send.")] = 0
-    length: Annotated[
-        int | None,
-        Meta(
-            description="How many bytes at most; the daemon sends fewer when they would "
-            "not fit in one frame. null: all of it that fits."
-        ),
-    ] = None
+    length: (
+        Annotated[
+            int,
+            Meta(
+                ge=0,
+                description="How many bytes at most; the daemon sends fewer when they would "
+                "not fit in one frame. Absent or null: all of it that fits.",
+            ),
+        ]
+        | None
+    ) = None
 
 
-class GetBlob(_CommandBase, tag="GetBlob", frozen=True):
+class GetBlob(CommandBase["BlobData"], tag="GetBlob", frozen=True):
     data: GetBlobData
 
 

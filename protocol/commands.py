@@ -2,17 +2,23 @@
 that ties each command to its result type and to the key that orders it.
 
 Commands that act on one task carry its id; the daemon runs commands with the
-same ordering key one after another and the others concurrently.
+same ordering key one after another and the others concurrently. Each row of
+`COMMANDS` says which: its `ordering` reads the key off the command.
+
+Adding a command: its struct (typed by its result) and its row here, its arm in
+the daemon's command table (`hdsp.daemon.commands`) calling the method of the part
+that owns the work, and its method on the client (`hdsp.client.Client`).
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from collections.abc import Callable
+from typing import Annotated, Any, Generic, Literal, TypeVar
 
 import msgspec
 from msgspec import Meta
 
-from ._base import WireStruct, _CommandBase
+from ._base import CommandBase, WireStruct
 from .blobs import BlobData, GetBlob
 from .events import QueuedMessage, TaskEvent
 from .history import ClineMessage, HistoryItem, TaskState
@@ -53,14 +59,18 @@ from .storage import StorageHealth
 
 __all__ = [
     "COMMANDS",
+    "MAX_TASK_PAGE",
     "CancelTask",
     "CloseTask",
     "Command",
+    "CommandBase",
     "CommandSpec",
     "DeleteQueuedMessage",
     "GetStatus",
     "GetTask",
     "GetTaskData",
+    "GetTaskPage",
+    "GetTaskPageData",
     "ListTasks",
     "ListTasksData",
     "Ping",
@@ -80,11 +90,16 @@ __all__ = [
     "StatusResult",
     "TaskConfiguration",
     "TaskList",
+    "TaskPage",
     "TaskRef",
     "TaskSnapshot",
     "command_name",
+    "command_spec",
     "ordering_key",
 ]
+
+#: The most messages one GetTaskPage returns.
+MAX_TASK_PAGE = 1000
 
 
 # ---- payloads ---------------------------------------------------------------
@@ -169,6 +184,32 @@ class GetTaskData(WireStruct, frozen=True):
     task_id: Annotated[str, Meta(description="The task's id (`HistoryItem.id`).")]
 
 
+class GetTaskPageData(WireStruct, frozen=True):
+    task_id: Annotated[str, Meta(description="The task's id.")]
+    start: (
+        Annotated[
+            int,
+            msgspec.Meta(
+                ge=0,
+                description="Index (0-based, in the order of GetTask's messages) of the "
+                "page's first message; 0 when neither this nor `cursor` is given.",
+            ),
+        ]
+        | None
+    ) = None
+    cursor: Annotated[
+        str | None,
+        msgspec.Meta(
+            description="`nextCursor` of the previous page: this page starts after "
+            "that page's last message. Not together with `start`."
+        ),
+    ] = None
+    limit: Annotated[
+        int,
+        msgspec.Meta(ge=1, le=MAX_TASK_PAGE, description="Most messages in the page."),
+    ] = 100
+
+
 class RespondToAskData(WireStruct, frozen=True):
     ask_ts: Annotated[
         int,
@@ -223,31 +264,31 @@ class ReplayData(WireStruct, frozen=True):
 # ---- commands ---------------------------------------------------------------
 
 
-class StartNewTask(_CommandBase, tag="StartNewTask", frozen=True):
+class StartNewTask(CommandBase["TaskRef"], tag="StartNewTask", frozen=True):
     data: StartNewTaskData
 
 
-class CancelTask(_CommandBase, tag="CancelTask", frozen=True):
+class CancelTask(CommandBase["TaskRef"], tag="CancelTask", frozen=True):
     task_id: str
 
 
-class CloseTask(_CommandBase, tag="CloseTask", frozen=True):
+class CloseTask(CommandBase["TaskRef"], tag="CloseTask", frozen=True):
     task_id: str
 
 
-class ResumeTask(_CommandBase, tag="ResumeTask", frozen=True):
+class ResumeTask(CommandBase["TaskRef"], tag="ResumeTask", frozen=True):
     data: Annotated[
         str,
         Meta(description="The task id, as in Roo."),
     ]
 
 
-class SendMessage(_CommandBase, tag="SendMessage", frozen=True):
+class SendMessage(CommandBase["TaskRef"], tag="SendMessage", frozen=True):
     task_id: str
     data: SendMessageData = SendMessageData()
 
 
-class RespondToAsk(_CommandBase, tag="RespondToAsk", frozen=True):
+class RespondToAsk(CommandBase["TaskRef"], tag="RespondToAsk", frozen=True):
     """Answer a waiting ask. The first valid answer wins; later ones are refused
     with `already_answered`, and `taskAskResponded` tells every client."""
 
@@ -255,34 +296,42 @@ class RespondToAsk(_CommandBase, tag="RespondToAsk", frozen=True):
     data: RespondToAskData
 
 
-class DeleteQueuedMessage(_CommandBase, tag="DeleteQueuedMessage", frozen=True):
+class DeleteQueuedMessage(CommandBase["TaskRef"], tag="DeleteQueuedMessage", frozen=True):
     """Remove a message that waits in a task's queue (Roo: data is its id)."""
 
     task_id: str
     data: str
 
 
-class ListTasks(_CommandBase, tag="ListTasks", frozen=True):
+class ListTasks(CommandBase["TaskList"], tag="ListTasks", frozen=True):
     data: ListTasksData = ListTasksData()
 
 
-class GetTask(_CommandBase, tag="GetTask", frozen=True):
+class GetTask(CommandBase["TaskSnapshot"], tag="GetTask", frozen=True):
     data: GetTaskData
 
 
-class Replay(_CommandBase, tag="Replay", frozen=True):
+class GetTaskPage(CommandBase["TaskPage"], tag="GetTaskPage", frozen=True):
+    """A page of a task's UI messages, oldest first: from `start` (or from after
+    `cursor`) up to `limit` of them. Paging from start 0 until `nextCursor` is
+    absent yields the messages `GetTask` returns, in the same order."""
+
+    data: GetTaskPageData
+
+
+class Replay(CommandBase["ReplayPage"], tag="Replay", frozen=True):
     data: ReplayData
 
 
-class Ping(_CommandBase, tag="Ping", frozen=True):
+class Ping(CommandBase["Pong"], tag="Ping", frozen=True):
     pass
 
 
-class GetStatus(_CommandBase, tag="GetStatus", frozen=True):
+class GetStatus(CommandBase["StatusResult"], tag="GetStatus", frozen=True):
     pass
 
 
-class Shutdown(_CommandBase, tag="Shutdown", frozen=True):
+class Shutdown(CommandBase[None], tag="Shutdown", frozen=True):
     pass
 
 
@@ -296,6 +345,7 @@ Command = (
     | DeleteQueuedMessage
     | ListTasks
     | GetTask
+    | GetTaskPage
     | Replay
     | Ping
     | GetStatus
@@ -365,6 +415,25 @@ class TaskSnapshot(WireStruct, frozen=True):
     pending_ask: Annotated[
         ClineMessage | None,
         Meta(description="The ask that waits for an answer, if any (also among `messages`)."),
+    ] = None
+
+
+class TaskPage(WireStruct, frozen=True):
+    messages: Annotated[
+        list[ClineMessage],
+        Meta(
+            description="The page's messages, oldest first (a message still streaming as it is now)."
+        ),
+    ]
+    start: Annotated[
+        int, Meta(description="Index of the first of `messages` in the task's whole history.")
+    ]
+    total: Annotated[int, Meta(description="How many messages the task's history holds.")]
+    head_seq: Annotated[
+        int, Meta(description="The newest `seq` this page includes; replay from here to continue.")
+    ]
+    next_cursor: Annotated[
+        str | None, Meta(description="Pass as `cursor` for the next page; absent on the last page.")
     ] = None
 
 
@@ -456,72 +525,100 @@ class StatusResult(WireStruct, frozen=True):
 
 # ---- the table --------------------------------------------------------------
 
+C = TypeVar("C", bound=CommandBase[Any])
+R = TypeVar("R")
 
-class CommandSpec(msgspec.Struct, frozen=True):
-    request: type[Any]
-    result: type[Any]
-    #: Whether commands of this kind are ordered per task (by the task they name).
-    per_task: bool
+
+def _concurrent(command: object) -> None:
+    return None
+
+
+class CommandSpec(msgspec.Struct, Generic[C, R], frozen=True):
+    """One row of the table: a command, its result, and how the daemon runs it."""
+
+    request: type[C]
+    result: type[R]
+    #: The command's ordering key: the task it names, whose commands run one
+    #: after another in the order they came; None runs it concurrently.
+    ordering: Callable[[C], str | None] = _concurrent
     #: Whether sending it twice is harmless (a client may resend it after the
     #: daemon went away before replying).
     idempotent: bool = False
+    #: Served while the storage cannot write: it only reads, or it stops work.
+    without_storage: bool = False
 
 
-COMMANDS: dict[str, CommandSpec] = {
-    "StartNewTask": CommandSpec(StartNewTask, TaskRef, per_task=False),
-    "CancelTask": CommandSpec(CancelTask, TaskRef, per_task=True),
-    "CloseTask": CommandSpec(CloseTask, TaskRef, per_task=True),
-    "ResumeTask": CommandSpec(ResumeTask, TaskRef, per_task=True),
-    "SendMessage": CommandSpec(SendMessage, TaskRef, per_task=True),
-    "RespondToAsk": CommandSpec(RespondToAsk, TaskRef, per_task=True),
-    "DeleteQueuedMessage": CommandSpec(DeleteQueuedMessage, TaskRef, per_task=True),
-    "ListTasks": CommandSpec(ListTasks, TaskList, per_task=False, idempotent=True),
-    "GetTask": CommandSpec(GetTask, TaskSnapshot, per_task=True, idempotent=True),
-    "Replay": CommandSpec(Replay, ReplayPage, per_task=False, idempotent=True),
-    "Ping": CommandSpec(Ping, Pong, per_task=False, idempotent=True),
-    "GetStatus": CommandSpec(GetStatus, StatusResult, per_task=False, idempotent=True),
-    "Shutdown": CommandSpec(Shutdown, type(None), per_task=False),
+def _table(*rows: CommandSpec[Any, Any]) -> dict[str, CommandSpec[Any, Any]]:
+    return {row.request.__struct_config__.tag: row for row in rows}
+
+
+# A tuple without a declared type, so that mypy checks each row's `ordering`
+# against the row's own command.
+_ROWS = (
+    CommandSpec(StartNewTask, TaskRef),
+    CommandSpec(CancelTask, TaskRef, ordering=lambda c: c.task_id, without_storage=True),
+    CommandSpec(CloseTask, TaskRef, ordering=lambda c: c.task_id, without_storage=True),
+    CommandSpec(ResumeTask, TaskRef, ordering=lambda c: c.data),
+    CommandSpec(SendMessage, TaskRef, ordering=lambda c: c.task_id),
+    CommandSpec(RespondToAsk, TaskRef, ordering=lambda c: c.task_id),
+    CommandSpec(DeleteQueuedMessage, TaskRef, ordering=lambda c: c.task_id),
+    CommandSpec(ListTasks, TaskList, idempotent=True, without_storage=True),
+    CommandSpec(
+        GetTask,
+        TaskSnapshot,
+        ordering=lambda c: c.data.task_id,
+        idempotent=True,
+        without_storage=True,
+    ),
+    CommandSpec(
+        GetTaskPage,
+        TaskPage,
+        ordering=lambda c: c.data.task_id,
+        idempotent=True,
+        without_storage=True,
+    ),
+    CommandSpec(Replay, ReplayPage, idempotent=True, without_storage=True),
+    CommandSpec(Ping, Pong, idempotent=True, without_storage=True),
+    CommandSpec(GetStatus, StatusResult, idempotent=True, without_storage=True),
+    CommandSpec(Shutdown, type(None), without_storage=True),
     # Kernel commands run concurrently; the kernel service orders executions.
-    "ListKernels": CommandSpec(ListKernels, KernelList, per_task=False),
-    "StartKernel": CommandSpec(StartKernel, KernelInfo, per_task=False),
-    "AttachKernel": CommandSpec(AttachKernel, KernelInfo, per_task=False),
-    "InterruptKernel": CommandSpec(InterruptKernel, KernelRef, per_task=False),
-    "RestartKernel": CommandSpec(RestartKernel, KernelRef, per_task=False),
-    "ShutdownKernel": CommandSpec(ShutdownKernel, KernelRef, per_task=False),
-    "ExecuteCode": CommandSpec(ExecuteCode, ExecutionResult, per_task=False),
+    CommandSpec(ListKernels, KernelList, without_storage=True),
+    CommandSpec(StartKernel, KernelInfo),
+    CommandSpec(AttachKernel, KernelInfo),
+    CommandSpec(InterruptKernel, KernelRef, without_storage=True),
+    CommandSpec(RestartKernel, KernelRef),
+    CommandSpec(ShutdownKernel, KernelRef, without_storage=True),
+    CommandSpec(ExecuteCode, ExecutionResult),
     # Settings commands run concurrently; the settings store applies changes in turn.
-    "GetSettings": CommandSpec(GetSettings, SettingsView, per_task=False, idempotent=True),
-    "UpdateSettings": CommandSpec(UpdateSettings, SettingsView, per_task=False, idempotent=True),
-    "ListProfiles": CommandSpec(ListProfiles, ProfileList, per_task=False, idempotent=True),
-    "SaveProfile": CommandSpec(SaveProfile, ProfileInfo, per_task=False, idempotent=True),
-    "DeleteProfile": CommandSpec(DeleteProfile, ProfileList, per_task=False),
-    "SelectProfile": CommandSpec(SelectProfile, ProfileList, per_task=False, idempotent=True),
-    "SetSecret": CommandSpec(SetSecret, SecretInfo, per_task=False, idempotent=True),
-    "DeleteSecret": CommandSpec(DeleteSecret, SecretInfo, per_task=False),
-    "ExportSettings": CommandSpec(ExportSettings, SettingsExport, per_task=False, idempotent=True),
-    "ImportSettings": CommandSpec(ImportSettings, ImportResult, per_task=False, idempotent=True),
-    "GetModels": CommandSpec(GetModels, ModelList, per_task=False, idempotent=True),
-    "GetBlob": CommandSpec(GetBlob, BlobData, per_task=False, idempotent=True),
-}
+    CommandSpec(GetSettings, SettingsView, idempotent=True, without_storage=True),
+    CommandSpec(UpdateSettings, SettingsView, idempotent=True),
+    CommandSpec(ListProfiles, ProfileList, idempotent=True, without_storage=True),
+    CommandSpec(SaveProfile, ProfileInfo, idempotent=True),
+    CommandSpec(DeleteProfile, ProfileList),
+    CommandSpec(SelectProfile, ProfileList, idempotent=True),
+    CommandSpec(SetSecret, SecretInfo, idempotent=True),
+    CommandSpec(DeleteSecret, SecretInfo),
+    CommandSpec(ExportSettings, SettingsExport, idempotent=True, without_storage=True),
+    CommandSpec(ImportSettings, ImportResult, idempotent=True),
+    CommandSpec(GetModels, ModelList, idempotent=True, without_storage=True),
+    CommandSpec(GetBlob, BlobData, idempotent=True, without_storage=True),
+)
+
+#: The table: each command's row, by its `commandName`.
+COMMANDS: dict[str, CommandSpec[Any, Any]] = _table(*_ROWS)
+
+_BY_TYPE: dict[type[Any], CommandSpec[Any, Any]] = {row.request: row for row in COMMANDS.values()}
 
 
-def command_name(command: Command) -> str:
+def command_name(command: CommandBase[Any]) -> str:
     return type(command).__struct_config__.tag  # type: ignore[return-value]
+
+
+def command_spec(command: CommandBase[Any]) -> CommandSpec[Any, Any]:
+    """The row of `command`'s kind."""
+    return _BY_TYPE[type(command)]
 
 
 def ordering_key(command: Command) -> str | None:
     """The task a command is ordered by, or None when it runs concurrently."""
-    match command:
-        case (
-            CancelTask(task_id=t)
-            | CloseTask(task_id=t)
-            | SendMessage(task_id=t)
-            | RespondToAsk(task_id=t)
-            | DeleteQueuedMessage(task_id=t)
-        ):
-            return t
-        case ResumeTask(data=t):
-            return t
-        case GetTask(data=GetTaskData(task_id=t)):
-            return t
-    return None
+    return _BY_TYPE[type(command)].ordering(command)

@@ -14,6 +14,9 @@ __all__ = ["ErrorCode"]
 class ErrorCode(enum.StrEnum):
     #: A command came before the `Connect` handshake.
     NOT_CONNECTED = "not_connected"
+    #: The command's `clientId` is not the one this connection's `Ack` gave (the
+    #: connection has said Connect, so its session is known); nothing was run.
+    UNKNOWN_CLIENT = "unknown_client"
     #: The client speaks a protocol version this daemon cannot serve.
     UNSUPPORTED_VERSION = "unsupported_version"
     #: The frame is not JSON, not an object, or a field has the wrong type.

@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 
 from msgspec import Meta
 
-from ._base import WireStruct, _CommandBase
+from ._base import CommandBase, WireStruct
 
 __all__ = [
     "AttachKernel",
@@ -210,11 +210,11 @@ class KernelRef(WireStruct, frozen=True):
 # ---- commands -------------------------------------------------------------------
 
 
-class ListKernels(_CommandBase, tag="ListKernels", frozen=True):
+class ListKernels(CommandBase[KernelList], tag="ListKernels", frozen=True):
     pass
 
 
-class StartKernel(_CommandBase, tag="StartKernel", frozen=True):
+class StartKernel(CommandBase[KernelInfo], tag="StartKernel", frozen=True):
     kernel_name: Annotated[
         str | None,
         Meta(description='Kernelspec name; "python3" by default.'),
@@ -225,30 +225,30 @@ class StartKernel(_CommandBase, tag="StartKernel", frozen=True):
     ] = None
 
 
-class AttachKernel(_CommandBase, tag="AttachKernel", frozen=True):
+class AttachKernel(CommandBase[KernelInfo], tag="AttachKernel", frozen=True):
     """Use a kernel that runs already (a notebook's, from Jupyter's runtime dir)."""
 
     connection_file: str
 
 
-class InterruptKernel(_CommandBase, tag="InterruptKernel", frozen=True):
+class InterruptKernel(CommandBase[KernelRef], tag="InterruptKernel", frozen=True):
     kernel_id: str
 
 
-class RestartKernel(_CommandBase, tag="RestartKernel", frozen=True):
+class RestartKernel(CommandBase[KernelRef], tag="RestartKernel", frozen=True):
     """Restart a kernel hdsp started (also one that died); its state is lost."""
 
     kernel_id: str
 
 
-class ShutdownKernel(_CommandBase, tag="ShutdownKernel", frozen=True):
+class ShutdownKernel(CommandBase[KernelRef], tag="ShutdownKernel", frozen=True):
     """Shut down a kernel hdsp started, or detach from an attached one (which
     keeps running)."""
 
     kernel_id: str
 
 
-class ExecuteCode(_CommandBase, tag="ExecuteCode", frozen=True):
+class ExecuteCode(CommandBase[ExecutionResult], tag="ExecuteCode", frozen=True):
     """Run code and answer when it is done, with its outputs. Outputs also stream
     as `executionOutput` events while it runs. Executions of one kernel run one at
     a time in the order they came."""

@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal
 
 from msgspec import Meta
 
-from ._base import WireStruct, _CommandBase
+from ._base import CommandBase, WireStruct
 
 __all__ = [
     "DeleteProfile",
@@ -371,58 +371,58 @@ class GetModelsData(WireStruct, frozen=True):
 # ---- commands -------------------------------------------------------------------
 
 
-class GetSettings(_CommandBase, tag="GetSettings", frozen=True):
+class GetSettings(CommandBase[SettingsView], tag="GetSettings", frozen=True):
     pass
 
 
-class UpdateSettings(_CommandBase, tag="UpdateSettings", frozen=True):
+class UpdateSettings(CommandBase[SettingsView], tag="UpdateSettings", frozen=True):
     """Change settings; an invalid result is refused whole, listing the fields."""
 
     data: UpdateSettingsData
 
 
-class ListProfiles(_CommandBase, tag="ListProfiles", frozen=True):
+class ListProfiles(CommandBase[ProfileList], tag="ListProfiles", frozen=True):
     pass
 
 
-class SaveProfile(_CommandBase, tag="SaveProfile", frozen=True):
+class SaveProfile(CommandBase[ProfileInfo], tag="SaveProfile", frozen=True):
     data: SaveProfileData
 
 
-class DeleteProfile(_CommandBase, tag="DeleteProfile", frozen=True):
+class DeleteProfile(CommandBase[ProfileList], tag="DeleteProfile", frozen=True):
     data: ProfileNameData
 
 
-class SelectProfile(_CommandBase, tag="SelectProfile", frozen=True):
+class SelectProfile(CommandBase[ProfileList], tag="SelectProfile", frozen=True):
     """Make a profile the one new tasks use when they name none."""
 
     data: ProfileNameData
 
 
-class SetSecret(_CommandBase, tag="SetSecret", frozen=True):
+class SetSecret(CommandBase[SecretInfo], tag="SetSecret", frozen=True):
     """Store a secret in the daemon's keyring. The value is never echoed or logged."""
 
     data: SetSecretData
 
 
-class DeleteSecret(_CommandBase, tag="DeleteSecret", frozen=True):
+class DeleteSecret(CommandBase[SecretInfo], tag="DeleteSecret", frozen=True):
     """Remove a secret from the keyring (an environment variable stays in effect)."""
 
     data: SecretNameData
 
 
-class ExportSettings(_CommandBase, tag="ExportSettings", frozen=True):
+class ExportSettings(CommandBase[SettingsExport], tag="ExportSettings", frozen=True):
     pass
 
 
-class ImportSettings(_CommandBase, tag="ImportSettings", frozen=True):
+class ImportSettings(CommandBase[ImportResult], tag="ImportSettings", frozen=True):
     """Apply a settings document; parts that do not validate are left out and
     reported in the result, the rest is applied."""
 
     data: ImportSettingsData
 
 
-class GetModels(_CommandBase, tag="GetModels", frozen=True):
+class GetModels(CommandBase[ModelList], tag="GetModels", frozen=True):
     """Roo's GetModels: the reply lists the models, and a daemon-wide
     `modelsResponse` event carries them too, keyed by model id."""
 

@@ -46,25 +46,15 @@ import zmq
 import zmq.asyncio
 from anyio.abc import TaskGroup, TaskStatus
 
-from hdsp.daemon.errors import CommandError
 from hdsp.protocol import (
-    AttachKernel,
-    ErrorCode,
     Event,
-    ExecuteCode,
     ExecutionResult,
-    InterruptKernel,
     KernelInfo,
-    KernelList,
     KernelRef,
     KernelShutdown,
     KernelStarted,
     KernelState,
     KernelStatus,
-    ListKernels,
-    RestartKernel,
-    ShutdownKernel,
-    StartKernel,
 )
 
 from .errors import (
@@ -302,34 +292,6 @@ class KernelService:
         if k is None or k.closing:
             raise KernelNotFound(f"No kernel {kernel_id!r}; ListKernels lists the kernels.")
         return k
-
-    # ---- the wire commands ----------------------------------------------------
-
-    async def handle(self, command: Any) -> Any:
-        """Run a kernel command from a client; errors become error replies."""
-        try:
-            match command:
-                case ListKernels():
-                    return KernelList(kernels=self.list_kernels())
-                case StartKernel(kernel_name=name, cwd=cwd):
-                    return await self.start_kernel(name, cwd)
-                case AttachKernel(connection_file=path):
-                    return await self.attach_kernel(path)
-                case InterruptKernel(kernel_id=kernel_id):
-                    return await self.interrupt_kernel(kernel_id)
-                case RestartKernel(kernel_id=kernel_id):
-                    return await self.restart_kernel(kernel_id)
-                case ShutdownKernel(kernel_id=kernel_id):
-                    return await self.shutdown_kernel(kernel_id)
-                case ExecuteCode(kernel_id=kernel_id, code=code, timeout=timeout):
-                    if timeout is not None and timeout <= 0:
-                        raise CommandError(ErrorCode.INVALID_REQUEST, "timeout must be above 0.")
-                    return await self.execute(kernel_id, code, time_limit=timeout)
-        except KernelError as exc:
-            raise CommandError(exc.code, exc.message) from None
-        raise CommandError(
-            ErrorCode.UNKNOWN_COMMAND, f"{type(command).__name__} is no kernel command."
-        )
 
     # ---- starting, attaching, stopping ------------------------------------------
 

@@ -282,12 +282,21 @@ class Server:
 
     async def _on_command(self, identity: bytes, envelope: list[bytes], cmd: TaskCommand) -> None:
         session = self.sessions.get(identity)
-        if session is None or session.client_id != cmd.client_id:
+        if session is None:
             await self._error(
                 envelope,
                 cmd.request_id,
                 ErrorCode.NOT_CONNECTED,
                 "Send Connect first (the handshake); commands before it are refused.",
+            )
+            return
+        if session.client_id != cmd.client_id:
+            await self._error(
+                envelope,
+                cmd.request_id,
+                ErrorCode.UNKNOWN_CLIENT,
+                f"Unknown clientId {cmd.client_id[:64]!r}: send the clientId this "
+                "connection's Ack gave (or Connect again for a new one).",
             )
             return
         if not self._accepting:

@@ -317,6 +317,42 @@ class Database:
         finally:
             conn.execute("COMMIT")
 
+    def message_page(
+        self, task_id: str, start: int, after_ts: int | None, limit: int
+    ) -> tuple[int, int, list[tuple[int, bytes]], int] | None:
+        """A page of a task's UI messages in ts order, read in one transaction:
+        (total, index of the page's first message, up to `limit` (ts, body) pairs,
+        head seq); None if there is no such task. The page starts at index `start`,
+        or after the message `after_ts` when that is given."""
+        conn = self._reader
+        conn.execute("BEGIN")
+        try:
+            if self.get_task(task_id) is None:
+                return None
+            (total,) = conn.execute(
+                "SELECT COUNT(*) FROM ui_messages WHERE task_id = ?", (task_id,)
+            ).fetchone()
+            if after_ts is not None:
+                (start,) = conn.execute(
+                    "SELECT COUNT(*) FROM ui_messages WHERE task_id = ? AND ts <= ?",
+                    (task_id, after_ts),
+                ).fetchone()
+                rows = conn.execute(
+                    "SELECT ts, body FROM ui_messages WHERE task_id = ? AND ts > ? "
+                    "ORDER BY ts LIMIT ?",
+                    (task_id, after_ts, limit),
+                )
+            else:
+                rows = conn.execute(
+                    "SELECT ts, body FROM ui_messages WHERE task_id = ? "
+                    "ORDER BY ts LIMIT ? OFFSET ?",
+                    (task_id, limit, start),
+                )
+            page = [(int(ts), bytes(body)) for ts, body in rows]
+            return int(total), int(start), page, self.head_seq()
+        finally:
+            conn.execute("COMMIT")
+
     @overload
     def api_messages(self, task_id: str) -> list[bytes]: ...
     @overload

@@ -36,6 +36,7 @@ from hdsp.daemon.llm.types import ApiMessage
 from hdsp.daemon.store import INLINE_BYTES, Database, Journal, Store, TaskRow, insert_task
 from hdsp.daemon.tools import AskAnswer, ToolRegistry, default_tools
 from hdsp.protocol import (
+    MAX_TASK_PAGE,
     Ask,
     AskResponse,
     ClineMessage,
@@ -48,6 +49,7 @@ from hdsp.protocol import (
     TaskClosed,
     TaskCreated,
     TaskList,
+    TaskPage,
     TaskRef,
     TaskResumable,
     TaskSnapshot,
@@ -350,6 +352,39 @@ class TaskManager:
             head_seq=head_seq,
             queue=queue,
             pending_ask=pending,
+        )
+
+    async def page(self, task_id: str, start: int, after_ts: int | None, limit: int) -> TaskPage:
+        """Up to `limit` of a task's UI messages, as `snapshot` has them, from
+        index `start` or after the message `after_ts` (a previous page's cursor)."""
+        if not 1 <= limit <= MAX_TASK_PAGE:
+            raise CommandError(
+                ErrorCode.INVALID_REQUEST, f"limit must be between 1 and {MAX_TASK_PAGE}."
+            )
+        if start < 0:
+            raise CommandError(ErrorCode.INVALID_REQUEST, "start must be 0 or more.")
+        await self.journal.flush_for_read()
+        read = await self.store.read(self.store.db.message_page, task_id, start, after_ts, limit)
+        if read is None:
+            raise self._not_found(task_id)
+        total, first, rows, head_seq = read
+        if first > total:
+            raise CommandError(
+                ErrorCode.INVALID_REQUEST,
+                f"start {first} is past the end of the task's history ({total} messages).",
+            )
+        messages = [_message_decoder.decode(body) for _, body in rows]
+        task = self._tasks.get(task_id)
+        if task is not None:
+            # A message still streaming is newer in memory than in the store.
+            messages = [task.messages.partial.get(m.ts, m) for m in messages]
+        more = first + len(rows) < total
+        return TaskPage(
+            messages=messages,
+            start=first,
+            total=total,
+            next_cursor=str(rows[-1][0]) if more and rows else None,
+            head_seq=head_seq,
         )
 
     # ---- commands -----------------------------------------------------------

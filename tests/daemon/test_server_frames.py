@@ -182,3 +182,28 @@ async def test_a_catch_all_subscriber_reads_other_clients_sync_probes_as_events(
         await _still_serves(daemon, client)
     finally:
         sub.close(linger=0)
+
+
+async def test_a_wrong_client_id_gets_unknown_client_not_send_connect_first(
+    daemon: DaemonProcess, client: Client
+) -> None:
+    with RawPeer(daemon) as raw:
+        # Before Connect: the handshake is what is missing.
+        reply = await raw.ask(raw.command_frame(Ping(), "early"))
+        assert reply.error is not None and reply.error.code == ErrorCode.NOT_CONNECTED
+        assert "Connect" in reply.error.message
+        # After it, a clientId other than the Ack's: the id is what is wrong.
+        own = await raw.handshake()
+        for wrong in ("c-0000000000000000", client.client_id, "", "\x1b]0;pwn\x07"):
+            raw.client_id = wrong
+            reply = await raw.ask(raw.command_frame(GetStatus(), "wrong"))
+            assert reply.request_id == "wrong"
+            assert reply.error is not None and reply.error.code == ErrorCode.UNKNOWN_CLIENT
+            assert "clientId" in reply.error.message and "Send Connect first" not in (
+                reply.error.message
+            )
+            assert "\x1b" not in reply.error.message and "\x07" not in reply.error.message
+        # The session itself is intact: the right id still works.
+        raw.client_id = own
+        assert (await raw.ask(raw.command_frame(GetStatus()))).ok
+    await _still_serves(daemon, client)

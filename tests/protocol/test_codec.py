@@ -41,8 +41,8 @@ def _strategy(t: mi.Type) -> st.SearchStrategy[Any]:
             return st.none()
         case mi.BoolType():
             return st.booleans()
-        case mi.IntType(ge=ge):
-            return st.integers(-(2**53) if ge is None else ge, 2**53)
+        case mi.IntType(ge=ge, le=le):
+            return st.integers(-(2**53) if ge is None else ge, 2**53 if le is None else le)
         case mi.FloatType():
             return st.floats(allow_nan=False, allow_infinity=False)
         case mi.StrType(pattern=str() as pattern):

@@ -1,0 +1,279 @@
+"""The command table of the daemon: one arm per command of the protocol, each
+calling the method of the part that owns the work.
+
+    protocol row (hdsp.protocol.COMMANDS)   command, result, ordering key
+      -> arm here                            unpacks the command
+        -> owner method                      TaskManager, KernelService, ConfigService, ...
+
+It sits just below the composition root (`app`), which builds it with the parts it
+calls, handed in explicitly; the server is handed it as its handler and knows
+nothing of what is behind it. Errors of the parts that carry a wire code
+(KernelError, StorageUnavailable) become `CommandError` here, at the edge of the
+table. A test checks that every command of the protocol has exactly one arm here
+and one method on the client.
+"""
+
+from __future__ import annotations
+
+import base64
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, assert_never, cast
+
+import msgspec
+
+from hdsp.protocol import (
+    INT64_MAX,
+    AttachKernel,
+    BlobData,
+    CancelTask,
+    CloseTask,
+    Command,
+    DeleteProfile,
+    DeleteQueuedMessage,
+    DeleteSecret,
+    ErrorCode,
+    ExecuteCode,
+    ExportSettings,
+    GetBlob,
+    GetBlobData,
+    GetModels,
+    GetSettings,
+    GetStatus,
+    GetTask,
+    GetTaskPage,
+    ImportSettings,
+    InterruptKernel,
+    KernelList,
+    ListKernels,
+    ListProfiles,
+    ListTasks,
+    ModelList,
+    ModelsResponse,
+    Ping,
+    Pong,
+    Replay,
+    ReplayPage,
+    RespondToAsk,
+    RestartKernel,
+    ResumeTask,
+    SaveProfile,
+    SelectProfile,
+    SendMessage,
+    SetSecret,
+    Shutdown,
+    ShutdownKernel,
+    StartKernel,
+    StartNewTask,
+    StatusResult,
+    TaskEvent,
+    UpdateSettings,
+    command_spec,
+)
+
+from .config import ConfigService
+from .config.service import roo_model_record
+from .errors import CommandError
+from .kernels import KernelService
+from .kernels.errors import KernelError
+from .logs import register_secret
+from .store import Journal, StorageUnavailable, Store
+from .tasks import TaskManager
+
+__all__ = ["MAX_REPLAY_PAGE", "Commands"]
+
+MAX_REPLAY_PAGE = 1000
+
+
+def _check_cursor(cursor: str | None, command: str) -> None:
+    """A cursor is the decimal `nextCursor` of a previous page."""
+    if cursor is None:
+        return
+    if not (cursor.isascii() and cursor.isdigit() and int(cursor) <= INT64_MAX):
+        raise CommandError(
+            ErrorCode.INVALID_REQUEST,
+            f"Invalid cursor {cursor[:40]!r} (at $.data.data.cursor): pass the "
+            f"nextCursor of a previous {command}.",
+        )
+
+
+class Commands:
+    """Runs one command for one client and returns its result (or raises
+    CommandError)."""
+
+    def __init__(
+        self,
+        *,
+        tasks: TaskManager,
+        config: ConfigService,
+        kernels: KernelService,
+        store: Store,
+        journal: Journal,
+        status: Callable[[], Awaitable[StatusResult]],
+        shutdown: Callable[[str], None],
+        max_message_size: int,
+    ) -> None:
+        self._tasks = tasks
+        self._config = config
+        self._kernels = kernels
+        self._store = store
+        self._journal = journal
+        self._status = status
+        self._shutdown = shutdown
+        self._max_message_size = max_message_size
+
+    async def __call__(self, command: Command, *, client_id: str) -> Any:
+        monitor = self._store.monitor
+        if not monitor.writable and not command_spec(command).without_storage:
+            raise CommandError(
+                ErrorCode.STORAGE_UNAVAILABLE,
+                f"Refused: {monitor.message()}",
+                details={"state": str(monitor.state)},
+            )
+        try:
+            return await self._run(command, client_id)
+        except StorageUnavailable as exc:
+            raise CommandError(
+                ErrorCode.STORAGE_UNAVAILABLE, str(exc), details={"state": str(monitor.state)}
+            ) from None
+        except KernelError as exc:
+            raise CommandError(exc.code, exc.message) from None
+
+    async def _run(self, command: Command, client_id: str) -> Any:
+        tasks, config, kernels = self._tasks, self._config, self._kernels
+        match command:
+            # ---- tasks
+            case StartNewTask(data=data):
+                return await tasks.start_task(data)
+            case SendMessage(task_id=task_id, data=data):
+                return await tasks.send_message(task_id, data)
+            case RespondToAsk(task_id=task_id, data=data):
+                return await tasks.respond_to_ask(task_id, data)
+            case DeleteQueuedMessage(task_id=task_id, data=message_id):
+                return await tasks.delete_queued_message(task_id, message_id)
+            case CancelTask(task_id=task_id):
+                return await tasks.cancel(task_id)
+            case CloseTask(task_id=task_id):
+                return await tasks.close(task_id)
+            case ResumeTask(data=task_id):
+                return await tasks.resume(task_id)
+            case ListTasks(data=data):
+                _check_cursor(data.cursor, "ListTasks")
+                return await tasks.list_tasks(data.cursor, data.limit)
+            case GetTask(data=data):
+                return await tasks.snapshot(data.task_id)
+            case GetTaskPage(data=data):
+                if data.cursor is not None and data.start is not None:
+                    raise CommandError(
+                        ErrorCode.INVALID_REQUEST,
+                        "Pass either start or cursor (at $.data.data), not both.",
+                    )
+                _check_cursor(data.cursor, "GetTaskPage")
+                after = None if data.cursor is None else int(data.cursor)
+                return await tasks.page(data.task_id, data.start or 0, after, data.limit)
+            # ---- the event log
+            case Replay(data=data):
+                return await self._replay(data.since_seq, data.task_id, data.limit)
+            # ---- settings, profiles, secrets
+            case GetSettings():
+                return await config.view()
+            case UpdateSettings(data=data):
+                return await config.update(data.patch, client_id=client_id)
+            case ListProfiles():
+                return await config.list_profiles()
+            case SaveProfile(data=data):
+                return await config.save_profile(data, client_id=client_id)
+            case DeleteProfile(data=data):
+                return await config.delete_profile(data.name, client_id=client_id)
+            case SelectProfile(data=data):
+                return await config.select_profile(data.name, client_id=client_id)
+            case SetSecret(data=data):
+                register_secret(data.value, name=data.name)  # before anything can log it
+                return await config.set_secret(data.name, data.value, client_id=client_id)
+            case DeleteSecret(data=data):
+                return await config.delete_secret(data.name, client_id=client_id)
+            case ExportSettings():
+                return await config.export()
+            case ImportSettings(data=data):
+                return await config.import_settings(
+                    data.settings, merge=data.merge, client_id=client_id
+                )
+            case GetModels(data=data):
+                return await self._models(data.provider)
+            case GetBlob(data=data):
+                return await self._blob(data)
+            # ---- kernels
+            case ListKernels():
+                return KernelList(kernels=kernels.list_kernels())
+            case StartKernel(kernel_name=name, cwd=cwd):
+                return await kernels.start_kernel(name, cwd)
+            case AttachKernel(connection_file=path):
+                return await kernels.attach_kernel(path)
+            case InterruptKernel(kernel_id=kernel_id):
+                return await kernels.interrupt_kernel(kernel_id)
+            case RestartKernel(kernel_id=kernel_id):
+                return await kernels.restart_kernel(kernel_id)
+            case ShutdownKernel(kernel_id=kernel_id):
+                return await kernels.shutdown_kernel(kernel_id)
+            case ExecuteCode(kernel_id=kernel_id, code=code, timeout=timeout):
+                if timeout is not None and timeout <= 0:
+                    raise CommandError(ErrorCode.INVALID_REQUEST, "timeout must be above 0.")
+                return await kernels.execute(kernel_id, code, time_limit=timeout)
+            # ---- the daemon
+            case Ping():
+                # The server answers Ping where it receives it (a liveness probe
+                # never waits in a queue); this arm serves one that is dispatched.
+                return Pong(server_time=int(time.time() * 1000))
+            case GetStatus():
+                return await self._status()
+            case Shutdown():
+                self._shutdown(f"Shutdown command from {client_id}")
+                return None
+            case _:
+                assert_never(command)
+
+    async def _replay(self, since_seq: int, task_id: str | None, limit: int) -> ReplayPage:
+        if since_seq < 0:
+            raise CommandError(ErrorCode.INVALID_REQUEST, "sinceSeq must be 0 or more.")
+        limit = max(1, min(limit, MAX_REPLAY_PAGE))
+        store = self._store
+        db = store.db
+        oldest = await store.read(db.oldest_seq)
+        if since_seq + 1 < oldest:
+            raise CommandError(
+                ErrorCode.CURSOR_EXPIRED,
+                f"Events up to seq {oldest - 1} have been pruned; take a snapshot "
+                "(GetTask or ListTasks) and continue from its headSeq.",
+                details={"oldestSeq": oldest},
+            )
+        head = self._journal.head_seq
+        bodies = await store.read(db.replay, since_seq, task_id, limit)
+        # The stored bodies are the published envelopes: splice them in unparsed.
+        events = cast(list[TaskEvent], [msgspec.Raw(b) for b in bodies])
+        return ReplayPage(events=events, head_seq=head, more=len(bodies) == limit)
+
+    async def _blob(self, data: GetBlobData) -> BlobData:
+        """An image stored once (see hdsp.protocol.blobs), as much of it from
+        `offset` on as fits in one reply. The type has checked the sha256's form
+        and that offset and length are not negative."""
+        # base64 takes 4 characters per 3 bytes; leave room for the envelope.
+        fits = (self._max_message_size - 4096) // 4 * 3
+        length = fits if data.length is None else min(data.length, fits)
+        offset = min(data.offset, INT64_MAX - 1)
+        found = await self._store.read(self._store.db.blob, data.sha256, offset, length)
+        if found is None:
+            raise CommandError(ErrorCode.BLOB_NOT_FOUND, f"No blob has sha256 {data.sha256}.")
+        media_type, size, chunk = found
+        return BlobData(
+            sha256=data.sha256,
+            media_type=media_type,
+            size=size,
+            offset=data.offset,
+            data=base64.b64encode(chunk).decode("ascii"),
+        )
+
+    async def _models(self, provider: str | None) -> ModelList:
+        """Roo's GetModels: the reply, and a daemon-wide modelsResponse event."""
+        models = self._config.models(provider)
+        await self._journal.emit(ModelsResponse(payload=(roo_model_record(models.models),)))
+        return models
