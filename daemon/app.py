@@ -64,7 +64,9 @@ from hdsp.protocol import (
 from .config import ConfigService, Profiles, SecretStore, SettingsError, SettingsStore
 from .config.secrets import ENV_FALLBACKS
 from .errors import CommandError
+from .llm.models import model_table
 from .llm.registry import Providers
+from .llm.retry import RetryPolicy
 from .lock import DirectoryLock, LockHeld
 from .logs import registered_secrets
 from .paths import Paths, UnsafeRuntimeDir, ensure_private_runtime_dir, make_private_dir
@@ -348,7 +350,7 @@ class Daemon:
             providers,
             tools=engine.tools,
             approvals=engine.approval_policy(settings.approvals),
-            retry_policy=settings.retry.policy(),
+            retry_policy=RetryPolicy.from_settings(settings.retry),
             private_dirs=(self.paths.data_dir, self.paths.runtime_dir),
         )
         self.tasks.services.setdefault("settings", self.config.store)
@@ -422,13 +424,13 @@ class Daemon:
             await store.load()
         except SettingsError as exc:
             raise DaemonError(str(exc)) from None
-        return ConfigService(store, SecretStore(), Profiles(store))
+        return ConfigService(store, SecretStore(), Profiles(store), model_table=model_table)
 
     async def _apply_settings(self, change: SettingsChange) -> None:
         """Settings the engine reads live: approvals and the retry policy."""
         settings = self.config.store.settings
         self.tasks.approvals.settings = settings.approvals
-        self.tasks.retry_policy = settings.retry.policy()
+        self.tasks.retry_policy = RetryPolicy.from_settings(settings.retry)
         if any(key == "sandbox" or key.startswith("sandbox.") for key in change.keys):
             await anyio.to_thread.run_sync(_report_sandbox, self.sandbox)
 

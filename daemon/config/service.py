@@ -25,7 +25,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio.to_thread
 import structlog
@@ -73,10 +73,7 @@ from .settings import (
     SettingsStore,
 )
 
-if TYPE_CHECKING:
-    from hdsp.daemon.llm.types import ModelInfo
-
-__all__ = ["ConfigService", "Listener", "model_table", "roo_model_record"]
+__all__ = ["ConfigService", "Listener", "ModelTable"]
 
 log = structlog.get_logger("hdsp.settings")
 
@@ -84,8 +81,10 @@ log = structlog.get_logger("hdsp.settings")
 #: and rebuilds providers from another.
 Listener = Callable[[SettingsChange], Awaitable[None]]
 
-#: The model tables GetModels lists when it is given no provider.
-_FAMILIES = ("anthropic", "openai")
+#: The model catalogue GetModels answers from, with the user's `settings.models`
+#: applied, for one provider or (None) for all: :func:`hdsp.daemon.llm.models.model_table`,
+#: handed in by the daemon, since the catalogue lives with the providers, above the config.
+ModelTable = Callable[["Settings", str | None], list[ModelEntry]]
 
 
 @contextmanager
@@ -143,10 +142,18 @@ def _changed_keys(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[s
 class ConfigService:
     """Settings, profiles and secrets, as the commands see them (module docstring)."""
 
-    def __init__(self, store: SettingsStore, secrets: SecretStore, profiles: Profiles) -> None:
+    def __init__(
+        self,
+        store: SettingsStore,
+        secrets: SecretStore,
+        profiles: Profiles,
+        *,
+        model_table: ModelTable,
+    ) -> None:
         self.store = store
         self.secrets = secrets
         self.profiles = profiles
+        self._model_table = model_table
         self._listeners: list[Listener] = []
         self._register_url_credentials()
 
@@ -494,7 +501,7 @@ class ConfigService:
                     ],
                     "Cannot list models",
                 )
-        return ModelList(models=model_table(self.settings, provider))
+        return ModelList(models=self._model_table(self.settings, provider))
 
 
 def _units(document: Mapping[str, Any]) -> list[str]:
@@ -507,67 +514,3 @@ def _units(document: Mapping[str, Any]) -> list[str]:
         else:
             units.append(key)
     return units
-
-
-def model_table(settings: Settings, provider: str | None = None) -> list[ModelEntry]:
-    """hdsp's model table with `settings.models` applied: one provider's, or every
-    family's (user entries that extend no table then count as OpenAI-compatible)."""
-    from hdsp.daemon.llm.models import list_models, lookup_model
-
-    overrides = settings.models
-
-    def entry(family: str, model_id: str, info: ModelInfo) -> ModelEntry:
-        return ModelEntry(
-            provider=family,
-            id=model_id,
-            context_window=info.context_window,
-            max_output=info.max_output,
-            input_price=info.input_price,
-            output_price=info.output_price,
-            cache_read_price=info.cache_read_price,
-            cache_write_price=info.cache_write_price,
-            supports_images=info.supports_images,
-            source="settings" if model_id in overrides else "builtin",
-        )
-
-    if provider == "demo":
-        return []
-    if provider is not None:
-        extra = {
-            model_id: o.apply(lookup_model(provider, model_id)) for model_id, o in overrides.items()
-        }
-        return [entry(provider, i, info) for i, info in list_models(provider, extra).items()]
-    entries: list[ModelEntry] = []
-    listed: set[str] = set()
-    for family in _FAMILIES:
-        table = list_models(family)
-        for model_id, info in table.items():
-            override = overrides.get(model_id)
-            entries.append(entry(family, model_id, override.apply(info) if override else info))
-            listed.add(model_id)
-    for model_id, override in sorted(overrides.items()):
-        if model_id not in listed:
-            info = override.apply(lookup_model("openai-compatible", model_id))
-            entries.append(entry("openai-compatible", model_id, info))
-    return entries
-
-
-def roo_model_record(models: list[ModelEntry]) -> dict[str, Any]:
-    """The `modelsResponse` payload: Roo's record of ModelInfo by model id."""
-    record: dict[str, Any] = {}
-    for m in models:
-        record.setdefault(
-            m.id,
-            {
-                "provider": m.provider,
-                "contextWindow": m.context_window,
-                "maxTokens": m.max_output,
-                "supportsImages": m.supports_images,
-                "supportsPromptCache": m.cache_read_price > 0,
-                "inputPrice": m.input_price,
-                "outputPrice": m.output_price,
-                "cacheReadsPrice": m.cache_read_price,
-                "cacheWritesPrice": m.cache_write_price,
-            },
-        )
-    return record

@@ -38,21 +38,18 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import Any, Final, Literal
 
 import anyio
 import anyio.to_thread
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from hdsp.daemon.approvals.settings import ApprovalSettings
+from hdsp.daemon.conversation import ModelInfo, StreamTimeouts
 from hdsp.daemon.logs import is_secret_key
 
+from .approvals import ApprovalSettings
 from .secrets import SECRET_NAME_PATTERN
-
-if TYPE_CHECKING:
-    from hdsp.daemon.llm.retry import RetryPolicy
-    from hdsp.daemon.llm.types import ModelInfo, StreamTimeouts
 
 __all__ = [
     "PROFILE_NAME_PATTERN",
@@ -116,8 +113,6 @@ class ProfileOptions(_Section):
 
     def stream_timeouts(self) -> StreamTimeouts:
         """These options' bounds on a server's silences."""
-        from hdsp.daemon.llm.types import StreamTimeouts
-
         return StreamTimeouts(first_byte=self.first_byte_timeout, idle=self.idle_timeout)
 
 
@@ -179,7 +174,8 @@ class ModelInfoOverride(_Section):
 
 
 class RetrySettings(_Section):
-    """Automatic retries of a failed model request (see :mod:`hdsp.daemon.llm.retry`)."""
+    """Automatic retries of a failed model request (made a policy by
+    :meth:`hdsp.daemon.llm.retry.RetryPolicy.from_settings`)."""
 
     #: Seconds before the first retry; doubled at each next one, with jitter.
     base_delay: float = Field(default=1.0, gt=0)
@@ -198,14 +194,6 @@ class RetrySettings(_Section):
                 f"({self.base_delay:g} s)"
             )
         return self
-
-    def policy(self) -> RetryPolicy:
-        """These settings as the engine's :class:`RetryPolicy`."""
-        from hdsp.daemon.llm.retry import RetryPolicy
-
-        return RetryPolicy(
-            base_delay=self.base_delay, max_delay=self.max_delay, max_attempts=self.max_attempts
-        )
 
 
 class KernelSettings(_Section):

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 import msgspec
 
-from hdsp.daemon.config.service import roo_model_record
 from hdsp.daemon.errors import CommandError
+from hdsp.daemon.llm.models import roo_model_record
 from hdsp.daemon.logs import register_secret
 from hdsp.protocol import (
     INT64_MAX,

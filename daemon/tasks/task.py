@@ -28,17 +28,7 @@ import structlog
 from anyio.abc import TaskGroup
 
 from hdsp.daemon.approvals import Decision
-from hdsp.daemon.errors import CommandError
-from hdsp.daemon.llm import Provider
-from hdsp.daemon.llm.errors import ContextWindowExceeded, ProviderError
-from hdsp.daemon.llm.images import (
-    fit_image,
-    image_block,
-    image_refused,
-    recent_images_only,
-    without_images,
-)
-from hdsp.daemon.llm.types import (
+from hdsp.daemon.conversation import (
     ApiMessage,
     Block,
     ImageBlock,
@@ -53,6 +43,16 @@ from hdsp.daemon.llm.types import (
     ToolResultBlock,
     ToolUseBlock,
     UsageChunk,
+)
+from hdsp.daemon.errors import CommandError
+from hdsp.daemon.llm import Provider
+from hdsp.daemon.llm.errors import ContextWindowExceeded, ProviderError
+from hdsp.daemon.llm.images import (
+    fit_image,
+    image_block,
+    image_refused,
+    recent_images_only,
+    without_images,
 )
 from hdsp.daemon.scrubber import scrubber
 from hdsp.daemon.store import append_api_message, save_turn, save_ui_message, update_task
