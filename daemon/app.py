@@ -39,7 +39,6 @@ from hdsp.protocol import (
     CloseTask,
     DaemonShuttingDown,
     Discovery,
-    ErrorCode,
     ExportSettings,
     GetModels,
     GetSettings,
@@ -63,7 +62,6 @@ from hdsp.protocol import (
 
 from .config import ConfigService, Profiles, SecretStore, SettingsError, SettingsStore
 from .config.secrets import ENV_FALLBACKS
-from .errors import CommandError
 from .llm.models import model_table
 from .llm.registry import Providers
 from .llm.retry import RetryPolicy
@@ -375,23 +373,8 @@ class Daemon:
             await self._engine_started.wait()
         monitor = self.store.monitor
         if not monitor.writable and not isinstance(cmd.data, _SERVED_WITHOUT_STORAGE):
-            raise self._storage_error()
-        try:
-            return await self._handlers(cmd, session)
-        except StorageUnavailable as exc:
-            raise CommandError(
-                ErrorCode.STORAGE_UNAVAILABLE,
-                str(exc),
-                details={"state": str(monitor.state)},
-            ) from None
-
-    def _storage_error(self) -> CommandError:
-        monitor = self.store.monitor
-        return CommandError(
-            ErrorCode.STORAGE_UNAVAILABLE,
-            f"Refused: {monitor.message()}",
-            details={"state": str(monitor.state)},
-        )
+            raise StorageUnavailable(f"Refused: {monitor.message()}", details=monitor.details())
+        return await self._handlers(cmd, session)
 
     async def _watch_storage(self) -> None:
         """Tell every client when the storage stops or starts taking writes; stop

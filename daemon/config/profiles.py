@@ -23,6 +23,9 @@ from typing import Final, Literal, Protocol
 
 import structlog
 
+from hdsp.daemon.errors import HdspError
+from hdsp.protocol import ErrorCode
+
 from .settings import ProviderProfile, Settings
 
 __all__ = [
@@ -49,8 +52,10 @@ DEMO_MODEL: Final = "hdsp-demo"
 ProfileSource = Literal["settings", "builtin", "environment"]
 
 
-class ProfileNotFound(LookupError):
+class ProfileNotFound(HdspError, LookupError):
     """No profile has that name, or none is configured; the message says what to do."""
+
+    code = ErrorCode.INVALID_REQUEST
 
 
 def demo_profile() -> ProviderProfile:

@@ -46,7 +46,9 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 import anyio.to_thread
 import structlog
 
+from hdsp.daemon.errors import HdspError
 from hdsp.daemon.scrubber import SecretScrubber, scrubber
+from hdsp.protocol import ErrorCode
 
 if TYPE_CHECKING:
     from keyring.backend import KeyringBackend
@@ -91,20 +93,26 @@ _HOW_TO_CONFIGURE = (
 )
 
 
-class SecretError(Exception):
+class SecretError(HdspError):
     """A secret could not be stored, read or removed; the message says why."""
 
 
 class InvalidSecret(SecretError, ValueError):
     """The name or the value of a secret is not acceptable."""
 
+    code = ErrorCode.INVALID_REQUEST
+
 
 class SecretStoreUnavailable(SecretError):
     """No usable keyring backend: secrets can be read from the environment only."""
 
+    code = ErrorCode.UNAVAILABLE
+
 
 class SecretStoreFailed(SecretError):
     """The keyring backend failed (locked, D-Bus error, unreadable file)."""
+
+    code = ErrorCode.UNAVAILABLE
 
 
 @dataclass(frozen=True, slots=True)

@@ -46,7 +46,9 @@ import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from hdsp.daemon.conversation import ModelInfo, StreamTimeouts
+from hdsp.daemon.errors import HdspError
 from hdsp.daemon.logs import is_secret_key
+from hdsp.protocol import ErrorCode
 
 from .approvals import ApprovalSettings
 from .secrets import SECRET_NAME_PATTERN
@@ -271,19 +273,27 @@ class FieldError:
         return f"{self.path or '(the document)'}: {self.message}"
 
 
-class SettingsError(Exception):
+class SettingsError(HdspError):
     """The settings file cannot be read or written; the message says which and why."""
+
+    code = ErrorCode.INTERNAL
 
 
 class SettingsInvalid(SettingsError, ValueError):
-    """A change or a document does not validate; `errors` lists every bad field."""
+    """A change or a document does not validate; `errors` lists every bad field
+    (and so do the details of the error reply)."""
+
+    code = ErrorCode.INVALID_REQUEST
 
     def __init__(
         self, errors: list[FieldError], what: str = "The settings were not changed"
     ) -> None:
         self.errors = errors
         listed = "; ".join(str(e) for e in errors)
-        super().__init__(f"{what}: {listed}.")
+        super().__init__(
+            f"{what}: {listed}.",
+            details={"errors": [{"path": e.path, "message": e.message} for e in errors]},
+        )
 
 
 # ---- documents: migration, merge, validation ------------------------------------------

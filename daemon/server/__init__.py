@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
-from .dispatch import Dispatcher, Overloaded
+from .dispatch import Dispatcher, DispatcherFull
 from .handlers import Handlers
 from .server import CAPABILITIES, Server
 from .sessions import Session, Sessions
 
-__all__ = ["CAPABILITIES", "Dispatcher", "Handlers", "Overloaded", "Server", "Session", "Sessions"]
+__all__ = [
+    "CAPABILITIES",
+    "Dispatcher",
+    "DispatcherFull",
+    "Handlers",
+    "Server",
+    "Session",
+    "Sessions",
+]
