@@ -25,7 +25,6 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import ExitStack
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -60,6 +59,7 @@ from hdsp.protocol import (
     encode,
 )
 
+from .atomic_write import write_atomically
 from .config import ConfigService, Profiles, SecretStore, SettingsError, SettingsStore
 from .config.secrets import ENV_FALLBACKS
 from .llm.models import model_table
@@ -176,17 +176,6 @@ def _exit_on_late_signals() -> None:
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, exit_now)
-
-
-def _write_private(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
 
 
 class Daemon:
@@ -470,4 +459,4 @@ class Daemon:
             events=self.paths.events_endpoint,
             started_at=int(time.time() * 1000),
         )
-        _write_private(self.paths.discovery_file, encode(info))
+        write_atomically(self.paths.discovery_file, encode(info))

@@ -168,6 +168,7 @@ DAEMON_LAYERS: tuple[frozenset[str], ...] = (
             "lock",
             "sdnotify",
             "systemd_unit",
+            "atomic_write",
         }
     ),
     frozenset({"config", "store", "server"}),

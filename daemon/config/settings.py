@@ -33,7 +33,6 @@ import copy
 import json
 import os
 import stat
-import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -45,6 +44,7 @@ import anyio.to_thread
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from hdsp.daemon.atomic_write import fsync_directory, write_atomically
 from hdsp.daemon.conversation import ModelInfo, StreamTimeouts
 from hdsp.daemon.errors import HdspError
 from hdsp.daemon.logs import is_secret_key
@@ -74,7 +74,6 @@ __all__ = [
     "merge_patch",
     "migrate",
     "validate_salvaging",
-    "write_atomically",
 ]
 
 log = structlog.get_logger("hdsp.settings")
@@ -500,35 +499,6 @@ def _utc_stamp() -> str:
     return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
 
 
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def write_atomically(path: Path, data: bytes) -> None:
-    """Replace `path` with `data` so that a crash leaves the old or the new file,
-    never a mix or nothing: a temporary file in the same directory (mode 0600),
-    fsync, rename over `path`, fsync of the directory."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        try:
-            os.fchmod(fd, 0o600)
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    _fsync_dir(path.parent)
-
-
 class SettingsStore:
     """The settings file behind a cache (see the module docstring).
 
@@ -621,7 +591,7 @@ class SettingsStore:
             n += 1
         try:
             os.replace(self.path, target)
-            _fsync_dir(self.path.parent)
+            fsync_directory(self.path.parent)
         except OSError as exc:
             raise SettingsError(
                 f"The settings file {self.path} is unusable ({why}), and moving it aside "
