@@ -52,13 +52,13 @@ from .profiles import (
     Profiles,
     secret_name,
 )
+from .provider_kinds import PROVIDER_KINDS
 from .secrets import (
     ENV_FALLBACKS,
     SecretStatus,
     SecretStore,
 )
 from .settings import (
-    PROVIDER_KINDS,
     FieldError,
     ProviderProfile,
     Settings,

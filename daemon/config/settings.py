@@ -51,17 +51,16 @@ from hdsp.daemon.logs import is_secret_key
 from hdsp.protocol import ErrorCode
 
 from .approvals import ApprovalSettings
+from .provider_kinds import ProviderKind
 from .secrets import SECRET_NAME_PATTERN
 
 __all__ = [
     "PROFILE_NAME_PATTERN",
-    "PROVIDER_KINDS",
     "SETTINGS_VERSION",
     "FieldError",
     "KernelSettings",
     "ModelInfoOverride",
     "ProfileOptions",
-    "ProviderKind",
     "ProviderProfile",
     "RetrySettings",
     "SandboxMode",
@@ -81,8 +80,6 @@ log = structlog.get_logger("hdsp.settings")
 #: The shape of the document this hdsp writes; see :func:`migrate`.
 SETTINGS_VERSION: Final = 2
 
-ProviderKind = Literal["anthropic", "openai", "openai-compatible", "demo"]
-PROVIDER_KINDS: Final[tuple[str, ...]] = ("anthropic", "openai", "openai-compatible", "demo")
 
 #: Profile names: as secret names, so that both fit on a command line unquoted.
 PROFILE_NAME_PATTERN: Final = SECRET_NAME_PATTERN

@@ -31,6 +31,7 @@ from typing import Any
 
 import msgspec
 
+from hdsp.daemon.config.provider_kinds import PROVIDER_KINDS
 from hdsp.daemon.config.settings import Settings
 from hdsp.daemon.conversation import ModelInfo
 from hdsp.protocol import ModelEntry
@@ -113,11 +114,9 @@ _OPENAI: dict[str, ModelInfo] = {
 
 _TABLES: dict[str, dict[str, ModelInfo]] = {"anthropic": _ANTHROPIC, "openai": _OPENAI}
 
-#: Which table a profile's `provider` reads.
+#: Which table a profile's `provider` reads (a column of the provider kinds' table).
 PROVIDER_FAMILIES: Mapping[str, str] = {
-    "anthropic": "anthropic",
-    "openai": "openai",
-    "openai-compatible": "openai",
+    kind: row.family for kind, row in PROVIDER_KINDS.items() if row.family is not None
 }
 
 #: What a model found nowhere gets: generous enough to work, priced at zero.
@@ -210,8 +209,8 @@ def list_models(
 
 # ---- the catalogue as GetModels answers it -----------------------------------------
 
-#: The model tables GetModels lists when it is given no provider.
-_LISTED_FAMILIES = ("anthropic", "openai")
+#: The model tables GetModels lists when it is given no provider: every family's.
+_LISTED_FAMILIES = tuple(_TABLES)
 
 
 def model_table(settings: Settings, provider: str | None = None) -> list[ModelEntry]:
@@ -233,8 +232,9 @@ def model_table(settings: Settings, provider: str | None = None) -> list[ModelEn
             source="settings" if model_id in overrides else "builtin",
         )
 
-    if provider == "demo":
-        return []
+    kind = PROVIDER_KINDS.get(provider) if provider is not None else None
+    if kind is not None and kind.family is None:
+        return []  # the demo: no model table
     if provider is not None:
         extra = {
             model_id: o.apply(lookup_model(provider, model_id)) for model_id, o in overrides.items()
