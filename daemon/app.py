@@ -340,7 +340,6 @@ class Daemon:
             retry_policy=RetryPolicy.from_settings(settings.retry),
             private_dirs=(self.paths.data_dir, self.paths.runtime_dir),
         )
-        self.tasks.services.setdefault("settings", self.config.store)
         self.kernels = engine.kernel_service(
             self.journal.emit,
             runtime_dir=self.paths.runtime_dir / "k",
