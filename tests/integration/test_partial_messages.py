@@ -44,9 +44,11 @@ async def test_a_message_streaming_at_a_kill_is_finished_on_restart(
             async with c.events(ref.task_id, since_seq=head) as events:
                 async for event in events:
                     data = event.data
-                    # Created partial: durable, so stored as streaming.
+                    # Created partial: durable, so stored as streaming. (The reply's
+                    # text: under load an api_req_waiting note streams before it.)
                     if (
                         isinstance(data, MessageEvent)
+                        and data.payload[0].message.say == Say.TEXT
                         and data.payload[0].message.partial
                         and event.seq is not None
                     ):
