@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "check":
         return _check(args.data_dir)
     if args.command == "install-service":
-        from .service import ServiceInstallError, install_service, installed_message
+        from .systemd_unit import ServiceInstallError, install_service, installed_message
 
         try:
             result = install_service(force=args.force, print_only=args.print_only)

@@ -27,7 +27,6 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import ExitStack
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -49,9 +48,12 @@ from hdsp.protocol import (
     encode,
 )
 
+from .atomic_write import write_atomically
 from .config import ConfigService, Profiles, SecretStore, SettingsError, SettingsStore
 from .config.secrets import ENV_FALLBACKS
+from .llm.models import model_table
 from .llm.registry import Providers
+from .llm.retry import RetryPolicy
 from .lock import DirectoryLock, LockHeld
 from .logs import registered_secrets
 from .paths import Paths, UnsafeRuntimeDir, ensure_private_runtime_dir, make_private_dir
@@ -160,17 +162,6 @@ def _exit_on_late_signals() -> None:
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, exit_now)
-
-
-def _write_private(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
 
 
 class Daemon:
@@ -340,7 +331,7 @@ class Daemon:
             providers,
             tools=engine.tools,
             approvals=engine.approval_policy(settings.approvals),
-            retry_policy=settings.retry.policy(),
+            retry_policy=RetryPolicy.from_settings(settings.retry),
             kernels=self.kernels,
             private_dirs=(self.paths.data_dir, self.paths.runtime_dir),
         )
@@ -417,13 +408,13 @@ class Daemon:
             await store.load()
         except SettingsError as exc:
             raise DaemonError(str(exc)) from None
-        return ConfigService(store, SecretStore(), Profiles(store))
+        return ConfigService(store, SecretStore(), Profiles(store), model_table=model_table)
 
     async def _apply_settings(self, change: SettingsChange) -> None:
         """Settings the engine reads live: approvals and the retry policy."""
         settings = self.config.store.settings
         self.tasks.approvals.settings = settings.approvals
-        self.tasks.retry_policy = settings.retry.policy()
+        self.tasks.retry_policy = RetryPolicy.from_settings(settings.retry)
         if any(key == "sandbox" or key.startswith("sandbox.") for key in change.keys):
             await anyio.to_thread.run_sync(_report_sandbox, self.sandbox)
 
@@ -480,4 +471,4 @@ class Daemon:
             events=self.paths.events_endpoint,
             started_at=int(time.time() * 1000),
         )
-        _write_private(self.paths.discovery_file, encode(info))
+        write_atomically(self.paths.discovery_file, encode(info))

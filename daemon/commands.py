@@ -7,9 +7,9 @@ calling the method of the part that owns the work.
 
 It sits just below the composition root (`app`), which builds it with the parts it
 calls, handed in explicitly; the server is handed it as its handler and knows
-nothing of what is behind it. Errors of the parts that carry a wire code
-(KernelError, StorageUnavailable) become `CommandError` here, at the edge of the
-table. A test checks that every command of the protocol has exactly one arm here
+nothing of what is behind it. The parts raise their own errors, each carrying its
+wire code (see hdsp.daemon.errors); the server turns them into error replies in
+one place, `wire_error`. A test checks that every command of the protocol has exactly one arm here
 and one method on the client.
 """
 
@@ -72,10 +72,9 @@ from hdsp.protocol import (
 )
 
 from .config import ConfigService
-from .config.service import roo_model_record
+from .llm.models import roo_model_record
 from .errors import CommandError
 from .kernels import KernelService
-from .kernels.errors import KernelError
 from .logs import register_secret
 from .store import Journal, StorageUnavailable, Store
 from .tasks import TaskManager
@@ -125,19 +124,8 @@ class Commands:
     async def __call__(self, command: Command, *, client_id: str) -> Any:
         monitor = self._store.monitor
         if not monitor.writable and not command_spec(command).without_storage:
-            raise CommandError(
-                ErrorCode.STORAGE_UNAVAILABLE,
-                f"Refused: {monitor.message()}",
-                details={"state": str(monitor.state)},
-            )
-        try:
-            return await self._run(command, client_id)
-        except StorageUnavailable as exc:
-            raise CommandError(
-                ErrorCode.STORAGE_UNAVAILABLE, str(exc), details={"state": str(monitor.state)}
-            ) from None
-        except KernelError as exc:
-            raise CommandError(exc.code, exc.message) from None
+            raise StorageUnavailable(f"Refused: {monitor.message()}", details=monitor.details())
+        return await self._run(command, client_id)
 
     async def _run(self, command: Command, client_id: str) -> Any:
         tasks, config, kernels = self._tasks, self._config, self._kernels

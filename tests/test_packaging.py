@@ -3,6 +3,8 @@
 DESIGN.md, "Layout": `hdsp.protocol` imports only msgspec and the standard library,
 and `hdsp.client` never imports `hdsp.daemon`, so clients (and the JupyterLab
 plugin) can be installed and imported without the daemon's dependencies.
+
+Inside the daemon, layers only look down (STYLE.md 17): see :data:`DAEMON_LAYERS`.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import shutil
 import subprocess
 import sys
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -146,6 +148,254 @@ def test_the_import_checker_catches_violations(tmp_path: Path) -> None:
     ]
 
 
+# --- the daemon's layers ------------------------------------------------------------
+
+#: The daemon's parts, lowest layer first: a part (a subpackage, or a module at the top
+#: of hdsp.daemon) may import its own layer and the layers below, never one above.
+#: Parts of one layer may import each other as long as no import circle forms (a
+#: separate rule). A new part must be placed here before it imports or is imported.
+DAEMON_LAYERS: tuple[frozenset[str], ...] = (
+    frozenset({"protocol"}),  # hdsp.protocol: the wire types
+    # Vocabulary and plumbing every layer may use.
+    frozenset(
+        {
+            "hdsp.daemon",  # the package itself: its version
+            "conversation",
+            "errors",
+            "logs",
+            "scrubber",
+            "paths",
+            "lock",
+            "sdnotify",
+            "systemd_unit",
+            "atomic_write",
+        }
+    ),
+    frozenset({"config", "store", "server"}),
+    frozenset({"llm", "kernels"}),
+    frozenset({"sandbox"}),
+    frozenset({"tools"}),
+    frozenset({"approvals"}),
+    frozenset({"tasks"}),
+    frozenset({"commands"}),
+    frozenset({"app", "__main__"}),
+)
+
+#: Parts whose imports are narrower than their layer allows: the ZeroMQ server knows
+#: frames, sessions and errors, never what the commands do.
+DAEMON_MAY_IMPORT_ONLY: Mapping[str, frozenset[str]] = {
+    "server": frozenset({"protocol", "errors", "logs", "scrubber"}),
+}
+
+#: Parts of one layer that must not import each other: the kernels know no model.
+DAEMON_APART: frozenset[frozenset[str]] = frozenset({frozenset({"llm", "kernels"})})
+
+# Imports that break the rules above in code other branches are restructuring
+# (issue 14). Each is removed by the branch named; once those are merged, delete
+# the entry (and, when it is empty, this list): the test then guards them too.
+KNOWN_UNTIL_MERGE: frozenset[tuple[str, str]] = frozenset(
+    {
+        # "kernels": rendering outputs for a model moves to the kernel tools.
+        ("hdsp.daemon.kernels.outputs", "hdsp.daemon.llm.images"),
+    }
+)
+
+
+def module_graph(package: str, root: Path) -> dict[str, dict[str, int]]:
+    """Every module of the package -> the modules of ours it imports, with a line.
+
+    Every import counts: at the top, in a function, or under ``TYPE_CHECKING`` (a
+    dependency that only the type checker sees is still one). ``from X import
+    name`` counts as importing ``X.name`` when that is a module, else ``X``; any
+    hdsp.protocol module counts as ``hdsp.protocol``.
+    """
+    files = {module_of(package, root, path)[0]: path for path in python_files(root)}
+
+    def ours(name: str) -> str | None:
+        if in_package(name, "hdsp.protocol"):
+            return "hdsp.protocol"
+        while name not in files:
+            if "." not in name:
+                return None
+            name = name.rpartition(".")[0]
+        return name
+
+    graph: dict[str, dict[str, int]] = {}
+    for module, path in files.items():
+        edges = graph[module] = {}
+        by_line: dict[int, list[str]] = {}
+        for line, name in imports_of(package, root, path):
+            by_line.setdefault(line, []).append(name)
+        for line, names in by_line.items():
+            # imports_of yields X and X.name for `from X import name`: X.name alone
+            # when it is a module (a submodule imported), X when it is not.
+            submodules = {n for n in names if n in files}
+            targets = {n for n in names if not any(m.startswith(n + ".") for m in submodules)}
+            for name in targets:
+                target = ours(name)
+                if target is not None and target != module:
+                    edges.setdefault(target, line)
+    return graph
+
+
+def daemon_part(module: str) -> str:
+    """The layer table's name for the part a module belongs to."""
+    if module == "hdsp.protocol":
+        return "protocol"
+    if module == "hdsp.daemon":
+        return module
+    return module.removeprefix("hdsp.daemon.").partition(".")[0]
+
+
+def import_circles(graph: Mapping[str, Mapping[str, int]]) -> list[list[str]]:
+    """The graph's circles: its strongly connected components of two or more
+    modules (Tarjan's algorithm, iteratively), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles: list[list[str]] = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph.get(start, {}))))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, {})))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    circles.append(sorted(component))
+    return circles
+
+
+def layer_violations(
+    package: str,
+    root: Path,
+    layers: tuple[frozenset[str], ...] = DAEMON_LAYERS,
+    known: frozenset[tuple[str, str]] = KNOWN_UNTIL_MERGE,
+) -> list[str]:
+    """Every import that climbs a layer, breaks a narrower rule or closes a circle."""
+    rank = {part: i for i, layer in enumerate(layers) for part in layer}
+    graph = {
+        module: {t: line for t, line in edges.items() if (module, t) not in known}
+        for module, edges in module_graph(package, root).items()
+    }
+    found = []
+    for module, edges in sorted(graph.items()):
+        where = module.removeprefix(package + ".")
+        part = daemon_part(module)
+        if part not in rank:
+            found.append(f"{where}: {part} has no place in DAEMON_LAYERS")
+            continue
+        for target, line in sorted(edges.items()):
+            other = daemon_part(target)
+            if other == part:
+                continue
+            if other not in rank:
+                found.append(f"{where}:{line}: imports {target}, in no layer")
+            elif rank[other] > rank[part]:
+                found.append(f"{where}:{line}: imports {target}, a higher layer")
+            elif part in DAEMON_MAY_IMPORT_ONLY and other not in DAEMON_MAY_IMPORT_ONLY[part]:
+                found.append(f"{where}:{line}: imports {target}; {part} may not")
+            elif frozenset({part, other}) in DAEMON_APART:
+                found.append(f"{where}:{line}: imports {target}; {part} and {other} stay apart")
+    for circle in import_circles(graph):
+        found.append("import circle: " + " <-> ".join(circle))
+    parts: dict[str, dict[str, int]] = {}
+    for module, edges in graph.items():
+        for target, line in edges.items():
+            if daemon_part(target) != daemon_part(module):
+                parts.setdefault(daemon_part(module), {})[daemon_part(target)] = line
+    for circle in import_circles(parts):
+        found.append("circle between parts: " + " <-> ".join(circle))
+    return found
+
+
+def test_daemon_layers_only_look_down() -> None:
+    found = layer_violations("hdsp.daemon", SOURCES["hdsp.daemon"])
+    assert not found, "the daemon's layers (DAEMON_LAYERS) are broken:\n" + "\n".join(found)
+
+
+def test_known_exceptions_are_still_needed() -> None:
+    """An entry of KNOWN_UNTIL_MERGE whose import is gone is deleted, not kept."""
+    graph = module_graph("hdsp.daemon", SOURCES["hdsp.daemon"])
+    stale = sorted(f"{a} -> {b}" for a, b in KNOWN_UNTIL_MERGE if b not in graph.get(a, {}))
+    assert not stale, "delete from KNOWN_UNTIL_MERGE:\n" + "\n".join(stale)
+
+
+def test_no_package_of_the_daemon_imports_lazily() -> None:
+    """No PEP 562 ``__getattr__`` in a package: a lazy import that hides a circle."""
+    lazy = [
+        str(path.relative_to(REPO))
+        for path in python_files(SOURCES["hdsp.daemon"])
+        if path.name == "__init__.py"
+        and any(
+            isinstance(node, ast.FunctionDef) and node.name == "__getattr__"
+            for node in ast.parse(path.read_text(encoding="utf-8")).body
+        )
+    ]
+    assert not lazy, f"lazy-import shims: {lazy}"
+
+
+def test_the_layer_checker_catches_violations(tmp_path: Path) -> None:
+    """Upward imports, the server's narrow rule, parts kept apart, parts in no
+    layer and circles (through TYPE_CHECKING and functions too) are all found."""
+    root = tmp_path / "daemon"
+    for folder in ("llm", "kernels", "server", "tasks"):
+        (root / folder).mkdir(parents=True)
+        (root / folder / "__init__.py").write_text("")
+    (root / "__init__.py").write_text("")
+    (root / "conversation.py").write_text("from .llm import models\n")
+    (root / "llm" / "models.py").write_text("from hdsp.protocol import ErrorCode\n")
+    (root / "kernels" / "outputs.py").write_text("from ..llm.models import table\n")
+    (root / "server" / "handlers.py").write_text("from hdsp.daemon import conversation\n")
+    (root / "tasks" / "task.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .manager import M\n"
+    )
+    (root / "tasks" / "manager.py").write_text("def f():\n    from . import task\n")
+    (root / "extra.py").write_text("")
+    # Parts of one layer in a circle that no circle of modules closes.
+    for folder in ("config", "store"):
+        (root / folder).mkdir()
+        (root / folder / "__init__.py").write_text("")
+    (root / "config" / "settings.py").write_text("import hdsp.daemon.store.database\n")
+    (root / "store" / "database.py").write_text("")
+    (root / "store" / "journal.py").write_text("from ..config import settings\n")
+    assert layer_violations("hdsp.daemon", root, known=frozenset()) == [
+        "conversation:1: imports hdsp.daemon.llm.models, a higher layer",
+        "extra: extra has no place in DAEMON_LAYERS",
+        "kernels.outputs:1: imports hdsp.daemon.llm.models; kernels and llm stay apart",
+        "server.handlers:1: imports hdsp.daemon.conversation; server may not",
+        "import circle: hdsp.daemon.tasks.manager <-> hdsp.daemon.tasks.task",
+        "circle between parts: config <-> store",
+    ]
+    # The allow-list removes exactly the edges it names.
+    known = frozenset({("hdsp.daemon.tasks.task", "hdsp.daemon.tasks.manager")})
+    assert "import circle" not in " ".join(layer_violations("hdsp.daemon", root, known=known))
+
+
 # --- the same rules, at run time ----------------------------------------------------
 
 
@@ -251,7 +501,7 @@ def test_wheel_installs_and_runs_in_a_clean_venv(tmp_path: Path) -> None:
         [
             bin_dir / "python",
             "-c",
-            "import hdsp.daemon.service as s; print(s.__file__); print(s.unit_text('/x/hdspd'))",
+            "import hdsp.daemon.systemd_unit as s; print(s.__file__); print(s.unit_text('/x/hdspd'))",
         ],
         cwd=outside,
     )

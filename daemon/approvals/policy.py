@@ -34,11 +34,11 @@ from typing import Any
 
 from pathspec import GitIgnoreSpec
 
+from hdsp.daemon.config.approvals import ApprovalSettings
 from hdsp.daemon.tools.base import Tool, ToolCategory, ToolError
 from hdsp.daemon.tools.workspace import Workspace
 
 from .commands import Judgement, judge_command
-from .settings import ApprovalSettings
 
 __all__ = [
     "DEFAULT_FOLLOWUP_TIMEOUT",

@@ -1,7 +1,8 @@
-"""Settings, provider profiles and secrets."""
+"""Settings (the approvals' among them), provider profiles and secrets."""
 
 from __future__ import annotations
 
+from .approvals import ApprovalSettings
 from .profiles import (
     DEFAULT_PROFILE,
     DEMO_PROFILE,
@@ -31,6 +32,7 @@ from .settings import (
 __all__ = [
     "DEFAULT_PROFILE",
     "DEMO_PROFILE",
+    "ApprovalSettings",
     "ConfigService",
     "InvalidSecret",
     "ModelInfoOverride",

@@ -23,6 +23,10 @@ from typing import Final, Literal, Protocol
 
 import structlog
 
+from hdsp.daemon.errors import HdspError
+from hdsp.protocol import ErrorCode
+
+from .provider_kinds import PROVIDER_KINDS
 from .settings import ProviderProfile, Settings
 
 __all__ = [
@@ -49,8 +53,10 @@ DEMO_MODEL: Final = "hdsp-demo"
 ProfileSource = Literal["settings", "builtin", "environment"]
 
 
-class ProfileNotFound(LookupError):
+class ProfileNotFound(HdspError, LookupError):
     """No profile has that name, or none is configured; the message says what to do."""
+
+    code = ErrorCode.INVALID_REQUEST
 
 
 def demo_profile() -> ProviderProfile:
@@ -72,17 +78,12 @@ def env_default_profile(env: Mapping[str, str]) -> ProviderProfile | None:
     )
 
 
-#: Providers whose key a profile without a `secret` takes from the secret of the same
-#: name (which falls back to ANTHROPIC_API_KEY, OPENAI_API_KEY).
-_CONVENTIONAL_SECRETS: Final = frozenset({"anthropic", "openai"})
-
-
 def secret_name(profile: ProviderProfile) -> str | None:
-    """The secret holding `profile`'s key: its own `secret`, else for the
-    "anthropic" and "openai" providers the secret of that name, else None."""
+    """The secret holding `profile`'s key: its own `secret`, else its provider
+    kind's conventional one ("anthropic", "openai"), else None."""
     if profile.secret is not None:
         return profile.secret
-    return profile.provider if profile.provider in _CONVENTIONAL_SECRETS else None
+    return PROVIDER_KINDS[profile.provider].conventional_secret
 
 
 class SettingsSource(Protocol):

@@ -46,7 +46,11 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 import anyio.to_thread
 import structlog
 
+from hdsp.daemon.errors import HdspError
 from hdsp.daemon.scrubber import SecretScrubber, scrubber
+from hdsp.protocol import ErrorCode
+
+from .provider_kinds import PROVIDER_KINDS
 
 if TYPE_CHECKING:
     from keyring.backend import KeyringBackend
@@ -73,10 +77,14 @@ SERVICE: Final = "hdsp"
 SECRET_NAME_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$"
 _NAME = re.compile(SECRET_NAME_PATTERN)
 
-#: Environment variables read, in order, when the keyring has no value for a name.
+#: Environment variables read, in order, when the keyring has no value for a name:
+#: the provider kinds' conventional secrets, then hdsp's own.
 ENV_FALLBACKS: Final[Mapping[str, tuple[str, ...]]] = {
-    "anthropic": ("ANTHROPIC_API_KEY",),
-    "openai": ("OPENAI_API_KEY",),
+    **{
+        row.conventional_secret: row.env_vars
+        for row in PROVIDER_KINDS.values()
+        if row.conventional_secret is not None
+    },
     # The `default` profile made from HDSP_BASE_URL/HDSP_MODEL uses this name.
     "default": ("HDSP_API_KEY", "OPENAI_API_KEY"),
     "hdsp": ("HDSP_API_KEY",),
@@ -91,20 +99,26 @@ _HOW_TO_CONFIGURE = (
 )
 
 
-class SecretError(Exception):
+class SecretError(HdspError):
     """A secret could not be stored, read or removed; the message says why."""
 
 
 class InvalidSecret(SecretError, ValueError):
     """The name or the value of a secret is not acceptable."""
 
+    code = ErrorCode.INVALID_REQUEST
+
 
 class SecretStoreUnavailable(SecretError):
     """No usable keyring backend: secrets can be read from the environment only."""
 
+    code = ErrorCode.UNAVAILABLE
+
 
 class SecretStoreFailed(SecretError):
     """The keyring backend failed (locked, D-Bus error, unreadable file)."""
+
+    code = ErrorCode.UNAVAILABLE
 
 
 @dataclass(frozen=True, slots=True)

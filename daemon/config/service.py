@@ -2,8 +2,8 @@
 
 One object, owned by the daemon, in front of the :class:`SettingsStore`, the
 :class:`SecretStore` and the :class:`Profiles` in effect. It answers with the
-protocol's result types and raises :class:`CommandError` with a code and a message
-a person can act on. After every change it calls its listeners with a
+protocol's result types and raises the config's errors, each with its wire code
+and a message a person can act on (see :mod:`hdsp.daemon.errors`). After every change it calls its listeners with a
 :class:`SettingsChange`, which the daemon turns into the `settingsChanged` event and
 into rebuilding the providers that changed; so every path that changes settings
 tells every client and every cached provider, and none can forget to.
@@ -23,17 +23,14 @@ when it redacts to the same text; otherwise it is refused, naming the profile.
 from __future__ import annotations
 
 import copy
-from collections.abc import Awaitable, Callable, Iterator, Mapping
-from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
 
 import anyio.to_thread
 import structlog
 
-from hdsp.daemon.errors import CommandError
 from hdsp.daemon.scrubber import REDACTED, url_credentials
 from hdsp.protocol import (
-    ErrorCode,
     ImportResult,
     ModelEntry,
     ModelList,
@@ -55,28 +52,21 @@ from .profiles import (
     Profiles,
     secret_name,
 )
+from .provider_kinds import PROVIDER_KINDS
 from .secrets import (
     ENV_FALLBACKS,
-    InvalidSecret,
     SecretStatus,
     SecretStore,
-    SecretStoreFailed,
-    SecretStoreUnavailable,
 )
 from .settings import (
-    PROVIDER_KINDS,
     FieldError,
     ProviderProfile,
     Settings,
-    SettingsError,
     SettingsInvalid,
     SettingsStore,
 )
 
-if TYPE_CHECKING:
-    from hdsp.daemon.llm.types import ModelInfo
-
-__all__ = ["ConfigService", "Listener", "model_table", "roo_model_record"]
+__all__ = ["ConfigService", "Listener", "ModelTable"]
 
 log = structlog.get_logger("hdsp.settings")
 
@@ -84,27 +74,10 @@ log = structlog.get_logger("hdsp.settings")
 #: and rebuilds providers from another.
 Listener = Callable[[SettingsChange], Awaitable[None]]
 
-#: The model tables GetModels lists when it is given no provider.
-_FAMILIES = ("anthropic", "openai")
-
-
-@contextmanager
-def _as_command_errors() -> Iterator[None]:
-    """Translate the config errors into error replies (STYLE.md 9)."""
-    try:
-        yield
-    except SettingsInvalid as exc:
-        raise CommandError(
-            ErrorCode.INVALID_REQUEST,
-            str(exc),
-            details={"errors": [{"path": e.path, "message": e.message} for e in exc.errors]},
-        ) from None
-    except SettingsError as exc:
-        raise CommandError(ErrorCode.INTERNAL, str(exc)) from None
-    except (InvalidSecret, ProfileNotFound) as exc:
-        raise CommandError(ErrorCode.INVALID_REQUEST, str(exc)) from None
-    except (SecretStoreUnavailable, SecretStoreFailed) as exc:
-        raise CommandError(ErrorCode.UNAVAILABLE, str(exc)) from None
+#: The model catalogue GetModels answers from, with the user's `settings.models`
+#: applied, for one provider or (None) for all: :func:`hdsp.daemon.llm.models.model_table`,
+#: handed in by the daemon, since the catalogue lives with the providers, above the config.
+ModelTable = Callable[["Settings", str | None], list[ModelEntry]]
 
 
 def _secret_info(status: SecretStatus, plaintext_keyring: str | None = None) -> SecretInfo:
@@ -143,10 +116,18 @@ def _changed_keys(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[s
 class ConfigService:
     """Settings, profiles and secrets, as the commands see them (module docstring)."""
 
-    def __init__(self, store: SettingsStore, secrets: SecretStore, profiles: Profiles) -> None:
+    def __init__(
+        self,
+        store: SettingsStore,
+        secrets: SecretStore,
+        profiles: Profiles,
+        *,
+        model_table: ModelTable,
+    ) -> None:
         self.store = store
         self.secrets = secrets
         self.profiles = profiles
+        self._model_table = model_table
         self._listeners: list[Listener] = []
         self._register_url_credentials()
 
@@ -287,15 +268,14 @@ class ConfigService:
         self, patch: Mapping[str, Any], *, client_id: str | None = None
     ) -> SettingsView:
         before = self.settings.document()
-        with _as_command_errors():
-            if isinstance(patch, Mapping):
-                patch = copy.deepcopy(dict(patch))
-                refused = self._restore_redacted_urls(patch)
-                if refused:
-                    raise SettingsInvalid(refused)
-            if isinstance(patch, Mapping) and patch.get("current_profile") is not None:
-                self._check_selectable(patch["current_profile"], patch)
-            after = (await self.store.update(patch)).document()
+        if isinstance(patch, Mapping):
+            patch = copy.deepcopy(dict(patch))
+            refused = self._restore_redacted_urls(patch)
+            if refused:
+                raise SettingsInvalid(refused)
+        if isinstance(patch, Mapping) and patch.get("current_profile") is not None:
+            self._check_selectable(patch["current_profile"], patch)
+        after = (await self.store.update(patch)).document()
         keys = _changed_keys(before, after)
         if keys:
             await self._changed(
@@ -324,23 +304,22 @@ class ConfigService:
     ) -> ProfileInfo:
         profile = data.profile
         name = profile.name
-        with _as_command_errors():
-            if name == DEMO_PROFILE:
-                raise SettingsInvalid(
-                    [FieldError("profile.name", "'demo' is built in; choose another name")]
-                )
-            document = _profile_document(profile)
-            refused = self._restore_redacted_urls({"profiles": {name: document}})
-            if refused:
-                raise SettingsInvalid(refused)
+        if name == DEMO_PROFILE:
+            raise SettingsInvalid(
+                [FieldError("profile.name", "'demo' is built in; choose another name")]
+            )
+        document = _profile_document(profile)
+        refused = self._restore_redacted_urls({"profiles": {name: document}})
+        if refused:
+            raise SettingsInvalid(refused)
 
-            def change(current: dict[str, Any]) -> dict[str, Any]:
-                current.setdefault("profiles", {})[name] = document
-                if data.select:
-                    current["current_profile"] = name
-                return current
+        def change(current: dict[str, Any]) -> dict[str, Any]:
+            current.setdefault("profiles", {})[name] = document
+            if data.select:
+                current["current_profile"] = name
+            return current
 
-            settings = await self.store.modify(change)
+        settings = await self.store.modify(change)
         log.info("profile saved", profile=name, provider=profile.provider, model=profile.model)
         await self._changed(
             SettingsChange(
@@ -353,27 +332,26 @@ class ConfigService:
         return await self._profile_info(name, settings.profiles[name], self.profiles.current())
 
     async def delete_profile(self, name: str, *, client_id: str | None = None) -> ProfileList:
-        with _as_command_errors():
-            if name not in self.settings.profiles:
-                if name == DEMO_PROFILE:
-                    why = "'demo' is built in and cannot be removed."
-                elif name == DEFAULT_PROFILE and name in self.profiles.all():
-                    why = (
-                        "'default' comes from HDSP_BASE_URL/HDSP_MODEL in hdspd's environment; "
-                        "unset them and restart hdspd to remove it."
-                    )
-                else:
-                    known = ", ".join(sorted(self.settings.profiles)) or "none"
-                    why = f"No saved profile is named {name!r} (saved: {known})."
-                raise ProfileNotFound(why)
+        if name not in self.settings.profiles:
+            if name == DEMO_PROFILE:
+                why = "'demo' is built in and cannot be removed."
+            elif name == DEFAULT_PROFILE and name in self.profiles.all():
+                why = (
+                    "'default' comes from HDSP_BASE_URL/HDSP_MODEL in hdspd's environment; "
+                    "unset them and restart hdspd to remove it."
+                )
+            else:
+                known = ", ".join(sorted(self.settings.profiles)) or "none"
+                why = f"No saved profile is named {name!r} (saved: {known})."
+            raise ProfileNotFound(why)
 
-            def change(current: dict[str, Any]) -> dict[str, Any]:
-                current.get("profiles", {}).pop(name, None)
-                if current.get("current_profile") == name:
-                    current["current_profile"] = None
-                return current
+        def change(current: dict[str, Any]) -> dict[str, Any]:
+            current.get("profiles", {}).pop(name, None)
+            if current.get("current_profile") == name:
+                current["current_profile"] = None
+            return current
 
-            await self.store.modify(change)
+        await self.store.modify(change)
         log.info("profile removed", profile=name)
         await self._changed(
             SettingsChange(
@@ -386,14 +364,13 @@ class ConfigService:
         return await self.list_profiles()
 
     async def select_profile(self, name: str, *, client_id: str | None = None) -> ProfileList:
-        with _as_command_errors():
-            self.profiles.resolve_name(name)
+        self.profiles.resolve_name(name)
 
-            def change(current: dict[str, Any]) -> dict[str, Any]:
-                current["current_profile"] = name
-                return current
+        def change(current: dict[str, Any]) -> dict[str, Any]:
+            current["current_profile"] = name
+            return current
 
-            await self.store.modify(change)
+        await self.store.modify(change)
         log.info("profile selected", profile=name)
         await self._changed(
             SettingsChange(
@@ -406,8 +383,7 @@ class ConfigService:
         self, name: str, value: str, *, client_id: str | None = None
     ) -> SecretInfo:
         """Store a secret; the result names the plain-text file it went to, if so."""
-        with _as_command_errors():
-            await self.secrets.set(name, value)
+        await self.secrets.set(name, value)
         await self._changed(
             SettingsChange(
                 reason="secretSet",
@@ -419,8 +395,7 @@ class ConfigService:
         return _secret_info(await self._status(name), await self.plaintext_keyring())
 
     async def delete_secret(self, name: str, *, client_id: str | None = None) -> SecretInfo:
-        with _as_command_errors():
-            removed = await self.secrets.delete(name)
+        removed = await self.secrets.delete(name)
         if removed:
             await self._changed(
                 SettingsChange(
@@ -450,8 +425,7 @@ class ConfigService:
             incoming["profiles"] = {
                 k: v for k, v in document["profiles"].items() if k != DEMO_PROFILE
             }
-        with _as_command_errors():
-            settings, rejected = await self.store.import_document(document, merge=merge)
+        settings, rejected = await self.store.import_document(document, merge=merge)
         rejected = early + rejected
         after = settings.document()
         applied = [
@@ -483,18 +457,17 @@ class ConfigService:
 
     def models(self, provider: str | None = None) -> ModelList:
         """The model table with the user's overrides, for one provider or all."""
-        with _as_command_errors():
-            if provider is not None and provider not in PROVIDER_KINDS:
-                raise SettingsInvalid(
-                    [
-                        FieldError(
-                            "provider",
-                            f"must be one of {', '.join(PROVIDER_KINDS)}, not {provider!r}",
-                        )
-                    ],
-                    "Cannot list models",
-                )
-        return ModelList(models=model_table(self.settings, provider))
+        if provider is not None and provider not in PROVIDER_KINDS:
+            raise SettingsInvalid(
+                [
+                    FieldError(
+                        "provider",
+                        f"must be one of {', '.join(PROVIDER_KINDS)}, not {provider!r}",
+                    )
+                ],
+                "Cannot list models",
+            )
+        return ModelList(models=self._model_table(self.settings, provider))
 
 
 def _units(document: Mapping[str, Any]) -> list[str]:
@@ -507,67 +480,3 @@ def _units(document: Mapping[str, Any]) -> list[str]:
         else:
             units.append(key)
     return units
-
-
-def model_table(settings: Settings, provider: str | None = None) -> list[ModelEntry]:
-    """hdsp's model table with `settings.models` applied: one provider's, or every
-    family's (user entries that extend no table then count as OpenAI-compatible)."""
-    from hdsp.daemon.llm.models import list_models, lookup_model
-
-    overrides = settings.models
-
-    def entry(family: str, model_id: str, info: ModelInfo) -> ModelEntry:
-        return ModelEntry(
-            provider=family,
-            id=model_id,
-            context_window=info.context_window,
-            max_output=info.max_output,
-            input_price=info.input_price,
-            output_price=info.output_price,
-            cache_read_price=info.cache_read_price,
-            cache_write_price=info.cache_write_price,
-            supports_images=info.supports_images,
-            source="settings" if model_id in overrides else "builtin",
-        )
-
-    if provider == "demo":
-        return []
-    if provider is not None:
-        extra = {
-            model_id: o.apply(lookup_model(provider, model_id)) for model_id, o in overrides.items()
-        }
-        return [entry(provider, i, info) for i, info in list_models(provider, extra).items()]
-    entries: list[ModelEntry] = []
-    listed: set[str] = set()
-    for family in _FAMILIES:
-        table = list_models(family)
-        for model_id, info in table.items():
-            override = overrides.get(model_id)
-            entries.append(entry(family, model_id, override.apply(info) if override else info))
-            listed.add(model_id)
-    for model_id, override in sorted(overrides.items()):
-        if model_id not in listed:
-            info = override.apply(lookup_model("openai-compatible", model_id))
-            entries.append(entry("openai-compatible", model_id, info))
-    return entries
-
-
-def roo_model_record(models: list[ModelEntry]) -> dict[str, Any]:
-    """The `modelsResponse` payload: Roo's record of ModelInfo by model id."""
-    record: dict[str, Any] = {}
-    for m in models:
-        record.setdefault(
-            m.id,
-            {
-                "provider": m.provider,
-                "contextWindow": m.context_window,
-                "maxTokens": m.max_output,
-                "supportsImages": m.supports_images,
-                "supportsPromptCache": m.cache_read_price > 0,
-                "inputPrice": m.input_price,
-                "outputPrice": m.output_price,
-                "cacheReadsPrice": m.cache_read_price,
-                "cacheWritesPrice": m.cache_write_price,
-            },
-        )
-    return record

@@ -33,36 +33,34 @@ import copy
 import json
 import os
 import stat
-import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import Any, Final, Literal
 
 import anyio
 import anyio.to_thread
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from hdsp.daemon.approvals.settings import ApprovalSettings
+from hdsp.daemon.atomic_write import fsync_directory, write_atomically
+from hdsp.daemon.conversation import ModelInfo, StreamTimeouts
+from hdsp.daemon.errors import HdspError
 from hdsp.daemon.logs import is_secret_key
+from hdsp.protocol import ErrorCode
 
+from .approvals import ApprovalSettings
+from .provider_kinds import ProviderKind
 from .secrets import SECRET_NAME_PATTERN
-
-if TYPE_CHECKING:
-    from hdsp.daemon.llm.retry import RetryPolicy
-    from hdsp.daemon.llm.types import ModelInfo, StreamTimeouts
 
 __all__ = [
     "PROFILE_NAME_PATTERN",
-    "PROVIDER_KINDS",
     "SETTINGS_VERSION",
     "FieldError",
     "KernelSettings",
     "ModelInfoOverride",
     "ProfileOptions",
-    "ProviderKind",
     "ProviderProfile",
     "RetrySettings",
     "SandboxMode",
@@ -75,7 +73,6 @@ __all__ = [
     "merge_patch",
     "migrate",
     "validate_salvaging",
-    "write_atomically",
 ]
 
 log = structlog.get_logger("hdsp.settings")
@@ -83,8 +80,6 @@ log = structlog.get_logger("hdsp.settings")
 #: The shape of the document this hdsp writes; see :func:`migrate`.
 SETTINGS_VERSION: Final = 2
 
-ProviderKind = Literal["anthropic", "openai", "openai-compatible", "demo"]
-PROVIDER_KINDS: Final[tuple[str, ...]] = ("anthropic", "openai", "openai-compatible", "demo")
 
 #: Profile names: as secret names, so that both fit on a command line unquoted.
 PROFILE_NAME_PATTERN: Final = SECRET_NAME_PATTERN
@@ -116,8 +111,6 @@ class ProfileOptions(_Section):
 
     def stream_timeouts(self) -> StreamTimeouts:
         """These options' bounds on a server's silences."""
-        from hdsp.daemon.llm.types import StreamTimeouts
-
         return StreamTimeouts(first_byte=self.first_byte_timeout, idle=self.idle_timeout)
 
 
@@ -179,7 +172,8 @@ class ModelInfoOverride(_Section):
 
 
 class RetrySettings(_Section):
-    """Automatic retries of a failed model request (see :mod:`hdsp.daemon.llm.retry`)."""
+    """Automatic retries of a failed model request (made a policy by
+    :meth:`hdsp.daemon.llm.retry.RetryPolicy.from_settings`)."""
 
     #: Seconds before the first retry; doubled at each next one, with jitter.
     base_delay: float = Field(default=1.0, gt=0)
@@ -198,14 +192,6 @@ class RetrySettings(_Section):
                 f"({self.base_delay:g} s)"
             )
         return self
-
-    def policy(self) -> RetryPolicy:
-        """These settings as the engine's :class:`RetryPolicy`."""
-        from hdsp.daemon.llm.retry import RetryPolicy
-
-        return RetryPolicy(
-            base_delay=self.base_delay, max_delay=self.max_delay, max_attempts=self.max_attempts
-        )
 
 
 class KernelSettings(_Section):
@@ -283,19 +269,27 @@ class FieldError:
         return f"{self.path or '(the document)'}: {self.message}"
 
 
-class SettingsError(Exception):
+class SettingsError(HdspError):
     """The settings file cannot be read or written; the message says which and why."""
+
+    code = ErrorCode.INTERNAL
 
 
 class SettingsInvalid(SettingsError, ValueError):
-    """A change or a document does not validate; `errors` lists every bad field."""
+    """A change or a document does not validate; `errors` lists every bad field
+    (and so do the details of the error reply)."""
+
+    code = ErrorCode.INVALID_REQUEST
 
     def __init__(
         self, errors: list[FieldError], what: str = "The settings were not changed"
     ) -> None:
         self.errors = errors
         listed = "; ".join(str(e) for e in errors)
-        super().__init__(f"{what}: {listed}.")
+        super().__init__(
+            f"{what}: {listed}.",
+            details={"errors": [{"path": e.path, "message": e.message} for e in errors]},
+        )
 
 
 # ---- documents: migration, merge, validation ------------------------------------------
@@ -502,35 +496,6 @@ def _utc_stamp() -> str:
     return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
 
 
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def write_atomically(path: Path, data: bytes) -> None:
-    """Replace `path` with `data` so that a crash leaves the old or the new file,
-    never a mix or nothing: a temporary file in the same directory (mode 0600),
-    fsync, rename over `path`, fsync of the directory."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        try:
-            os.fchmod(fd, 0o600)
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    _fsync_dir(path.parent)
-
-
 class SettingsStore:
     """The settings file behind a cache (see the module docstring).
 
@@ -623,7 +588,7 @@ class SettingsStore:
             n += 1
         try:
             os.replace(self.path, target)
-            _fsync_dir(self.path.parent)
+            fsync_directory(self.path.parent)
         except OSError as exc:
             raise SettingsError(
                 f"The settings file {self.path} is unusable ({why}), and moving it aside "

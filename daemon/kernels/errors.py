@@ -1,5 +1,6 @@
-"""Errors of the kernel service. Each carries the wire error code a command that
-meets it answers with; tools turn them into text the model can act on.
+"""Errors of the kernel service (a root of the forest in :mod:`hdsp.daemon.errors`).
+Each carries the wire error code a command that meets it answers with; tools turn
+them into text the model can act on.
 
     KernelError
     ├── KernelNotFound      no kernel has that id (or it was shut down)
@@ -13,6 +14,7 @@ jupyter_client's and zmq's exceptions are translated to these where they are met
 
 from __future__ import annotations
 
+from hdsp.daemon.errors import HdspError
 from hdsp.protocol import ErrorCode
 
 __all__ = [
@@ -25,12 +27,8 @@ __all__ = [
 ]
 
 
-class KernelError(Exception):
-    code: ErrorCode = ErrorCode.INTERNAL
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
+class KernelError(HdspError):
+    code = ErrorCode.INTERNAL
 
 
 class KernelNotFound(KernelError):

@@ -23,8 +23,8 @@ from typing import Any
 
 import msgspec
 
+from hdsp.daemon.conversation import ImageBlock, TextBlock
 from hdsp.daemon.llm.images import fit_image
-from hdsp.daemon.llm.types import ImageBlock, TextBlock
 from hdsp.protocol import KernelOutput
 
 __all__ = [

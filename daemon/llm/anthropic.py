@@ -57,6 +57,29 @@ from anthropic.types import (
 )
 from anthropic.types.tool_result_block_param import Content as ToolResultContentParam
 
+from hdsp.daemon.conversation import (
+    DEFAULT_STREAM_TIMEOUTS,
+    ApiMessage,
+    Block,
+    Chunk,
+    ImageBlock,
+    ModelInfo,
+    ModelRequest,
+    ReasoningBlock,
+    ReasoningDelta,
+    StopChunk,
+    StreamTimeouts,
+    TextBlock,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    ToolResultBlock,
+    ToolSpec,
+    ToolUseBlock,
+    UsageChunk,
+)
+
 from .errors import (
     AuthenticationFailed,
     InvalidRequest,
@@ -81,28 +104,6 @@ from .sdk import (
 )
 from .sdk import (
     json_field as _field,
-)
-from .types import (
-    DEFAULT_STREAM_TIMEOUTS,
-    ApiMessage,
-    Block,
-    Chunk,
-    ImageBlock,
-    ModelInfo,
-    ModelRequest,
-    ReasoningBlock,
-    ReasoningDelta,
-    StopChunk,
-    StreamTimeouts,
-    TextBlock,
-    TextDelta,
-    ToolCallDelta,
-    ToolCallEnd,
-    ToolCallStart,
-    ToolResultBlock,
-    ToolSpec,
-    ToolUseBlock,
-    UsageChunk,
 )
 
 __all__ = [

@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
-from .types import Chunk, ModelInfo, ModelRequest
+from hdsp.daemon.conversation import Chunk, ModelInfo, ModelRequest
 
 __all__ = ["Provider"]
 

@@ -38,8 +38,9 @@ from types import TracebackType
 from typing import Any, Literal, Self
 from urllib.parse import urlsplit
 
+from hdsp.daemon.conversation import ModelInfo
+
 from .openai_compat import OpenAICompatibleProvider
-from .types import ModelInfo
 
 __all__ = [
     "DEMO_MODEL",

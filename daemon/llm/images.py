@@ -38,8 +38,9 @@ from dataclasses import dataclass
 
 import msgspec
 
+from hdsp.daemon.conversation import ApiMessage, Block, ImageBlock, TextBlock, ToolResultBlock
+
 from .errors import InvalidRequest, ProviderError
-from .types import ApiMessage, Block, ImageBlock, TextBlock, ToolResultBlock
 
 __all__ = [
     "DEFAULT_LIMITS",

@@ -27,12 +27,23 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from typing import Any
 
 import msgspec
 
-from .types import ModelInfo
+from hdsp.daemon.config.provider_kinds import PROVIDER_KINDS
+from hdsp.daemon.config.settings import Settings
+from hdsp.daemon.conversation import ModelInfo
+from hdsp.protocol import ModelEntry
 
-__all__ = ["DEFAULT_MODEL_INFO", "PROVIDER_FAMILIES", "list_models", "lookup_model"]
+__all__ = [
+    "DEFAULT_MODEL_INFO",
+    "PROVIDER_FAMILIES",
+    "list_models",
+    "lookup_model",
+    "model_table",
+    "roo_model_record",
+]
 
 
 def _claude(context: int, output: int, input_price: float, output_price: float) -> ModelInfo:
@@ -103,11 +114,9 @@ _OPENAI: dict[str, ModelInfo] = {
 
 _TABLES: dict[str, dict[str, ModelInfo]] = {"anthropic": _ANTHROPIC, "openai": _OPENAI}
 
-#: Which table a profile's `provider` reads.
+#: Which table a profile's `provider` reads (a column of the provider kinds' table).
 PROVIDER_FAMILIES: Mapping[str, str] = {
-    "anthropic": "anthropic",
-    "openai": "openai",
-    "openai-compatible": "openai",
+    kind: row.family for kind, row in PROVIDER_KINDS.items() if row.family is not None
 }
 
 #: What a model found nowhere gets: generous enough to work, priced at zero.
@@ -196,3 +205,72 @@ def list_models(
     models = dict(_TABLES.get(family, {}) if family is not None else {})
     models.update(extra or {})
     return dict(sorted(models.items()))
+
+
+# ---- the catalogue as GetModels answers it -----------------------------------------
+
+#: The model tables GetModels lists when it is given no provider: every family's.
+_LISTED_FAMILIES = tuple(_TABLES)
+
+
+def model_table(settings: Settings, provider: str | None = None) -> list[ModelEntry]:
+    """hdsp's model table with `settings.models` applied: one provider's, or every
+    family's (user entries that extend no table then count as OpenAI-compatible)."""
+    overrides = settings.models
+
+    def entry(family: str, model_id: str, info: ModelInfo) -> ModelEntry:
+        return ModelEntry(
+            provider=family,
+            id=model_id,
+            context_window=info.context_window,
+            max_output=info.max_output,
+            input_price=info.input_price,
+            output_price=info.output_price,
+            cache_read_price=info.cache_read_price,
+            cache_write_price=info.cache_write_price,
+            supports_images=info.supports_images,
+            source="settings" if model_id in overrides else "builtin",
+        )
+
+    kind = PROVIDER_KINDS.get(provider) if provider is not None else None
+    if kind is not None and kind.family is None:
+        return []  # the demo: no model table
+    if provider is not None:
+        extra = {
+            model_id: o.apply(lookup_model(provider, model_id)) for model_id, o in overrides.items()
+        }
+        return [entry(provider, i, info) for i, info in list_models(provider, extra).items()]
+    entries: list[ModelEntry] = []
+    listed: set[str] = set()
+    for family in _LISTED_FAMILIES:
+        table = list_models(family)
+        for model_id, info in table.items():
+            override = overrides.get(model_id)
+            entries.append(entry(family, model_id, override.apply(info) if override else info))
+            listed.add(model_id)
+    for model_id, override in sorted(overrides.items()):
+        if model_id not in listed:
+            info = override.apply(lookup_model("openai-compatible", model_id))
+            entries.append(entry("openai-compatible", model_id, info))
+    return entries
+
+
+def roo_model_record(models: list[ModelEntry]) -> dict[str, Any]:
+    """The `modelsResponse` payload: Roo's record of ModelInfo by model id."""
+    record: dict[str, Any] = {}
+    for m in models:
+        record.setdefault(
+            m.id,
+            {
+                "provider": m.provider,
+                "contextWindow": m.context_window,
+                "maxTokens": m.max_output,
+                "supportsImages": m.supports_images,
+                "supportsPromptCache": m.cache_read_price > 0,
+                "inputPrice": m.input_price,
+                "outputPrice": m.output_price,
+                "cacheReadsPrice": m.cache_read_price,
+                "cacheWritesPrice": m.cache_write_price,
+            },
+        )
+    return record

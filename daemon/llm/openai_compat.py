@@ -50,6 +50,27 @@ from openai.types.chat import (
 )
 from openai.types.shared import ReasoningEffort
 
+from hdsp.daemon.conversation import (
+    DEFAULT_STREAM_TIMEOUTS,
+    ApiMessage,
+    Chunk,
+    ImageBlock,
+    ModelInfo,
+    ModelRequest,
+    ReasoningDelta,
+    StopChunk,
+    StreamTimeouts,
+    TextBlock,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    ToolResultBlock,
+    ToolSpec,
+    ToolUseBlock,
+    UsageChunk,
+)
+
 from .errors import (
     NetworkError,
     Overloaded,
@@ -71,26 +92,6 @@ from .sdk import (
 )
 from .sdk import (
     json_field as _field,
-)
-from .types import (
-    DEFAULT_STREAM_TIMEOUTS,
-    ApiMessage,
-    Chunk,
-    ImageBlock,
-    ModelInfo,
-    ModelRequest,
-    ReasoningDelta,
-    StopChunk,
-    StreamTimeouts,
-    TextBlock,
-    TextDelta,
-    ToolCallDelta,
-    ToolCallEnd,
-    ToolCallStart,
-    ToolResultBlock,
-    ToolSpec,
-    ToolUseBlock,
-    UsageChunk,
 )
 
 __all__ = [

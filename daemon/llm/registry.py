@@ -29,15 +29,16 @@ import anyio
 import msgspec
 import structlog
 
+from hdsp.daemon.config.profiles import Profiles, secret_name
 from hdsp.daemon.config.secrets import SecretError, SecretStore
+from hdsp.daemon.config.settings import ModelInfoOverride, ProviderProfile
+from hdsp.daemon.conversation import Chunk, ModelInfo, ModelRequest
 
 from .base import Provider
 from .errors import AuthenticationFailed
-from .types import Chunk, ModelInfo, ModelRequest
+from .models import lookup_model
 
 if TYPE_CHECKING:
-    from hdsp.daemon.config.profiles import Profiles
-    from hdsp.daemon.config.settings import ModelInfoOverride, ProviderProfile
     from hdsp.protocol import SettingsChange
 
     from .demo import DemoServer
@@ -45,14 +46,6 @@ if TYPE_CHECKING:
 __all__ = ["Providers"]
 
 log = structlog.get_logger("hdsp.llm")
-
-
-def secret_name(profile: ProviderProfile) -> str | None:
-    # Imported here: hdsp.daemon.config imports the approvals, which import the
-    # tools, which import this package (a cycle at import time, not at run time).
-    from hdsp.daemon.config.profiles import secret_name
-
-    return secret_name(profile)
 
 
 #: How long closing a retired provider's HTTP client may take.
@@ -192,8 +185,6 @@ class Providers:
     ) -> ModelInfo | None:
         if profile.provider == "demo":
             return None  # the demo provider knows its own
-        from .models import lookup_model
-
         kind = profile.provider
         extra = {model_id: o.apply(lookup_model(kind, model_id)) for model_id, o in models.items()}
         info = lookup_model(kind, profile.model, extra)

@@ -34,6 +34,8 @@ import random
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+from hdsp.daemon.config.settings import RetrySettings
+
 from .errors import ProviderError
 
 __all__ = ["DEFAULT_RETRY_POLICY", "Jitter", "RetryPolicy", "Uniform"]
@@ -86,6 +88,15 @@ class RetryPolicy:
             )
         if self.jitter not in ("full", "equal"):
             raise ValueError(f"jitter must be 'full' or 'equal', not {self.jitter!r}")
+
+    @classmethod
+    def from_settings(cls, settings: RetrySettings) -> RetryPolicy:
+        """The policy the user's ``retry`` settings describe."""
+        return cls(
+            base_delay=settings.base_delay,
+            max_delay=settings.max_delay,
+            max_attempts=settings.max_attempts,
+        )
 
     def backoff(self, attempt: int) -> float:
         """The ceiling of the jittered delay after failed attempt number `attempt` (1-based)."""

@@ -14,8 +14,9 @@ from typing import Any, Generic, Literal, Protocol, TypeVar
 import anyio
 import httpx2
 
+from hdsp.daemon.conversation import Chunk, ModelInfo, StreamTimeouts
+
 from .errors import AuthenticationFailed, NetworkError
-from .types import Chunk, ModelInfo, StreamTimeouts
 
 __all__ = [
     "CLOSE_TIMEOUT",

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from .dispatch import Dispatcher, Overloaded
+from .dispatch import Dispatcher, DispatcherFull
 from .server import CAPABILITIES, Server
 from .sessions import Session, Sessions
 
-__all__ = ["CAPABILITIES", "Dispatcher", "Overloaded", "Server", "Session", "Sessions"]
+__all__ = ["CAPABILITIES", "Dispatcher", "DispatcherFull", "Server", "Session", "Sessions"]

@@ -21,13 +21,21 @@ import anyio
 from anyio.abc import TaskGroup, TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-__all__ = ["Dispatcher", "Overloaded"]
+from hdsp.daemon.errors import HdspError
+from hdsp.protocol import ErrorCode
+
+__all__ = ["Dispatcher", "DispatcherFull"]
 
 Job = Callable[[], Awaitable[None]]
 
 
-class Overloaded(Exception):
-    pass
+class DispatcherFull(HdspError):
+    """Too many commands wait, in all or on one key: answered ``overloaded``."""
+
+    code = ErrorCode.OVERLOADED
+
+    def __init__(self) -> None:
+        super().__init__("The daemon has too many commands waiting; retry shortly.")
 
 
 class Dispatcher:
@@ -59,9 +67,9 @@ class Dispatcher:
                 await anyio.sleep_forever()
 
     def submit(self, key: str | None, job: Job) -> None:
-        """Schedule `job`; raises Overloaded when too much is waiting already."""
+        """Schedule `job`; raises DispatcherFull when too much is waiting already."""
         if self._pending >= self._max_pending:
-            raise Overloaded
+            raise DispatcherFull
         if key is None:
             self._pending += 1
             self._start(job)
@@ -69,7 +77,7 @@ class Dispatcher:
         lane = self._lanes.get(key)
         if lane is not None:
             if len(lane) + 1 >= self._lane_size:  # + the one running
-                raise Overloaded
+                raise DispatcherFull
             lane.append(job)
             self._pending += 1
             return

@@ -25,7 +25,7 @@ import zmq
 import zmq.asyncio
 from anyio.abc import TaskStatus
 
-from hdsp.daemon.errors import CommandError
+from hdsp.daemon.errors import HdspError, wire_error
 from hdsp.protocol import (
     PROTOCOL_VERSION,
     SYNC_PREFIX,
@@ -49,7 +49,7 @@ from hdsp.protocol import (
     request_id_of,
 )
 
-from .dispatch import Dispatcher, Overloaded
+from .dispatch import Dispatcher, DispatcherFull
 from .sessions import Session, Sessions
 from .subscriptions import SubscriptionGuard
 
@@ -197,6 +197,12 @@ class Server:
         err = ErrorInfo(code=code, message=message, path=path, details=details)
         await self._send(envelope, Reply(request_id=request_id, ok=False, error=err))
 
+    async def _error_reply(
+        self, envelope: list[bytes], request_id: str | None, exc: Exception
+    ) -> None:
+        """The error reply for what a command raised (see :func:`wire_error`)."""
+        await self._send(envelope, Reply(request_id=request_id, ok=False, error=wire_error(exc)))
+
     async def _receive_loop(self, router: zmq.asyncio.Socket) -> None:
         while True:
             for _ in range(_FRAMES_PER_TURN):
@@ -320,31 +326,18 @@ class Server:
 
         try:
             self.dispatcher.submit(ordering_key(cmd.data), job)
-        except Overloaded:
-            await self._error(
-                envelope,
-                cmd.request_id,
-                ErrorCode.OVERLOADED,
-                "The daemon has too many commands waiting; retry shortly.",
-            )
+        except DispatcherFull as exc:
+            await self._error_reply(envelope, cmd.request_id, exc)
 
     async def _run_command(self, envelope: list[bytes], cmd: TaskCommand, session: Session) -> None:
         with structlog.contextvars.bound_contextvars(client_id=session.client_id):
             try:
                 result = await self._handle(cmd, session)
                 reply = encode(Reply(request_id=cmd.request_id, ok=True, result=result))
-            except CommandError as exc:
-                await self._error(
-                    envelope, cmd.request_id, exc.code, exc.message, details=exc.details
-                )
-            except Exception:
-                log.exception("command failed", command=type(cmd.data).__name__)
-                await self._error(
-                    envelope,
-                    cmd.request_id,
-                    ErrorCode.INTERNAL,
-                    "The daemon failed on this command; its log has the details.",
-                )
+            except Exception as exc:
+                if not isinstance(exc, HdspError):
+                    log.exception("command failed", command=type(cmd.data).__name__)
+                await self._error_reply(envelope, cmd.request_id, exc)
             else:
                 await self._send_frame(envelope, reply)
                 # A command's work often goes on past its reply (a turn's model

@@ -4,7 +4,7 @@ journal through which every change is written before it is published."""
 from __future__ import annotations
 
 from .database import STARTUP_CHECK_SECONDS, Database, TaskRow, Write
-from .errors import DataDirLocked, StorageUnavailable, StoreCorrupt, StoreError, StoreTooNew
+from .errors import StorageUnavailable, StoreCorrupt, StoreError, StoreTooNew
 from .health import StorageMonitor
 from .integrity import IntegrityReport, integrity_check
 from .journal import Journal, Publisher
@@ -20,7 +20,6 @@ from .writes import (
 __all__ = [
     "INLINE_BYTES",
     "STARTUP_CHECK_SECONDS",
-    "DataDirLocked",
     "Database",
     "IntegrityReport",
     "Journal",

@@ -285,13 +285,6 @@ class Database:
             )
         return [(r[0], r[1], r[2], r[3], bytes(r[4])) for r in rows]
 
-    def tasks_in_states(self, states: Sequence[str]) -> list[TaskRow]:
-        marks = ",".join("?" * len(states))
-        rows = self._reader.execute(
-            f"SELECT id, number, ts, state, item FROM tasks WHERE state IN ({marks})", states
-        )
-        return [(r[0], r[1], r[2], r[3], bytes(r[4])) for r in rows]
-
     def get_task(self, task_id: str) -> TaskRow | None:
         r = self._reader.execute(
             "SELECT id, number, ts, state, item FROM tasks WHERE id = ?", (task_id,)
@@ -391,10 +384,6 @@ class Database:
             ((r[0], r[1], r[2], r[3], bytes(r[4])), None if r[5] is None else bytes(r[5]))
             for r in rows
         ]
-
-    def turn_of(self, task_id: str) -> bytes | None:
-        row = self._reader.execute("SELECT turn FROM tasks WHERE id = ?", (task_id,)).fetchone()
-        return None if row is None or row[0] is None else bytes(row[0])
 
     def ui_message(self, task_id: str, ts: int) -> bytes | None:
         row = self._reader.execute(

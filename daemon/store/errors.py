@@ -1,17 +1,19 @@
-"""Errors of the store.
+"""Errors of the store (a root of the forest in :mod:`hdsp.daemon.errors`); a
+command that meets one answers ``storage_unavailable``.
 
 StoreError
 ├── StoreCorrupt      the database file is damaged or not a database
 ├── StoreTooNew       written by a newer hdsp; this one cannot read it
-├── DataDirLocked     another hdspd holds the data dir
 └── StorageUnavailable  at run time: the database cannot be written now (disk
                         full, I/O error) or is damaged; the daemon goes on
 """
 
 from __future__ import annotations
 
+from hdsp.daemon.errors import HdspError
+from hdsp.protocol import ErrorCode
+
 __all__ = [
-    "DataDirLocked",
     "StorageUnavailable",
     "StoreCorrupt",
     "StoreError",
@@ -19,8 +21,10 @@ __all__ = [
 ]
 
 
-class StoreError(Exception):
+class StoreError(HdspError):
     """Base of the store's errors; the message says what to do."""
+
+    code = ErrorCode.STORAGE_UNAVAILABLE
 
 
 class StoreCorrupt(StoreError):
@@ -28,10 +32,6 @@ class StoreCorrupt(StoreError):
 
 
 class StoreTooNew(StoreError):
-    pass
-
-
-class DataDirLocked(StoreError):
     pass
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import enum
 import sqlite3
 import time
+from typing import Any
 
 import anyio
 
@@ -92,6 +93,10 @@ class StorageMonitor:
         h = self._health
         what = "cannot write its database" if h.state is StorageState.FAILING else "is read-only"
         return f"hdspd {what} ({h.reason}). {h.advice}"
+
+    def details(self) -> dict[str, Any]:
+        """The facts an error reply of ``storage_unavailable`` carries: the state."""
+        return {"state": str(self._health.state)}
 
     async def wait_changed(self, seen: int) -> int:
         """Wait until the state has changed since version `seen`; returns the

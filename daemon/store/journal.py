@@ -343,7 +343,7 @@ class Journal:
     def _drop(self, batch: list[_Item]) -> None:
         """The storage is read-only: nothing of `batch` is committed or published;
         whoever waits on it learns why."""
-        error = StorageUnavailable(self._monitor.message())
+        error = StorageUnavailable(self._monitor.message(), details=self._monitor.details())
         for item in batch:
             if item.done is not None:
                 if not item.for_read:

@@ -89,12 +89,13 @@ class Store:
         fault = classify(exc)
         if fault is Fault.DAMAGE:
             self.monitor.damaged(exc)
-            return StorageUnavailable(self.monitor.message())
+            return StorageUnavailable(self.monitor.message(), details=self.monitor.details())
         if fault is None:
             raise exc  # a bug: the caller's log shows it
         return StorageUnavailable(
             f"hdspd could not read its database ({exc}); try again, and check the disk "
-            f"of {self.db.path} if it goes on."
+            f"of {self.db.path} if it goes on.",
+            details=self.monitor.details(),
         )
 
     async def prune_events(self, before_ts: int, keep_last: int) -> int:

@@ -21,7 +21,7 @@ import msgspec
 import structlog
 
 from hdsp.daemon.approvals import Decision
-from hdsp.daemon.llm.types import TextBlock
+from hdsp.daemon.conversation import TextBlock
 from hdsp.daemon.scrubber import scrubber
 from hdsp.daemon.tools import AskAnswer, ToolCategory, ToolContext, ToolError, ToolResult
 from hdsp.protocol import Ask, AskResponse, ClineMessage, Say, TaskToolFailed, ToolUsageEntry

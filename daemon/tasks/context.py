@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import msgspec
 
 from hdsp.daemon.llm.images import recent_images_only, without_images
-from hdsp.daemon.llm.types import ApiMessage
+from hdsp.daemon.conversation import ApiMessage
 
 __all__ = ["MAX_REQUEST_IMAGES", "Truncation", "request_messages", "truncate_oldest"]
 

@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Callable
 from typing import Literal
 
-from hdsp.daemon.llm.types import ApiMessage, Block
+from hdsp.daemon.conversation import ApiMessage, Block
 from hdsp.daemon.store import Journal, Write
 
 from .context import request_messages, truncate_oldest

@@ -29,10 +29,10 @@ from anyio.abc import TaskGroup, TaskStatus
 
 from hdsp.daemon.approvals import ApprovalPolicy
 from hdsp.daemon.config import ProfileNotFound
+from hdsp.daemon.conversation import ApiMessage
 from hdsp.daemon.errors import CommandError
 from hdsp.daemon.llm.registry import Providers
 from hdsp.daemon.llm.retry import DEFAULT_RETRY_POLICY, RetryPolicy
-from hdsp.daemon.llm.types import ApiMessage
 from hdsp.daemon.store import INLINE_BYTES, Database, Journal, Store, TaskRow, insert_task
 from hdsp.daemon.tools import AskAnswer, ToolRegistry, default_tools
 from hdsp.protocol import (

@@ -14,7 +14,7 @@ import msgspec
 
 from hdsp.daemon.llm import Provider
 from hdsp.daemon.llm.errors import ProviderError
-from hdsp.daemon.llm.types import (
+from hdsp.daemon.conversation import (
     Block,
     ModelInfo,
     ModelRequest,

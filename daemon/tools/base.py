@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
-from hdsp.daemon.llm.types import ImageBlock, TextBlock
+from hdsp.daemon.conversation import ImageBlock, TextBlock
 from hdsp.protocol import AskResponse, ClineMessage
 
 __all__ = [

@@ -13,8 +13,9 @@ import json
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from hdsp.daemon.conversation import ImageBlock, TextBlock
 from hdsp.daemon.llm.images import fit_image, image_block
-from hdsp.daemon.llm.types import ImageBlock, TextBlock
+from hdsp.daemon.conversation import ImageBlock, TextBlock
 from hdsp.protocol import Ask, AskResponse
 
 from .base import Tool, ToolCategory, ToolContext, ToolResult

@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 import anyio
 import msgspec
 
+from hdsp.daemon.conversation import TextBlock
 from hdsp.daemon.kernels import (
     IMAGE_TYPES,
     Execution,
@@ -32,7 +33,6 @@ from hdsp.daemon.kernels import (
     TaskKernel,
     render_for_model,
 )
-from hdsp.daemon.llm.types import TextBlock
 from hdsp.protocol import Ask, CellOutput, ClineMessage, ExecutionResult, KernelOutput, Say
 
 from .base import Tool, ToolCategory, ToolContext, ToolError, ToolResult

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import anyio
 import anyio.to_thread
 
-from hdsp.daemon.llm.types import TextBlock
+from hdsp.daemon.conversation import TextBlock
 from hdsp.protocol import ExecutionResult, KernelOutput
 
 from .base import Tool, ToolCategory, ToolContext, ToolError, ToolResult

@@ -8,7 +8,7 @@ from typing import Any
 
 import jsonschema
 
-from hdsp.daemon.llm.types import ToolSpec
+from hdsp.daemon.conversation import ToolSpec
 
 from .base import Tool
 

@@ -43,6 +43,7 @@ import anyio
 import anyio.abc
 import anyio.to_thread
 
+from hdsp.daemon.config.secrets import ENV_FALLBACKS
 from hdsp.daemon.sandbox import Sandbox, SandboxUnavailable
 from hdsp.protocol import ClineMessage, Say
 
@@ -52,7 +53,7 @@ from .workspace import Workspace
 __all__ = ["ExecuteCommand", "stop_process_group"]
 
 #: The daemon's own model keys; a command must not be able to print them.
-SECRET_ENV = frozenset({"HDSP_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"})
+SECRET_ENV = frozenset(var for env_vars in ENV_FALLBACKS.values() for var in env_vars)
 
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from hdsp.daemon.conversation import ApiMessage, Chunk, ModelRequest, TextBlock, TextDelta
 from hdsp.daemon.llm import Provider, ProviderError
-from hdsp.daemon.llm.types import ApiMessage, Chunk, ModelRequest, TextBlock, TextDelta
 
 __all__ = ["REQUEST", "collect", "collect_until_error", "text_of"]
 

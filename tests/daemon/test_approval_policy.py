@@ -16,10 +16,10 @@ import pytest
 from hdsp.daemon.approvals import (
     DEFAULT_FOLLOWUP_TIMEOUT,
     ApprovalPolicy,
-    ApprovalSettings,
     Decision,
     Verdict,
 )
+from hdsp.daemon.config import ApprovalSettings
 from hdsp.daemon.tools import (
     AskAnswer,
     AskFollowupQuestion,

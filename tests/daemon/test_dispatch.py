@@ -5,7 +5,7 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from hdsp.daemon.server import Dispatcher, Overloaded
+from hdsp.daemon.server import Dispatcher, DispatcherFull
 
 
 async def test_same_key_in_order_other_keys_concurrently() -> None:
@@ -49,10 +49,10 @@ async def test_overload_is_refused_not_queued() -> None:
         await tg.start(d.run)
         d.submit("t", blocked)
         d.submit("t", blocked)
-        with pytest.raises(Overloaded):
+        with pytest.raises(DispatcherFull):
             d.submit("t", blocked)  # the lane is full
         d.submit(None, blocked)
-        with pytest.raises(Overloaded):
+        with pytest.raises(DispatcherFull):
             d.submit("u", blocked)  # the daemon-wide bound
         gate.set()
         await anyio.wait_all_tasks_blocked()

@@ -17,7 +17,8 @@ from typing import Any
 import msgspec
 import pytest
 
-from hdsp.daemon.approvals import ApprovalPolicy, ApprovalSettings, Decision
+from hdsp.daemon.approvals import ApprovalPolicy, Decision
+from hdsp.daemon.config import ApprovalSettings
 from hdsp.daemon.tools import (
     EditFile,
     ListFiles,

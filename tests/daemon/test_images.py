@@ -10,6 +10,7 @@ import zlib
 
 from PIL import Image
 
+from hdsp.daemon.conversation import ApiMessage, ImageBlock, TextBlock, ToolResultBlock
 from hdsp.daemon.llm.images import (
     ImageLimits,
     fit_image,
@@ -17,7 +18,6 @@ from hdsp.daemon.llm.images import (
     recent_images_only,
     without_images,
 )
-from hdsp.daemon.llm.types import ApiMessage, ImageBlock, TextBlock, ToolResultBlock
 
 
 def _png(width: int, height: int, *, noise: bool = False) -> ImageBlock:

@@ -18,6 +18,7 @@ import msgspec
 import pytest
 from jupyter_client.manager import AsyncKernelManager
 
+from hdsp.daemon.conversation import ImageBlock, TextBlock
 from hdsp.daemon.kernels import (
     Execution,
     KernelDead,
@@ -28,7 +29,6 @@ from hdsp.daemon.kernels import (
     strip_ansi,
 )
 from hdsp.daemon.kernels.outputs import STREAM_KEEP_CHARS
-from hdsp.daemon.llm.types import ImageBlock, TextBlock
 from hdsp.daemon.tools import AskAnswer
 from hdsp.daemon.tools.kernel_tools import ExecuteCodeTool
 from hdsp.protocol import (

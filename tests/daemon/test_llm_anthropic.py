@@ -11,18 +11,7 @@ from typing import Any
 
 import pytest
 
-from hdsp.daemon.llm.anthropic import AnthropicProvider
-from hdsp.daemon.llm.errors import (
-    AuthenticationFailed,
-    ContextWindowExceeded,
-    InvalidRequest,
-    NetworkError,
-    Overloaded,
-    ProviderError,
-    RateLimited,
-    ServerError,
-)
-from hdsp.daemon.llm.types import (
+from hdsp.daemon.conversation import (
     ApiMessage,
     ImageBlock,
     ModelRequest,
@@ -38,6 +27,17 @@ from hdsp.daemon.llm.types import (
     ToolSpec,
     ToolUseBlock,
     UsageChunk,
+)
+from hdsp.daemon.llm.anthropic import AnthropicProvider
+from hdsp.daemon.llm.errors import (
+    AuthenticationFailed,
+    ContextWindowExceeded,
+    InvalidRequest,
+    NetworkError,
+    Overloaded,
+    ProviderError,
+    RateLimited,
+    ServerError,
 )
 from tests.daemon.provider_helpers import REQUEST, collect, collect_until_error, text_of
 from tests.fakes.anthropic_server import (

@@ -15,12 +15,12 @@ from typing import Any
 import anyio
 import pytest
 
+from hdsp.daemon.conversation import StreamTimeouts
 from hdsp.daemon.llm import NetworkError, Provider, ServerError
 from hdsp.daemon.llm.anthropic import AnthropicProvider
 from hdsp.daemon.llm.errors import SERVER_TEXT_LIMIT, server_text
 from hdsp.daemon.llm.openai_compat import OpenAICompatibleProvider
 from hdsp.daemon.llm.sdk import http_timeout
-from hdsp.daemon.llm.types import StreamTimeouts
 from tests.daemon.provider_helpers import REQUEST, collect, collect_until_error, text_of
 from tests.fakes import anthropic_server, openai_server
 

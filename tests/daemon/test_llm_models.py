@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from hdsp.daemon.conversation import ModelInfo
 from hdsp.daemon.llm.models import DEFAULT_MODEL_INFO, list_models, lookup_model
-from hdsp.daemon.llm.types import ModelInfo
 
 
 @pytest.mark.parametrize(

@@ -11,19 +11,7 @@ from typing import Literal
 
 import pytest
 
-from hdsp.daemon.llm.demo import DEMO_MODEL, DemoServer, demo_provider
-from hdsp.daemon.llm.errors import (
-    AuthenticationFailed,
-    ContextWindowExceeded,
-    InvalidRequest,
-    NetworkError,
-    Overloaded,
-    RateLimited,
-    ServerError,
-    retry_after_from_headers,
-)
-from hdsp.daemon.llm.openai_compat import OpenAICompatibleProvider, is_reasoning_model
-from hdsp.daemon.llm.types import (
+from hdsp.daemon.conversation import (
     ApiMessage,
     ImageBlock,
     ModelRequest,
@@ -40,6 +28,18 @@ from hdsp.daemon.llm.types import (
     ToolUseBlock,
     UsageChunk,
 )
+from hdsp.daemon.llm.demo import DEMO_MODEL, DemoServer, demo_provider
+from hdsp.daemon.llm.errors import (
+    AuthenticationFailed,
+    ContextWindowExceeded,
+    InvalidRequest,
+    NetworkError,
+    Overloaded,
+    RateLimited,
+    ServerError,
+    retry_after_from_headers,
+)
+from hdsp.daemon.llm.openai_compat import OpenAICompatibleProvider, is_reasoning_model
 from tests.daemon.provider_helpers import REQUEST, collect, collect_until_error, text_of
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall, Usage
 

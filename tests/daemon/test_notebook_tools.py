@@ -18,8 +18,8 @@ import pytest
 from jupyter_client.manager import AsyncKernelManager
 from nbclient import NotebookClient
 
+from hdsp.daemon.conversation import ImageBlock, TextBlock
 from hdsp.daemon.kernels import strip_ansi
-from hdsp.daemon.llm.types import ImageBlock, TextBlock
 from hdsp.daemon.tools import ToolError
 from hdsp.daemon.tools.notebook_tools import (
     DeleteCell,

@@ -13,11 +13,11 @@ from typing import Any
 import anyio
 import pytest
 
+from hdsp.daemon.conversation import Chunk, TextDelta
 from hdsp.daemon.llm import NetworkError, Provider
 from hdsp.daemon.llm.anthropic import AnthropicProvider
 from hdsp.daemon.llm.openai_compat import OpenAICompatibleProvider
 from hdsp.daemon.llm.sdk import CONNECTION_LIMITS
-from hdsp.daemon.llm.types import Chunk, TextDelta
 from tests.daemon.provider_helpers import REQUEST, collect, text_of
 from tests.fakes import anthropic_server, openai_server
 

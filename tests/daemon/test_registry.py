@@ -13,9 +13,10 @@ from keyring.errors import KeyringLocked
 from keyrings.alt.file import PlaintextKeyring
 
 from hdsp.daemon.config import ConfigService, ProfileNotFound, Profiles, SecretStore, SettingsStore
+from hdsp.daemon.conversation import ApiMessage, ModelRequest, TextBlock
 from hdsp.daemon.llm.errors import AuthenticationFailed
+from hdsp.daemon.llm.models import model_table
 from hdsp.daemon.llm.registry import Providers
-from hdsp.daemon.llm.types import ApiMessage, ModelRequest, TextBlock
 from hdsp.protocol import ProfileData, SaveProfileData
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.openai_server import FakeOpenAI
@@ -56,7 +57,7 @@ async def config(tmp_path: Path) -> ConfigService:
     store = SettingsStore(tmp_path / "settings.json")
     await store.load()
     secrets = SecretStore(backend=keyring, env={"OPENAI_API_KEY": NEW_KEY})
-    return ConfigService(store, secrets, Profiles(store, env={}))
+    return ConfigService(store, secrets, Profiles(store, env={}), model_table=model_table)
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ import pytest
 
 from hdsp.daemon.config import ConfigService, Profiles, SecretStore, SettingsStore
 from hdsp.daemon.llm.errors import status_error
+from hdsp.daemon.llm.models import model_table
 from hdsp.daemon.scrubber import REDACTED, SECRET_SHAPES, SecretScrubber, scrubber, url_credentials
 from hdsp.daemon.store import Journal, Store, insert_task
 from hdsp.protocol import (
@@ -226,7 +227,9 @@ async def test_settings_views_hide_base_url_credentials(tmp_path: Path) -> None:
     store = SettingsStore(tmp_path / "settings.json")
     await store.load()
     url = "https://ana:pw-0123456789@h.invalid/v1?key=Kq8Wz3Xc6Vb9"
-    config = ConfigService(store, SecretStore(env={}), Profiles(store, env={}))
+    config = ConfigService(
+        store, SecretStore(env={}), Profiles(store, env={}), model_table=model_table
+    )
     await store.update(
         {
             "profiles": {

@@ -8,11 +8,12 @@ import os
 import re
 import stat
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import anyio
 import pytest
 
+from hdsp.daemon.config.provider_kinds import PROVIDER_KINDS, ProviderKind
 from hdsp.daemon.config.settings import (
     SETTINGS_VERSION,
     Settings,
@@ -22,6 +23,7 @@ from hdsp.daemon.config.settings import (
     merge_patch,
     migrate,
 )
+from hdsp.daemon.llm.models import PROVIDER_FAMILIES, list_models
 
 _CORRUPT = re.compile(r"^settings\.json\.corrupt-\d{8}T\d{6}Z(-\d+)?$")
 
@@ -309,3 +311,12 @@ def test_version_1_files_lose_the_unlimited_retries_they_were_written_with() -> 
     kept = {"version": 1, "retry": {"max_attempts": 9}}
     assert migrate(kept)["retry"] == {"max_attempts": 9}
     assert Settings.model_validate(migrate(old)).retry.max_attempts == 5
+
+
+def test_the_provider_kinds_table_and_the_settings_literal_agree() -> None:
+    """A profile's `provider` validates against the Literal; everything else reads
+    the kinds' table: both name the same kinds, and every family has a model table."""
+    assert set(get_args(ProviderKind)) == set(PROVIDER_KINDS)
+    families = {row.family for row in PROVIDER_KINDS.values()} - {None}
+    assert families == set(PROVIDER_FAMILIES.values()) == {"anthropic", "openai"}
+    assert all(list_models(family) for family in families)

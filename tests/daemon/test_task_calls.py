@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 import anyio
 import pytest
 
-from hdsp.daemon.llm.types import TextBlock
+from hdsp.daemon.conversation import TextBlock
 from hdsp.daemon.tasks.asks import AskBox
 from hdsp.daemon.tasks.calls import REPETITION_LIMIT, ToolCalls
 from hdsp.daemon.tasks.messages import TaskMessages

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hdsp.daemon.llm.types import (
+from hdsp.daemon.conversation import (
     ModelInfo,
     ReasoningBlock,
     ReasoningDelta,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import msgspec
 
-from hdsp.daemon.llm.types import ApiMessage, ImageBlock, TextBlock, ToolResultBlock
+from hdsp.daemon.conversation import ApiMessage, ImageBlock, TextBlock, ToolResultBlock
 from hdsp.daemon.tasks.turn import (
     CallState,
     TurnState,

@@ -49,6 +49,7 @@ async def test_a_message_streaming_at_a_kill_is_finished_on_restart(
                     # reply's text, which this test is about.)
                     if (
                         isinstance(data, MessageEvent)
+                        and data.payload[0].message.say == Say.TEXT
                         and data.payload[0].message.partial
                         and data.payload[0].message.say == Say.TEXT
                         and event.seq is not None

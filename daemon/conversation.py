@@ -1,5 +1,13 @@
-"""Provider-neutral model requests, API history blocks and the normalised stream
-of chunks every provider yields."""
+"""The conversation's vocabulary, shared by every layer of the daemon: the
+provider-neutral API history (content blocks, :class:`ApiMessage`), what a model is
+asked (:class:`ToolSpec`, :class:`ModelRequest`), what hdsp knows of a model
+(:class:`ModelInfo`, :class:`StreamTimeouts`), and the normalised stream of chunks
+every provider yields.
+
+It sits below the providers (:mod:`hdsp.daemon.llm`), the kernels, the tools and
+the tasks, and imports nothing of the daemon: the settings, a tool's result and a
+provider's request all speak it without importing each other.
+"""
 
 from __future__ import annotations
 
@@ -109,7 +117,7 @@ class StreamTimeouts(_Struct, frozen=True):
     answering at all (`first_byte`, from sending the request to the first byte of
     the response, its status line) and a reply that stops (`idle`, the longest gap
     between two events once it streams: Anthropic's pings count). Either expires
-    into a retryable :class:`~.errors.NetworkError` that says which. In seconds.
+    into a retryable :class:`~hdsp.daemon.llm.errors.NetworkError` that says which. In seconds.
     """
 
     #: Well under a minute: a hosted API answers in a second or two, and waiting

@@ -17,12 +17,13 @@ import os
 import shutil
 import sys
 import sysconfig
-import tempfile
 from importlib import resources
 from pathlib import Path
 from typing import Final, Literal, overload
 
 import platformdirs
+
+from .atomic_write import write_atomically
 
 __all__ = [
     "ENABLE_COMMAND",
@@ -140,31 +141,6 @@ def installed_message(path: Path) -> str:
     )
 
 
-def _write_atomically(target: Path, text: str) -> None:
-    """Replace ``target`` with ``text`` so that a crash leaves the old file or the new one.
-
-    Temp file in the same directory, fsync, rename over the target, fsync the
-    directory so that the rename itself is durable.
-    """
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as tmp:
-            tmp.write(text)
-            tmp.flush()
-            os.fsync(tmp.fileno())
-        os.chmod(tmp_name, 0o644)
-        os.replace(tmp_name, target)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp_name)
-        raise
-    dir_fd = os.open(target.parent, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-
-
 @overload
 def install_service(
     force: bool = ...,
@@ -238,7 +214,7 @@ def install_service(
         )
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        _write_atomically(target, text)
+        write_atomically(target, text.encode(), mode=0o644)
     except OSError as exc:
         raise ServiceInstallError(
             f"could not write {target}: {exc.strerror or exc}. Check that you own "

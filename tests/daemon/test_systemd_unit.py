@@ -1,4 +1,4 @@
-"""hdsp.daemon.service: the user unit, written to real files and checked by systemd."""
+"""hdsp.daemon.systemd_unit: the user unit, written to real files and checked by systemd."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from hdsp.daemon.service import (
+from hdsp.daemon.systemd_unit import (
     ENABLE_COMMAND,
     PLACEHOLDER,
     UNIT_NAME,
