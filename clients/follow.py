@@ -135,6 +135,7 @@ class TaskFollower:
                     except ClientError as exc:
                         self.note(f"Lost hdspd: {exc}")
                         self._code = EXIT_UNREACHABLE
+                    self._following.cancel()  # (what watches it stops saying things)
                 await self._take_down_prompt("")
             tg.cancel_scope.cancel()
         return self._code if self._code is not None else EXIT_FAILED
@@ -347,7 +348,9 @@ class TaskFollower:
     async def _watch_daemon(self) -> None:
         while True:
             await self.client.wait_connection_lost()
-            await self._take_down_prompt("hdspd went away; the ask waits for it to come back.")
+            if self._following.cancel_called:
+                return
+            await self._take_down_prompt("")
             self.note("hdspd went away; waiting for it to come back (Ctrl-C to leave).")
             await self.client.wait_connected()
             self.note("hdspd is back.")

@@ -100,7 +100,10 @@ class Transcript:
     """The latest version of each message of a task, in order, and how many of
     them are printed for good."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, first_text_is_prompt: bool = True) -> None:
+        #: Roo's first text message of a task is the user's prompt, not the model's.
+        self._expect_prompt = first_text_is_prompt
+        self._prompt_ts: int | None = None
         self._order: list[int] = []
         self._messages: dict[int, ClineMessage] = {}
         self._printed = 0
@@ -110,6 +113,9 @@ class Transcript:
 
     def update(self, m: ClineMessage) -> None:
         if m.ts not in self._messages:
+            if self._expect_prompt and m.type == "say" and m.say == "text":
+                self._expect_prompt = False
+                self._prompt_ts = m.ts
             index = bisect.bisect(self._order, m.ts)
             self._order.insert(index, m.ts)
             if index < self._printed:
@@ -123,7 +129,7 @@ class Transcript:
         m = self._messages[self._order[index]]
         if m.partial:
             return False
-        if m.type == "say" and m.say in _REPLACEABLE:
+        if m.type == "say" and m.say in _REPLACEABLE and m.ts != self._prompt_ts:
             return any(_moves_on(self._messages[ts]) for ts in self._order[index + 1 :])
         return True
 
@@ -193,7 +199,7 @@ class LiveView:
 
     def __init__(self, *, first_text_is_prompt: bool = True, redraw: bool | None = None) -> None:
         self.redraw = can_redraw(sys.stdout) if redraw is None else redraw
-        self.transcript = Transcript()
+        self.transcript = Transcript(first_text_is_prompt=first_text_is_prompt)
         self.activity = TaskActivity()
         self._live: Live | None = None
         self._console: Console | None = None
@@ -351,6 +357,7 @@ class LiveView:
             cut = len(lines) - room + 1
             head = Text(f"… {cut} more line{'s' if cut != 1 else ''} above", style="dim")
             shown = Text("\n").join([head, *lines[cut:]])
-        status = Text(self.activity.line(), style="dim")
+        status = Text(self.activity.line(), style="dim", no_wrap=True, overflow="ellipsis")
+        status.truncate(self._console.width - 1, overflow="ellipsis")
         region = Text("\n").join([shown, status]) if shown.plain else status
         self._live.update(region, refresh=True)

@@ -114,7 +114,8 @@ class TaskActivity:
                 self._set("answering", self.current.ts if self.current.kind != "idle" else m.ts)
         elif say == "api_req_retry_delayed":
             if m.partial:
-                self._set("retry", m.ts, detail=f"{_first_line(text)} · {_last_line(text)}")
+                # The daemon's countdown ("Retry 1 in 3 s."), then why.
+                self._set("retry", m.ts, detail=f"{_last_line(text)} · {_first_line(text)}")
             elif self.current.kind == "retry":
                 self._set("idle", m.ts)
         elif say == "cell_output":
@@ -146,7 +147,7 @@ class TaskActivity:
         if a.kind == "answering":
             return f"the model is answering ({seconds})"
         if a.kind == "retry":
-            return f"retrying: {a.detail}"
+            return a.detail
         if a.kind == "cell":
             return f"running a cell ({seconds}{lines})"
         if a.kind == "command":
@@ -174,7 +175,7 @@ class TaskActivity:
         a = self.current
         if a.kind not in ("model", "retry", "cell", "command"):
             return None
-        key = (a.kind, a.ts, a.detail.rsplit(" · ", 1)[0] if a.kind == "retry" else "")
+        key = (a.kind, a.ts, "")
         if key == self._told:
             return None
         if a.kind == "model" and a.detail != "silent":
@@ -182,5 +183,5 @@ class TaskActivity:
         self._told = key
         if a.kind == "retry":
             # Once per retry: the error and the delay, not a line per second.
-            return escape_controls(f"retrying: {a.detail}")
+            return escape_controls(a.detail)
         return escape_controls(self._what(self._clock()))
