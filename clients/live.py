@@ -222,7 +222,13 @@ class LiveView:
     # ---- lifetime -----------------------------------------------------------
 
     def __enter__(self) -> LiveView:
+        self._start_live()
+        return self
+
+    def _start_live(self) -> None:
         if self._console is not None:
+            # A new one each time: nothing of the region drawn before a pause
+            # (and erased by it) may be taken for what is on the screen now.
             self._live = Live(
                 console=self._console,
                 auto_refresh=False,
@@ -233,7 +239,6 @@ class LiveView:
             )
             self._live.start()
             self._draw()
-        return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
@@ -257,18 +262,14 @@ class LiveView:
         """The screen for a prompt: everything printed, no live region below it."""
         self._print(self.transcript.take_settled(everything=True))
         self._paused += 1
-        if self._live is not None:
-            for writer in self._writers:
-                writer.finish()
-            self._live.update(Text(""))
-            self._live.stop()
+        was_live = self._live is not None
+        self._stop_live()
         try:
             yield
         finally:
             self._paused -= 1
-            if self._live is not None and not self._paused:
-                self._live.start()
-                self._draw()
+            if was_live and not self._paused:
+                self._start_live()
 
     async def tick(self) -> None:
         """Redraw the status line every second (its clocks move), for ever."""

@@ -14,6 +14,7 @@ a traceback; a message queued by `send` is never dropped in silence.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -276,7 +277,10 @@ def test_a_prompt_answered_elsewhere_is_taken_down_at_once(
     finally:
         term.close()
     assert (workspace / "b.txt").read_text() == "hi\n"
-    assert "Wrote it." in term.text
+    # The final screen keeps the ask, why its prompt went, and what followed.
+    final = term.text
+    assert final.index("Allow write_to_file") < final.index("The ask was answered elsewhere.")
+    assert final.index("The ask was answered elsewhere.") < final.index("Wrote it.")
 
 
 def test_a_prompt_of_a_task_cancelled_elsewhere_is_taken_down(
@@ -405,3 +409,29 @@ def test_a_prompt_of_a_daemon_that_stops_is_taken_down_and_says_how_to_go_on(
     finally:
         term.close()
     assert "`hdsp resume" in term.text and "Traceback" not in term.text
+
+
+def test_the_status_line_shows_a_running_cell_with_its_time_and_output_lines(
+    live_daemon: DaemonProcess, fake: FakeOpenAI, workspace: Path
+) -> None:
+    code = "import time\nfor i in range(5):\n    print('line', i, flush=True)\n    time.sleep(1)"
+    fake.script(call("execute_code", code=code), OAI.text("Counted."))
+    term = Terminal(
+        live_daemon.runtime_dir, "run", "--auto-approve", "execute", "count", cwd=workspace
+    )
+    running = re.compile(r"running a cell \((\d+)s, (\d+) output lines?\)")
+    try:
+        seen: set[tuple[int, int]] = set()
+
+        def counting() -> bool:
+            shown = [m.groups() for line in term.lines if (m := running.search(line))]
+            assert len(shown) <= 1, term.text
+            seen.update((int(s), int(n)) for s, n in shown)
+            return len({n for _, n in seen}) >= 2
+
+        term.wait_for(counting, "a running cell whose output lines are counted")
+        assert term.finish() == 0, term.text
+    finally:
+        term.close()
+    assert "running a cell" not in term.text
+    assert "line 4" in term.text and "Counted." in term.text
