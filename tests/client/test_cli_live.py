@@ -435,3 +435,53 @@ def test_the_status_line_shows_a_running_cell_with_its_time_and_output_lines(
         term.close()
     assert "running a cell" not in term.text
     assert "line 4" in term.text and "Counted." in term.text
+
+
+def test_two_quick_ctrl_cs_in_run_never_say_the_cancelled_task_goes_on(
+    live_daemon: DaemonProcess, fake: FakeOpenAI, workspace: Path
+) -> None:
+    """Item 4's second half: the second Ctrl-C detaches from a task that is being
+    cancelled, and says so, not that it goes on."""
+    fake.script(call("execute_command", command="sleep 60"))
+    term = Terminal(
+        live_daemon.runtime_dir, "run", "--auto-approve", "command", "sleep", cwd=workspace
+    )
+    try:
+        term.wait_for_text("running a command (")
+        term.type("\x03\x03")
+        assert term.finish(timeout=30) == 1, term.text
+    finally:
+        term.close()
+    assert "Cancelling the task" in term.text
+    assert "goes on" not in term.text and "Traceback" not in term.text
+    task_id = task_id_of(term.text)
+    state = state_of(live_daemon, task_id)["state"]
+    if state != "aborted":  # detached before the abort was seen: it still ends so
+        assert "Detached while the task stops." in term.text
+
+
+OSC52 = "\x1b]52;c;ZXZpbA==\x07"
+TITLE = "\x1b]0;pwned\x07"
+
+
+def test_the_live_region_and_status_line_show_escapes_as_text(
+    live_daemon: DaemonProcess, fake: FakeOpenAI, workspace: Path
+) -> None:
+    """What the model says reaches the redrawn region escaped, as it reaches
+    printed lines: no OSC (clipboard, title) nor its BEL gets to the terminal,
+    while hdsp's own cursor movements do."""
+    evil = f"Look {OSC52} and {TITLE}\u202e! \x1b[2K\rfake"
+    fake.script(
+        OAI.text(evil, chunk_size=3).end_after(8),  # a partial answer, drawn live
+        OAI.text(evil, chunk_size=3),
+    )
+    term = Terminal(live_daemon.runtime_dir, "run", "say it", cwd=workspace)
+    try:
+        assert term.finish() == 0, term.text
+    finally:
+        term.close()
+    assert b"\x1b]" not in term.output and b"\x07" not in term.output
+    assert b"\x1b[1A" in term.output  # the view did redraw
+    assert (
+        "Look \\x1b]52;c;ZXZpbA==\\x07 and \\x1b]0;pwned\\x07\\u202e! \\x1b[2K\\rfake" in term.text
+    )
