@@ -123,7 +123,7 @@ class TaskFollower:
                 if self.view.redraw:
                     tg.start_soon(self.view.tick)
                 if seed is not None and not self.json:
-                    self.view.seed(seed)
+                    self.view.seed(seed, since_seq)
                 if pending_ask is not None:
                     code = self._on_pending_ask(pending_ask)
                     if code is not None:

@@ -158,6 +158,9 @@ class Transcript:
         self._printed = min(self._printed, index)
         self._printed_text.pop(ts, None)
 
+    def get(self, ts: int) -> ClineMessage | None:
+        return self._messages.get(ts)
+
     def tail(self) -> list[ClineMessage]:
         """The messages not printed for good yet."""
         return [self._messages[ts] for ts in self._order[self._printed :]]
@@ -205,6 +208,8 @@ class LiveView:
         self._console: Console | None = None
         self._writers: list[_ConsoleWriter] = []
         self._paused = 0
+        #: Per message: the seq of the durable event its latest version came with.
+        self._durable_seq: dict[int, int] = {}
         if self.redraw:
             self._console = Console(file=sys.stdout, highlight=False, emoji=False, markup=False)
             color = "NO_COLOR" not in os.environ
@@ -279,9 +284,11 @@ class LiveView:
 
     # ---- input --------------------------------------------------------------
 
-    def seed(self, messages: list[ClineMessage]) -> None:
-        """Messages the task had before this view follows it (a snapshot)."""
+    def seed(self, messages: list[ClineMessage], head_seq: int) -> None:
+        """Messages the task had at `head_seq`, before this view follows it (a
+        snapshot)."""
         for m in messages:
+            self._durable_seq[m.ts] = head_seq
             self.transcript.update(m)
             self.activity.message(m)
         self._refresh()
@@ -289,7 +296,12 @@ class LiveView:
     def event(self, event: TaskEvent) -> None:
         data = event.data
         if isinstance(data, MessageEvent):
-            self.message(data.payload[0].message)
+            m = data.payload[0].message
+            if event.seq is not None:
+                self._durable_seq[m.ts] = event.seq
+            elif self._stale(event, m):
+                return
+            self.message(m)
         elif isinstance(data, TaskTokenUsageUpdated):
             self.activity.token_usage(data.payload[1])
             self._draw()
@@ -299,6 +311,21 @@ class LiveView:
             self.renderer.event(event)  # the usage line
         elif isinstance(data, ExecutionOutput):
             self._draw()
+
+    def _stale(self, event: TaskEvent, m: ClineMessage) -> bool:
+        """Whether a live-only update is older than the version of its message
+        this view has (from the log, which a replay delivers first)."""
+        known = self._durable_seq.get(m.ts)
+        if known is None:
+            return False
+        if event.prev_seq is not None:
+            return event.prev_seq < known
+        # A daemon that does not say: no partial version takes back a final one,
+        # but a retry's (which says something else) reopens the model's text.
+        current = self.transcript.get(m.ts)
+        if current is None or current.partial:
+            return False
+        return current.say not in _REPLACEABLE or (current.text or "").startswith(m.text or "")
 
     def message(self, m: ClineMessage) -> None:
         if self.transcript.replaced(m):

@@ -339,4 +339,6 @@ class TaskEvent(WireStruct, tag_field="type", tag="TaskEvent", frozen=True):
     seq: int | None = None
     #: `seq` of the previous durable event of the same topic (0 for the first), so
     #: that a client following one task can tell a gap from another task's events.
+    #: On a live-only update: the last durable event of its topic published before
+    #: it (a client that has a later version of the message from the log ignores it).
     prev_seq: int | None = None
