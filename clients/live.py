@@ -30,6 +30,7 @@ import bisect
 import io
 import os
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TextIO, cast
@@ -78,6 +79,9 @@ _REPLACEABLE = ("text", "reasoning")
 
 #: Partial messages the status line shows instead of the tail.
 _STATUS_ONLY = ("api_req_waiting", "api_req_retry_delayed")
+
+#: Seconds between two frames of the live region, at least.
+_FRAME = 0.1
 
 REPLACED_NOTE = "(retrying: the partial answer above is replaced by the one below)"
 
@@ -208,6 +212,8 @@ class LiveView:
         self._console: Console | None = None
         self._writers: list[_ConsoleWriter] = []
         self._paused = 0
+        self._dirty = False
+        self._drawn_at = 0.0
         #: Per message: the seq of the durable event its latest version came with.
         self._durable_seq: dict[int, int] = {}
         if self.redraw:
@@ -243,7 +249,7 @@ class LiveView:
                 vertical_overflow="visible",
             )
             self._live.start()
-            self._draw()
+            self._draw(now=True)
 
     def __exit__(self, *exc: object) -> None:
         self.close()
@@ -277,10 +283,12 @@ class LiveView:
                 self._start_live()
 
     async def tick(self) -> None:
-        """Redraw the status line every second (its clocks move), for ever."""
+        """Redraw what changed since the last frame, and the status line every
+        second (its clocks move), for ever."""
         while True:
-            await anyio.sleep(1)
-            self._draw()
+            await anyio.sleep(_FRAME)
+            if self._dirty or time.monotonic() - self._drawn_at >= 1:
+                self._draw(now=True)
 
     # ---- input --------------------------------------------------------------
 
@@ -339,7 +347,7 @@ class LiveView:
     def close_tail(self) -> None:
         """The turn is over: print the tail as it stands."""
         self._print(self.transcript.take_settled(everything=True))
-        self._draw()
+        self._draw(now=True)
 
     def note(self, text: str) -> None:
         self.renderer.note(text)
@@ -347,28 +355,40 @@ class LiveView:
     # ---- output -------------------------------------------------------------
 
     def _refresh(self) -> None:
-        self._print(self.transcript.take_settled())
+        printed = self._print(self.transcript.take_settled())
         if self.redraw:
-            self._draw()
+            # What was printed leaves the region at once, not a frame later.
+            self._draw(now=printed)
         else:
             news = self.activity.take_news()
             if news is not None:
                 self.renderer.note(news)
 
-    def _print(self, messages: list[ClineMessage]) -> None:
+    def _print(self, messages: list[ClineMessage]) -> bool:
+        """Print `messages` for good; whether there were any."""
+        if messages and self._live is not None:
+            self._live.update(Text(""))  # (the region is drawn again below them)
         for m in messages:
             self.renderer.message(m)
         if messages:
             self.renderer.line_end()
+        return bool(messages)
 
     def print_above(self, text: str) -> None:
         """Lines printed for good (by the renderer, through a writer)."""
         assert self._console is not None
         self._console.print(Text.from_ansi(text), soft_wrap=True)
 
-    def _draw(self) -> None:
+    def _draw(self, *, now: bool = False) -> None:
+        """Redraw the live region; at most one frame per _FRAME seconds (a
+        streaming reply updates many times a second), the rest by :meth:`tick`."""
         if self._live is None or self._paused or self._console is None:
             return
+        if not now and time.monotonic() - self._drawn_at < _FRAME:
+            self._dirty = True
+            return
+        self._dirty = False
+        self._drawn_at = time.monotonic()
         buffer = io.StringIO()
         preview = self.renderer.fork(buffer)
         for m in self.transcript.tail():
