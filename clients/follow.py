@@ -259,6 +259,20 @@ class TaskFollower:
             if self._prompt is prompt:
                 self._prompt = None
             prompt.finished.set()
+        if prompt.answering and self._tg is not None:
+            # The next ask may have come while this answer was on its way.
+            self._tg.start_soon(self._ask_what_waits)
+
+    async def _ask_what_waits(self) -> None:
+        """Ask the ask the task waits on now, if any (and none is being asked)."""
+        try:
+            ask = (await self.client.get_task(self.task_id)).pending_ask
+        except ClientError:
+            return
+        if ask is not None and self._prompt is None and not self._following.cancel_called:
+            code = self._on_pending_ask(ask)
+            if code is not None:
+                self._detach(code, "")
 
     async def _answer(self, ask: ClineMessage, line: str) -> None:
         lower = line.lower()
@@ -354,12 +368,5 @@ class TaskFollower:
             self.note("hdspd went away; waiting for it to come back (Ctrl-C to leave).")
             await self.client.wait_connected()
             self.note("hdspd is back.")
-            try:
-                ask = (await self.client.get_task(self.task_id)).pending_ask
-            except ClientError:
-                continue
-            if ask is not None and self._prompt is None:
-                self._asked.discard(ask.ts)
-                code = self._on_pending_ask(ask)
-                if code is not None:
-                    self._detach(code, "")
+            self._asked.clear()  # what was asked before is asked again if it waits
+            await self._ask_what_waits()

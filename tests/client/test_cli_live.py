@@ -485,3 +485,26 @@ def test_the_live_region_and_status_line_show_escapes_as_text(
     assert (
         "Look \\x1b]52;c;ZXZpbA==\\x07 and \\x1b]0;pwned\\x07\\u202e! \\x1b[2K\\rfake" in term.text
     )
+
+
+def test_asks_one_after_another_are_each_asked(
+    live_daemon: DaemonProcess, fake: FakeOpenAI, workspace: Path
+) -> None:
+    """The next ask may come while the answer to the last one is on its way: it
+    is asked all the same, once."""
+    fake.script(
+        call("write_to_file", path="g1.txt", content="1\n"),
+        call("write_to_file", path="g2.txt", content="2\n"),
+        OAI.text("Both written."),
+    )
+    term = Terminal(live_daemon.runtime_dir, "run", "write two", cwd=workspace)
+    try:
+        term.wait_for_text(PROMPT)
+        term.type("y\n")
+        term.wait_for(lambda: term.text.count(PROMPT) == 2, "the second ask")
+        term.type("y\n")
+        assert term.finish() == 0, term.text
+    finally:
+        term.close()
+    assert (workspace / "g1.txt").exists() and (workspace / "g2.txt").exists()
+    assert term.text.count(PROMPT) == 2 and "Both written." in term.text
