@@ -70,3 +70,22 @@ def test_a_retry_that_reopens_the_models_text_is_followed(
         view.event(event(say(2, "text", "Result: 12 rows are invalid."), seq=4, prev_seq=3))
     out = capsys.readouterr().out
     assert "Result: 12 rows are invalid." in out and "99" not in out
+
+
+def test_a_printed_answer_that_a_retry_replaces_is_marked_and_printed_again(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """After a prompt (an api_req_failed ask, answered: retry), the partial answer
+    was on the screen already: the new one follows a line saying so, and nothing
+    is glued to what was printed."""
+    with LiveView(redraw=False) as view:
+        view.event(event(say(1, "text", "the prompt"), seq=1, prev_seq=0))
+        view.event(event(say(2, "text", "Result: 99 r"), seq=2, prev_seq=1))
+        view.close_tail()  # as a prompt does: everything on the screen, as it stands
+        view.event(event(say(2, "text", "Result: 1", partial=True), seq=None, prev_seq=2))
+        view.event(event(say(2, "text", "Result: 12 rows are invalid."), seq=3, prev_seq=2))
+    captured = capsys.readouterr()
+    assert "(retrying: the partial answer above is replaced by the one below)" in captured.err
+    lines = captured.out.splitlines()
+    assert "Result: 99 r" in lines and "Result: 12 rows are invalid." in lines
+    assert lines.index("Result: 99 r") < lines.index("Result: 12 rows are invalid.")
