@@ -1,7 +1,8 @@
 """`hdsp`: the command-line frontend of hdspd.
 
-Exit codes: 0 success (a task completed), 1 a task failed or was aborted, 2 bad
-usage or a command the daemon refused, 3 the daemon is unreachable.
+Exit codes (clients/exit_codes.py): 0 success (a task completed), 1 a task failed
+or was aborted, 2 bad usage or a command the daemon refused, 3 the daemon is
+unreachable, 4 the task waits for an answer no one here can give.
 """
 
 from __future__ import annotations
@@ -10,23 +11,15 @@ import argparse
 import getpass
 import json
 import os
-import signal
 import sys
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 
 from hdsp.protocol import (
-    ClineMessage,
     ErrorCode,
-    MessageEvent,
     SandboxStatus,
-    TaskAborted,
-    TaskCompleted,
-    TaskIdle,
-    TaskInteractive,
-    TaskResumable,
     TaskState,
     __version__,
     encode,
@@ -35,13 +28,12 @@ from hdsp.protocol import (
 from .client import Client, connect
 from .errors import ClientError, CommandFailed, DaemonNotRunning
 from .escape import escape_controls
+from .exit_codes import EXIT_FAILED, EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE
+from .follow import TaskFollower
 from .render import Renderer
 
 __all__ = ["main"]
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
-
-_ENDING = (TaskCompleted, TaskAborted, TaskIdle, TaskResumable)
 
 #: --auto-approve names and the approval settings they switch on.
 _AUTO_APPROVE = {
@@ -207,10 +199,6 @@ def _settings_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     actions.add_parser("list", parents=[common], help="secret names and whether they are set")
 
 
-class _NoAnswer(Exception):
-    """Input ended while an ask waited for an answer here."""
-
-
 class _Cli:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
@@ -245,115 +233,30 @@ class _Cli:
             )
         return matches[0]
 
-    async def follow(
-        self, client: Client, task_id: str, since_seq: int, *, after_our_message: bool = False
-    ) -> int:
-        """Print a task's events from `since_seq` until its turn ends; the exit code.
-        With `after_our_message`, the turn that counts is the one that takes the
-        message we sent (it may wait in the queue), which starts with a
-        user_feedback message: what comes before is neither shown nor counted."""
-        stopping = False
-        waiting_for_our_turn = after_our_message
-
-        async def on_interrupt(scope: anyio.CancelScope) -> None:
-            nonlocal stopping
-            with anyio.open_signal_receiver(signal.SIGINT) as signals:
-                async for _ in signals:
-                    if stopping:
-                        scope.cancel()  # a second Ctrl-C: leave, the task goes on
-                        return
-                    stopping = True
-                    self.render.note("Cancelling the task (Ctrl-C again to detach)...")
-                    await client.cancel_task(task_id)
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(on_interrupt, tg.cancel_scope)
-            async with client.events(task_id, since_seq=since_seq) as events:
-                async for event in events:
-                    data = event.data
-                    if (
-                        isinstance(data, MessageEvent)
-                        and data.payload[0].message.say == "user_feedback"
-                    ):
-                        waiting_for_our_turn = False
-                    if waiting_for_our_turn:
-                        continue
-                    if self.args.json:
-                        self.out_raw(encode(event).decode())
-                    else:
-                        self.render.event(event)
-                    if isinstance(data, (TaskInteractive, TaskIdle)) and self.interactive:
-                        ask = (await client.get_task(task_id)).pending_ask
-                        if ask is not None:
-                            try:
-                                await self.prompt_for(client, task_id, ask)
-                            except _NoAnswer:
-                                tg.cancel_scope.cancel()
-                                self._unanswered(task_id)
-                                return EXIT_FAILED
-                            continue
-                    if isinstance(data, TaskInteractive) and not self.interactive:
-                        tg.cancel_scope.cancel()
-                        self._unanswered(task_id)
-                        return EXIT_FAILED
-                    if isinstance(data, _ENDING):
-                        tg.cancel_scope.cancel()
-                        return self._ending(data, task_id)
-        self.render.note(f"Detached; the task goes on. `hdsp show {task_id[:8]}` shows it.")
-        return EXIT_FAILED
-
-    def _unanswered(self, task_id: str) -> None:
-        self.render.note(
-            f"The task waits for an approval: `hdsp attach {task_id[:8]}` on a "
-            f"terminal, or `hdsp answer {task_id[:8]} --yes|--no [TEXT]`."
+    def follower(
+        self,
+        client: Client,
+        task_id: str,
+        *,
+        on_interrupt: Literal["cancel", "detach"] = "cancel",
+        our_message: str | None = None,
+    ) -> TaskFollower:
+        """What follows a task live for this command (see clients/follow.py)."""
+        return TaskFollower(
+            client,
+            task_id,
+            json=self.args.json,
+            interactive=self.interactive,
+            on_interrupt=on_interrupt,
+            out_raw=self.out_raw,
+            our_message=our_message,
+            first_text_is_prompt=our_message is None,
         )
 
     @property
     def interactive(self) -> bool:
         """Whether asks can be answered here: a person at a terminal, not --json."""
         return not self.args.json and sys.stdin.isatty() and sys.stdout.isatty()
-
-    async def prompt_for(self, client: Client, task_id: str, ask: ClineMessage) -> None:
-        """Show an ask and send the person's answer (another client may be faster).
-        An ask to run, write or execute something takes an explicit `y`: a bare
-        Enter asks again. End of input leaves the ask unanswered."""
-        self.render.ask(ask)
-        while True:
-            try:
-                line = await anyio.to_thread.run_sync(input, self.render.ask_prompt(ask))
-            except EOFError:
-                raise _NoAnswer from None
-            line = line.strip()
-            if line or not self.render.needs_explicit_yes(ask):
-                break
-            self.render.note("Type y to approve or n to deny (Enter alone does neither).")
-        if line.lower() in ("", "y", "yes"):
-            response, text = "yesButtonClicked", None
-        elif line.lower() in ("n", "no"):
-            response, text = "noButtonClicked", None
-        elif line.lower().startswith(("n ", "no ")):
-            response, text = "noButtonClicked", line.split(" ", 1)[1]
-        else:
-            response, text = "messageResponse", line
-        try:
-            await client.respond_to_ask(task_id, ask.ts, response, text)
-        except CommandFailed as exc:
-            if exc.code != ErrorCode.ALREADY_ANSWERED:
-                raise
-            self.render.note("Another client answered first.")
-
-    def _ending(self, data: Any, task_id: str) -> int:
-        if isinstance(data, TaskCompleted):
-            return EXIT_OK
-        if not self.args.json:
-            short = task_id[:8]
-            if isinstance(data, TaskAborted):
-                self.render.note(f"Task aborted. `hdsp send {short} TEXT` continues it.")
-            elif isinstance(data, TaskResumable):
-                self.render.note(f"The daemon stopped the task; `hdsp resume {short}` resumes it.")
-            else:
-                self.render.note(f"The task is waiting; `hdsp send {short} TEXT` answers it.")
-        return EXIT_FAILED
 
     # ---- commands -----------------------------------------------------------
 
@@ -384,7 +287,7 @@ class _Cli:
             return EXIT_OK
         if not a.json:
             self.render.note(f"task {ref.task_id}")
-        return await self.follow(client, ref.task_id, head)
+        return await self.follower(client, ref.task_id).run(head)
 
     async def cmd_send(self, client: Client) -> int:
         task_id = await self.resolve(client, self.args.task)
@@ -395,24 +298,23 @@ class _Cli:
         if self.args.detach:
             return EXIT_OK
         # Print from our message on: what the task said before it is not the answer.
-        self.render = Renderer(first_text_is_prompt=False)
-        return await self.follow(client, task_id, head, after_our_message=True)
+        follower = self.follower(client, task_id, our_message=self.args.text)
+        return await follower.run(head)
 
     async def cmd_attach(self, client: Client) -> int:
         task_id = await self.resolve(client, self.args.task)
         snap = await client.get_task(task_id)
         if not self.args.json:
             self.render.note(f"task {task_id}  {snap.state}")
-            self.render.snapshot(snap.item, snap.messages)
-        if snap.pending_ask is not None and self.interactive:
-            try:
-                await self.prompt_for(client, task_id, snap.pending_ask)
-            except _NoAnswer:
-                self._unanswered(task_id)
-                return EXIT_FAILED
-        elif snap.state not in (TaskState.RUNNING, TaskState.INTERACTIVE) and not snap.queue:
+        follower = self.follower(client, task_id, on_interrupt="detach")
+        if snap.pending_ask is None and (
+            snap.state not in (TaskState.RUNNING, TaskState.INTERACTIVE) and not snap.queue
+        ):
+            if not self.args.json:
+                self.render.snapshot(snap.item, snap.messages)
             return EXIT_OK if snap.state == TaskState.COMPLETED else EXIT_FAILED
-        return await self.follow(client, task_id, snap.head_seq)
+        # Ctrl-C detaches: attaching is watching, not taking over the task.
+        return await follower.run(snap.head_seq, seed=snap.messages, pending_ask=snap.pending_ask)
 
     async def cmd_answer(self, client: Client) -> int:
         a = self.args
@@ -687,11 +589,27 @@ class _Cli:
         return EXIT_OK
 
     async def main(self) -> int:
-        handler = getattr(self, f"cmd_{self.args.command}")
         try:
-            async with connect(self.args.runtime_dir, name="hdsp", kind="cli") as client:
-                code: int = await handler(client)
-                return code
+            return await self._connected()
+        except BaseExceptionGroup as group:
+            # A task group's wrapping of one error of ours: that error, not a traceback.
+            errors = group.subgroup(ClientError)
+            if errors is None or errors.exceptions != group.exceptions:
+                raise
+            return self._failed(_first_leaf(errors))
+        except ClientError as exc:
+            return self._failed(exc)
+
+    async def _connected(self) -> int:
+        handler = getattr(self, f"cmd_{self.args.command}")
+        async with connect(self.args.runtime_dir, name="hdsp", kind="cli") as client:
+            code: int = await handler(client)
+            return code
+
+    @staticmethod
+    def _failed(error: BaseException) -> int:
+        try:
+            raise error
         except DaemonNotRunning as exc:
             print(f"hdsp: {escape_controls(str(exc))}", file=sys.stderr)
             return EXIT_UNREACHABLE
@@ -701,6 +619,13 @@ class _Cli:
         except ClientError as exc:
             print(f"hdsp: {escape_controls(str(exc))}", file=sys.stderr)
             return EXIT_UNREACHABLE
+
+
+def _first_leaf(group: BaseExceptionGroup[ClientError]) -> ClientError:
+    error: ClientError | BaseExceptionGroup[ClientError] = group
+    while isinstance(error, BaseExceptionGroup):
+        error = error.exceptions[0]
+    return error
 
 
 def main(argv: list[str] | None = None) -> int:

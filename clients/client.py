@@ -170,6 +170,8 @@ class Client:
         self._info: ClientInfo | None = None
         #: Set while the daemon is connected and has acknowledged this client.
         self._acked = anyio.Event()
+        #: Set while the daemon is away (a new one once it is back).
+        self._lost = anyio.Event()
         self.ack: AckData | None = None
         #: How often the client re-connected to a daemon that went away.
         self.reconnects = 0
@@ -203,6 +205,8 @@ class Client:
         assert isinstance(reply, Ack)
         self.ack = reply.data
         self._info = info
+        if self._lost.is_set():
+            self._lost = anyio.Event()
         self._acked.set()
         return reply.data
 
@@ -218,6 +222,7 @@ class Client:
             event = parse_monitor_message(await monitor.recv_multipart())["event"]
             if event == zmq.EVENT_DISCONNECTED:
                 lost = True
+                self._lost.set()
                 stale = self.ack
                 if self._acked.is_set():
                     self._acked = anyio.Event()
@@ -227,6 +232,21 @@ class Client:
             elif event == zmq.EVENT_CONNECTED and lost:
                 lost = False
                 await self._rehandshake(stale)
+
+    @property
+    def connected(self) -> bool:
+        """Whether the daemon is connected and has acknowledged this client."""
+        return self._acked.is_set()
+
+    async def wait_connection_lost(self) -> None:
+        """Return once the daemon goes away (at once if it is away now)."""
+        await self._lost.wait()
+
+    async def wait_connected(self) -> None:
+        """Return once the daemon is connected and has acknowledged this client
+        (after a restart: once the client has said Connect again)."""
+        while not self._acked.is_set():
+            await self._acked.wait()
 
     async def aclose(self) -> None:
         if self._closed:

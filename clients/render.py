@@ -103,6 +103,19 @@ class Renderer:
         # starts mid-conversation must not take the agent's text for it.
         self._seen_first_text = not first_text_is_prompt
 
+    def fork(self, out: TextIO) -> Renderer:
+        """A renderer that writes everything (notes too) to `out`, starting from
+        what this one has shown: for a preview that is drawn, then thrown away."""
+        other = Renderer(out, out)
+        other._seen_first_text = self._seen_first_text
+        return other
+
+    def forget(self, ts: int) -> None:
+        """Show message `ts` whole the next time it comes (it was replaced)."""
+        self._printed.pop(ts, None)
+        if self._open_ts == ts:
+            self._finish_line()
+
     def _style(self, text: str, code: str) -> str:
         """`text`, escaped, in colour `code` (on a terminal that wants colour)."""
         safe = escape_controls(text)
@@ -112,6 +125,11 @@ class Renderer:
         if self._open_ts is not None:
             self.out.write("\n")
             self._open_ts = None
+
+    def line_end(self) -> None:
+        """End the line a streamed message left open, if any."""
+        self._finish_line()
+        self.out.flush()
 
     def note(self, text: str) -> None:
         """A status line on stderr (not part of the conversation)."""
@@ -209,7 +227,9 @@ class Renderer:
             self.out.flush()
         elif m.say == "error":
             self.error(f"error: {text}")
-        elif m.say in ("api_req_retry_delayed", "api_req_retried"):
+        elif m.say == "api_req_retry_delayed":
+            # Its final text says the retry happened; api_req_retried (a JSON
+            # record of the same) shows nothing more.
             self.note(m.text or m.say)
         elif m.say == "api_req_waiting" and m.partial:
             # Every few seconds while the model is silent; its final text comes

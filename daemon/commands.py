@@ -72,9 +72,9 @@ from hdsp.protocol import (
 )
 
 from .config import ConfigService
-from .llm.models import roo_model_record
 from .errors import CommandError
 from .kernels import KernelService
+from .llm.models import roo_model_record
 from .logs import register_secret
 from .store import Journal, StorageUnavailable, Store
 from .tasks import TaskManager

@@ -381,7 +381,9 @@ class TaskEvent(WireStruct, tag_field="type", tag="TaskEvent", frozen=True):
                 "`seq` of the previous durable event of the same topic (task id, or the empty "
                 "daemon-wide topic); 0 for the topic's first. A client following one task has "
                 "missed events exactly when prevSeq is greater than the last seq it saw of "
-                "that task. Absent when `seq` is."
+                "that task. On a live-only event: the last durable event of its topic "
+                "published before it, so a client that has a later version of the message "
+                "from the log can ignore it."
             )
         ),
     ] = None

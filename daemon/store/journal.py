@@ -288,7 +288,14 @@ class Journal:
                         message = _scrub(message)
                     writes.append(save_ui_message(p.task_id, p.message.ts, message))
             else:
-                body = _scrub(encode(TaskEvent(data=event, relay_client_id=item.relay_client_id)))
+                # A live-only update says which durable event it follows, so that a
+                # client that replayed past it can tell it is stale.
+                live = TaskEvent(
+                    data=event,
+                    prev_seq=last_by_topic.get(topic) or known.get(topic, 0),
+                    relay_client_id=item.relay_client_id,
+                )
+                body = _scrub(encode(live))
             frames.append((topic.encode(), body))
         if writes or rows:
             if not await self._commit(latest_writes(writes), rows):

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 import msgspec
 
-from hdsp.daemon.llm.images import recent_images_only, without_images
 from hdsp.daemon.conversation import ApiMessage
+from hdsp.daemon.llm.images import recent_images_only, without_images
 
 __all__ = ["MAX_REQUEST_IMAGES", "Truncation", "request_messages", "truncate_oldest"]
 

@@ -12,8 +12,6 @@ import time
 import anyio
 import msgspec
 
-from hdsp.daemon.llm import Provider
-from hdsp.daemon.llm.errors import ProviderError
 from hdsp.daemon.conversation import (
     Block,
     ModelInfo,
@@ -27,6 +25,8 @@ from hdsp.daemon.conversation import (
     ToolUseBlock,
     UsageChunk,
 )
+from hdsp.daemon.llm import Provider
+from hdsp.daemon.llm.errors import ProviderError
 from hdsp.protocol import ClineMessage, HistoryItem, Say
 
 from .messages import TaskMessages

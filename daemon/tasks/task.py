@@ -27,10 +27,10 @@ import msgspec
 import structlog
 from anyio.abc import TaskGroup
 
+from hdsp.daemon.conversation import ApiMessage, Block, ModelRequest, TextBlock
 from hdsp.daemon.llm import Provider
 from hdsp.daemon.llm.errors import ContextWindowExceeded, ProviderError
 from hdsp.daemon.llm.images import image_refused
-from hdsp.daemon.conversation import ApiMessage, Block, ModelRequest, TextBlock
 from hdsp.daemon.store import update_task
 from hdsp.daemon.tools import AskAnswer
 from hdsp.protocol import (

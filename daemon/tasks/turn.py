@@ -12,8 +12,8 @@ from typing import Any, Literal
 
 import msgspec
 
-from hdsp.daemon.llm.images import fit_image, image_block
 from hdsp.daemon.conversation import ApiMessage, Block, ImageBlock, TextBlock, ToolResultBlock
+from hdsp.daemon.llm.images import fit_image, image_block
 from hdsp.daemon.store import Write, append_api_message, save_turn
 from hdsp.daemon.tools import ToolResult
 

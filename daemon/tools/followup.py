@@ -15,7 +15,6 @@ from typing import Any, ClassVar
 
 from hdsp.daemon.conversation import ImageBlock, TextBlock
 from hdsp.daemon.llm.images import fit_image, image_block
-from hdsp.daemon.conversation import ImageBlock, TextBlock
 from hdsp.protocol import Ask, AskResponse
 
 from .base import Tool, ToolCategory, ToolContext, ToolResult

@@ -131,9 +131,10 @@ def test_a_script_answers_an_approval(
     daemon: DaemonProcess, fake_openai: FakeOpenAI, tmp_path: Path
 ) -> None:
     fake_openai.script(_write_call("b.txt"), _done())
-    # Not on a terminal: `hdsp run` stops at the approval and says how to answer.
+    # Not on a terminal: `hdsp run` stops at the approval, says how to answer,
+    # and exits with the code of a task that waits (EXIT_WAITING).
     r = hdsp(daemon.runtime_dir, "run", "--workspace", str(tmp_path), "write b")
-    assert r.returncode == 1 and "hdsp answer" in r.stderr
+    assert r.returncode == 4 and "hdsp answer" in r.stderr
     task = r.stderr.split("task ", 1)[1].split()[0]
     # A bare answer approves nothing: approving takes --yes.
     r = hdsp(daemon.runtime_dir, "answer", task[:8])

@@ -80,7 +80,8 @@ async def test_journal_orders_persists_and_publishes(tmp_path: Path) -> None:
             await journal.aclose()
         events = [e for _, e in rec.frames]
         assert [e.seq for e in events] == [1, 2, 3, None, 4, 5]
-        assert [e.prev_seq for e in events] == [0, 0, 1, None, 2, 3]
+        # The live-only update says the durable event it follows (its topic's 3).
+        assert [e.prev_seq for e in events] == [0, 0, 1, 3, 2, 3]
         assert [t for t, _ in rec.frames] == [b"a", b"b", b"a", b"a", b"b", b"a"]
         assert journal.head_seq == 5
         snap = store.db.snapshot("a")

@@ -9,7 +9,13 @@ import msgspec
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hdsp.daemon.conversation import ApiMessage, ImageBlock, TextBlock, ToolResultBlock, ToolUseBlock
+from hdsp.daemon.conversation import (
+    ApiMessage,
+    ImageBlock,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
 from hdsp.daemon.tasks.context import request_messages, truncate_oldest
 from hdsp.daemon.tasks.history import ApiHistory
 from tests.daemon.task_parts import TASK_ID, open_parts

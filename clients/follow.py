@@ -1,0 +1,372 @@
+"""Following one task from the CLI until its turn ends: the live view, the asks
+it waits on, Ctrl-C, and a daemon that goes away.
+
+What Ctrl-C means:
+
+- in `hdsp run` and `hdsp send` (``on_interrupt="cancel"``): the first cancels
+  the task (at an approval prompt too: the prompt goes, nothing is approved), a
+  second detaches at once and says what became of the task;
+- in `hdsp send`, while the message sent waits in the queue of a busy task: it
+  takes that message back out of the queue (and says so); the task's current
+  turn, someone else's, goes on;
+- in `hdsp attach` (``on_interrupt="detach"``): it detaches; the task goes on,
+  and an ask it waits on stays open for `hdsp answer` or another client.
+
+An ask shown here is answered by a line typed here or by anyone else: when
+another client (or `hdsp answer`) answers first, the task is cancelled, or the
+daemon goes away, the prompt is taken down at once and the screen says why; when
+the daemon comes back and the ask still waits, it is asked again. A bare Enter
+answers nothing: approving takes a `y`.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+import anyio
+
+from hdsp.protocol import (
+    ClineMessage,
+    ErrorCode,
+    MessageEvent,
+    TaskAborted,
+    TaskActive,
+    TaskAskResponded,
+    TaskClosed,
+    TaskCompleted,
+    TaskEvent,
+    TaskIdle,
+    TaskInteractive,
+    TaskResumable,
+    encode,
+)
+
+from .ask_prompt import read_line
+from .client import Client
+from .errors import ClientError, CommandFailed
+from .exit_codes import EXIT_FAILED, EXIT_OK, EXIT_UNREACHABLE, EXIT_WAITING
+from .live import LiveView
+
+__all__ = ["TaskFollower"]
+
+_ENDING = (TaskCompleted, TaskAborted, TaskIdle, TaskResumable, TaskClosed)
+
+
+@dataclass
+class _Prompt:
+    """The ask being asked here, and how to take its prompt down."""
+
+    ask: ClineMessage
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    finished: anyio.Event = field(default_factory=anyio.Event)
+    #: The person entered an answer: it is on its way, not to be called off.
+    answering: bool = False
+    #: Why the prompt was taken down (said once it is down).
+    reason: str = ""
+
+
+class TaskFollower:
+    """Follows one task for one command; :meth:`run` returns the exit code."""
+
+    def __init__(
+        self,
+        client: Client,
+        task_id: str,
+        *,
+        json: bool,
+        interactive: bool,
+        on_interrupt: Literal["cancel", "detach"],
+        out_raw: Callable[[str], None],
+        our_message: str | None = None,
+        first_text_is_prompt: bool = True,
+    ) -> None:
+        self.client = client
+        self.task_id = task_id
+        self.short = task_id[:8]
+        self.json = json
+        self.interactive = interactive
+        self.on_interrupt = on_interrupt
+        self.out_raw = out_raw
+        #: `hdsp send`: the text we sent; what comes before its turn is not ours.
+        self.our_message = our_message
+        self.waiting_for_our_turn = our_message is not None
+        self.view = LiveView(
+            first_text_is_prompt=first_text_is_prompt, redraw=None if not json else False
+        )
+        self._prompt: _Prompt | None = None
+        self._asked: set[int] = set()
+        self._cancel_requested = False
+        self._code: int | None = None
+        self._following = anyio.CancelScope()
+        self._tg: anyio.abc.TaskGroup | None = None
+
+    def note(self, text: str) -> None:
+        if not self.json:
+            self.view.note(text)
+
+    # ---- the loop -----------------------------------------------------------
+
+    async def run(
+        self,
+        since_seq: int,
+        seed: list[ClineMessage] | None = None,
+        pending_ask: ClineMessage | None = None,
+    ) -> int:
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            tg.start_soon(self._on_interrupt)
+            tg.start_soon(self._watch_daemon)
+            with self.view:
+                if self.view.redraw:
+                    tg.start_soon(self.view.tick)
+                if seed is not None and not self.json:
+                    self.view.seed(seed, since_seq)
+                if pending_ask is not None:
+                    code = self._on_pending_ask(pending_ask)
+                    if code is not None:
+                        tg.cancel_scope.cancel()
+                        return code
+                with self._following:
+                    try:
+                        self._code = await self._events(since_seq)
+                    except ClientError as exc:
+                        self.note(f"Lost hdspd: {exc}")
+                        self._code = EXIT_UNREACHABLE
+                    self._following.cancel()  # (what watches it stops saying things)
+                await self._take_down_prompt("")
+            tg.cancel_scope.cancel()
+        return self._code if self._code is not None else EXIT_FAILED
+
+    async def _events(self, since_seq: int) -> int | None:
+        async with self.client.events(self.task_id, since_seq=since_seq) as events:
+            async for event in events:
+                code = await self._on_event(event)
+                if code is not None:
+                    return code
+        return None
+
+    async def _on_event(self, event: TaskEvent) -> int | None:
+        data = event.data
+        message = data.payload[0].message if isinstance(data, MessageEvent) else None
+        if self.waiting_for_our_turn:
+            if message is not None and message.say == "user_feedback":
+                self.waiting_for_our_turn = False
+            elif isinstance(data, (TaskAborted, TaskResumable, TaskClosed)):
+                return self._ended_before_our_turn(data)
+            else:
+                return None  # the turn before ours: not the answer to our message
+        prompt = self._prompt
+        if prompt is not None and not prompt.answering:
+            if message is not None and message.ts == prompt.ask.ts and message.is_answered:
+                await self._take_down_prompt("The ask was answered elsewhere.")
+            elif isinstance(data, (TaskAskResponded, TaskActive)):
+                await self._take_down_prompt("The ask was answered elsewhere.")
+            elif isinstance(data, _ENDING):
+                await self._take_down_prompt("The ask is gone: the task stopped.")
+        if self.json:
+            self.out_raw(encode(event).decode())
+        else:
+            self.view.event(event)
+        if isinstance(data, (TaskInteractive, TaskIdle)):
+            ask = (await self.client.get_task(self.task_id)).pending_ask
+            if ask is not None:
+                return self._on_pending_ask(ask)
+        if isinstance(data, _ENDING):
+            return self._ending(data)
+        return None
+
+    def _on_pending_ask(self, ask: ClineMessage) -> int | None:
+        """An ask waits: ask it here, or say how to answer it and stop."""
+        if not self.interactive:
+            if not self.json:
+                self.view.close_tail()
+                self._tell_unanswered()
+            # A request that failed for good is a failure (answering retries it);
+            # anything else waits for a person.
+            return EXIT_FAILED if ask.ask == "api_req_failed" else EXIT_WAITING
+        if ask.ts not in self._asked and self._prompt is None and self._tg is not None:
+            self._asked.add(ask.ts)
+            self._prompt = _Prompt(ask)
+            self._tg.start_soon(self._ask, self._prompt)
+        return None
+
+    def _tell_unanswered(self) -> None:
+        self.note(
+            f"The task waits for an answer: `hdsp attach {self.short}` on a terminal, "
+            f"or `hdsp answer {self.short} --yes|--no [TEXT]`."
+        )
+
+    def _ending(self, data: object) -> int:
+        if isinstance(data, TaskCompleted):
+            return EXIT_OK
+        if isinstance(data, TaskAborted):
+            self.note(f"Task aborted. `hdsp send {self.short} TEXT` continues it.")
+        elif isinstance(data, TaskResumable):
+            self.note(f"The daemon stopped the task; `hdsp resume {self.short}` resumes it.")
+        elif isinstance(data, TaskClosed):
+            self.note(f"The task was closed; `hdsp resume {self.short}` resumes it.")
+        else:
+            self.note(f"The task is waiting; `hdsp send {self.short} TEXT` answers it.")
+        return EXIT_FAILED
+
+    def _ended_before_our_turn(self, data: object) -> int:
+        what = (
+            "closed"
+            if isinstance(data, TaskClosed)
+            else ("stopped by the daemon" if isinstance(data, TaskResumable) else "aborted")
+        )
+        self.note(
+            f"The task was {what} before your message's turn; the message is still in "
+            f"its queue and goes once a turn of the task completes (`hdsp show {self.short}`)."
+        )
+        return EXIT_FAILED
+
+    # ---- asks ---------------------------------------------------------------
+
+    async def _ask(self, prompt: _Prompt) -> None:
+        """Ask `prompt.ask` here until a line answers it or the prompt is taken down."""
+        ask = prompt.ask
+        renderer = self.view.renderer
+        try:
+            with self.view.paused():
+                renderer.ask(ask)
+                line = ""
+                with prompt.scope:
+                    while not line:
+                        try:
+                            line = (await read_line(renderer.ask_prompt(ask))).strip()
+                        except EOFError:
+                            prompt.reason = "No answer: input ended."
+                            self._detach(EXIT_WAITING, "")
+                            self._tell_unanswered()
+                            return
+                        if not line:
+                            renderer.note(
+                                "Type y to approve or n to deny (Enter alone does neither)."
+                                if renderer.needs_explicit_yes(ask)
+                                else "Type your answer (Enter alone answers nothing)."
+                            )
+                if prompt.scope.cancelled_caught or not line:
+                    if prompt.reason:
+                        renderer.note(prompt.reason)
+                    return
+                prompt.answering = True
+                await self._answer(ask, line)
+        finally:
+            if self._prompt is prompt:
+                self._prompt = None
+            prompt.finished.set()
+        if prompt.answering and self._tg is not None:
+            # The next ask may have come while this answer was on its way.
+            self._tg.start_soon(self._ask_what_waits)
+
+    async def _ask_what_waits(self) -> None:
+        """Ask the ask the task waits on now, if any (and none is being asked)."""
+        try:
+            ask = (await self.client.get_task(self.task_id)).pending_ask
+        except ClientError:
+            return
+        if ask is not None and self._prompt is None and not self._following.cancel_called:
+            code = self._on_pending_ask(ask)
+            if code is not None:
+                self._detach(code, "")
+
+    async def _answer(self, ask: ClineMessage, line: str) -> None:
+        lower = line.lower()
+        text: str | None = None
+        if lower in ("y", "yes"):
+            response = "yesButtonClicked"
+        elif lower in ("n", "no"):
+            response = "noButtonClicked"
+        elif lower.startswith(("n ", "no ")):
+            response, text = "noButtonClicked", line.split(" ", 1)[1]
+        else:
+            response, text = "messageResponse", line
+        try:
+            await self.client.respond_to_ask(self.task_id, ask.ts, response, text)
+        except CommandFailed as exc:
+            if exc.code in (ErrorCode.ALREADY_ANSWERED, ErrorCode.INVALID_STATE):
+                self.note("Another client answered first, or the ask is gone.")
+            else:
+                self.view.renderer.error(f"Could not answer: {exc.message}")
+        except ClientError as exc:
+            self.view.renderer.error(f"Could not answer: {exc}")
+
+    async def _take_down_prompt(self, reason: str) -> None:
+        prompt = self._prompt
+        if prompt is None or prompt.answering:
+            return
+        prompt.reason = reason
+        prompt.scope.cancel()
+        await prompt.finished.wait()
+
+    # ---- Ctrl-C and the daemon ------------------------------------------------
+
+    def _detach(self, code: int, text: str) -> None:
+        if text:
+            self.note(text)
+        self._code = code
+        self._following.cancel()
+
+    async def _on_interrupt(self) -> None:
+        with anyio.open_signal_receiver(signal.SIGINT) as signals:
+            async for _ in signals:
+                await self._interrupted()
+
+    async def _interrupted(self) -> None:
+        if self.on_interrupt == "detach":
+            await self._take_down_prompt("")
+            waits = " (it waits for an answer)" if self._asked else ""
+            self._detach(
+                EXIT_FAILED,
+                f"Detached; the task goes on{waits}. `hdsp attach {self.short}` follows it again.",
+            )
+            return
+        if self.waiting_for_our_turn and not self._cancel_requested:
+            if await self._withdraw_our_message():
+                return
+        if self._cancel_requested:
+            self._detach(
+                EXIT_FAILED,
+                f"Detached while the task stops. `hdsp show {self.short}` shows where it ended.",
+            )
+            return
+        self._cancel_requested = True
+        await self._take_down_prompt("Cancelling: nothing was approved.")
+        self.note("Cancelling the task (Ctrl-C again to detach)...")
+        try:
+            await self.client.cancel_task(self.task_id)
+        except ClientError as exc:
+            self.note(f"Could not cancel the task: {exc}")
+
+    async def _withdraw_our_message(self) -> bool:
+        """Take the message `hdsp send` queued back out of the queue; whether it was."""
+        try:
+            snapshot = await self.client.get_task(self.task_id)
+            queued = [q for q in snapshot.queue if q.text == self.our_message]
+            if not queued:
+                return False
+            await self.client.delete_queued_message(self.task_id, queued[-1].id)
+        except ClientError:
+            return False
+        self._detach(
+            EXIT_FAILED,
+            "Your message was taken out of the task's queue before its turn, unsent; "
+            "the task's current turn goes on.",
+        )
+        return True
+
+    async def _watch_daemon(self) -> None:
+        while True:
+            await self.client.wait_connection_lost()
+            if self._following.cancel_called:
+                return
+            await self._take_down_prompt("")
+            self.note("hdspd went away; waiting for it to come back (Ctrl-C to leave).")
+            await self.client.wait_connected()
+            self.note("hdspd is back.")
+            self._asked.clear()  # what was asked before is asked again if it waits
+            await self._ask_what_waits()

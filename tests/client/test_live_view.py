@@ -1,0 +1,91 @@
+"""The live view's rules on their own, with the wire's own types: what is printed
+for good and when, and which live-only updates are stale.
+
+A client that follows a task from a seq replays the log first, so a live-only
+update published before a durable one can reach it after; it must not take a
+final message back to an older partial version (seen as a race in the pty
+tests: a retry's countdown "Retry 1 in 0 s." printed where `hdsp show` has
+"Retried (attempt 1).")."""
+
+from __future__ import annotations
+
+import pytest
+
+from hdsp.client.live import LiveView, Transcript
+from hdsp.protocol import ClineMessage, MessageEvent, MessagePayload, TaskEvent
+
+
+def say(ts: int, kind: str, text: str, *, partial: bool | None = None) -> ClineMessage:
+    return ClineMessage(ts=ts, type="say", say=kind, text=text, partial=partial)
+
+
+def event(m: ClineMessage, *, seq: int | None, prev_seq: int | None) -> TaskEvent:
+    action = "created" if seq is not None and m.partial else "updated"
+    payload = MessagePayload(task_id="t", action=action, message=m)
+    return TaskEvent(data=MessageEvent(payload=(payload,)), seq=seq, prev_seq=prev_seq)
+
+
+def test_the_models_text_is_printed_only_once_no_retry_can_replace_it() -> None:
+    t = Transcript()
+    t.update(say(1, "text", "the prompt"))
+    t.update(say(2, "api_req_started", "{}"))
+    t.update(say(3, "text", "Result: 99 r"))
+    assert [m.ts for m in t.take_settled()] == [1, 2]  # the prompt goes at once
+    t.update(say(4, "api_req_retry_delayed", "broke\nRetried (attempt 1)."))
+    t.update(say(5, "api_req_started", "{}"))
+    assert t.take_settled() == []  # a retry may still replace ts 3
+    t.update(say(3, "text", "Result: 12 rows are invalid."))
+    t.update(say(6, "completion_result", "done"))
+    assert [(m.ts, m.text) for m in t.take_settled()][:1] == [(3, "Result: 12 rows are invalid.")]
+
+
+@pytest.mark.parametrize("prev_seq", [5, None], ids=["daemon says", "fallback"])
+def test_a_stale_live_update_does_not_take_back_a_final_message(
+    prev_seq: int | None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with LiveView(redraw=False) as view:
+        view.event(event(say(1, "text", "the prompt"), seq=4, prev_seq=0))
+        countdown = say(2, "api_req_retry_delayed", "broke\nRetry 1 in 3 s.", partial=True)
+        view.event(event(countdown, seq=5, prev_seq=4))
+        final = say(2, "api_req_retry_delayed", "broke\nRetried (attempt 1).")
+        view.event(event(final, seq=6, prev_seq=5))
+        stale = say(2, "api_req_retry_delayed", "broke\nRetry 1 in 0 s.", partial=True)
+        view.event(event(stale, seq=None, prev_seq=prev_seq))
+        assert view.transcript.get(2) == final
+    err = capsys.readouterr().err
+    assert "Retried (attempt 1)." in err and "Retry 1 in 0 s." not in err
+
+
+def test_a_retry_that_reopens_the_models_text_is_followed(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with LiveView(redraw=False) as view:
+        view.event(event(say(1, "text", "the prompt"), seq=1, prev_seq=0))
+        view.event(event(say(2, "text", "Result: 9", partial=True), seq=2, prev_seq=1))
+        # The attempt broke: the daemon finished the message as it stood...
+        view.event(event(say(2, "text", "Result: 99 r"), seq=3, prev_seq=2))
+        # ...and the retry reopened it, live, after that.
+        view.event(event(say(2, "text", "Result: 1", partial=True), seq=None, prev_seq=3))
+        assert view.transcript.get(2) == say(2, "text", "Result: 1", partial=True)
+        view.event(event(say(2, "text", "Result: 12 rows are invalid."), seq=4, prev_seq=3))
+    out = capsys.readouterr().out
+    assert "Result: 12 rows are invalid." in out and "99" not in out
+
+
+def test_a_printed_answer_that_a_retry_replaces_is_marked_and_printed_again(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """After a prompt (an api_req_failed ask, answered: retry), the partial answer
+    was on the screen already: the new one follows a line saying so, and nothing
+    is glued to what was printed."""
+    with LiveView(redraw=False) as view:
+        view.event(event(say(1, "text", "the prompt"), seq=1, prev_seq=0))
+        view.event(event(say(2, "text", "Result: 99 r"), seq=2, prev_seq=1))
+        view.close_tail()  # as a prompt does: everything on the screen, as it stands
+        view.event(event(say(2, "text", "Result: 1", partial=True), seq=None, prev_seq=2))
+        view.event(event(say(2, "text", "Result: 12 rows are invalid."), seq=3, prev_seq=2))
+    captured = capsys.readouterr()
+    assert "(retrying: the partial answer above is replaced by the one below)" in captured.err
+    lines = captured.out.splitlines()
+    assert "Result: 99 r" in lines and "Result: 12 rows are invalid." in lines
+    assert lines.index("Result: 99 r") < lines.index("Result: 12 rows are invalid.")
