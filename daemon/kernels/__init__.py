@@ -1,5 +1,6 @@
 """Jupyter kernels: started or attached, executions queued per kernel, outputs
-streamed and rendered for clients and for the model."""
+collected (bounded) and streamed to clients. What a model reads of them is the
+kernel tools' business (`hdsp.daemon.tools.kernel_output`)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from .errors import (
     KernelStartFailed,
 )
 from .execution import Emit, Execution, InputCallback, OutputCallback
-from .outputs import IMAGE_TYPES, OutputList, cut_text, render_for_model, strip_ansi
+from .outputs import IMAGE_TYPES, OutputList
 from .service import KernelService, TaskKernel
 
 __all__ = [
@@ -30,7 +31,4 @@ __all__ = [
     "OutputCallback",
     "OutputList",
     "TaskKernel",
-    "cut_text",
-    "render_for_model",
-    "strip_ansi",
 ]

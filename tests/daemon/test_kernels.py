@@ -24,12 +24,11 @@ from hdsp.daemon.kernels import (
     KernelNotFound,
     KernelNotOwned,
     KernelStartFailed,
-    render_for_model,
-    strip_ansi,
 )
 from hdsp.daemon.kernels.outputs import STREAM_KEEP_CHARS
 from hdsp.daemon.llm.types import ImageBlock, TextBlock
 from hdsp.daemon.tools import AskAnswer
+from hdsp.daemon.tools.kernel_output import render_for_model, strip_ansi
 from hdsp.daemon.tools.kernel_tools import ExecuteCodeTool
 from hdsp.protocol import (
     CellOutput,

@@ -18,9 +18,9 @@ import pytest
 from jupyter_client.manager import AsyncKernelManager
 from nbclient import NotebookClient
 
-from hdsp.daemon.kernels import strip_ansi
 from hdsp.daemon.llm.types import ImageBlock, TextBlock
 from hdsp.daemon.tools import ToolError
+from hdsp.daemon.tools.kernel_output import strip_ansi
 from hdsp.daemon.tools.notebook_tools import (
     DeleteCell,
     EditCell,
