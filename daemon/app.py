@@ -359,9 +359,9 @@ class Daemon:
             interrupt_grace=settings.kernels.interrupt_grace_seconds,
             cull_idle_after=settings.kernels.cull_idle_seconds,
             launcher=self.sandbox,
+            task_busy=self.tasks.is_busy,
+            on_culled=self.tasks.note_kernel_culled,
         )
-        self.kernels.task_busy = self.tasks.is_busy
-        self.kernels.on_culled = self.tasks.note_kernel_culled
         self.tasks.services["kernels"] = self.kernels
         await tg.start(self.kernels.run)
         await tg.start(self.tasks.run)

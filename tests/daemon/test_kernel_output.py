@@ -58,7 +58,9 @@ def test_images_become_image_blocks_up_to_the_limit() -> None:
     png = base64.b64encode(tiny_png()).decode()
     images = [KernelOutput(output_type="display_data", data={"image/png": png}) for _ in range(3)]
     blocks = render_for_model(images, max_images=2)
-    assert _text(blocks) == "[image 1: image/png]\n[image 2: image/png]\n[1 more image(s) not shown]"
+    assert (
+        _text(blocks) == "[image 1: image/png]\n[image 2: image/png]\n[1 more image(s) not shown]"
+    )
     assert [b.data for b in blocks[1:] if isinstance(b, ImageBlock)] == [png, png]
 
 
