@@ -1,42 +1,31 @@
 """The kernel service: every Jupyter kernel the daemon uses, started or attached.
 
-The parts, along jupyter_client's seams: a kernel hdsp starts has a process
-(:mod:`.process`, jupyter_client's KernelManager); every kernel has a connection
-(:mod:`.connection`: its channels, handshake, heartbeat and the routing of its
-messages), through which alone the service talks to it, so that a kernel served
-elsewhere can plug in; which task runs code in which kernel is the bindings'
-(:mod:`.bindings`). The service owns the kernels' lifetimes, runs executions,
-interrupts and restarts, watches liveness and culls idle kernels.
+The parts, along jupyter_client's seams: each kernel is a :class:`~.kernel.Kernel`
+(its state, executions, liveness, interrupt and restart); one hdsp starts has a
+process (:mod:`.process`, jupyter_client's KernelManager); every kernel has a
+connection (:mod:`.connection`: channels, handshake, heartbeat, routing), through
+which alone it is talked to, so that a kernel served elsewhere (a gateway) can
+plug in; which task runs code in which kernel is the bindings' (:mod:`.bindings`).
+The service is the collection (jupyter_client's MultiKernelManager): it starts,
+attaches, shuts down and culls kernels, and finds each task its kernel.
 
 Ownership: the service runs in the daemon's task group (`await tg.start(svc.run)`)
 and owns one task group; each kernel is owned by one task in it (`_run_kernel`),
 which runs its connection and its liveness watch, and on the way out (shutdown,
 daemon stop, cancellation) releases it under a shielded deadline: a kernel hdsp
 started is shut down, one it attached to (a notebook's) is only detached from,
-never killed.
+never killed. Different kernels run code at the same time.
 
-Executions of one kernel take turns (a FIFO lock, with a bound on how many may
-wait); different kernels run at the same time.
-
-Liveness: every `heartbeat_interval` the kernel's heartbeat must echo, and a
-process hdsp started must still run. A dead kernel is reported (`kernelStatus`
-dead), ends the execution that waited on it (status "died"), and is noted for
-the tasks bound to it; `restart_kernel` brings it back.
-
-Stopping code: past its time limit an execution is interrupted; if the kernel is
-not idle within `interrupt_grace`, a kernel hdsp started is restarted (its state
-is lost, and the result says so). Cancelling the caller does the same, shielded.
-A sandboxed kernel is interrupted with an `interrupt_request` message: a SIGINT
-would reach the sandbox's launcher, not the kernel.
+A dead kernel is noted for the tasks bound to it; `restart_kernel` brings it
+back, and `kernel_for_task` does so before the task's next code runs.
 """
 
 from __future__ import annotations
 
-import functools
 import os
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +47,6 @@ from hdsp.protocol import (
     KernelShutdown,
     KernelStarted,
     KernelState,
-    KernelStatus,
     ListKernels,
     RestartKernel,
     ShutdownKernel,
@@ -66,16 +54,10 @@ from hdsp.protocol import (
 )
 
 from .bindings import OnCulled, TaskBindings, TaskBusy
-from .connection import KernelConnection, Routes, ZmqKernelConnection
-from .errors import (
-    KernelDead,
-    KernelError,
-    KernelNotFound,
-    KernelNotOwned,
-    KernelOverloaded,
-    KernelStartFailed,
-)
-from .execution import Emit, Execution, InputCallback, OutputCallback
+from .connection import KernelConnection, StatusCallback, ZmqKernelConnection
+from .errors import KernelDead, KernelError, KernelNotFound, KernelStartFailed
+from .execution import Emit, InputCallback, OutputCallback
+from .kernel import Kernel, KernelPolicy
 from .launcher import KernelLauncher
 from .process import KernelProcess
 
@@ -85,41 +67,6 @@ log = structlog.get_logger("hdsp.kernels")
 
 #: How long releasing one kernel may take (polite shutdown, then kill).
 _RELEASE_DEADLINE = 10.0
-#: How long a restart after a cancel may take (shielded cleanup has a deadline).
-_RESTART_BUDGET = 15.0
-
-
-@dataclass(eq=False)
-class _Kernel:
-    id: str
-    name: str
-    connection_file: str
-    conn: KernelConnection
-    #: The process, for a kernel hdsp started; None for one it attached to.
-    process: KernelProcess | None = None
-    cwd: str | None = None
-    status: KernelState = KernelState.STARTING
-    #: Counts restarts: a death seen in an earlier life is not this life's.
-    life: int = 0
-    death_reason: str | None = None
-    #: kernelStarted was published; status changes are published from then on.
-    announced: bool = False
-    closing: bool = False
-    current: Execution | None = None
-    waiting: int = 0
-    #: The task this kernel was started for (released with it).
-    started_for: str | None = None
-    #: When it last ran code or was started (anyio's clock), for culling.
-    last_active: float = field(default_factory=anyio.current_time)
-    #: fast_acquire: an uncontended lock is taken without a trip through the loop.
-    lock: anyio.Lock = field(default_factory=lambda: anyio.Lock(fast_acquire=True))
-    restart_lock: anyio.Lock = field(default_factory=anyio.Lock)
-    stop_requested: anyio.Event = field(default_factory=anyio.Event)
-    stopped: anyio.Event = field(default_factory=anyio.Event)
-
-    @property
-    def owned(self) -> bool:
-        return self.process is not None
 
 
 @dataclass(frozen=True)
@@ -165,16 +112,19 @@ class KernelService:
         self.default_kernel = default_kernel
         self.default_cwd = default_cwd
         self.default_time_limit = default_time_limit
-        self.interrupt_grace = interrupt_grace
-        self.heartbeat_interval = heartbeat_interval
-        self.heartbeat_misses = heartbeat_misses
-        self.output_interval = output_interval
         self.startup_timeout = startup_timeout
         self.attach_timeout = attach_timeout
-        self.max_queued = max_queued
+        self._policy = KernelPolicy(
+            interrupt_grace=interrupt_grace,
+            heartbeat_interval=heartbeat_interval,
+            heartbeat_misses=heartbeat_misses,
+            output_interval=output_interval,
+            startup_timeout=startup_timeout,
+            max_queued=max_queued,
+        )
         self.cull_idle_after = cull_idle_after
         self._bindings = TaskBindings(task_busy=task_busy, on_culled=on_culled)
-        self._kernels: dict[str, _Kernel] = {}
+        self._kernels: dict[str, Kernel] = {}
         self._tg: TaskGroup | None = None
         self._closing = False
         self._closed = anyio.Event()
@@ -227,7 +177,7 @@ class KernelService:
             "waiting": sum(k.waiting for k in kernels),
         }
 
-    def _info(self, k: _Kernel) -> KernelInfo:
+    def _info(self, k: Kernel) -> KernelInfo:
         return KernelInfo(
             kernel_id=k.id,
             kernel_name=k.name,
@@ -238,7 +188,7 @@ class KernelService:
             task_ids=sorted(self._bindings.tasks_of(k.id)),
         )
 
-    def _get(self, kernel_id: str) -> _Kernel:
+    def _get(self, kernel_id: str) -> Kernel:
         k = self._kernels.get(kernel_id)
         if k is None or k.closing or not k.announced:
             raise KernelNotFound(f"No kernel {kernel_id!r}; ListKernels lists the kernels.")
@@ -298,8 +248,15 @@ class KernelService:
             runtime_dir=self.runtime_dir,
             launcher=launcher,
         )
-        k = self._new_kernel(kernel_id, name, process.connection_file, process.client)
-        k.process, k.cwd, k.started_for = process, workdir, for_task
+        k = self._new_kernel(
+            kernel_id,
+            name,
+            process.connection_file,
+            process.client,
+            process=process,
+            cwd=workdir,
+            started_for=for_task,
+        )
         previous = self._bindings.kernel_of(for_task) if for_task is not None else None
         if for_task is not None:
             self._bindings.bind(for_task, k.id)
@@ -344,11 +301,31 @@ class KernelService:
         return info
 
     def _new_kernel(
-        self, kernel_id: str, name: str, connection_file: str, make_client: Callable[[], Any]
-    ) -> _Kernel:
-        on_status = functools.partial(self._on_execution_state, kernel_id)
-        conn = ZmqKernelConnection(make_client, kernel_id=kernel_id, on_status=on_status)
-        return _Kernel(id=kernel_id, name=name, connection_file=connection_file, conn=conn)
+        self,
+        kernel_id: str,
+        name: str,
+        connection_file: str,
+        make_client: Callable[[], Any],
+        *,
+        process: KernelProcess | None = None,
+        cwd: str | None = None,
+        started_for: str | None = None,
+    ) -> Kernel:
+        def connect(on_status: StatusCallback) -> KernelConnection:
+            return ZmqKernelConnection(make_client, kernel_id=kernel_id, on_status=on_status)
+
+        return Kernel(
+            kernel_id=kernel_id,
+            name=name,
+            connection_file=connection_file,
+            connect=connect,
+            process=process,
+            policy=self._policy,
+            emit=self._emit,
+            on_restarted=self._restarted,
+            cwd=cwd,
+            started_for=started_for,
+        )
 
     async def shutdown_kernel(self, kernel_id: str) -> KernelRef:
         """Shut down a kernel hdsp started; detach from one it attached to."""
@@ -356,7 +333,7 @@ class KernelService:
         await self._stop(k)
         return KernelRef(kernel_id=kernel_id, status=KernelState.DEAD)
 
-    async def _stop(self, k: _Kernel) -> None:
+    async def _stop(self, k: Kernel) -> None:
         k.stop_requested.set()
         await k.stopped.wait()
 
@@ -366,7 +343,7 @@ class KernelService:
         return self._tg
 
     async def _open(
-        self, tg: TaskGroup, k: _Kernel, launch: Callable[[], Awaitable[None]], limit: float
+        self, tg: TaskGroup, k: Kernel, launch: Callable[[], Awaitable[None]], limit: float
     ) -> KernelInfo:
         self._kernels[k.id] = k
         try:
@@ -378,7 +355,7 @@ class KernelService:
 
     async def _run_kernel(
         self,
-        k: _Kernel,
+        k: Kernel,
         launch: Callable[[], Awaitable[None]],
         limit: float,
         *,
@@ -403,7 +380,7 @@ class KernelService:
                     k.announced = True
                     k.last_active = anyio.current_time()
                     await self._emit(KernelStarted(payload=(self._info(k),)))
-                    ktg.start_soon(self._watch_liveness, k)
+                    ktg.start_soon(k.watch_liveness)
                     task_status.started()
                     await k.stop_requested.wait()
                     ktg.cancel_scope.cancel()
@@ -411,16 +388,14 @@ class KernelService:
                 raise failure
         finally:
             k.closing = True
-            if k.current is not None:
-                k.death_reason = "it was shut down"
-                k.current.end("died")
+            k.abandon("it was shut down")
             with anyio.move_on_after(_RELEASE_DEADLINE, shield=True):
                 await self._release(k)
             self._kernels.pop(k.id, None)
             self._bindings.kernel_gone(k.id)
             k.stopped.set()
 
-    async def _release(self, k: _Kernel) -> None:
+    async def _release(self, k: Kernel) -> None:
         """The connection is closed already (its task ended); shut down the
         process hdsp started, and say the kernel is gone."""
         if k.process is not None:
@@ -430,106 +405,19 @@ class KernelService:
             await self._emit(KernelShutdown(payload=(k.id,)))
             log.info("kernel shut down" if k.owned else "kernel detached", kernel_id=k.id)
 
-    # ---- liveness -------------------------------------------------------------
-
-    async def _on_execution_state(self, kernel_id: str, state: str) -> None:
-        """The kernel published its execution state. A kernel's own "starting" can
-        arrive after our handshake; starting and restarting are the service's to
-        say, busy and idle the kernel's."""
-        k = self._kernels.get(kernel_id)
-        if k is None or k.status in (KernelState.DEAD, KernelState.RESTARTING):
-            return
-        status = {"busy": KernelState.BUSY, "idle": KernelState.IDLE}.get(state)
-        if status is not None:
-            await self._set_status(k, status)
-
-    async def _watch_liveness(self, k: _Kernel) -> None:
-        misses = 0
-        while True:
-            await anyio.sleep(self.heartbeat_interval)
-            if k.status in (KernelState.DEAD, KernelState.RESTARTING) or k.restart_lock.locked():
-                misses = 0
-                continue
-            life = k.life
-            if k.process is not None and not await k.process.is_alive():
-                await self._declare_dead(k, life, "its process exited")
-                continue
-            with anyio.move_on_after(self.heartbeat_interval * 2) as waited:
-                await k.conn.ping()
-            if not waited.cancelled_caught:
-                misses = 0
-                continue
-            misses += 1
-            if misses >= self.heartbeat_misses:
-                await self._declare_dead(k, life, f"it missed {misses} heartbeats")
-
-    async def _declare_dead(self, k: _Kernel, life: int, reason: str) -> None:
-        if k.life != life or k.closing or k.status in (KernelState.DEAD, KernelState.RESTARTING):
-            return
-        k.death_reason = reason
-        log.warning("kernel died", kernel_id=k.id, reason=reason)
-        await self._set_status(k, KernelState.DEAD)
-        if k.current is not None:
-            k.current.end("died")
-
-    async def _set_status(self, k: _Kernel, status: KernelState) -> None:
-        if k.status is status:
-            return
-        k.status = status
-        if k.announced and not k.closing:
-            await self._emit(KernelStatus(payload=(k.id, status)))
-
     # ---- interrupt and restart --------------------------------------------------
 
     async def interrupt_kernel(self, kernel_id: str) -> KernelRef:
         k = self._get(kernel_id)
-        await self._interrupt(k)
+        await k.interrupt()
         return KernelRef(kernel_id=k.id, status=k.status)
-
-    async def _interrupt(self, k: _Kernel) -> None:
-        if k.status is KernelState.DEAD:
-            return
-        if k.process is not None and not k.process.interrupts_by_message:
-            await k.process.signal_interrupt()
-        else:
-            # Not our process to signal, or the signal would end its sandbox.
-            k.conn.request_interrupt()
 
     async def restart_kernel(self, kernel_id: str) -> KernelRef:
         """Restart a kernel hdsp started (a dead one too). Its state is lost; an
         execution running in it ends with status "restarted"."""
         k = self._get(kernel_id)
-        await self._restart(k, now=k.status is KernelState.DEAD)
+        await k.restart(now=k.status is KernelState.DEAD)
         return KernelRef(kernel_id=k.id, status=k.status)
-
-    async def _restart(self, k: _Kernel, *, now: bool) -> None:
-        if k.process is None:
-            raise KernelNotOwned(
-                f"The kernel {k.id} was attached, not started, by hdsp: restart it where "
-                "it was started (for example in JupyterLab)."
-            )
-        async with k.restart_lock:
-            k.life += 1
-            await self._set_status(k, KernelState.RESTARTING)
-            if k.current is not None:
-                k.current.end("restarted")
-            try:
-                # The restarted kernel binds anew and our sockets reconnect.
-                k.conn.expect_rebind()
-                await k.process.restart(now=now)
-                with anyio.fail_after(self.startup_timeout):
-                    await k.conn.handshake(certain=True)
-            except Exception as exc:
-                k.death_reason = f"a restart failed: {exc}"
-                k.status = KernelState.DEAD
-                await self._emit(KernelStatus(payload=(k.id, KernelState.DEAD)))
-                raise KernelStartFailed(f"The kernel {k.id} did not restart: {exc}") from exc
-            k.death_reason = None
-            await self._set_status(k, KernelState.IDLE)
-            running = k.current.task_id if k.current is not None else None
-            note = "The kernel was restarted; its variables are gone."
-            self._bindings.note(k.id, note, except_task=running)
-            log.info("kernel restarted", kernel_id=k.id)
 
     # ---- executing --------------------------------------------------------------
 
@@ -552,97 +440,14 @@ class KernelService:
         caller stops the code the same way before the cancellation goes on.
         """
         k = self._get(kernel_id)
-        if k.waiting >= self.max_queued:
-            raise KernelOverloaded(
-                f"{k.waiting} executions wait for kernel {k.id} already; try again later."
-            )
-        k.waiting += 1
-        queued = True
-        try:
-            async with k.lock:
-                k.waiting -= 1
-                queued = False
-                return await self._execute_locked(k, code, time_limit, on_output, on_input, task_id)
-        finally:
-            if queued:
-                k.waiting -= 1
-
-    async def _execute_locked(
-        self,
-        k: _Kernel,
-        code: str,
-        time_limit: float | None,
-        on_output: OutputCallback | None,
-        on_input: InputCallback | None,
-        task_id: str | None,
-    ) -> ExecutionResult:
-        if k.closing:
-            raise KernelNotFound(f"The kernel {k.id} was shut down.")
-        if k.status is KernelState.DEAD:
-            raise KernelDead(self._dead_message(k))
         limit = self.default_time_limit if time_limit is None else time_limit
-        ex = Execution(
-            kernel_id=k.id,
-            code=code,
-            task_id=task_id,
-            emit=self._emit,
-            on_output=on_output,
-            on_input=on_input,
-            send_input=k.conn.send_input,
-            interval=self.output_interval,
+        return await k.execute(
+            code, time_limit=limit, on_output=on_output, on_input=on_input, task_id=task_id
         )
-        routes = Routes(iopub=ex.on_iopub, reply=ex.on_reply, stdin=ex.on_input_request)
-        ex.msg_id = k.conn.execute(code, allow_stdin=on_input is not None, routes=routes)
-        k.current = ex
-        k.last_active = anyio.current_time()
-        try:
-            async with anyio.create_task_group() as etg:
-                etg.start_soon(ex.flush_loop)
-                if on_input is not None:  # else the kernel is told it cannot ask
-                    etg.start_soon(ex.input_loop)
-                with anyio.move_on_after(limit):
-                    await ex.done.wait()
-                etg.cancel_scope.cancel()
-            if not ex.done.is_set():
-                ex.stopped_by = "timeout"
-                log.info("execution timed out", kernel_id=k.id, seconds=limit)
-                await self._stop_execution(k, ex)
-        except anyio.get_cancelled_exc_class():
-            ex.stopped_by = ex.stopped_by or "cancelled"
-            with anyio.move_on_after(self.interrupt_grace + _RESTART_BUDGET, shield=True):
-                if not ex.done.is_set():
-                    await self._stop_execution(k, ex)
-                await ex.flush()
-            raise
-        finally:
-            k.conn.forget(ex.msg_id)
-            if k.current is ex:
-                k.current = None
-            k.last_active = anyio.current_time()
-            ex.close()
-        await ex.flush()
-        return ex.result()
 
-    async def _stop_execution(self, k: _Kernel, ex: Execution) -> None:
-        """Interrupt; if the kernel is not done within the grace period, restart it."""
-        try:
-            await self._interrupt(k)
-        except Exception as exc:
-            log.warning("interrupting the kernel failed", kernel_id=k.id, error=str(exc))
-        with anyio.move_on_after(self.interrupt_grace):
-            await ex.done.wait()
-        if ex.done.is_set() or not k.owned or k.closing:
-            return
-        log.warning("kernel ignored the interrupt; restarting it", kernel_id=k.id)
-        try:
-            await self._restart(k, now=True)
-            ex.kernel_restarted = True
-        except KernelError as exc:
-            log.warning("restart after a timeout failed", kernel_id=k.id, error=exc.message)
-
-    def _dead_message(self, k: _Kernel) -> str:
-        how = "RestartKernel restarts it" if k.owned else "restart it where it was started"
-        return f"The kernel {k.id} is dead ({k.death_reason or 'unknown cause'}); {how}."
+    def _restarted(self, k: Kernel, running_task: str | None) -> None:
+        note = "The kernel was restarted; its variables are gone."
+        self._bindings.note(k.id, note, except_task=running_task)
 
     # ---- tasks ------------------------------------------------------------------
 
@@ -668,9 +473,9 @@ class KernelService:
             k = self._kernels[info.kernel_id]
         elif k.status is KernelState.DEAD:
             if not k.owned:
-                raise KernelDead(self._dead_message(k))
+                raise KernelDead(k.dead_message())
             reason = k.death_reason or "unknown cause"
-            await self._restart(k, now=True)
+            await k.restart(now=True)
             self._bindings.drop_notes(task_id)
             notes.append(
                 f"The kernel had died ({reason}) and was restarted before this code ran: "
@@ -723,7 +528,7 @@ class KernelService:
                 ):
                     await self._cull(k, now - k.last_active)
 
-    async def _cull(self, k: _Kernel, idle: float) -> None:
+    async def _cull(self, k: Kernel, idle: float) -> None:
         note = (
             f"The kernel {k.name} ({k.id}) was shut down after {idle / 60:.0f} min idle, "
             "to give its memory back (kernels.cull_idle_seconds): its variables and "
