@@ -14,6 +14,10 @@ block on a route. Of the messages nobody waits for, an iopub `status` goes to
 `on_status` (the service's view of busy and idle); an `input_request` is
 answered with an empty line, or the kernel would wait for it for ever.
 
+Backpressure: a PUB socket drops messages a subscriber has no room for, so the
+iopub queue is deep (`IOPUB_QUEUE` messages): a reader that waits a while loses
+nothing.
+
 Ownership: `run()` connects, reads until it is cancelled, and disconnects on
 the way out; the service runs it in the kernel's task group.
 """
@@ -30,7 +34,14 @@ import zmq
 import zmq.asyncio
 from anyio.abc import TaskStatus
 
-__all__ = ["KernelConnection", "Route", "Routes", "StatusCallback", "ZmqKernelConnection"]
+__all__ = [
+    "IOPUB_QUEUE",
+    "KernelConnection",
+    "Route",
+    "Routes",
+    "StatusCallback",
+    "ZmqKernelConnection",
+]
 
 log = structlog.get_logger("hdsp.kernels")
 
@@ -41,6 +52,14 @@ StatusCallback = Callable[[str], Awaitable[None]]
 
 #: A handshake request unanswered this long is sent again.
 _HANDSHAKE_RETRY = 0.5
+#: Messages a channel's socket queues while its reader is behind. ZeroMQ's
+#: default (1,000) is too few for iopub: a kernel printing line by line fills it
+#: in a moment while the reader waits on the service (a busy journal, a loaded
+#: machine), and a PUB socket drops what does not fit: outputs, and the idle
+#: status that ends an execution, which then waits out its time limit. Bounded
+#: all the same (about 100 MB of small messages). The kernel's own PUB queue
+#: (1,000) can still overflow if the kernel's I/O thread starves: not ours.
+IOPUB_QUEUE = 100_000
 #: How long to wait for the stdin connection of a kernel we attach to, which
 #: may have been made before we could watch for it.
 _STDIN_FALLBACK = 1.0
@@ -166,6 +185,9 @@ class ZmqKernelConnection:
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         kc = self._kc = self._make_client()
         try:
+            # The client's own context (jupyter_client makes one per client):
+            # its sockets, made by start_channels, take this default.
+            kc.context.setsockopt(zmq.RCVHWM, IOPUB_QUEUE)
             kc.start_channels(shell=True, iopub=True, stdin=True, hb=False, control=True)
             # A kernel we started binds its sockets after this; one we attach to
             # may be connected already, so its event may have passed.
