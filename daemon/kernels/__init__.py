@@ -4,6 +4,8 @@ kernel tools' business (`hdsp.daemon.tools.kernel_output`)."""
 
 from __future__ import annotations
 
+from .bindings import TaskBindings
+from .connection import KernelConnection, Routes, ZmqKernelConnection
 from .errors import (
     KernelDead,
     KernelError,
@@ -13,6 +15,7 @@ from .errors import (
     KernelStartFailed,
 )
 from .execution import Emit, Execution, InputCallback, OutputCallback
+from .kernel import Kernel, KernelPolicy
 from .outputs import IMAGE_TYPES, OutputList
 from .service import KernelService, TaskKernel
 
@@ -21,14 +24,20 @@ __all__ = [
     "Emit",
     "Execution",
     "InputCallback",
+    "Kernel",
+    "KernelConnection",
     "KernelDead",
     "KernelError",
     "KernelNotFound",
     "KernelNotOwned",
     "KernelOverloaded",
+    "KernelPolicy",
     "KernelService",
     "KernelStartFailed",
     "OutputCallback",
     "OutputList",
+    "Routes",
+    "TaskBindings",
     "TaskKernel",
+    "ZmqKernelConnection",
 ]
