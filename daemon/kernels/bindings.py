@@ -45,13 +45,22 @@ class TaskBindings:
 
     # ---- the bindings -----------------------------------------------------------
 
-    def bind(self, task_id: str, kernel_id: str) -> None:
-        """Make `task_id`'s code run in `kernel_id` from now on."""
+    def bind(self, task_id: str, kernel_id: str) -> str | None:
+        """Make `task_id`'s code run in `kernel_id` from now on; the kernel it
+        was bound to before, if any."""
         old = self._kernel_of.get(task_id)
         if old is not None:
             self._tasks_of.get(old, set()).discard(task_id)
         self._kernel_of[task_id] = kernel_id
         self._tasks_of.setdefault(kernel_id, set()).add(task_id)
+        return old
+
+    def restore(self, task_id: str, kernel_id: str | None) -> None:
+        """Put back the binding `bind` returned (a kernel failed to start)."""
+        if kernel_id is None:
+            self.unbind(task_id)
+        else:
+            self.bind(task_id, kernel_id)
 
     def unbind(self, task_id: str) -> str | None:
         """Forget the task's binding (not its notes); the kernel it had, if any."""

@@ -34,6 +34,8 @@ import zmq
 import zmq.asyncio
 from anyio.abc import TaskStatus
 
+from .errors import KernelStartFailed
+
 __all__ = [
     "IOPUB_QUEUE",
     "KernelConnection",
@@ -134,6 +136,20 @@ async def _connected(monitor: zmq.asyncio.Socket) -> None:
         event = parse_monitor_message(await monitor.recv_multipart())
         if event["event"] == zmq.EVENT_HANDSHAKE_SUCCEEDED:
             return
+
+
+def load_client(connection_file: str) -> Any:
+    """A jupyter_client client for the running kernel `connection_file` describes."""
+    from jupyter_client.asynchronous.client import AsyncKernelClient
+
+    kc = AsyncKernelClient()
+    try:
+        kc.load_connection_file(connection_file)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise KernelStartFailed(
+            f"Cannot read the connection file {connection_file}: {exc}"
+        ) from None
+    return kc
 
 
 def _setter(event: anyio.Event) -> Route:

@@ -54,7 +54,7 @@ from hdsp.protocol import (
 )
 
 from .bindings import OnCulled, TaskBindings, TaskBusy
-from .connection import KernelConnection, StatusCallback, ZmqKernelConnection
+from .connection import KernelConnection, StatusCallback, ZmqKernelConnection, load_client
 from .errors import KernelDead, KernelError, KernelNotFound, KernelStartFailed
 from .execution import Emit, InputCallback, OutputCallback
 from .kernel import Kernel, KernelPolicy
@@ -257,17 +257,13 @@ class KernelService:
             cwd=workdir,
             started_for=for_task,
         )
-        previous = self._bindings.kernel_of(for_task) if for_task is not None else None
-        if for_task is not None:
-            self._bindings.bind(for_task, k.id)
+        # Bound before it starts, so that kernelStarted names the task.
+        previous = self._bindings.bind(for_task, k.id) if for_task is not None else None
         try:
             info = await self._open(tg, k, process.start, self.startup_timeout)
         except BaseException:
-            if for_task is not None:  # as it was
-                if previous is not None:
-                    self._bindings.bind(for_task, previous)
-                else:
-                    self._bindings.unbind(for_task)
+            if for_task is not None:
+                self._bindings.restore(for_task, previous)
             raise
         log.info("kernel started", kernel_id=k.id, kernel_name=name, cwd=workdir)
         return info
@@ -283,13 +279,7 @@ class KernelService:
         for other in self._kernels.values():
             if other.connection_file == resolved and not other.closing and other.announced:
                 return self._info(other)
-        from jupyter_client.asynchronous.client import AsyncKernelClient
-
-        kc = AsyncKernelClient()
-        try:
-            kc.load_connection_file(resolved)
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise KernelStartFailed(f"Cannot read the connection file {resolved}: {exc}") from None
+        kc = load_client(resolved)
         name = str(getattr(kc, "kernel_name", "") or "") or "unknown"
         k = self._new_kernel(str(uuid.uuid4()), name, resolved, lambda: kc)
 
@@ -504,7 +494,7 @@ class KernelService:
         if k is None:
             return
         if k.owned and k.started_for == task_id and not self._bindings.tasks_of(k.id):
-            if not k.closing:
+            if not k.closing:  # (culled meanwhile: stopping already)
                 await self._stop(k)
 
     # ---- culling --------------------------------------------------------------

@@ -17,6 +17,17 @@ def test_a_task_runs_in_one_kernel_and_a_kernel_serves_many() -> None:
     assert b.unbind("t2") is None and b.kernel_of("t2") is None
 
 
+def test_a_binding_is_restored_as_it_was_when_its_kernel_fails_to_start() -> None:
+    b = TaskBindings()
+    assert b.bind("t", "k1") is None
+    previous = b.bind("t", "k2")
+    b.restore("t", previous)
+    assert (b.kernel_of("t"), b.tasks_of("k1"), b.tasks_of("k2")) == ("k1", {"t"}, frozenset())
+    previous = b.bind("new", "k3")
+    b.restore("new", previous)
+    assert b.kernel_of("new") is None and b.tasks_of("k3") == frozenset()
+
+
 def test_a_gone_kernel_keeps_its_tasks_bound_so_they_learn_of_it() -> None:
     b = TaskBindings()
     b.bind("t", "k")
