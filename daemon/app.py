@@ -324,6 +324,10 @@ class Daemon:
             interrupt_grace=settings.kernels.interrupt_grace_seconds,
             cull_idle_after=settings.kernels.cull_idle_seconds,
             launcher=self.sandbox,
+            # Kernels and tasks know each other: the task manager, built just
+            # below and before either runs, answers these two.
+            task_busy=lambda task_id: self.tasks.is_busy(task_id),
+            on_culled=lambda task_id, note: self.tasks.note_kernel_culled(task_id, note),
         )
         self.tasks = engine.task_manager(
             self.store,
@@ -335,8 +339,6 @@ class Daemon:
             kernels=self.kernels,
             private_dirs=(self.paths.data_dir, self.paths.runtime_dir),
         )
-        self.kernels.task_busy = self.tasks.is_busy
-        self.kernels.on_culled = self.tasks.note_kernel_culled
         await tg.start(self.kernels.run)
         await tg.start(self.tasks.run)
         self._commands = engine.commands(

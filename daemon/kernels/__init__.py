@@ -1,8 +1,11 @@
 """Jupyter kernels: started or attached, executions queued per kernel, outputs
-streamed and rendered for clients and for the model."""
+collected (bounded) and streamed to clients. What a model reads of them is the
+kernel tools' business (`hdsp.daemon.tools.kernel_output`)."""
 
 from __future__ import annotations
 
+from .bindings import TaskBindings
+from .connection import KernelConnection, Routes, ZmqKernelConnection
 from .errors import (
     KernelDead,
     KernelError,
@@ -12,7 +15,8 @@ from .errors import (
     KernelStartFailed,
 )
 from .execution import Emit, Execution, InputCallback, OutputCallback
-from .outputs import IMAGE_TYPES, OutputList, cut_text, render_for_model, strip_ansi
+from .kernel import Kernel, KernelPolicy
+from .outputs import IMAGE_TYPES, OutputList
 from .service import KernelService, TaskKernel
 
 __all__ = [
@@ -20,17 +24,20 @@ __all__ = [
     "Emit",
     "Execution",
     "InputCallback",
+    "Kernel",
+    "KernelConnection",
     "KernelDead",
     "KernelError",
     "KernelNotFound",
     "KernelNotOwned",
     "KernelOverloaded",
+    "KernelPolicy",
     "KernelService",
     "KernelStartFailed",
     "OutputCallback",
     "OutputList",
+    "Routes",
+    "TaskBindings",
     "TaskKernel",
-    "cut_text",
-    "render_for_model",
-    "strip_ansi",
+    "ZmqKernelConnection",
 ]

@@ -31,11 +31,11 @@ from hdsp.daemon.kernels import (
     KernelError,
     KernelService,
     TaskKernel,
-    render_for_model,
 )
 from hdsp.protocol import Ask, CellOutput, ClineMessage, ExecutionResult, KernelOutput, Say
 
 from .base import Tool, ToolCategory, ToolContext, ToolError, ToolResult
+from .kernel_output import render_for_model
 
 __all__ = ["CodeRun", "ExecuteCodeTool", "kernel_service", "run_code"]
 

@@ -33,7 +33,6 @@ import os
 import re
 import signal
 import subprocess
-from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +42,7 @@ import anyio
 import anyio.abc
 import anyio.to_thread
 
+from hdsp.daemon.bounded_text import BoundedText
 from hdsp.daemon.config.secrets import ENV_FALLBACKS
 from hdsp.daemon.sandbox import Sandbox, SandboxUnavailable
 from hdsp.protocol import ClineMessage, Say
@@ -58,41 +58,8 @@ SECRET_ENV = frozenset(var for env_vars in ENV_FALLBACKS.values() for var in env
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 
 
-class _HeadTail:
-    """Text that keeps its first and last characters within `limit` and counts
-    what it drops in between; appending is amortised O(len(text))."""
-
-    def __init__(self, limit: int) -> None:
-        self.head_limit = limit // 3
-        self.tail_limit = limit - self.head_limit
-        self._head: list[str] = []
-        self._head_len = 0
-        self._tail: deque[str] = deque()
-        self._tail_len = 0
-        self.total = 0
-
-    def append(self, text: str) -> None:
-        self.total += len(text)
-        if self._head_len < self.head_limit:
-            take = text[: self.head_limit - self._head_len]
-            self._head.append(take)
-            self._head_len += len(take)
-            text = text[len(take) :]
-        if text:
-            self._tail.append(text)
-            self._tail_len += len(text)
-            while self._tail_len - len(self._tail[0]) >= self.tail_limit:
-                self._tail_len -= len(self._tail.popleft())
-
-    def text(self) -> str:
-        head = "".join(self._head)
-        tail = "".join(self._tail)
-        if len(tail) > self.tail_limit:
-            tail = tail[len(tail) - self.tail_limit :]
-        cut = self.total - len(head) - len(tail)
-        if cut:
-            return f"{head}\n[... {cut:,} characters cut ...]\n{tail}"
-        return head + tail
+def _cut_marker(count: int) -> str:
+    return f"[... {count:,} characters cut ...]"
 
 
 def clean_for_model(text: str) -> str:
@@ -183,8 +150,8 @@ class _Run:
     """What one running command has produced so far."""
 
     message: ClineMessage
-    for_model: _HeadTail
-    for_clients: _HeadTail
+    for_model: BoundedText
+    for_clients: BoundedText
     changed: anyio.Event = field(default_factory=anyio.Event)
     output_closed: anyio.Event = field(default_factory=anyio.Event)
 
@@ -298,8 +265,8 @@ class ExecuteCommand(Tool):
         try:
             run = _Run(
                 message=await ctx.say(Say.COMMAND_OUTPUT, "", partial=True),
-                for_model=_HeadTail(self.max_output_chars),
-                for_clients=_HeadTail(self.max_client_chars),
+                for_model=BoundedText(self.max_output_chars),
+                for_clients=BoundedText(self.max_client_chars),
             )
             async with anyio.create_task_group() as tg:
                 assert process.stdout is not None
@@ -323,10 +290,10 @@ class ExecuteCommand(Tool):
                 await process.aclose()
                 if run is not None:
                     run.message = await ctx.update(
-                        run.message, text=run.for_clients.text(), partial=False
+                        run.message, text=run.for_clients.text(_cut_marker), partial=False
                     )
         assert run is not None
-        output = clean_for_model(run.for_model.text()).strip("\n")
+        output = clean_for_model(run.for_model.text(_cut_marker)).strip("\n")
         if timed_out:
             note = (
                 f"The command timed out after {timeout:g} s; hdsp stopped it and every "
@@ -358,5 +325,7 @@ class ExecuteCommand(Tool):
         while True:
             await run.changed.wait()
             run.changed = anyio.Event()
-            run.message = await ctx.update(run.message, text=run.for_clients.text(), partial=True)
+            run.message = await ctx.update(
+                run.message, text=run.for_clients.text(_cut_marker), partial=True
+            )
             await anyio.sleep(self.update_interval)

@@ -25,11 +25,10 @@ from hdsp.daemon.kernels import (
     KernelNotFound,
     KernelNotOwned,
     KernelStartFailed,
-    render_for_model,
-    strip_ansi,
 )
 from hdsp.daemon.kernels.outputs import STREAM_KEEP_CHARS
 from hdsp.daemon.tools import AskAnswer
+from hdsp.daemon.tools.kernel_output import render_for_model, strip_ansi
 from hdsp.daemon.tools.kernel_tools import ExecuteCodeTool
 from hdsp.protocol import (
     CellOutput,
@@ -562,9 +561,9 @@ async def test_an_idle_task_kernel_is_culled_and_its_task_is_told_state_is_gone(
     async def on_culled(task_id: str, note: str) -> None:
         culled.append((task_id, note))
 
-    async with running_service(cull_idle_after=2) as (svc, rec):
-        svc.task_busy = {"working"}.__contains__
-        svc.on_culled = on_culled
+    async with running_service(
+        cull_idle_after=2, task_busy={"working"}.__contains__, on_culled=on_culled
+    ) as (svc, rec):
         # Older than the idle kernel below, so every sweep that culls that
         # one has looked at these two first, and spared them.
         busy = await svc.kernel_for_task("working", kernel_dir(tmp_path))

@@ -19,8 +19,8 @@ from jupyter_client.manager import AsyncKernelManager
 from nbclient import NotebookClient
 
 from hdsp.daemon.conversation import ImageBlock, TextBlock
-from hdsp.daemon.kernels import strip_ansi
 from hdsp.daemon.tools import ToolError
+from hdsp.daemon.tools.kernel_output import strip_ansi
 from hdsp.daemon.tools.notebook_tools import (
     DeleteCell,
     EditCell,

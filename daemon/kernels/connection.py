@@ -1,0 +1,388 @@
+"""One kernel's wire: the Jupyter messaging protocol to one kernel.
+
+jupyter_client splits a kernel into its process (a KernelManager: launch,
+signal, restart, kill; here :mod:`.process`) and its connection (a KernelClient:
+the channels and the session that signs messages). The kernel service talks to
+a kernel only through a :class:`KernelConnection`, so a kernel served elsewhere
+(a Jupyter Server or Kernel Gateway, over a websocket) can take the place of
+the ZeroMQ connection here, :class:`ZmqKernelConnection`.
+
+Routing: one reader per channel (iopub, shell, stdin, control) routes each
+message by its parent's msg_id to whoever sent the request (an execution, the
+handshake), as :class:`Routes` registered with the request. Readers never
+block on a route. Of the messages nobody waits for, an iopub `status` goes to
+`on_status` (the service's view of busy and idle); an `input_request` is
+answered with an empty line, or the kernel would wait for it for ever.
+
+Backpressure: a PUB socket drops messages a subscriber has no room for, so the
+iopub queue is deep (`IOPUB_QUEUE` messages): a reader that waits a while loses
+nothing.
+
+Ownership: `run()` connects, reads until it is cancelled, and disconnects on
+the way out; the service runs it in the kernel's task group.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import anyio
+import structlog
+import zmq
+import zmq.asyncio
+from anyio.abc import TaskStatus
+
+from .errors import KernelStartFailed
+
+__all__ = [
+    "IOPUB_QUEUE",
+    "KernelConnection",
+    "Route",
+    "Routes",
+    "StatusCallback",
+    "ZmqKernelConnection",
+]
+
+log = structlog.get_logger("hdsp.kernels")
+
+#: Gets one message of the kernel (never blocks).
+Route = Callable[[Mapping[str, Any]], None]
+#: Told each `execution_state` the kernel publishes ("busy", "idle", "starting").
+StatusCallback = Callable[[str], Awaitable[None]]
+
+#: A handshake request unanswered this long is sent again.
+_HANDSHAKE_RETRY = 0.5
+#: Messages a channel's socket queues while its reader is behind. ZeroMQ's
+#: default (1,000) is too few for iopub: a kernel printing line by line fills it
+#: in a moment while the reader waits on the service (a busy journal, a loaded
+#: machine), and a PUB socket drops what does not fit: outputs, and the idle
+#: status that ends an execution, which then waits out its time limit. Bounded
+#: all the same (about 100 MB of small messages). The kernel's own PUB queue
+#: (1,000) can still overflow if the kernel's I/O thread starves: not ours.
+IOPUB_QUEUE = 100_000
+#: How long to wait for the stdin connection of a kernel we attach to, which
+#: may have been made before we could watch for it.
+_STDIN_FALLBACK = 1.0
+
+
+@dataclass(frozen=True)
+class Routes:
+    """Who gets the messages whose parent is one request."""
+
+    #: Its iopub messages (outputs, status), until the request is forgotten.
+    iopub: Route | None = None
+    #: Its reply (on shell, or on control for a control request), once.
+    reply: Route | None = None
+    #: The kernel's input requests for it (`input()`), until forgotten.
+    stdin: Route | None = None
+
+
+class KernelConnection(Protocol):
+    """What the kernel service needs of one kernel's wire."""
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Connect (started when the channels are open), read and route every
+        message until cancelled, then disconnect."""
+        ...
+
+    async def handshake(self, *, certain: bool) -> None:
+        """Return once the kernel answers and every channel is live, so that no
+        output or input request of the next execution can be lost. `certain`:
+        the kernel has just bound its sockets (it was started or restarted),
+        rather than running before we connected. Deadlines are the caller's."""
+        ...
+
+    def expect_rebind(self) -> None:
+        """The kernel is about to bind its sockets anew (a restart); the next
+        `handshake` waits for the connection to come back."""
+        ...
+
+    def execute(self, code: str, *, allow_stdin: bool, routes: Routes) -> str:
+        """Send an execute request, its routes in place before any reply can
+        come; returns its msg_id."""
+        ...
+
+    def forget(self, msg_id: str) -> None:
+        """Drop the routes of a request; what still comes for it is ignored."""
+        ...
+
+    def send_input(self, text: str) -> None:
+        """Answer the kernel's pending input request."""
+        ...
+
+    def request_interrupt(self) -> None:
+        """Ask the kernel to interrupt what it runs (an `interrupt_request`)."""
+        ...
+
+    async def ping(self) -> None:
+        """Return when the kernel's heartbeat echoed a ping. Deadlines are the
+        caller's; a ping cancelled before its echo leaves the connection fit to
+        ping again."""
+        ...
+
+
+def _watch_connection(socket: zmq.asyncio.Socket) -> zmq.asyncio.Socket:
+    """A monitor that reports when `socket`'s connection handshake succeeds."""
+    monitor: zmq.asyncio.Socket = socket.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED)
+    return monitor
+
+
+async def _connected(monitor: zmq.asyncio.Socket) -> None:
+    from zmq.utils.monitor import parse_monitor_message
+
+    while True:
+        event = parse_monitor_message(await monitor.recv_multipart())
+        if event["event"] == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+            return
+
+
+def load_client(connection_file: str) -> Any:
+    """A jupyter_client client for the running kernel `connection_file` describes."""
+    from jupyter_client.asynchronous.client import AsyncKernelClient
+
+    kc = AsyncKernelClient()
+    try:
+        kc.load_connection_file(connection_file)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise KernelStartFailed(
+            f"Cannot read the connection file {connection_file}: {exc}"
+        ) from None
+    return kc
+
+
+def _setter(event: anyio.Event) -> Route:
+    """A route that only notes that a message came."""
+    return lambda msg: event.set()
+
+
+def _on_idle(event: anyio.Event) -> Route:
+    """A route that notes that the kernel went idle after the request."""
+
+    def route(msg: Mapping[str, Any]) -> None:
+        if msg["header"]["msg_type"] == "status" and (
+            msg["content"].get("execution_state") == "idle"
+        ):
+            event.set()
+
+    return route
+
+
+def _parent_id(msg: Mapping[str, Any]) -> str | None:
+    parent = msg.get("parent_header") or {}
+    value = parent.get("msg_id")
+    return value if isinstance(value, str) else None
+
+
+class ZmqKernelConnection:
+    """A :class:`KernelConnection` over ZeroMQ, through a jupyter_client
+    `AsyncKernelClient` that `make_client` gives when the connection starts to
+    run (a kernel manager's `client()`, which needs the kernel started, or one
+    loaded from a connection file)."""
+
+    def __init__(
+        self, make_client: Callable[[], Any], *, kernel_id: str, on_status: StatusCallback
+    ) -> None:
+        self._make_client = make_client
+        self._kc: Any = None
+        #: For log lines.
+        self._kernel_id = kernel_id
+        self._on_status = on_status
+        self._iopub: dict[str, Route] = {}
+        self._replies: dict[str, Route] = {}
+        self._stdin: dict[str, Route] = {}
+        self._stdin_monitor: zmq.asyncio.Socket | None = None
+        self._heartbeat: zmq.asyncio.Socket | None = None
+        self._closing = False
+
+    # ---- lifetime ---------------------------------------------------------------
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        kc = self._kc = self._make_client()
+        try:
+            # The client's own context (jupyter_client makes one per client):
+            # its sockets, made by start_channels, take this default.
+            kc.context.setsockopt(zmq.RCVHWM, IOPUB_QUEUE)
+            kc.start_channels(shell=True, iopub=True, stdin=True, hb=False, control=True)
+            # A kernel we started binds its sockets after this; one we attach to
+            # may be connected already, so its event may have passed.
+            self.expect_rebind()
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._read, kc.iopub_channel, self._on_iopub)
+                tg.start_soon(self._read, kc.shell_channel, self._on_reply)
+                tg.start_soon(self._read, kc.stdin_channel, self._on_stdin)
+                # Replies to requests sent on control route like shell replies.
+                tg.start_soon(self._read, kc.control_channel, self._on_reply)
+                task_status.started()
+        finally:
+            self._closing = True
+            self._stop_watching()
+            if self._heartbeat is not None:
+                self._heartbeat.close(linger=0)
+                self._heartbeat = None
+            try:
+                kc.stop_channels()
+            except Exception:
+                log.exception("closing a kernel's channels failed", kernel_id=self._kernel_id)
+
+    # ---- the handshake ------------------------------------------------------------
+
+    def expect_rebind(self) -> None:
+        self._stop_watching()
+        self._stdin_monitor = _watch_connection(self._kc.stdin_channel.socket)
+
+    async def handshake(self, *, certain: bool) -> None:
+        """Wait until the kernel answers on control, its iopub reaches us and our
+        stdin socket is connected.
+
+        The kernel sends `input()` requests to our stdin socket through a ROUTER,
+        which silently drops a message to a peer not connected yet: so the stdin
+        connection must be up before any code runs. A socket monitor reports it;
+        when the connection may have come up before the monitor (`certain` is
+        False: attaching to a running kernel), a short wait is enough.
+
+        kernel_info goes on the control channel, which a kernel serves while its
+        shell is busy (attaching to a notebook's kernel that runs a cell works).
+        The iopub status of that request proves our subscription is live, so no
+        output of the first execution can be lost to a slow subscriber; waiting
+        for its idle leaves the kernel idle when the handshake returns.
+        """
+        try:
+            await self._kernel_info()
+            if self._stdin_monitor is not None:
+                with anyio.move_on_after(None if certain else _STDIN_FALLBACK):
+                    await _connected(self._stdin_monitor)
+        finally:
+            self._stop_watching()
+
+    async def _kernel_info(self) -> None:
+        while True:
+            replied = anyio.Event()
+            published = anyio.Event()
+            msg = self._kc.session.msg("kernel_info_request", {})
+            msg_id = msg["header"]["msg_id"]
+            self._route(msg_id, Routes(iopub=_on_idle(published), reply=_setter(replied)))
+            try:
+                self._kc.control_channel.send(msg)
+                with anyio.move_on_after(_HANDSHAKE_RETRY):
+                    await replied.wait()
+                    await published.wait()
+                    return
+            finally:
+                self.forget(msg_id)
+
+    def _stop_watching(self) -> None:
+        if self._stdin_monitor is None:
+            return
+        monitor, self._stdin_monitor = self._stdin_monitor, None
+        try:
+            self._kc.stdin_channel.socket.disable_monitor()
+        except zmq.ZMQError:
+            pass  # the socket closed first
+        monitor.close(linger=0)
+
+    # ---- requests -----------------------------------------------------------------
+
+    def execute(self, code: str, *, allow_stdin: bool, routes: Routes) -> str:
+        # Sending is synchronous and the routes are in place before the next
+        # await, so no reply can come before someone waits for it.
+        msg_id: str = self._kc.execute(code, store_history=True, allow_stdin=allow_stdin)
+        self._route(msg_id, routes)
+        return msg_id
+
+    def forget(self, msg_id: str) -> None:
+        self._iopub.pop(msg_id, None)
+        self._replies.pop(msg_id, None)
+        self._stdin.pop(msg_id, None)
+
+    def send_input(self, text: str) -> None:
+        self._kc.input(text)
+
+    def request_interrupt(self) -> None:
+        # ipykernel serves this on control, even while its shell is busy.
+        self._kc.control_channel.send(self._kc.session.msg("interrupt_request", {}))
+
+    def _route(self, msg_id: str, routes: Routes) -> None:
+        if routes.iopub is not None:
+            self._iopub[msg_id] = routes.iopub
+        if routes.reply is not None:
+            self._replies[msg_id] = routes.reply
+        if routes.stdin is not None:
+            self._stdin[msg_id] = routes.stdin
+
+    # ---- liveness -----------------------------------------------------------------
+
+    async def ping(self) -> None:
+        if self._heartbeat is None:
+            info = self._kc.get_connection_info()
+            if info["transport"] == "tcp":
+                url = f"tcp://{info['ip']}:{info['hb_port']}"
+            else:
+                url = f"{info['transport']}://{info['ip']}-{info['hb_port']}"
+            context: zmq.asyncio.Context = self._kc.context
+            self._heartbeat = context.socket(zmq.REQ)
+            self._heartbeat.linger = 0
+            self._heartbeat.connect(url)
+        socket = self._heartbeat
+        try:
+            await socket.send(b"ping")
+            await socket.recv()
+        except BaseException:
+            # A REQ socket that lost its reply cannot send again: start over.
+            socket.close(linger=0)
+            if self._heartbeat is socket:
+                self._heartbeat = None
+            raise
+
+    # ---- reading ------------------------------------------------------------------
+
+    async def _read(
+        self, channel: Any, handle: Callable[[Mapping[str, Any]], Awaitable[None]]
+    ) -> None:
+        socket: zmq.asyncio.Socket = channel.socket
+        session = self._kc.session
+        while True:
+            try:
+                frames = await socket.recv_multipart()
+            except zmq.ZMQError as exc:
+                if not self._closing:
+                    log.warning("kernel socket failed", kernel_id=self._kernel_id, error=str(exc))
+                return
+            try:
+                _, raw = session.feed_identities(frames)
+                msg = session.deserialize(raw)
+            except Exception as exc:
+                log.warning(
+                    "unreadable kernel message dropped", kernel_id=self._kernel_id, error=str(exc)
+                )
+                continue
+            try:
+                await handle(msg)
+            except Exception:
+                log.exception("handling a kernel message failed", kernel_id=self._kernel_id)
+
+    async def _on_iopub(self, msg: Mapping[str, Any]) -> None:
+        parent = _parent_id(msg)
+        route = self._iopub.get(parent) if parent is not None else None
+        if route is not None:
+            route(msg)
+        if msg["header"]["msg_type"] == "status":
+            state = msg["content"].get("execution_state")
+            if isinstance(state, str):
+                await self._on_status(state)
+
+    async def _on_reply(self, msg: Mapping[str, Any]) -> None:
+        parent = _parent_id(msg)
+        route = self._replies.pop(parent, None) if parent is not None else None
+        if route is not None:
+            route(msg)
+
+    async def _on_stdin(self, msg: Mapping[str, Any]) -> None:
+        parent = _parent_id(msg)
+        route = self._stdin.get(parent) if parent is not None else None
+        if route is not None:
+            route(msg)
+        elif msg["header"]["msg_type"] == "input_request":
+            # Nobody waits for it (the execution ended): answer, or it blocks the kernel.
+            self._kc.input("")

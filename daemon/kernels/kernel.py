@@ -1,0 +1,325 @@
+"""One kernel the service uses, started or attached: its state, its executions,
+its liveness, interrupt and restart.
+
+A `Kernel` talks to its kernel only through its connection (:mod:`.connection`),
+and to the kernel's process, when hdsp started it, through a
+:class:`~.process.KernelProcess`; a kernel hdsp attached to has no process and is
+never restarted, signalled or killed by hdsp. Its lifetime (connecting, the
+handshake, shutting down, the events that say so) is the service's.
+
+Executions take turns (a FIFO lock, with a bound on how many may wait). Past its
+time limit an execution is interrupted; if the kernel is not idle within
+`interrupt_grace`, a kernel hdsp started is restarted (its state is lost, and
+the result says so). Cancelling the caller does the same, shielded. A sandboxed
+kernel is interrupted with an `interrupt_request` message: a SIGINT would reach
+the sandbox's launcher, not the kernel.
+
+Liveness: every `heartbeat_interval` the kernel's heartbeat must echo, and a
+process hdsp started must still run. A dead kernel is reported (`kernelStatus`
+dead) and ends the execution that waited on it (status "died").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import anyio
+import structlog
+
+from hdsp.protocol import ExecutionResult, KernelState, KernelStatus
+
+from .connection import KernelConnection, Routes, StatusCallback
+from .errors import (
+    KernelDead,
+    KernelError,
+    KernelNotFound,
+    KernelNotOwned,
+    KernelOverloaded,
+    KernelStartFailed,
+)
+from .execution import Emit, Execution, InputCallback, OutputCallback
+from .process import KernelProcess
+
+__all__ = ["Kernel", "KernelPolicy", "OnRestarted"]
+
+log = structlog.get_logger("hdsp.kernels")
+
+#: How long a restart after a cancel may take (shielded cleanup has a deadline).
+_RESTART_BUDGET = 15.0
+
+#: Told (the kernel, the task whose execution saw it) after a restart.
+OnRestarted = Callable[["Kernel", str | None], None]
+
+
+@dataclass(frozen=True)
+class KernelPolicy:
+    """How the service treats each of its kernels."""
+
+    interrupt_grace: float = 5.0
+    heartbeat_interval: float = 1.0
+    heartbeat_misses: int = 3
+    output_interval: float = 0.05
+    #: How long a restarted kernel has to answer.
+    startup_timeout: float = 60.0
+    #: Executions that may wait for one kernel.
+    max_queued: int = 64
+
+
+class Kernel:
+    def __init__(
+        self,
+        *,
+        kernel_id: str,
+        name: str,
+        connection_file: str,
+        connect: Callable[[StatusCallback], KernelConnection],
+        process: KernelProcess | None,
+        policy: KernelPolicy,
+        emit: Emit,
+        on_restarted: OnRestarted,
+        cwd: str | None = None,
+        started_for: str | None = None,
+    ) -> None:
+        """`connect` makes the kernel's connection, given where the kernel's
+        execution states go; `emit` publishes events (and never raises)."""
+        self.id = kernel_id
+        self.name = name
+        self.connection_file = connection_file
+        self.process = process
+        self.cwd = cwd
+        #: The task this kernel was started for (released with it).
+        self.started_for = started_for
+        self.conn = connect(self._on_execution_state)
+        self.status = KernelState.STARTING
+        #: Counts restarts: a death seen in an earlier life is not this life's.
+        self.life = 0
+        self.death_reason: str | None = None
+        #: kernelStarted was published; status changes are published from then on.
+        self.announced = False
+        #: Going away: no code starts in it any more.
+        self.closing = False
+        self.current: Execution | None = None
+        self.waiting = 0
+        #: When it last ran code or was started (anyio's clock), for culling.
+        self.last_active = anyio.current_time()
+        self.stop_requested = anyio.Event()
+        self.stopped = anyio.Event()
+        self._policy = policy
+        self._emit = emit
+        self._on_restarted = on_restarted
+        # fast_acquire: an uncontended lock is taken without a trip through the loop.
+        self._lock = anyio.Lock(fast_acquire=True)
+        self._restart_lock = anyio.Lock()
+
+    @property
+    def owned(self) -> bool:
+        """Whether hdsp started it (and so may restart and shut it down)."""
+        return self.process is not None
+
+    def dead_message(self) -> str:
+        how = "RestartKernel restarts it" if self.owned else "restart it where it was started"
+        return f"The kernel {self.id} is dead ({self.death_reason or 'unknown cause'}); {how}."
+
+    def abandon(self, reason: str) -> None:
+        """The kernel goes away under the execution running in it, if any."""
+        if self.current is not None:
+            self.death_reason = reason
+            self.current.end("died")
+
+    # ---- status and liveness ------------------------------------------------------
+
+    async def set_status(self, status: KernelState) -> None:
+        if self.status is status:
+            return
+        self.status = status
+        if self.announced and not self.closing:
+            await self._emit(KernelStatus(payload=(self.id, status)))
+
+    async def _on_execution_state(self, state: str) -> None:
+        """The kernel published its execution state. A kernel's own "starting" can
+        arrive after our handshake; starting and restarting are the service's to
+        say, busy and idle the kernel's."""
+        if self.status in (KernelState.DEAD, KernelState.RESTARTING):
+            return
+        status = {"busy": KernelState.BUSY, "idle": KernelState.IDLE}.get(state)
+        if status is not None:
+            await self.set_status(status)
+
+    async def watch_liveness(self) -> None:
+        """Declare the kernel dead when its process exits or its heartbeat stops
+        answering; runs until cancelled."""
+        interval = self._policy.heartbeat_interval
+        misses = 0
+        while True:
+            await anyio.sleep(interval)
+            if self.status in (KernelState.DEAD, KernelState.RESTARTING) or (
+                self._restart_lock.locked()
+            ):
+                misses = 0
+                continue
+            life = self.life
+            if self.process is not None and not await self.process.is_alive():
+                await self._declare_dead(life, "its process exited")
+                continue
+            with anyio.move_on_after(interval * 2) as waited:
+                await self.conn.ping()
+            if not waited.cancelled_caught:
+                misses = 0
+                continue
+            misses += 1
+            if misses >= self._policy.heartbeat_misses:
+                await self._declare_dead(life, f"it missed {misses} heartbeats")
+
+    async def _declare_dead(self, life: int, reason: str) -> None:
+        if (
+            self.life != life
+            or self.closing
+            or self.status in (KernelState.DEAD, KernelState.RESTARTING)
+        ):
+            return
+        self.death_reason = reason
+        log.warning("kernel died", kernel_id=self.id, reason=reason)
+        await self.set_status(KernelState.DEAD)
+        if self.current is not None:
+            self.current.end("died")
+
+    # ---- interrupt and restart --------------------------------------------------
+
+    async def interrupt(self) -> None:
+        if self.status is KernelState.DEAD:
+            return
+        if self.process is not None and not self.process.interrupts_by_message:
+            await self.process.signal_interrupt()
+        else:
+            # Not our process to signal, or the signal would end its sandbox.
+            self.conn.request_interrupt()
+
+    async def restart(self, *, now: bool) -> None:
+        """Restart a kernel hdsp started (`now`: kill it rather than ask it to
+        stop). Its state is lost; the execution running in it ends "restarted"."""
+        if self.process is None:
+            raise KernelNotOwned(
+                f"The kernel {self.id} was attached, not started, by hdsp: restart it where "
+                "it was started (for example in JupyterLab)."
+            )
+        async with self._restart_lock:
+            self.life += 1
+            await self.set_status(KernelState.RESTARTING)
+            if self.current is not None:
+                self.current.end("restarted")
+            try:
+                # The restarted kernel binds anew and our sockets reconnect.
+                self.conn.expect_rebind()
+                await self.process.restart(now=now)
+                with anyio.fail_after(self._policy.startup_timeout):
+                    await self.conn.handshake(certain=True)
+            except Exception as exc:
+                self.death_reason = f"a restart failed: {exc}"
+                self.status = KernelState.DEAD
+                await self._emit(KernelStatus(payload=(self.id, KernelState.DEAD)))
+                raise KernelStartFailed(f"The kernel {self.id} did not restart: {exc}") from exc
+            self.death_reason = None
+            await self.set_status(KernelState.IDLE)
+            self._on_restarted(self, self.current.task_id if self.current is not None else None)
+            log.info("kernel restarted", kernel_id=self.id)
+
+    # ---- executing --------------------------------------------------------------
+
+    async def execute(
+        self,
+        code: str,
+        *,
+        time_limit: float,
+        on_output: OutputCallback | None = None,
+        on_input: InputCallback | None = None,
+        task_id: str | None = None,
+    ) -> ExecutionResult:
+        """Run `code` after the executions queued before it (see
+        :meth:`KernelService.execute`)."""
+        if self.waiting >= self._policy.max_queued:
+            raise KernelOverloaded(
+                f"{self.waiting} executions wait for kernel {self.id} already; try again later."
+            )
+        self.waiting += 1
+        queued = True
+        try:
+            async with self._lock:
+                self.waiting -= 1
+                queued = False
+                return await self._execute_locked(code, time_limit, on_output, on_input, task_id)
+        finally:
+            if queued:
+                self.waiting -= 1
+
+    async def _execute_locked(
+        self,
+        code: str,
+        time_limit: float,
+        on_output: OutputCallback | None,
+        on_input: InputCallback | None,
+        task_id: str | None,
+    ) -> ExecutionResult:
+        if self.closing:
+            raise KernelNotFound(f"The kernel {self.id} was shut down.")
+        if self.status is KernelState.DEAD:
+            raise KernelDead(self.dead_message())
+        ex = Execution(
+            kernel_id=self.id,
+            code=code,
+            task_id=task_id,
+            emit=self._emit,
+            on_output=on_output,
+            on_input=on_input,
+            send_input=self.conn.send_input,
+            interval=self._policy.output_interval,
+        )
+        routes = Routes(iopub=ex.on_iopub, reply=ex.on_reply, stdin=ex.on_input_request)
+        ex.msg_id = self.conn.execute(code, allow_stdin=on_input is not None, routes=routes)
+        self.current = ex
+        self.last_active = anyio.current_time()
+        try:
+            async with anyio.create_task_group() as etg:
+                etg.start_soon(ex.flush_loop)
+                if on_input is not None:  # else the kernel is told it cannot ask
+                    etg.start_soon(ex.input_loop)
+                with anyio.move_on_after(time_limit):
+                    await ex.done.wait()
+                etg.cancel_scope.cancel()
+            if not ex.done.is_set():
+                ex.stopped_by = "timeout"
+                log.info("execution timed out", kernel_id=self.id, seconds=time_limit)
+                await self._stop_execution(ex)
+        except anyio.get_cancelled_exc_class():
+            ex.stopped_by = ex.stopped_by or "cancelled"
+            budget = self._policy.interrupt_grace + _RESTART_BUDGET
+            with anyio.move_on_after(budget, shield=True):
+                if not ex.done.is_set():
+                    await self._stop_execution(ex)
+                await ex.flush()
+            raise
+        finally:
+            self.conn.forget(ex.msg_id)
+            if self.current is ex:
+                self.current = None
+            self.last_active = anyio.current_time()
+            ex.close()
+        await ex.flush()
+        return ex.result()
+
+    async def _stop_execution(self, ex: Execution) -> None:
+        """Interrupt; if the kernel is not done within the grace period, restart it."""
+        try:
+            await self.interrupt()
+        except Exception as exc:
+            log.warning("interrupting the kernel failed", kernel_id=self.id, error=str(exc))
+        with anyio.move_on_after(self._policy.interrupt_grace):
+            await ex.done.wait()
+        if ex.done.is_set() or not self.owned or self.closing:
+            return
+        log.warning("kernel ignored the interrupt; restarting it", kernel_id=self.id)
+        try:
+            await self.restart(now=True)
+            ex.kernel_restarted = True
+        except KernelError as exc:
+            log.warning("restart after a timeout failed", kernel_id=self.id, error=exc.message)

@@ -1,0 +1,146 @@
+"""The process of a kernel hdsp starts: jupyter_client's KernelManager half.
+
+jupyter_client splits a kernel into its process (a KernelManager) and its
+connection (a KernelClient, here :mod:`.connection`). A `KernelProcess` is the
+process half for a kernel hdsp starts, over ipc sockets in the daemon's runtime
+directory: launched through the `launcher` the daemon hands in (its sandbox, see
+:mod:`.launcher`), which wraps the kernel's command and gives its environment;
+with none, the kernel runs unconfined with the daemon's environment minus hdsp's
+own variables (tests of the service alone). A kernel hdsp attaches to has no
+process here: it is someone else's.
+
+jupyter_client is imported when the first kernel starts: it is not needed before.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from .errors import KernelStartFailed
+from .launcher import KernelLauncher
+
+__all__ = ["KernelProcess", "kernel_environment"]
+
+log = structlog.get_logger("hdsp.kernels")
+
+#: Seconds the kernel gets to exit politely before it is terminated, then killed.
+_SHUTDOWN_WAIT = 3.0
+#: Unix socket paths must stay below the OS limit (107 bytes on Linux).
+_MAX_IPC_PATH = 90
+#: Environment variables a kernel never inherits from the daemon: the daemon's
+#: settings and secrets (HDSP_API_KEY) and its systemd notification socket.
+_PRIVATE_ENV = ("HDSP_", "NOTIFY_SOCKET")
+
+
+def kernel_environment() -> dict[str, str]:
+    """The environment of an unconfined kernel: the daemon's, less hdsp's own."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(_PRIVATE_ENV)}
+    # debugpy's warning about frozen modules is noise on every kernel's stderr.
+    env.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
+    return env
+
+
+class KernelProcess:
+    """One kernel process hdsp starts (by kernelspec name, in `workdir`), from
+    its launch to its shutdown."""
+
+    def __init__(
+        self,
+        *,
+        kernel_id: str,
+        kernel_name: str,
+        workdir: str,
+        runtime_dir: Path,
+        launcher: KernelLauncher | None,
+    ) -> None:
+        from jupyter_client.manager import AsyncKernelManager
+
+        self.kernel_id = kernel_id
+        self.kernel_name = kernel_name
+        self.workdir = workdir
+        short = kernel_id[:8]
+        sockets = runtime_dir
+        #: A directory made for its sockets when the runtime dir's path is too long.
+        self._scratch_dir: str | None = None
+        if len(str(sockets / short)) + 4 > _MAX_IPC_PATH:
+            self._scratch_dir = tempfile.mkdtemp(prefix="hdsp-k", dir="/tmp")
+            sockets = Path(self._scratch_dir)
+        options: dict[str, Any] = {
+            "kernel_name": kernel_name,
+            "transport": "ipc",
+            "ip": str(sockets / short),
+            "connection_file": str(sockets / f"kernel-{short}.json"),
+        }
+        km: AsyncKernelManager
+        if launcher is not None:
+            from .manager import LaunchingKernelManager
+
+            km = LaunchingKernelManager(
+                launcher=launcher, workdir=Path(workdir), sockets=sockets, **options
+            )
+            self._env = launcher.kernel_environment()
+            self._env.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
+        else:
+            km = AsyncKernelManager(**options)
+            self._env = kernel_environment()
+        km.shutdown_wait_time = _SHUTDOWN_WAIT
+        self._km = km
+        self.connection_file: str = km.connection_file
+        #: Interrupt with an interrupt_request message rather than a signal: a
+        #: SIGINT would reach the sandbox's launcher, not the kernel.
+        self.interrupts_by_message = launcher is not None and launcher.interrupts_by_message
+
+    async def start(self) -> None:
+        from jupyter_client.kernelspec import NoSuchKernel
+
+        name = self.kernel_name
+        try:
+            await self._km.start_kernel(cwd=self.workdir, env=self._env)
+        except NoSuchKernel:
+            raise KernelStartFailed(
+                f"No kernelspec named {name!r}; `jupyter kernelspec list` shows them."
+            ) from None
+        except Exception as exc:
+            raise KernelStartFailed(f"The kernel {name!r} did not start: {exc}") from exc
+
+    def client(self) -> Any:
+        """A jupyter_client AsyncKernelClient for the kernel's sockets."""
+        return self._km.client()
+
+    async def is_alive(self) -> bool:
+        alive: bool = await self._km.is_alive()
+        return alive
+
+    async def signal_interrupt(self) -> None:
+        """Interrupt the kernel the way its kernelspec says (SIGINT for ipykernel)."""
+        await self._km.interrupt_kernel()
+
+    async def restart(self, *, now: bool) -> None:
+        """Restart the process (`now`: kill it rather than ask it to stop); it binds
+        the same sockets anew. jupyter_client's errors pass through."""
+        await self._km.restart_kernel(now=now)
+
+    async def shutdown(self) -> None:
+        """Ask the kernel to stop, then kill it if it does not; remove its scratch
+        directory. Errors are logged: a kernel going away must not stop the rest."""
+        if self._km.has_kernel:
+            try:
+                await self._km.shutdown_kernel(now=False)
+            except Exception:
+                log.exception("kernel shutdown failed; killing it", kernel_id=self.kernel_id)
+                try:
+                    await self._km.shutdown_kernel(now=True)
+                except Exception:
+                    log.exception("killing the kernel failed", kernel_id=self.kernel_id)
+        self.remove_scratch_dir()
+
+    def remove_scratch_dir(self) -> None:
+        if self._scratch_dir is not None:
+            shutil.rmtree(self._scratch_dir, ignore_errors=True)
+            self._scratch_dir = None
