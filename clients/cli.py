@@ -1,12 +1,12 @@
 """`hdsp`: the command-line frontend of hdspd.
 
-Exit codes: 0 success (a task completed), 1 a task failed or was aborted, 2 bad
-usage or a command the daemon refused, 3 the daemon is unreachable.
+Exit codes: see :mod:`.exit_codes` (`hdsp --help` prints the table).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import getpass
 import json
 import os
@@ -32,14 +32,62 @@ from hdsp.protocol import (
     encode,
 )
 
+from .asks_command import add_asks_parser
+from .chat import add_chat_parser
 from .client import Client, connect
+from .completion import add_completion_parser, autocomplete, print_completion
 from .errors import ClientError, CommandFailed, DaemonNotRunning
 from .escape import escape_controls
+from .exit_codes import ExitCode, exit_code_table
+from .history_view import HistoryView
+from .kernels_command import add_kernels_parser
 from .render import Renderer
+from .task_ids import add_task_argument
 
 __all__ = ["main"]
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE = (
+    ExitCode.OK,
+    ExitCode.FAILED,
+    ExitCode.USAGE,
+    ExitCode.UNREACHABLE,
+)
+
+_EXAMPLES = """\
+examples:
+  hdsp run "Load sales.csv and tell me which region grew fastest"
+  hdsp run --detach --auto-approve read,execute "Profile data.csv"
+  hdsp chat                       a conversation on a new task (hdsp chat 3f2a: an old one)
+  hdsp tasks                      newest first; ids may be shortened to a unique prefix
+  hdsp show 3f2a --full           a task's whole history, long outputs unfolded
+  hdsp asks                       every ask that waits for an answer
+  hdsp answer 3f2a --yes          approve what 3f2a waits for
+  hdsp answer 3f2a --no "use the parquet file instead"
+  hdsp events --follow            live events as NDJSON (--since SEQ replays first)
+  hdsp kernels restart 9c1e       restart a kernel (its variables are gone)
+  eval "$(hdsp completion bash)"  tab completion, task ids included (zsh, fish too)
+"""
+
+
+class _SubcommandParser(argparse.ArgumentParser):
+    """A subcommand's parser that takes options between its positionals, so that
+    `hdsp answer 3f2a --no "why"` reads as `hdsp answer --no 3f2a "why"` does
+    (argparse alone binds every positional before the first option)."""
+
+    _intermixing = False
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Any = None, namespace: Any = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        nested = any(isinstance(a, argparse._SubParsersAction) for a in self._actions)
+        if nested or self._intermixing:
+            return super().parse_known_args(args, namespace)
+        self._intermixing = True
+        try:
+            return self.parse_known_intermixed_args(args, namespace)
+        finally:
+            self._intermixing = False
+
 
 _ENDING = (TaskCompleted, TaskAborted, TaskIdle, TaskResumable)
 
@@ -89,10 +137,17 @@ def _parser() -> argparse.ArgumentParser:
 
     common = flags(suppress=True)
     p = argparse.ArgumentParser(
-        prog="hdsp", description="Talk to hdspd, the hdsp agent daemon.", parents=[flags(False)]
+        prog="hdsp",
+        description="Talk to hdspd, the hdsp agent daemon.",
+        parents=[flags(False)],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=_EXAMPLES + "\n" + exit_code_table(),
     )
     p.add_argument("--version", action="version", version=f"hdsp {__version__}")
-    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    # (Any: the subcommands' parents are plain ArgumentParsers.)
+    sub: Any = p.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", parser_class=_SubcommandParser
+    )
 
     run = sub.add_parser("run", parents=[common], help="start a task and follow it live")
     run.add_argument("prompt", help="what the agent should do")
@@ -117,10 +172,17 @@ def _parser() -> argparse.ArgumentParser:
     attach = sub.add_parser(
         "attach", parents=[common], help="show a task and follow it live, answering its asks"
     )
-    attach.add_argument("task")
+    add_task_argument(attach)
 
-    answer = sub.add_parser("answer", parents=[common], help="answer the ask a task waits on")
-    answer.add_argument("task")
+    answer = sub.add_parser(
+        "answer",
+        parents=[common],
+        help="answer the ask a task waits on",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog='examples:\n  hdsp answer 3f2a --yes\n  hdsp answer 3f2a --no "not that file"\n'
+        '  hdsp answer 3f2a "use the 2024 data"   (a reply to a question, or feedback)',
+    )
+    add_task_argument(answer)
     answer.add_argument("text", nargs="?", help="a reply or feedback for the agent")
     verdict = answer.add_mutually_exclusive_group()
     verdict.add_argument("--yes", action="store_true", help="approve")
@@ -129,29 +191,57 @@ def _parser() -> argparse.ArgumentParser:
     tasks = sub.add_parser("tasks", parents=[common], help="list tasks, newest first")
     tasks.add_argument("--limit", type=int, default=20)
 
-    show = sub.add_parser("show", parents=[common], help="show a task's history")
-    show.add_argument("task", help="task id or a unique prefix of one")
+    show = sub.add_parser(
+        "show",
+        parents=[common],
+        help="show a task's whole history (asks, answers, tool calls, outputs)",
+        description="Show a task's history: messages, asks and who answered them, tool "
+        "calls (auto-approved ones marked), outputs, retries and truncations. --json "
+        "prints the raw records.",
+    )
+    add_task_argument(show)
+    show.add_argument("--full", action="store_true", help="show long outputs whole, not folded")
 
     send = sub.add_parser("send", parents=[common], help="send a message to a task and follow")
-    send.add_argument("task")
+    add_task_argument(send)
     send.add_argument("text")
     send.add_argument("--detach", action="store_true", help="return once the message is sent")
 
-    for name, text in (("cancel", "stop a task's work"), ("resume", "resume a stopped task")):
-        c = sub.add_parser(name, parents=[common], help=text)
-        c.add_argument("task")
+    for name, text in (
+        (
+            "cancel",
+            "stop the task's current work now (interrupts its kernel); the task stays "
+            "open: `send` continues it",
+        ),
+        ("resume", "resume a task the daemon stopped (not a completed one: `send` continues it)"),
+        (
+            "close",
+            "end a task: stop it and release its kernel and memory; the history stays "
+            "(`show`), and `send` reopens it",
+        ),
+    ):
+        c = sub.add_parser(name, parents=[common], help=text, description=text)
+        add_task_argument(c)
 
-    close = sub.add_parser("close", parents=[common], help="stop a task and release it")
-    close.add_argument("task")
-
-    events = sub.add_parser("events", parents=[common], help="print events")
-    events.add_argument("--task", help="only this task's events")
-    events.add_argument("--follow", "-f", action="store_true", help="keep printing live events")
-    events.add_argument("--since", type=int, default=0, help="start after this seq")
+    events = sub.add_parser("events", parents=[common], help="print events as NDJSON")
+    add_task_argument(events, "--task", help="only this task's events")
+    events.add_argument(
+        "--follow", "-f", action="store_true", help="print live events from now on (until Ctrl-C)"
+    )
+    events.add_argument(
+        "--since",
+        type=int,
+        metavar="SEQ",
+        help="start after this seq (default: from the first, or from now with --follow)",
+    )
 
     daemon = sub.add_parser("daemon", parents=[common], help="the daemon itself")
     daemon.add_argument("action", choices=["status", "stop"])
     _settings_parsers(sub, common)
+    add_asks_parser(sub, common)
+    add_kernels_parser(sub, common)
+    add_chat_parser(sub, common)
+    add_completion_parser(sub, common)
     return p
 
 
@@ -452,35 +542,55 @@ class _Cli:
         if self.args.json:
             self.out_raw(encode(snap).decode())
             return EXIT_OK
-        i = snap.item
-        self.render.note(f"task {i.id}  #{i.number}  {snap.state}  workspace {i.workspace}")
-        self.render.snapshot(i, snap.messages)
-        usage = f"tokens: {i.tokens_in:,} in, {i.tokens_out:,} out; cost ${i.total_cost:.4f}"
-        self.render.note(usage)
+        color = sys.stdout.isatty() and "NO_COLOR" not in os.environ
+        HistoryView(sys.stdout, color=color, full=self.args.full).render(snap)
         return EXIT_OK
 
-    async def _simple(self, client: Client, action: Callable[[str], Awaitable[Any]]) -> int:
+    async def _simple(
+        self, client: Client, action: Callable[[str], Awaitable[Any]], done: str = ""
+    ) -> int:
         ref = await action(await self.resolve(client, self.args.task))
         if self.args.json:
             self.out_raw(encode(ref).decode())
         else:
-            self.out(f"{ref.task_id}: {ref.state}")
+            self.out(f"{ref.task_id}: {ref.state}{done}")
         return EXIT_OK
 
     async def cmd_cancel(self, client: Client) -> int:
-        return await self._simple(client, client.cancel_task)
+        short = self.args.task[:8]
+        return await self._simple(
+            client,
+            client.cancel_task,
+            f"; its work was stopped, the task stays open (`hdsp send {short} TEXT` continues it)",
+        )
 
     async def cmd_resume(self, client: Client) -> int:
+        task_id = await self.resolve(client, self.args.task)
+        state = (await client.get_task(task_id)).state
+        if state == TaskState.COMPLETED:
+            raise CommandFailed(
+                ErrorCode.INVALID_STATE,
+                f"Task {task_id[:8]} completed; there is nothing to resume. "
+                f"`hdsp send {task_id[:8]} TEXT` continues the conversation.",
+            )
         return await self._simple(client, client.resume_task)
 
     async def cmd_close(self, client: Client) -> int:
-        return await self._simple(client, client.close_task)
+        short = self.args.task[:8]
+        return await self._simple(
+            client,
+            client.close_task,
+            f"; closed: stopped, its kernel and memory released; the history stays "
+            f"(`hdsp show {short}`)",
+        )
 
     async def cmd_events(self, client: Client) -> int:
         a = self.args
         task_id = await self.resolve(client, a.task) if a.task else None
+        if a.since is not None and a.since < 0:
+            raise CommandFailed(ErrorCode.INVALID_REQUEST, "--since takes a seq, 0 or more.")
         if not a.follow:
-            cursor = a.since
+            cursor = a.since or 0
             while True:
                 page = await client.replay(cursor, task_id=task_id)
                 for event in page.events:
@@ -488,7 +598,9 @@ class _Cli:
                     cursor = event.seq or cursor
                 if not page.more:
                     return EXIT_OK
-        async with client.events(task_id, since_seq=a.since) as events:
+        # Following starts now, unless --since asks for a replay first.
+        since = a.since if a.since is not None else (await client.status()).head_seq
+        async with client.events(task_id, since_seq=since) as events:
             async for event in events:
                 self.out_raw(encode(event).decode())
         return EXIT_OK
@@ -561,6 +673,7 @@ class _Cli:
             self.out_json(value)
             return EXIT_OK
         if a.action == "set":
+            _check_known_key((await client.get_settings()).settings, a.key)
             view = await client.update_settings(_patch(a.key, _parse_value(a.value)))
             found, value = _lookup(view.settings, a.key)
             self.out_json(value if found else None)
@@ -673,13 +786,19 @@ class _Cli:
         if a.json:
             self.out_raw(encode(info).decode())
         elif a.action == "set":
+            backend = info.keyring_backend or "hdspd's keyring"
             if info.plaintext_keyring is not None:
                 self.out(
-                    f"secret {info.name} stored in plain text at {info.plaintext_keyring} "
-                    "(hdspd's keyring is keyrings.alt's PlaintextKeyring)"
+                    f"secret {info.name} stored by {backend} in plain text at "
+                    f"{info.plaintext_keyring}"
+                )
+                print(
+                    "hdsp: warning: this keyring does not encrypt: anyone who can read that "
+                    "file reads the key. A desktop keyring (Secret Service, KWallet) encrypts.",
+                    file=sys.stderr,
                 )
             else:
-                self.out(f"secret {info.name} stored in hdspd's keyring")
+                self.out(f"secret {info.name} stored by {backend}")
         elif info.is_set:
             self.out(f"secret {info.name} removed from the keyring; {info.source} still sets it")
         else:
@@ -687,7 +806,11 @@ class _Cli:
         return EXIT_OK
 
     async def main(self) -> int:
-        handler = getattr(self, f"cmd_{self.args.command}")
+        handler = getattr(self.args, "handler", None)
+        if handler is None:
+            handler = getattr(self, f"cmd_{self.args.command}")
+        else:
+            handler = functools.partial(handler, self)
         try:
             async with connect(self.args.runtime_dir, name="hdsp", kind="cli") as client:
                 code: int = await handler(client)
@@ -704,7 +827,11 @@ class _Cli:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    autocomplete(parser)  # answers the shell and exits, when a shell asks
+    args = parser.parse_args(argv)
+    if args.command == "completion":
+        return print_completion(args.shell)
     if args.command == "secret" and args.action == "set":
         # Read before connecting, and never from argv (where `ps` and shell
         # history would show it).
@@ -722,7 +849,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return anyio.run(_Cli(args).main, backend="asyncio")
     except KeyboardInterrupt:
-        return 130
+        return ExitCode.INTERRUPTED
     except BrokenPipeError:
         # The reader went away (`hdsp events | head`): not an error of ours. Point
         # stdout at /dev/null so that the interpreter's final flush stays quiet.
@@ -763,6 +890,37 @@ def _patch(key: str, value: Any) -> dict[str, Any]:
     for part in reversed(key.split(".")):
         patch = {part: patch}
     return dict(patch)
+
+
+#: Settings that are maps of names the user chooses (any name is a new entry).
+_OPEN_MAPS = ("profiles", "models")
+
+
+def _check_known_key(settings: dict[str, Any], key: str) -> None:
+    """Refuse a dotted key the settings do not have, naming the ones they do."""
+    if key.split(".", 1)[0] in _OPEN_MAPS and "." in key:
+        return
+    found, _ = _lookup(settings, key)
+    if found:
+        return
+    parts = key.split(".")
+    node: Any = settings
+    known_at = ""
+    for part in parts:
+        if not isinstance(node, dict) or part not in node:
+            break
+        node = node[part]
+        known_at = f"{known_at}.{part}" if known_at else part
+    if not isinstance(node, dict):
+        raise CommandFailed(
+            ErrorCode.INVALID_REQUEST, f"No setting {key!r}: {known_at} is a value, not a section."
+        )
+    where = f" under {known_at}" if known_at else ""
+    prefix = f"{known_at}." if known_at else ""
+    names = ", ".join(prefix + name for name in sorted(node))
+    raise CommandFailed(
+        ErrorCode.INVALID_REQUEST, f"No setting {key!r}. Known settings{where}: {names}."
+    )
 
 
 def _lookup(document: Any, key: str) -> tuple[bool, Any]:

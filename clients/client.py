@@ -75,6 +75,17 @@ from hdsp.protocol import (
     decode_server_message,
     encode,
 )
+from hdsp.protocol.kernels import (
+    AttachKernel,
+    InterruptKernel,
+    KernelInfo,
+    KernelList,
+    KernelRef,
+    ListKernels,
+    RestartKernel,
+    ShutdownKernel,
+    StartKernel,
+)
 from hdsp.protocol.settings import (
     DeleteProfile,
     DeleteSecret,
@@ -480,6 +491,37 @@ class Client:
     async def shutdown(self) -> None:
         await self.request(Shutdown())
 
+    # ---- kernels ----------------------------------------------------------------
+
+    async def list_kernels(self) -> KernelList:
+        result: KernelList = await self.request(ListKernels())
+        return result
+
+    async def start_kernel(
+        self, kernel_name: str | None = None, cwd: str | os.PathLike[str] | None = None
+    ) -> KernelInfo:
+        where = None if cwd is None else os.fspath(cwd)
+        result: KernelInfo = await self.request(StartKernel(kernel_name=kernel_name, cwd=where))
+        return result
+
+    async def attach_kernel(self, connection_file: str | os.PathLike[str]) -> KernelInfo:
+        result: KernelInfo = await self.request(
+            AttachKernel(connection_file=os.fspath(connection_file))
+        )
+        return result
+
+    async def interrupt_kernel(self, kernel_id: str) -> KernelRef:
+        result: KernelRef = await self.request(InterruptKernel(kernel_id=kernel_id))
+        return result
+
+    async def restart_kernel(self, kernel_id: str) -> KernelRef:
+        result: KernelRef = await self.request(RestartKernel(kernel_id=kernel_id))
+        return result
+
+    async def shutdown_kernel(self, kernel_id: str) -> KernelRef:
+        result: KernelRef = await self.request(ShutdownKernel(kernel_id=kernel_id))
+        return result
+
     # ---- settings, profiles, secrets ------------------------------------------
 
     async def get_settings(self) -> SettingsView:
@@ -772,7 +814,7 @@ async def connect(
             tg.start_soon(client._watch_connection, monitor)
             try:
                 with anyio.move_on_after(timeout) as scope:
-                    await client._handshake(ClientInfo(name=name, version=__version__, kind=kind))
+                    await client._handshake(ClientInfo(name=name, version=__version__, kind=kind, pid=os.getpid()))
                 if scope.cancelled_caught:
                     raise DaemonNotRunning(
                         f"hdspd did not answer the handshake within {timeout:g} s. Is it "

@@ -57,6 +57,9 @@ class ClientInfo(WireStruct, frozen=True):
     version: str
     #: What sort of frontend: "cli", "library", "jupyterlab", "script", ...
     kind: str = "library"
+    #: The client's process id (the daemon is on the same machine): a session
+    #: whose process has ended is forgotten, even without a Disconnect.
+    pid: int | None = None
 
 
 class Connect(_Envelope, tag="Connect", frozen=True):

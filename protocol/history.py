@@ -122,6 +122,12 @@ class ClineMessage(WireStruct, frozen=True):
     tool_use_id: str | None = None
     #: A `command` ask: the directory the command would run in (absolute).
     cwd: str | None = None
+    #: An answered ask: how it was answered (Roo's askResponse: yesButtonClicked,
+    #: noButtonClicked, messageResponse, objectResponse).
+    answer: str | None = None
+    #: An answered ask: who answered (the client's name, or "timeout" when the
+    #: approval policy answered for nobody, "resume" when resuming did).
+    answered_by: str | None = None
 
 
 class TokenUsage(WireStruct, frozen=True):

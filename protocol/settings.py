@@ -70,6 +70,9 @@ class SecretInfo(WireStruct, frozen=True):
     #: The file where the daemon's keyring keeps secrets unencrypted, when its
     #: backend is a plain-text file (keyrings.alt's PlaintextKeyring); absent otherwise.
     plaintext_keyring: str | None = None
+    #: The keyring backend that stored it (its class, e.g.
+    #: "keyring.backends.SecretService.Keyring"); set in the reply to SetSecret.
+    keyring_backend: str | None = None
 
 
 class ProfileData(WireStruct, frozen=True):

@@ -28,6 +28,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
+import msgspec
 import structlog
 
 from hdsp.daemon.errors import CommandError
@@ -416,7 +417,9 @@ class ConfigService:
                 client_id=client_id,
             )
         )
-        return _secret_info(await self._status(name), await self.plaintext_keyring())
+        info = _secret_info(await self._status(name), await self.plaintext_keyring())
+        backend = await anyio.to_thread.run_sync(self.secrets.backend_name)
+        return msgspec.structs.replace(info, keyring_backend=backend)
 
     async def delete_secret(self, name: str, *, client_id: str | None = None) -> SecretInfo:
         with _as_command_errors():

@@ -87,9 +87,9 @@ class Handlers:
             case StartNewTask(data=data):
                 return await tasks.start_task(data)
             case SendMessage(task_id=task_id, data=data):
-                return await tasks.send_message(task_id, data)
+                return await tasks.send_message(task_id, data, by=session.info.name)
             case RespondToAsk(task_id=task_id, data=data):
-                return await tasks.respond_to_ask(task_id, data)
+                return await tasks.respond_to_ask(task_id, data, by=session.info.name)
             case DeleteQueuedMessage(task_id=task_id, data=message_id):
                 return await tasks.delete_queued_message(task_id, message_id)
             case CancelTask(task_id=task_id):
@@ -185,7 +185,7 @@ class Handlers:
             pid=os.getpid(),
             uptime_seconds=time.monotonic() - d.started_monotonic,
             head_seq=d.journal.head_seq,
-            clients=len(d.server.sessions),
+            clients=d.server.sessions.live(),
             tasks_total=total,
             tasks_running=stats["running"],
             data_dir=str(d.paths.data_dir),

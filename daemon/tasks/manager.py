@@ -375,7 +375,9 @@ class TaskManager:
             await self.journal.flush()
             tg.cancel_scope.cancel()
 
-    async def send_message(self, task_id: str, data: SendMessageData) -> TaskRef:
+    async def send_message(
+        self, task_id: str, data: SendMessageData, *, by: str | None = None
+    ) -> TaskRef:
         """A message from the user: it answers a waiting ask, waits in the queue of
         a busy task, or starts the next turn."""
         self._check_open()
@@ -385,7 +387,7 @@ class TaskManager:
         try:
             ask = task.pending_ask
             if ask is not None:
-                answer = AskAnswer("messageResponse", data.text, list(data.images or []))
+                answer = AskAnswer("messageResponse", data.text, list(data.images or []), by=by)
                 await task.respond(ask.ts, answer)
                 return TaskRef(task_id=task_id, state=TaskState.RUNNING)
             if task.busy:
@@ -396,7 +398,9 @@ class TaskManager:
         finally:
             self.settle(task)
 
-    async def respond_to_ask(self, task_id: str, data: RespondToAskData) -> TaskRef:
+    async def respond_to_ask(
+        self, task_id: str, data: RespondToAskData, *, by: str | None = None
+    ) -> TaskRef:
         task = self._tasks.get(task_id)
         if task is None:
             # Not loaded, so no turn runs and no ask waits (a waiting ask keeps
@@ -414,7 +418,7 @@ class TaskManager:
                         f"The ask {data.ask_ts} of task {task_id} was already answered.",
                     )
             raise CommandError(ErrorCode.INVALID_STATE, f"No ask waits in task {task_id}.")
-        answer = AskAnswer(data.response, data.text, list(data.images or []))
+        answer = AskAnswer(data.response, data.text, list(data.images or []), by=by)
         await task.respond(data.ask_ts, answer)
         return TaskRef(task_id=task_id, state=task.state)
 
@@ -464,7 +468,7 @@ class TaskManager:
         task_id = task.id
         ask = task.pending_ask
         if ask is not None and ask.ask in (Ask.RESUME_TASK, Ask.RESUME_COMPLETED_TASK):
-            await task.respond(ask.ts, AskAnswer("yesButtonClicked"))
+            await task.respond(ask.ts, AskAnswer("yesButtonClicked", by="resume"))
             return TaskRef(task_id=task_id, state=TaskState.RUNNING)
         if task.busy:
             what = "waits for an answer to its ask" if ask is not None else "is running"

@@ -503,7 +503,7 @@ class Task:
         if self._ask_timeout is None:
             return await self.wait_answer(message)
         seconds, on_timeout = self._ask_timeout
-        fallback = on_timeout or AskAnswer("noButtonClicked")
+        fallback = on_timeout or AskAnswer("noButtonClicked", by="timeout")
         answer = await self.wait_answer(
             message, deadline_ms=message.ts + int(seconds * 1000), on_timeout=fallback
         )
@@ -572,7 +572,9 @@ class Task:
         self._last_answered = pending
         self._answered.append(ask_ts)
         pending.answer = answer
-        await self.update(pending.message, is_answered=True)
+        await self.update(
+            pending.message, is_answered=True, answer=answer.response, answered_by=answer.by
+        )
         if answer.text or answer.images:
             await self.say(Say.USER_FEEDBACK, answer.text, images=answer.images or None)
         await self._emit(TaskAskResponded(payload=(self.id,)))
@@ -1100,7 +1102,7 @@ class Task:
                     await self.say(Say.TOOL, text, tool_use_id=call.id)
                 if verdict.timeout is not None:
                     on_timeout = (
-                        AskAnswer("messageResponse", verdict.default_answer)
+                        AskAnswer("messageResponse", verdict.default_answer, by="timeout")
                         if verdict.on_timeout is Decision.APPROVE
                         else None
                     )
@@ -1115,6 +1117,7 @@ class Task:
             timed_out = AskAnswer(
                 "yesButtonClicked" if call.approve_on_timeout else "noButtonClicked",
                 "(no answer in time)",
+                by="timeout",
             )
             answer = await self.wait_answer(
                 ask_message, deadline_ms=call.ask_deadline, on_timeout=timed_out
