@@ -814,7 +814,9 @@ async def connect(
             tg.start_soon(client._watch_connection, monitor)
             try:
                 with anyio.move_on_after(timeout) as scope:
-                    await client._handshake(ClientInfo(name=name, version=__version__, kind=kind, pid=os.getpid()))
+                    await client._handshake(
+                        ClientInfo(name=name, version=__version__, kind=kind, pid=os.getpid())
+                    )
                 if scope.cancelled_caught:
                     raise DaemonNotRunning(
                         f"hdspd did not answer the handshake within {timeout:g} s. Is it "

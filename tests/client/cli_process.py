@@ -23,6 +23,8 @@ def cli_env(runtime_dir: Path, **extra: str) -> dict[str, str]:
         "HOME": os.environ.get("HOME", "/root"),
         "LANG": "C.UTF-8",
     }
+    if "PYTHONPATH" in os.environ:
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     env.update(extra)
     return env
 
