@@ -64,20 +64,21 @@ async def test_answer_takes_no_and_its_reason_in_both_orders_and_show_tells_the_
     task_id, head = await start(client, "write two files", tmp_path)
     await wait_for_ask(client, task_id, head)
 
-    # `hdsp asks` lists the ask the task waits on.
-    r = await run_hdsp(daemon.runtime_dir, "asks")
-    assert r.returncode == ExitCode.OK, r.stderr
-    assert task_id[:8] in r.stdout and "write_to_file a.txt" in r.stdout
-
-    # While it waits, `hdsp show` says so and how to answer.
-    r = await run_hdsp(daemon.runtime_dir, "show", task_id[:6])
-    assert "waiting for an answer" in r.stdout and f"hdsp answer {task_id[:8]}" in r.stdout
-
     # The README's form: the task first, then --no and the reason.
     head = (await client.status()).head_seq
     r = await run_hdsp(daemon.runtime_dir, "answer", task_id[:6], "--no", "not that one")
     assert r.returncode == ExitCode.OK, r.stderr
     await wait_for_ask(client, task_id, head)
+
+    # `hdsp asks` lists the ask the task waits on.
+    r = await run_hdsp(daemon.runtime_dir, "asks")
+    assert r.returncode == ExitCode.OK, r.stderr
+    assert task_id[:8] in r.stdout and "write_to_file b.txt" in r.stdout
+
+    # While it waits, `hdsp show` says so and how to answer.
+    r = await run_hdsp(daemon.runtime_dir, "show", task_id[:6])
+    assert "waiting for an answer" in r.stdout and f"hdsp answer {task_id[:8]}" in r.stdout
+
     # And the other order.
     head = (await client.status()).head_seq
     r = await run_hdsp(daemon.runtime_dir, "answer", "--no", task_id[:6], "nor that")
