@@ -15,12 +15,9 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
-from prompt_toolkit import PromptSession
-from prompt_toolkit.history import InMemoryHistory
-from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 
 from hdsp.protocol import (
     ClineMessage,
@@ -41,6 +38,10 @@ from .escape import escape_controls
 from .exit_codes import ExitCode
 from .render import Renderer
 from .task_ids import add_task_argument, resolve_task_id
+
+if TYPE_CHECKING:
+    from prompt_toolkit import PromptSession
+    from prompt_toolkit.key_binding import KeyBindings
 
 __all__ = ["COMMANDS", "add_chat_parser"]
 
@@ -63,6 +64,8 @@ class _Quit(Exception):
 
 
 def _key_bindings() -> KeyBindings:
+    from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+
     bindings = KeyBindings()
 
     @bindings.add("escape", "enter")
@@ -78,6 +81,11 @@ class Chat:
         self.client = client
         self.args = cli.args
         self.task_id: str | None = None
+        # Imported here: only `hdsp chat` pays prompt_toolkit's import time
+        # (a fifth of a second), not every `hdsp` command.
+        from prompt_toolkit import PromptSession
+        from prompt_toolkit.history import InMemoryHistory
+
         self.session: PromptSession[str] = PromptSession(
             history=InMemoryHistory(), key_bindings=_key_bindings(), multiline=False
         )
@@ -88,16 +96,10 @@ class Chat:
         sys.stderr.flush()
 
     async def run(self) -> int:
-        if self.args.task is not None:
-            self.task_id = await resolve_task_id(self.client, self.args.task)
-            snap = await self.client.get_task(self.task_id)
-            renderer = Renderer()
-            renderer.snapshot(snap.item, snap.messages)
-            self.note(f"task {self.task_id}  {snap.state}")
-            if snap.state in (TaskState.RUNNING, TaskState.INTERACTIVE) or snap.pending_ask:
-                await self.follow(snap.head_seq, Renderer(first_text_is_prompt=False))
         self.note("Enter sends, Esc Enter adds a line; /help lists commands, Ctrl-D leaves.")
         try:
+            if self.args.task is not None:
+                await self.rejoin(self.args.task)
             while True:
                 try:
                     text = await self.session.prompt_async("you> ")
@@ -113,6 +115,20 @@ class Chat:
             if self.task_id is not None:
                 self.note(f"Left the chat; `hdsp chat {self.task_id[:8]}` comes back to it.")
             return ExitCode.OK
+
+    async def rejoin(self, ref: str) -> None:
+        """Show an existing task, answer the ask it waits on, follow a running turn."""
+        self.task_id = await resolve_task_id(self.client, ref)
+        snap = await self.client.get_task(self.task_id)
+        Renderer().snapshot(snap.item, snap.messages)
+        self.note(f"task {self.task_id}  {snap.state}")
+        renderer = Renderer(first_text_is_prompt=False)
+        if snap.pending_ask is not None:
+            if not await self.answer(renderer, snap.pending_ask):
+                raise _Quit
+        elif snap.state not in (TaskState.RUNNING, TaskState.INTERACTIVE):
+            return
+        await self.follow(snap.head_seq, renderer)
 
     async def command(self, line: str) -> None:
         name = line.split()[0].lower()

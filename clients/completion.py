@@ -10,11 +10,9 @@ daemon, with a short deadline, see :mod:`.task_ids`).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any
-
-import argcomplete
-from argcomplete.shell_integration import shellcode
 
 __all__ = ["SHELLS", "add_completion_parser", "autocomplete", "print_completion"]
 
@@ -22,11 +20,18 @@ SHELLS = ("bash", "zsh", "fish")
 
 
 def autocomplete(parser: argparse.ArgumentParser) -> None:
-    """When a shell asks for completions, print them and exit; else nothing."""
+    """When a shell asks for completions, print them and exit; else nothing.
+    (argcomplete is imported only then: other commands don't pay for it.)"""
+    if "_ARGCOMPLETE" not in os.environ:
+        return
+    import argcomplete
+
     argcomplete.autocomplete(parser)
 
 
 def print_completion(shell: str) -> int:
+    from argcomplete.shell_integration import shellcode
+
     sys.stdout.write(shellcode(["hdsp"], shell=shell))
     return 0
 
