@@ -789,8 +789,8 @@ class _Cli:
             backend = info.keyring_backend or "hdspd's keyring"
             if info.plaintext_keyring is not None:
                 self.out(
-                    f"secret {info.name} stored by {backend} in plain text at "
-                    f"{info.plaintext_keyring}"
+                    f"secret {info.name} stored in plain text at {info.plaintext_keyring} "
+                    f"(keyring backend: {backend})"
                 )
                 print(
                     "hdsp: warning: this keyring does not encrypt: anyone who can read that "
@@ -798,7 +798,7 @@ class _Cli:
                     file=sys.stderr,
                 )
             else:
-                self.out(f"secret {info.name} stored by {backend}")
+                self.out(f"secret {info.name} stored (keyring backend: {backend})")
         elif info.is_set:
             self.out(f"secret {info.name} removed from the keyring; {info.source} still sets it")
         else:

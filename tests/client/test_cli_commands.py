@@ -115,14 +115,19 @@ async def test_show_marks_auto_approved_writes_folds_long_diffs_and_shows_retrie
     daemon: DaemonProcess, fake_openai: FakeOpenAI, client: Client, tmp_path: Path
 ) -> None:
     long = "".join(f"line {i}\n" for i in range(60))
+    command = FakeReply.tool_calls([ToolCall("execute_command", '{"command": "seq 1 50"}')])
     fake_openai.script(
         FakeReply.status(500, retry_after=0),
         write_call("long.txt", long),
+        command,
         done(),
     )
-    task_id, head = await start(
-        client, "write a long file", tmp_path, approvals={"always_allow_write": True}
-    )
+    approvals = {
+        "always_allow_write": True,
+        "always_allow_command": True,
+        "allowed_commands": ["seq"],
+    }
+    task_id, head = await start(client, "write a long file", tmp_path, approvals=approvals)
     await wait_for_end(client, task_id, head)
     assert (tmp_path / "long.txt").read_text() == long
 
@@ -136,8 +141,10 @@ async def test_show_marks_auto_approved_writes_folds_long_diffs_and_shows_retrie
     assert "+line 0" in out and "+line 59" in out
     assert "+line 30" not in out  # folded
     assert "more lines; --full shows them" in out
+    # The command's output, folded too.
+    assert "  | 1\n" in out and "  | 50\n" in out and "  | 25\n" not in out
     r = await run_hdsp(daemon.runtime_dir, "show", "--full", task_id[:8])
-    assert "+line 30" in r.stdout and "more lines" not in r.stdout
+    assert "+line 30" in r.stdout and "  | 25\n" in r.stdout and "more lines" not in r.stdout
 
 
 @pytest.mark.slow
@@ -259,7 +266,8 @@ async def test_daemon_status_forgets_a_killed_client(daemon: DaemonProcess, clie
 async def test_secret_set_names_the_backend_and_warns_in_plain_text(daemon: DaemonProcess) -> None:
     r = await run_hdsp(daemon.runtime_dir, "secret", "set", "work", stdin="sk-value\n")
     assert r.returncode == ExitCode.OK, r.stderr
-    assert "stored by keyrings.alt.file.PlaintextKeyring in plain text at" in r.stdout
+    assert "secret work stored in plain text at " in r.stdout
+    assert "(keyring backend: keyrings.alt.file.PlaintextKeyring)" in r.stdout
     assert "warning: this keyring does not encrypt" in r.stderr
     assert "sk-value" not in r.stdout + r.stderr
 
