@@ -12,6 +12,7 @@ from hdsp.protocol import ErrorCode
 
 from .client import Client, connect
 from .errors import ClientError, CommandFailed
+from .escape import escape_controls
 
 __all__ = ["add_task_argument", "complete_task_ids", "resolve_task_id"]
 
@@ -45,7 +46,12 @@ async def _task_ids(runtime_dir: str | None, prefix: str) -> dict[str, str]:
         runtime_dir, name="hdsp-completion", kind="cli", timeout=COMPLETION_TIMEOUT
     ) as client:
         page = await client.list_tasks(limit=200)
-    return {t.id[:8]: " ".join(t.task.split())[:60] for t in page.tasks if t.id.startswith(prefix)}
+    # A title is shown by the shell: escaped like everything else on a terminal.
+    return {
+        t.id[:8]: escape_controls(" ".join(t.task.split())[:60])
+        for t in page.tasks
+        if t.id.startswith(prefix)
+    }
 
 
 def complete_task_ids(prefix: str, parsed_args: argparse.Namespace, **_: Any) -> dict[str, str]:
