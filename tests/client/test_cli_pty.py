@@ -178,6 +178,27 @@ def test_chat_ctrl_c_cancels_the_turn_and_comes_back_to_the_prompt(
     assert finish(child) == ExitCode.OK
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_chat_on_a_task_that_waits_answers_its_ask_first(
+    daemon: DaemonProcess, fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    fake_openai.script(write_call("w.txt"), done("wrote w.txt"))
+    since = head_seq(daemon)
+    with connect(daemon.runtime_dir, name="test") as client:
+        task_id = client.start_task("write w.txt", workspace=tmp_path).task_id
+    wait_for(daemon, task_id, since, (TaskInteractive,))
+    child = spawn(daemon, "chat", task_id[:8])
+    child.expect_exact("> write w.txt")  # the history so far
+    child.expect_exact("[y]es")
+    child.send("y" + ENTER)
+    child.expect_exact("Result: wrote w.txt")
+    child.expect_exact(PROMPT)
+    assert (tmp_path / "w.txt").exists()
+    child.send("/quit" + ENTER)
+    assert finish(child) == ExitCode.OK
+
+
 # ---- the README's walkthrough ------------------------------------------------
 
 
