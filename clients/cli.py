@@ -1,13 +1,12 @@
 """`hdsp`: the command-line frontend of hdspd.
 
-Exit codes (clients/exit_codes.py): 0 success (a task completed), 1 a task failed
-or was aborted, 2 bad usage or a command the daemon refused, 3 the daemon is
-unreachable, 4 the task waits for an answer no one here can give.
+Exit codes: see :mod:`.exit_codes` (`hdsp --help` prints the table).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import getpass
 import json
 import os
@@ -25,14 +24,55 @@ from hdsp.protocol import (
     encode,
 )
 
+from .asks_command import add_asks_parser
+from .chat import add_chat_parser
 from .client import Client, connect
+from .completion import add_completion_parser, autocomplete, print_completion
 from .errors import ClientError, CommandFailed, DaemonNotRunning
 from .escape import escape_controls
-from .exit_codes import EXIT_FAILED, EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE
+from .exit_codes import ExitCode, exit_code_table
 from .follow import TaskFollower
+from .history_view import HistoryView
+from .kernels_command import add_kernels_parser
 from .render import Renderer
+from .task_ids import add_task_argument
 
 __all__ = ["main"]
+
+_EXAMPLES = """\
+examples:
+  hdsp run "Load sales.csv and tell me which region grew fastest"
+  hdsp run --detach --auto-approve read,execute "Profile data.csv"
+  hdsp chat                       a conversation on a new task (hdsp chat 3f2a: an old one)
+  hdsp tasks                      newest first; ids may be shortened to a unique prefix
+  hdsp show 3f2a --full           a task's whole history, long outputs unfolded
+  hdsp asks                       every ask that waits for an answer
+  hdsp answer 3f2a --yes          approve what 3f2a waits for
+  hdsp answer 3f2a --no "use the parquet file instead"
+  hdsp events --follow            live events as NDJSON (--since SEQ replays first)
+  hdsp kernels restart 9c1e       restart a kernel (its variables are gone)
+  eval "$(hdsp completion bash)"  tab completion, task ids included (zsh, fish too)
+"""
+
+
+class _SubcommandParser(argparse.ArgumentParser):
+    """A subcommand's parser that takes options between its positionals, so that
+    `hdsp answer 3f2a --no "why"` reads as `hdsp answer --no 3f2a "why"` does
+    (argparse alone binds every positional before the first option)."""
+
+    _intermixing = False
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Any = None, namespace: Any = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        nested = any(isinstance(a, argparse._SubParsersAction) for a in self._actions)
+        if nested or self._intermixing:
+            return super().parse_known_args(args, namespace)
+        self._intermixing = True
+        try:
+            return self.parse_known_intermixed_args(args, namespace)
+        finally:
+            self._intermixing = False
 
 
 #: --auto-approve names and the approval settings they switch on.
@@ -81,10 +121,17 @@ def _parser() -> argparse.ArgumentParser:
 
     common = flags(suppress=True)
     p = argparse.ArgumentParser(
-        prog="hdsp", description="Talk to hdspd, the hdsp agent daemon.", parents=[flags(False)]
+        prog="hdsp",
+        description="Talk to hdspd, the hdsp agent daemon.",
+        parents=[flags(False)],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=_EXAMPLES + "\n" + exit_code_table(),
     )
     p.add_argument("--version", action="version", version=f"hdsp {__version__}")
-    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    # (Any: the subcommands' parents are plain ArgumentParsers.)
+    sub: Any = p.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", parser_class=_SubcommandParser
+    )
 
     run = sub.add_parser("run", parents=[common], help="start a task and follow it live")
     run.add_argument("prompt", help="what the agent should do")
@@ -109,10 +156,17 @@ def _parser() -> argparse.ArgumentParser:
     attach = sub.add_parser(
         "attach", parents=[common], help="show a task and follow it live, answering its asks"
     )
-    attach.add_argument("task")
+    add_task_argument(attach)
 
-    answer = sub.add_parser("answer", parents=[common], help="answer the ask a task waits on")
-    answer.add_argument("task")
+    answer = sub.add_parser(
+        "answer",
+        parents=[common],
+        help="answer the ask a task waits on",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog='examples:\n  hdsp answer 3f2a --yes\n  hdsp answer 3f2a --no "not that file"\n'
+        '  hdsp answer 3f2a "use the 2024 data"   (a reply to a question, or feedback)',
+    )
+    add_task_argument(answer)
     answer.add_argument("text", nargs="?", help="a reply or feedback for the agent")
     verdict = answer.add_mutually_exclusive_group()
     verdict.add_argument("--yes", action="store_true", help="approve")
@@ -121,29 +175,57 @@ def _parser() -> argparse.ArgumentParser:
     tasks = sub.add_parser("tasks", parents=[common], help="list tasks, newest first")
     tasks.add_argument("--limit", type=int, default=20)
 
-    show = sub.add_parser("show", parents=[common], help="show a task's history")
-    show.add_argument("task", help="task id or a unique prefix of one")
+    show = sub.add_parser(
+        "show",
+        parents=[common],
+        help="show a task's whole history (asks, answers, tool calls, outputs)",
+        description="Show a task's history: messages, asks and who answered them, tool "
+        "calls (auto-approved ones marked), outputs, retries and truncations. --json "
+        "prints the raw records.",
+    )
+    add_task_argument(show)
+    show.add_argument("--full", action="store_true", help="show long outputs whole, not folded")
 
     send = sub.add_parser("send", parents=[common], help="send a message to a task and follow")
-    send.add_argument("task")
+    add_task_argument(send)
     send.add_argument("text")
     send.add_argument("--detach", action="store_true", help="return once the message is sent")
 
-    for name, text in (("cancel", "stop a task's work"), ("resume", "resume a stopped task")):
-        c = sub.add_parser(name, parents=[common], help=text)
-        c.add_argument("task")
+    for name, text in (
+        (
+            "cancel",
+            "stop the task's current work now (interrupts its kernel); the task stays "
+            "open: `send` continues it",
+        ),
+        ("resume", "resume a task the daemon stopped (not a completed one: `send` continues it)"),
+        (
+            "close",
+            "end a task: stop it and release its kernel and memory; the history stays "
+            "(`show`), and `send` reopens it",
+        ),
+    ):
+        c = sub.add_parser(name, parents=[common], help=text, description=text)
+        add_task_argument(c)
 
-    close = sub.add_parser("close", parents=[common], help="stop a task and release it")
-    close.add_argument("task")
-
-    events = sub.add_parser("events", parents=[common], help="print events")
-    events.add_argument("--task", help="only this task's events")
-    events.add_argument("--follow", "-f", action="store_true", help="keep printing live events")
-    events.add_argument("--since", type=int, default=0, help="start after this seq")
+    events = sub.add_parser("events", parents=[common], help="print events as NDJSON")
+    add_task_argument(events, "--task", help="only this task's events")
+    events.add_argument(
+        "--follow", "-f", action="store_true", help="print live events from now on (until Ctrl-C)"
+    )
+    events.add_argument(
+        "--since",
+        type=int,
+        metavar="SEQ",
+        help="start after this seq (default: from the first, or from now with --follow)",
+    )
 
     daemon = sub.add_parser("daemon", parents=[common], help="the daemon itself")
     daemon.add_argument("action", choices=["status", "stop"])
     _settings_parsers(sub, common)
+    add_asks_parser(sub, common)
+    add_kernels_parser(sub, common)
+    add_chat_parser(sub, common)
+    add_completion_parser(sub, common)
     return p
 
 
@@ -284,7 +366,7 @@ class _Cli:
             ) from None
         if a.detach:
             self.out(ref.task_id)
-            return EXIT_OK
+            return ExitCode.OK
         if not a.json:
             self.render.note(f"task {ref.task_id}")
         return await self.follower(client, ref.task_id).run(head)
@@ -296,7 +378,7 @@ class _Cli:
         if ref.queued and not self.args.json:
             self.render.note("The task is busy: the message waits until its turn ends.")
         if self.args.detach:
-            return EXIT_OK
+            return ExitCode.OK
         # Print from our message on: what the task said before it is not the answer.
         follower = self.follower(client, task_id, our_message=self.args.text)
         return await follower.run(head)
@@ -312,7 +394,7 @@ class _Cli:
         ):
             if not self.args.json:
                 self.render.snapshot(snap.item, snap.messages)
-            return EXIT_OK if snap.state == TaskState.COMPLETED else EXIT_FAILED
+            return ExitCode.OK if snap.state == TaskState.COMPLETED else ExitCode.FAILED
         # Ctrl-C detaches: attaching is watching, not taking over the task.
         return await follower.run(snap.head_seq, seed=snap.messages, pending_ask=snap.pending_ask)
 
@@ -333,77 +415,99 @@ class _Cli:
         await client.respond_to_ask(task_id, ask.ts, response, a.text)
         if not a.json:
             self.out(f"Answered the {ask.ask} ask of {task_id[:8]}.")
-        return EXIT_OK
+        return ExitCode.OK
 
     async def cmd_tasks(self, client: Client) -> int:
         page = await client.list_tasks(limit=self.args.limit)
         if self.args.json:
             for item in page.tasks:
                 self.out_raw(encode(item).decode())
-            return EXIT_OK
+            return ExitCode.OK
         if not page.tasks:
             self.out('No tasks yet. Start one with: hdsp run "..."')
         for t in page.tasks:
             title = t.task.replace("\n", " ")
             title = title if len(title) <= 60 else title[:59] + "…"
             self.out(f"{t.id[:8]}  #{t.number:<4} {t.state or '':<11} {title}")
-        return EXIT_OK
+        return ExitCode.OK
 
     async def cmd_show(self, client: Client) -> int:
         snap = await client.get_task(await self.resolve(client, self.args.task))
         if self.args.json:
             self.out_raw(encode(snap).decode())
-            return EXIT_OK
-        i = snap.item
-        self.render.note(f"task {i.id}  #{i.number}  {snap.state}  workspace {i.workspace}")
-        self.render.snapshot(i, snap.messages)
-        usage = f"tokens: {i.tokens_in:,} in, {i.tokens_out:,} out; cost ${i.total_cost:.4f}"
-        self.render.note(usage)
-        return EXIT_OK
+            return ExitCode.OK
+        color = sys.stdout.isatty() and "NO_COLOR" not in os.environ
+        HistoryView(sys.stdout, color=color, full=self.args.full).render(snap)
+        return ExitCode.OK
 
-    async def _simple(self, client: Client, action: Callable[[str], Awaitable[Any]]) -> int:
+    async def _simple(
+        self, client: Client, action: Callable[[str], Awaitable[Any]], done: str = ""
+    ) -> int:
         ref = await action(await self.resolve(client, self.args.task))
         if self.args.json:
             self.out_raw(encode(ref).decode())
         else:
-            self.out(f"{ref.task_id}: {ref.state}")
-        return EXIT_OK
+            self.out(f"{ref.task_id}: {ref.state}{done}")
+        return ExitCode.OK
 
     async def cmd_cancel(self, client: Client) -> int:
-        return await self._simple(client, client.cancel_task)
+        short = self.args.task[:8]
+        return await self._simple(
+            client,
+            client.cancel_task,
+            f"; its work was stopped, the task stays open (`hdsp send {short} TEXT` continues it)",
+        )
 
     async def cmd_resume(self, client: Client) -> int:
+        task_id = await self.resolve(client, self.args.task)
+        state = (await client.get_task(task_id)).state
+        if state == TaskState.COMPLETED:
+            raise CommandFailed(
+                ErrorCode.INVALID_STATE,
+                f"Task {task_id[:8]} completed; there is nothing to resume. "
+                f"`hdsp send {task_id[:8]} TEXT` continues the conversation.",
+            )
         return await self._simple(client, client.resume_task)
 
     async def cmd_close(self, client: Client) -> int:
-        return await self._simple(client, client.close_task)
+        short = self.args.task[:8]
+        return await self._simple(
+            client,
+            client.close_task,
+            f"; closed: stopped, its kernel and memory released; the history stays "
+            f"(`hdsp show {short}`)",
+        )
 
     async def cmd_events(self, client: Client) -> int:
         a = self.args
         task_id = await self.resolve(client, a.task) if a.task else None
+        if a.since is not None and a.since < 0:
+            raise CommandFailed(ErrorCode.INVALID_REQUEST, "--since takes a seq, 0 or more.")
         if not a.follow:
-            cursor = a.since
+            cursor = a.since or 0
             while True:
                 page = await client.replay(cursor, task_id=task_id)
                 for event in page.events:
                     self.out_raw(encode(event).decode())
                     cursor = event.seq or cursor
                 if not page.more:
-                    return EXIT_OK
-        async with client.events(task_id, since_seq=a.since) as events:
+                    return ExitCode.OK
+        # Following starts now, unless --since asks for a replay first.
+        since = a.since if a.since is not None else (await client.status()).head_seq
+        async with client.events(task_id, since_seq=since) as events:
             async for event in events:
                 self.out_raw(encode(event).decode())
-        return EXIT_OK
+        return ExitCode.OK
 
     async def cmd_daemon(self, client: Client) -> int:
         if self.args.action == "stop":
             await client.shutdown()
             self.out("hdspd is stopping.")
-            return EXIT_OK
+            return ExitCode.OK
         s = await client.status()
         if self.args.json:
             self.out_raw(encode(s).decode())
-            return EXIT_OK
+            return ExitCode.OK
         self.out(
             f"hdspd {s.server_version} (protocol {s.protocol_version}) running, pid {s.pid}, "
             f"up {s.uptime_seconds:.0f} s\n"
@@ -414,7 +518,7 @@ class _Cli:
         if s.sandbox is not None:
             self.out(self._sandbox_line(s.sandbox))
         self._warn_plaintext(s.plaintext_keyring)
-        return EXIT_OK
+        return ExitCode.OK
 
     def _warn_plaintext(self, path: str | None, what: str = "API keys are") -> None:
         """Say so when the daemon's keyring keeps keys unencrypted."""
@@ -453,7 +557,7 @@ class _Cli:
             view = await client.get_settings()
             if a.key is None:
                 self.out_json(view.settings)
-                return EXIT_OK
+                return ExitCode.OK
             found, value = _lookup(view.settings, a.key)
             if not found:
                 raise CommandFailed(
@@ -461,12 +565,13 @@ class _Cli:
                     f"No setting {a.key!r}; `hdsp config get` prints them all.",
                 )
             self.out_json(value)
-            return EXIT_OK
+            return ExitCode.OK
         if a.action == "set":
+            _check_known_key((await client.get_settings()).settings, a.key)
             view = await client.update_settings(_patch(a.key, _parse_value(a.value)))
             found, value = _lookup(view.settings, a.key)
             self.out_json(value if found else None)
-            return EXIT_OK
+            return ExitCode.OK
         if a.action == "export":
             exported = await client.export_settings()
             text = json.dumps(exported.settings, indent=2, ensure_ascii=False) + "\n"
@@ -483,7 +588,7 @@ class _Cli:
                     "(`hdsp secret set NAME`).",
                     file=sys.stderr,
                 )
-            return EXIT_OK
+            return ExitCode.OK
         # import
         try:
             if a.file == "-":
@@ -506,7 +611,7 @@ class _Cli:
                 self.out(f"imported  {path}")
             for rejection in result.rejected:
                 self.out(f"left out  {rejection.path}: {rejection.reason}")
-        return EXIT_FAILED if result.rejected else EXIT_OK
+        return ExitCode.FAILED if result.rejected else ExitCode.OK
 
     async def cmd_profile(self, client: Client) -> int:
         a = self.args
@@ -523,13 +628,13 @@ class _Cli:
             )
             if a.json:
                 self.out_raw(encode(info).decode())
-                return EXIT_OK
+                return ExitCode.OK
             self.out(f"saved profile {info.name}" + (" (current)" if info.current else ""))
             if info.secret is not None and not info.secret_set:
                 self.out(f"its key is not set yet: hdsp secret set {info.secret}")
             if not info.current:
                 self.out(f"use it with `hdsp profile use {info.name}` or `--profile {info.name}`")
-            return EXIT_OK
+            return ExitCode.OK
         if a.action == "use":
             listing = await client.select_profile(a.name)
         elif a.action == "rm":
@@ -539,7 +644,7 @@ class _Cli:
         if a.json:
             for info in listing.profiles:
                 self.out_raw(encode(info).decode())
-            return EXIT_OK
+            return ExitCode.OK
         for info in listing.profiles:
             mark = "*" if info.current else " "
             key = ""
@@ -553,7 +658,7 @@ class _Cli:
         if listing.current is None:
             self.out("No current profile: `hdsp profile use NAME` picks one.")
         self._warn_plaintext(listing.plaintext_keyring)
-        return EXIT_OK
+        return ExitCode.OK
 
     async def cmd_secret(self, client: Client) -> int:
         a = self.args
@@ -567,7 +672,7 @@ class _Cli:
                 env = f"  env: {', '.join(secret.env_vars)}" if secret.env_vars else ""
                 error = f"  ({secret.error})" if secret.error else ""
                 self.out(f"{secret.name:<16} {state}{env}{error}")
-            return EXIT_OK
+            return ExitCode.OK
         if a.action == "set":
             info = await client.set_secret(a.name, a.value)
         else:
@@ -575,20 +680,31 @@ class _Cli:
         if a.json:
             self.out_raw(encode(info).decode())
         elif a.action == "set":
+            backend = info.keyring_backend or "hdspd's keyring"
             if info.plaintext_keyring is not None:
                 self.out(
                     f"secret {info.name} stored in plain text at {info.plaintext_keyring} "
-                    "(hdspd's keyring is keyrings.alt's PlaintextKeyring)"
+                    f"(keyring backend: {backend})"
+                )
+                print(
+                    "hdsp: warning: this keyring does not encrypt: anyone who can read that "
+                    "file reads the key. A desktop keyring (Secret Service, KWallet) encrypts.",
+                    file=sys.stderr,
                 )
             else:
-                self.out(f"secret {info.name} stored in hdspd's keyring")
+                self.out(f"secret {info.name} stored (keyring backend: {backend})")
         elif info.is_set:
             self.out(f"secret {info.name} removed from the keyring; {info.source} still sets it")
         else:
             self.out(f"secret {info.name} removed")
-        return EXIT_OK
+        return ExitCode.OK
 
     async def main(self) -> int:
+        handler = getattr(self.args, "handler", None)
+        if handler is None:
+            handler = getattr(self, f"cmd_{self.args.command}")
+        else:
+            handler = functools.partial(handler, self)
         try:
             return await self._connected()
         except BaseExceptionGroup as group:
@@ -612,13 +728,13 @@ class _Cli:
             raise error
         except DaemonNotRunning as exc:
             print(f"hdsp: {escape_controls(str(exc))}", file=sys.stderr)
-            return EXIT_UNREACHABLE
+            return ExitCode.UNREACHABLE
         except CommandFailed as exc:
             print(f"hdsp: {escape_controls(exc.message)}", file=sys.stderr)
-            return EXIT_USAGE
+            return ExitCode.USAGE
         except ClientError as exc:
             print(f"hdsp: {escape_controls(str(exc))}", file=sys.stderr)
-            return EXIT_UNREACHABLE
+            return ExitCode.UNREACHABLE
 
 
 def _first_leaf(group: BaseExceptionGroup[ClientError]) -> ClientError:
@@ -629,7 +745,11 @@ def _first_leaf(group: BaseExceptionGroup[ClientError]) -> ClientError:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    autocomplete(parser)  # answers the shell and exits, when a shell asks
+    args = parser.parse_args(argv)
+    if args.command == "completion":
+        return print_completion(args.shell)
     if args.command == "secret" and args.action == "set":
         # Read before connecting, and never from argv (where `ps` and shell
         # history would show it).
@@ -637,22 +757,22 @@ def main(argv: list[str] | None = None) -> int:
             args.value = _read_secret(args.name)
         except (EOFError, KeyboardInterrupt):
             print("hdsp: no value given; nothing was stored.", file=sys.stderr)
-            return EXIT_USAGE
+            return ExitCode.USAGE
         if not args.value:
             print("hdsp: the value is empty; nothing was stored.", file=sys.stderr)
-            return EXIT_USAGE
+            return ExitCode.USAGE
     if args.command == "tasks" and not 1 <= args.limit <= 1000:
         print("hdsp: --limit must be between 1 and 1000", file=sys.stderr)
-        return EXIT_USAGE
+        return ExitCode.USAGE
     try:
         return anyio.run(_Cli(args).main, backend="asyncio")
     except KeyboardInterrupt:
-        return 130
+        return ExitCode.INTERRUPTED
     except BrokenPipeError:
         # The reader went away (`hdsp events | head`): not an error of ours. Point
         # stdout at /dev/null so that the interpreter's final flush stays quiet.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return EXIT_OK
+        return ExitCode.OK
 
 
 # ---- settings helpers ---------------------------------------------------------
@@ -688,6 +808,37 @@ def _patch(key: str, value: Any) -> dict[str, Any]:
     for part in reversed(key.split(".")):
         patch = {part: patch}
     return dict(patch)
+
+
+#: Settings that are maps of names the user chooses (any name is a new entry).
+_OPEN_MAPS = ("profiles", "models")
+
+
+def _check_known_key(settings: dict[str, Any], key: str) -> None:
+    """Refuse a dotted key the settings do not have, naming the ones they do."""
+    if key.split(".", 1)[0] in _OPEN_MAPS and "." in key:
+        return
+    found, _ = _lookup(settings, key)
+    if found:
+        return
+    parts = key.split(".")
+    node: Any = settings
+    known_at = ""
+    for part in parts:
+        if not isinstance(node, dict) or part not in node:
+            break
+        node = node[part]
+        known_at = f"{known_at}.{part}" if known_at else part
+    if not isinstance(node, dict):
+        raise CommandFailed(
+            ErrorCode.INVALID_REQUEST, f"No setting {key!r}: {known_at} is a value, not a section."
+        )
+    where = f" under {known_at}" if known_at else ""
+    prefix = f"{known_at}." if known_at else ""
+    names = ", ".join(prefix + name for name in sorted(node))
+    raise CommandFailed(
+        ErrorCode.INVALID_REQUEST, f"No setting {key!r}. Known settings{where}: {names}."
+    )
 
 
 def _lookup(document: Any, key: str) -> tuple[bool, Any]:

@@ -559,15 +559,16 @@ class Client:
         return await self.request(ListKernels())
 
     async def start_kernel(
-        self, kernel_name: str | None = None, *, cwd: str | None = None
+        self, kernel_name: str | None = None, cwd: str | os.PathLike[str] | None = None
     ) -> KernelInfo:
         """Start a kernel (by kernelspec name, "python3" by default) in the
         directory `cwd` (an absolute path; the daemon's own by default)."""
-        return await self.request(StartKernel(kernel_name=kernel_name, cwd=cwd))
+        where = None if cwd is None else os.fspath(cwd)
+        return await self.request(StartKernel(kernel_name=kernel_name, cwd=where))
 
-    async def attach_kernel(self, connection_file: str) -> KernelInfo:
+    async def attach_kernel(self, connection_file: str | os.PathLike[str]) -> KernelInfo:
         """Use a kernel that runs already, by its connection file (absolute path)."""
-        return await self.request(AttachKernel(connection_file=connection_file))
+        return await self.request(AttachKernel(connection_file=os.fspath(connection_file)))
 
     async def interrupt_kernel(self, kernel_id: str) -> KernelRef:
         return await self.request(InterruptKernel(kernel_id=kernel_id))
@@ -867,7 +868,9 @@ async def connect(
             tg.start_soon(client._watch_connection, monitor)
             try:
                 with anyio.move_on_after(timeout) as scope:
-                    await client._handshake(ClientInfo(name=name, version=__version__, kind=kind))
+                    await client._handshake(
+                        ClientInfo(name=name, version=__version__, kind=kind, pid=os.getpid())
+                    )
                 if scope.cancelled_caught:
                     raise DaemonNotRunning(
                         f"hdspd did not answer the handshake within {timeout:g} s. Is it "

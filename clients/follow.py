@@ -47,7 +47,7 @@ from hdsp.protocol import (
 from .ask_prompt import read_line
 from .client import Client
 from .errors import ClientError, CommandFailed
-from .exit_codes import EXIT_FAILED, EXIT_OK, EXIT_UNREACHABLE, EXIT_WAITING
+from .exit_codes import ExitCode
 from .live import LiveView
 
 __all__ = ["TaskFollower"]
@@ -134,11 +134,11 @@ class TaskFollower:
                         self._code = await self._events(since_seq)
                     except ClientError as exc:
                         self.note(f"Lost hdspd: {exc}")
-                        self._code = EXIT_UNREACHABLE
+                        self._code = ExitCode.UNREACHABLE
                     self._following.cancel()  # (what watches it stops saying things)
                 await self._take_down_prompt("")
             tg.cancel_scope.cancel()
-        return self._code if self._code is not None else EXIT_FAILED
+        return self._code if self._code is not None else ExitCode.FAILED
 
     async def _events(self, since_seq: int) -> int | None:
         async with self.client.events(self.task_id, since_seq=since_seq) as events:
@@ -186,7 +186,7 @@ class TaskFollower:
                 self._tell_unanswered()
             # A request that failed for good is a failure (answering retries it);
             # anything else waits for a person.
-            return EXIT_FAILED if ask.ask == "api_req_failed" else EXIT_WAITING
+            return ExitCode.FAILED if ask.ask == "api_req_failed" else ExitCode.WAITING
         if ask.ts not in self._asked and self._prompt is None and self._tg is not None:
             self._asked.add(ask.ts)
             self._prompt = _Prompt(ask)
@@ -201,7 +201,7 @@ class TaskFollower:
 
     def _ending(self, data: object) -> int:
         if isinstance(data, TaskCompleted):
-            return EXIT_OK
+            return ExitCode.OK
         if isinstance(data, TaskAborted):
             self.note(f"Task aborted. `hdsp send {self.short} TEXT` continues it.")
         elif isinstance(data, TaskResumable):
@@ -210,7 +210,7 @@ class TaskFollower:
             self.note(f"The task was closed; `hdsp resume {self.short}` resumes it.")
         else:
             self.note(f"The task is waiting; `hdsp send {self.short} TEXT` answers it.")
-        return EXIT_FAILED
+        return ExitCode.FAILED
 
     def _ended_before_our_turn(self, data: object) -> int:
         what = (
@@ -222,7 +222,7 @@ class TaskFollower:
             f"The task was {what} before your message's turn; the message is still in "
             f"its queue and goes once a turn of the task completes (`hdsp show {self.short}`)."
         )
-        return EXIT_FAILED
+        return ExitCode.FAILED
 
     # ---- asks ---------------------------------------------------------------
 
@@ -240,7 +240,7 @@ class TaskFollower:
                             line = (await read_line(renderer.ask_prompt(ask))).strip()
                         except EOFError:
                             prompt.reason = "No answer: input ended."
-                            self._detach(EXIT_WAITING, "")
+                            self._detach(ExitCode.WAITING, "")
                             self._tell_unanswered()
                             return
                         if not line:
@@ -321,7 +321,7 @@ class TaskFollower:
             await self._take_down_prompt("")
             waits = " (it waits for an answer)" if self._asked else ""
             self._detach(
-                EXIT_FAILED,
+                ExitCode.FAILED,
                 f"Detached; the task goes on{waits}. `hdsp attach {self.short}` follows it again.",
             )
             return
@@ -330,7 +330,7 @@ class TaskFollower:
                 return
         if self._cancel_requested:
             self._detach(
-                EXIT_FAILED,
+                ExitCode.FAILED,
                 f"Detached while the task stops. `hdsp show {self.short}` shows where it ended.",
             )
             return
@@ -353,7 +353,7 @@ class TaskFollower:
         except ClientError:
             return False
         self._detach(
-            EXIT_FAILED,
+            ExitCode.FAILED,
             "Your message was taken out of the task's queue before its turn, unsent; "
             "the task's current turn goes on.",
         )

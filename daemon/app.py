@@ -357,7 +357,9 @@ class Daemon:
         """Run a command once the engine has started."""
         if not self._engine_started.is_set():  # a set Event's wait() still yields
             await self._engine_started.wait()
-        return await self._commands(cmd.data, client_id=session.client_id)
+        return await self._commands(
+            cmd.data, client_id=session.client_id, client_name=session.info.name
+        )
 
     async def status(self) -> StatusResult:
         """GetStatus: what the daemon is, and how it is doing."""
@@ -369,7 +371,7 @@ class Daemon:
             pid=os.getpid(),
             uptime_seconds=time.monotonic() - self.started_monotonic,
             head_seq=self.journal.head_seq,
-            clients=len(self.server.sessions),
+            clients=self.server.sessions.live(),
             tasks_total=total,
             tasks_running=stats["running"],
             data_dir=str(self.paths.data_dir),

@@ -121,22 +121,26 @@ class Commands:
         self._shutdown = shutdown
         self._max_message_size = max_message_size
 
-    async def __call__(self, command: Command, *, client_id: str) -> Any:
+    async def __call__(
+        self, command: Command, *, client_id: str, client_name: str | None = None
+    ) -> Any:
+        """Run `command` for the client `client_id`; `client_name` (its Connect's
+        name) is recorded as who answered an ask."""
         monitor = self._store.monitor
         if not monitor.writable and not command_spec(command).without_storage:
             raise StorageUnavailable(f"Refused: {monitor.message()}", details=monitor.details())
-        return await self._run(command, client_id)
+        return await self._run(command, client_id, client_name)
 
-    async def _run(self, command: Command, client_id: str) -> Any:
+    async def _run(self, command: Command, client_id: str, client_name: str | None) -> Any:
         tasks, config, kernels = self._tasks, self._config, self._kernels
         match command:
             # ---- tasks
             case StartNewTask(data=data):
                 return await tasks.start_task(data)
             case SendMessage(task_id=task_id, data=data):
-                return await tasks.send_message(task_id, data)
+                return await tasks.send_message(task_id, data, by=client_name)
             case RespondToAsk(task_id=task_id, data=data):
-                return await tasks.respond_to_ask(task_id, data)
+                return await tasks.respond_to_ask(task_id, data, by=client_name)
             case DeleteQueuedMessage(task_id=task_id, data=message_id):
                 return await tasks.delete_queued_message(task_id, message_id)
             case CancelTask(task_id=task_id):

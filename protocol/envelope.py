@@ -61,6 +61,13 @@ class ClientInfo(WireStruct, frozen=True):
         str,
         Meta(description='What sort of frontend: "cli", "library", "jupyterlab", "script", ...'),
     ] = "library"
+    pid: Annotated[
+        int | None,
+        Meta(
+            description="The client's process id (the daemon is on the same machine): a "
+            "session whose process has ended is forgotten, even without a Disconnect."
+        ),
+    ] = None
 
 
 class Connect(_Envelope, tag="Connect", frozen=True):

@@ -149,6 +149,20 @@ class ClineMessage(WireStruct, frozen=True):
         str | None,
         Meta(description="A `command` ask: the directory the command would run in (absolute)."),
     ] = None
+    answer: Annotated[
+        str | None,
+        Meta(
+            description="An answered ask: how it was answered (Roo's askResponse: "
+            "yesButtonClicked, noButtonClicked, messageResponse, objectResponse)."
+        ),
+    ] = None
+    answered_by: Annotated[
+        str | None,
+        Meta(
+            description='An answered ask: who answered (the client\'s name, or "timeout" '
+            'when the approval policy answered for nobody, "resume" when resuming did).'
+        ),
+    ] = None
 
 
 class TokenUsage(WireStruct, frozen=True):

@@ -89,6 +89,13 @@ class SecretInfo(WireStruct, frozen=True):
             )
         ),
     ] = None
+    keyring_backend: Annotated[
+        str | None,
+        Meta(
+            description="The keyring backend that stored it (its class, e.g. "
+            '"keyring.backends.SecretService.Keyring"); set in the reply to SetSecret.'
+        ),
+    ] = None
 
 
 class ProfileData(WireStruct, frozen=True):

@@ -335,6 +335,17 @@ class SecretStore:
         log.info("secret removed", secret_name=name)
         return True
 
+    def backend_name(self) -> str:
+        """The keyring backend secrets go to (the first of a chain), by class.
+        Blocking: it may choose the backend."""
+        from keyring.backends import chainer
+
+        with self._lock:
+            backend = self._resolve().backend
+        if isinstance(backend, chainer.ChainerBackend) and backend.backends:
+            backend = backend.backends[0]
+        return _describe(backend)
+
     def plaintext_file(self) -> str | None:
         """The file where the keyring backend keeps secrets unencrypted, when it is
         a plain-text file backend (keyrings.alt's PlaintextKeyring), else None.

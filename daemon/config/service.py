@@ -27,6 +27,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import anyio.to_thread
+import msgspec
 import structlog
 
 from hdsp.daemon.scrubber import REDACTED, url_credentials
@@ -392,7 +393,9 @@ class ConfigService:
                 client_id=client_id,
             )
         )
-        return _secret_info(await self._status(name), await self.plaintext_keyring())
+        info = _secret_info(await self._status(name), await self.plaintext_keyring())
+        backend = await anyio.to_thread.run_sync(self.secrets.backend_name)
+        return msgspec.structs.replace(info, keyring_backend=backend)
 
     async def delete_secret(self, name: str, *, client_id: str | None = None) -> SecretInfo:
         removed = await self.secrets.delete(name)

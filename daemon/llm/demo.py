@@ -540,6 +540,12 @@ _DEMO_REASONING = (
 )
 
 
+_DEMO_PROPOSAL = (
+    "[Simulated] This is hdsp's demo model, not a real one: it proposes a canned note, "
+    "and hdsp asks you before writing it."
+)
+
+
 def _message_text(message: object) -> str:
     if not isinstance(message, dict):
         return ""
@@ -611,10 +617,16 @@ def demo_tool_call(body: Mapping[str, Any]) -> tuple[str, str] | None:
         return None
     last = messages[-1]
     if last.get("role") == "tool" and "attempt_completion" in tools:
-        result = (
-            "[Simulated] The demo model wrote the note you approved. With a real model, "
-            "this is where hdsp would summarise what it did and found."
-        )
+        if _message_text(last).startswith("The user denied"):
+            result = (
+                "[Simulated] You denied the note, so the demo model wrote nothing. With a "
+                "real model, this is where hdsp would say what it did instead."
+            )
+        else:
+            result = (
+                "[Simulated] The demo model wrote the note you approved. With a real model, "
+                "this is where hdsp would summarise what it did and found."
+            )
         return "attempt_completion", json.dumps({"result": result})
     if last.get("role") != "user" or "write_to_file" not in tools:
         return None
@@ -653,7 +665,11 @@ class DemoServer(ChatCompletionsServer):
         if call is not None and exchange.body.get("stream") is True:
             name, arguments = call
             head = {"index": 0, "id": f"call_demo_{name}", "type": "function"}
-            deltas: list[Mapping[str, Any]] = [
+            deltas: list[Mapping[str, Any]] = []
+            if name == "write_to_file":
+                # Said before the ask, so nobody takes the proposal for a model's.
+                deltas += [{"content": piece} for piece in _pieces(_DEMO_PROPOSAL)]
+            deltas += [
                 {"tool_calls": [{**head, "function": {"name": name, "arguments": ""}}]},
                 *(
                     {"tool_calls": [{"index": 0, "function": {"arguments": piece}}]}

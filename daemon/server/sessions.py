@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 from collections import OrderedDict
@@ -52,3 +53,21 @@ class Sessions:
 
     def disconnect(self, identity: bytes) -> Session | None:
         return self._by_identity.pop(identity, None)
+
+    def live(self) -> int:
+        """How many clients are connected: sessions of processes that ended
+        without a Disconnect (killed) are forgotten first."""
+        for identity, session in list(self._by_identity.items()):
+            if session.info.pid is not None and not _process_exists(session.info.pid):
+                del self._by_identity[identity]
+        return len(self._by_identity)
+
+
+def _process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # it exists, as another user
+    return True

@@ -101,7 +101,7 @@ class AskBox:
         if self.timeout is None:
             return await self.wait(message)
         seconds, on_timeout = self.timeout
-        fallback = on_timeout or AskAnswer(AskResponse.NO)
+        fallback = on_timeout or AskAnswer(AskResponse.NO, by="timeout")
         answer = await self.wait(
             message, deadline_ms=message.ts + int(seconds * 1000), on_timeout=fallback
         )
@@ -168,7 +168,9 @@ class AskBox:
         self._last_answered = pending
         self._answered.append(ask_ts)
         pending.answer = answer
-        await self._messages.update(pending.message, is_answered=True)
+        await self._messages.update(
+            pending.message, is_answered=True, answer=answer.response, answered_by=answer.by
+        )
         if answer.text or answer.images:
             await self._messages.say(Say.USER_FEEDBACK, answer.text, images=answer.images or None)
         await self._messages.emit(TaskAskResponded(payload=(self.task_id,)))

@@ -183,7 +183,7 @@ class ToolCalls:
                     await self._messages.say(Say.TOOL, text, tool_use_id=call.id)
                 if verdict.timeout is not None:
                     on_timeout = (
-                        AskAnswer(AskResponse.MESSAGE, verdict.default_answer)
+                        AskAnswer(AskResponse.MESSAGE, verdict.default_answer, by="timeout")
                         if verdict.on_timeout is Decision.APPROVE
                         else None
                     )
@@ -198,6 +198,7 @@ class ToolCalls:
             timed_out = AskAnswer(
                 AskResponse.YES if call.approve_on_timeout else AskResponse.NO,
                 "(no answer in time)",
+                by="timeout",
             )
             answer = await self._asks.wait(
                 ask_message, deadline_ms=call.ask_deadline, on_timeout=timed_out

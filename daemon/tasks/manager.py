@@ -480,7 +480,9 @@ class TaskManager:
             await self.journal.flush()
             tg.cancel_scope.cancel()
 
-    async def send_message(self, task_id: str, data: SendMessageData) -> TaskRef:
+    async def send_message(
+        self, task_id: str, data: SendMessageData, *, by: str | None = None
+    ) -> TaskRef:
         """A message from the user: it answers a waiting ask, waits in the queue of
         a busy task, or starts the next turn."""
         self._check_open()
@@ -490,7 +492,7 @@ class TaskManager:
         try:
             ask = task.pending_ask
             if ask is not None:
-                answer = AskAnswer(AskResponse.MESSAGE, data.text, list(data.images or []))
+                answer = AskAnswer(AskResponse.MESSAGE, data.text, list(data.images or []), by=by)
                 await task.asks.respond(ask.ts, answer)
                 return TaskRef(task_id=task_id, state=TaskState.RUNNING)
             if task.busy:
@@ -501,7 +503,9 @@ class TaskManager:
         finally:
             self.settle(task)
 
-    async def respond_to_ask(self, task_id: str, data: RespondToAskData) -> TaskRef:
+    async def respond_to_ask(
+        self, task_id: str, data: RespondToAskData, *, by: str | None = None
+    ) -> TaskRef:
         task = self._tasks.get(task_id)
         if task is None:
             # Not loaded, so no turn runs and no ask waits (a waiting ask keeps
@@ -519,7 +523,7 @@ class TaskManager:
                         f"The ask {data.ask_ts} of task {task_id} was already answered.",
                     )
             raise CommandError(ErrorCode.INVALID_STATE, f"No ask waits in task {task_id}.")
-        answer = AskAnswer(AskResponse(data.response), data.text, list(data.images or []))
+        answer = AskAnswer(AskResponse(data.response), data.text, list(data.images or []), by=by)
         await task.asks.respond(data.ask_ts, answer)
         return TaskRef(task_id=task_id, state=task.state)
 
@@ -568,7 +572,7 @@ class TaskManager:
         task_id = task.id
         ask = task.pending_ask
         if ask is not None and ask.ask in (Ask.RESUME_TASK, Ask.RESUME_COMPLETED_TASK):
-            await task.asks.respond(ask.ts, AskAnswer(AskResponse.YES))
+            await task.asks.respond(ask.ts, AskAnswer(AskResponse.YES, by="resume"))
             return TaskRef(task_id=task_id, state=TaskState.RUNNING)
         if task.busy:
             what = "waits for an answer to its ask" if ask is not None else "is running"

@@ -69,6 +69,8 @@ class AskAnswer:
     response: AskResponse
     text: str | None = None
     images: list[str] = field(default_factory=list)
+    #: Who answered: a client's name, or what answered for nobody ("timeout").
+    by: str | None = None
 
     @property
     def approved(self) -> bool:

@@ -132,7 +132,7 @@ def test_a_script_answers_an_approval(
 ) -> None:
     fake_openai.script(_write_call("b.txt"), _done())
     # Not on a terminal: `hdsp run` stops at the approval, says how to answer,
-    # and exits with the code of a task that waits (EXIT_WAITING).
+    # and exits with the code of a task that waits (ExitCode.WAITING).
     r = hdsp(daemon.runtime_dir, "run", "--workspace", str(tmp_path), "write b")
     assert r.returncode == 4 and "hdsp answer" in r.stderr
     task = r.stderr.split("task ", 1)[1].split()[0]

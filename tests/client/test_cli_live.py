@@ -306,7 +306,7 @@ def test_ctrl_c_in_attach_detaches_and_the_ask_still_waits(
     """Item 8: attaching is watching; Ctrl-C leaves the task as it was."""
     fake.script(call("write_to_file", path="d.txt", content="hi\n"))
     run = hdsp(live_daemon, "run", "write d", cwd=workspace)
-    assert run.returncode == 4, run.stderr  # EXIT_WAITING: nobody here to approve
+    assert run.returncode == 4, run.stderr  # ExitCode.WAITING: nobody here to approve
     task_id = task_id_of(run.stderr)
     term = Terminal(live_daemon.runtime_dir, "attach", task_id[:8], cwd=workspace)
     try:

@@ -1,0 +1,29 @@
+"""What a subcommand of `hdsp` writes through, and how it is registered.
+
+Subcommands that live in modules of their own (`hdsp asks`, `hdsp kernels`,
+`hdsp chat`, ...) get the parsed arguments and a :class:`Console` (the CLI) and
+return an exit code; they register by `set_defaults(handler=...)`.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Awaitable, Callable
+from typing import Protocol
+
+from .client import Client
+
+__all__ = ["Console", "Handler"]
+
+
+class Console(Protocol):
+    args: argparse.Namespace
+
+    def out(self, text: str) -> None:
+        """A line for a person: control characters in it are shown escaped."""
+
+    def out_raw(self, text: str) -> None:
+        """A line as it is (JSON)."""
+
+
+Handler = Callable[[Console, Client], Awaitable[int]]

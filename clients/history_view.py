@@ -1,0 +1,281 @@
+"""`hdsp show`: a task's whole history as a person reads it.
+
+Everything the history holds is shown, in order: the user's messages, the
+agent's text and reasoning, every ask with how it was answered and by whom (the
+one the task waits on says so), tool calls with their arguments (a write's diff
+coloured on a terminal), calls approved without asking marked `auto-approved`,
+command and kernel output (long output folded unless `full`), retries, context
+truncations, errors and the result. Every string from the history is untrusted
+(a model, a tool, a kernel or a file wrote it) and goes through
+:func:`~.escape.escape_controls` before the view adds its own colours.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, TextIO
+
+import msgspec
+
+from hdsp.protocol import CellOutput, ClineMessage, KernelOutput, TaskSnapshot
+
+from .escape import escape_controls
+
+__all__ = ["FOLD_LINES", "HistoryView"]
+
+#: Output longer than this many lines is folded to its head and tail.
+FOLD_LINES = 20
+_HEAD, _TAIL = 12, 6
+
+_cell_decoder = msgspec.json.Decoder(CellOutput)
+
+#: Colour codes of IPython's tracebacks: dropped, not shown as escapes.
+_SGR = re.compile("\x1b\\[[0-9;]*m")
+
+_DIM, _BOLD, _RED, _GREEN, _YELLOW, _CYAN = "2", "1", "31", "32", "33", "36"
+
+#: How an answer reads, by Roo's askResponse.
+_VERDICTS = {
+    "yesButtonClicked": ("approved", _GREEN),
+    "noButtonClicked": ("denied", _RED),
+    "messageResponse": ("answered", _CYAN),
+    "objectResponse": ("answered", _CYAN),
+}
+
+#: Messages that are bookkeeping, not history a person reads.
+_QUIET_SAYS = frozenset(
+    {
+        "api_req_started",
+        "api_req_finished",
+        "api_req_deleted",
+        "api_req_waiting",
+        "checkpoint_saved",
+    }
+)
+
+
+def _json_object(text: str) -> dict[str, Any] | None:
+    if not text.startswith("{"):
+        return None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _kernel_output(output: KernelOutput) -> str:
+    if output.output_type == "stream":
+        return output.text or ""
+    if output.output_type == "error":
+        lines = [_SGR.sub("", line) for line in output.traceback or []]
+        return "\n".join(lines) or f"{output.ename}: {output.evalue}"
+    data = output.data or {}
+    plain = data.get("text/plain")
+    if isinstance(plain, list):
+        plain = "".join(str(p) for p in plain)
+    if isinstance(plain, str):
+        return plain
+    return f"[{', '.join(sorted(data)) or output.output_type}]"
+
+
+class HistoryView:
+    """Writes one task snapshot to `out`; `color` adds ANSI colours (for a
+    terminal), `full` shows long outputs whole instead of folded."""
+
+    def __init__(self, out: TextIO, *, color: bool, full: bool = False) -> None:
+        self.out = out
+        self.color = color
+        self.full = full
+        self.folded = False  # whether anything was folded (the footer says how to see it)
+
+    # ---- writing ------------------------------------------------------------
+
+    def _style(self, text: str, code: str | None) -> str:
+        """`text` escaped, then coloured."""
+        safe = escape_controls(text)
+        if code is None or not self.color:
+            return safe
+        return "\n".join(
+            f"\x1b[{code}m{line}\x1b[0m" if line else line for line in safe.split("\n")
+        )
+
+    def _write(self, text: str, code: str | None = None, indent: str = "") -> None:
+        styled = self._style(text, code)
+        if indent:
+            styled = "\n".join(indent + line for line in styled.split("\n"))
+        self.out.write(styled + "\n")
+
+    def _fold(self, text: str) -> str:
+        lines = text.rstrip("\n").split("\n")
+        if self.full or len(lines) <= FOLD_LINES:
+            return "\n".join(lines)
+        self.folded = True
+        hidden = len(lines) - _HEAD - _TAIL
+        return "\n".join(
+            [*lines[:_HEAD], f"[... {hidden} more lines; --full shows them ...]", *lines[-_TAIL:]]
+        )
+
+    def _diff(self, diff: str, indent: str) -> None:
+        for line in self._fold(diff).split("\n"):
+            code = None
+            if line.startswith("+") and not line.startswith("+++"):
+                code = _GREEN
+            elif line.startswith("-") and not line.startswith("---"):
+                code = _RED
+            elif line.startswith("@@"):
+                code = _CYAN
+            self._write(line, code, indent)
+
+    # ---- the snapshot -------------------------------------------------------
+
+    def render(self, snap: TaskSnapshot) -> None:
+        item = snap.item
+        self._write(
+            f"task {item.id}  #{item.number}  {snap.state}  workspace {item.workspace}", _DIM
+        )
+        self.out.write("\n")
+        pending = snap.pending_ask.ts if snap.pending_ask is not None else None
+        first_text = True
+        for m in snap.messages:
+            if m.type == "say" and m.say == "text" and first_text:
+                first_text = False  # Roo's first text message is the user's task
+                self._write("> " + (m.text or ""), _BOLD + ";" + _CYAN)
+                self.out.write("\n")
+                continue
+            if m.type == "ask":
+                self._ask(m, snap.item.id, waiting=m.ts == pending)
+            else:
+                self._say(m)
+        for queued in snap.queue:
+            self._write(f"(queued) > {queued.text}", _DIM)
+        usage = (
+            f"tokens: {item.tokens_in:,} in, {item.tokens_out:,} out; cost ${item.total_cost:.4f}"
+        )
+        self._write(usage, _DIM)
+        if self.folded:
+            self._write("Long outputs were folded; `hdsp show --full` shows them whole.", _DIM)
+        self.out.flush()
+
+    def _say(self, m: ClineMessage) -> None:
+        text = m.text or ""
+        say = m.say or ""
+        unfinished = " [unfinished]" if m.partial else ""
+        if say in _QUIET_SAYS:
+            return
+        if say == "text":
+            self._write(text + unfinished)
+            self.out.write("\n")
+        elif say == "user_feedback":
+            self._write("> " + text, _BOLD + ";" + _CYAN)
+            self.out.write("\n")
+        elif say == "reasoning":
+            self._write("thinking: " + self._fold(text) + unfinished, _DIM)
+        elif say == "tool":
+            self._tool(text, "auto-approved")
+        elif say == "command_output":
+            self._write(self._fold(text) + unfinished, None, "  | ")
+        elif say == "cell_output":
+            self._cell(text)
+        elif say == "completion_result":
+            self._write("Result: " + text, _BOLD + ";" + _GREEN)
+        elif say == "error":
+            self._write("error: " + text, _RED)
+        elif say == "api_req_retry_delayed":
+            problem, _, status = text.rpartition("\n")
+            self._write(f"request failed: {problem or status}", _YELLOW)
+            if problem:
+                self._write(f"  {status}", _DIM)
+        elif say == "api_req_retried":
+            info = _json_object(text) or {}
+            attempt, delay = info.get("attempt"), info.get("delay")
+            after = f" after {delay:.1f} s" if isinstance(delay, int | float) else ""
+            self._write(f"retried the request (attempt {attempt}{after})", _YELLOW)
+        elif say == "sliding_window_truncation":
+            info = m.context_truncation or _json_object(text) or {}
+            removed = info.get("messagesRemoved", "some")
+            self._write(
+                f"context truncated: the {removed} oldest messages were left out of the "
+                "request (the history keeps them)",
+                _YELLOW,
+            )
+        elif say in ("condense_context", "condense_context_error"):
+            self._write(f"context condensed{': ' + text if text else ''}", _YELLOW)
+        elif say == "kernel_culled":
+            self._write(text or "the kernel was shut down after being idle", _DIM)
+        elif say == "image":
+            self._write(f"[{len(m.images or [])} image(s)]", _DIM)
+        else:
+            self._write(f"[{say}] {text}".rstrip(), _DIM)
+
+    def _tool(self, text: str, how: str | None) -> None:
+        data = _json_object(text)
+        if data is None or "tool" not in data:
+            self._write(f"tool: {text}" + (f"  ({how})" if how else ""), _DIM)
+            return
+        args = {k: v for k, v in data.items() if k not in ("tool", "diff", "content")}
+        line = f"tool: {data['tool']} {json.dumps(args, ensure_ascii=False)}"
+        self._write(line + (f"  ({how})" if how else ""), _DIM)
+        if data.get("diff"):
+            self._diff(str(data["diff"]), "    ")
+        elif isinstance(data.get("content"), str):
+            self._write(self._fold(data["content"]), None, "    ")
+
+    def _ask(self, m: ClineMessage, task_id: str, *, waiting: bool) -> None:
+        text = m.text or ""
+        data = _json_object(text)
+        kind = m.ask or ""
+        if kind == "command":
+            where = f" in {m.cwd}" if m.cwd else ""
+            self._write(f"ask: run a command{where}", _YELLOW)
+            self._write(text, None, "  $ ")
+        elif kind == "followup" and data is not None:
+            self._write("ask: " + str(data.get("question", text)), _YELLOW)
+            for s in data.get("suggest", []):
+                if isinstance(s, dict):
+                    self._write(f"  - {s.get('answer', '')}", _DIM)
+        elif data is not None and "tool" in data:
+            self._write(
+                "ask: allow this?" + (" (protected path)" if m.is_protected else ""), _YELLOW
+            )
+            self._tool(text, None)
+        elif kind == "api_req_failed":
+            self._write(f"ask: the model request failed; retry? {text}".rstrip(), _YELLOW)
+        elif kind in ("resume_task", "resume_completed_task"):
+            self._write("ask: resume the task?", _YELLOW)
+        else:
+            self._write(f"ask ({kind}): {text}".rstrip(), _YELLOW)
+        if waiting:
+            short = task_id[:8]
+            self._write(
+                f"  waiting for an answer: `hdsp answer {short} --yes` or "
+                f"`hdsp answer {short} --no WHY` (or `hdsp attach {short}`)",
+                _BOLD + ";" + _YELLOW,
+            )
+        elif m.is_answered:
+            verdict, code = _VERDICTS.get(m.answer or "", ("answered", _CYAN))
+            by = f" by {m.answered_by}" if m.answered_by else ""
+            if m.answered_by == "timeout":
+                by = " (no answer in time)"
+            self._write(f"  {verdict}{by}", code)
+        elif not m.partial:
+            self._write("  (never answered)", _DIM)
+
+    def _cell(self, text: str) -> None:
+        try:
+            cell = _cell_decoder.decode(text)
+        except msgspec.DecodeError:
+            self._write(self._fold(text))
+            return
+        count = cell.execution_count if cell.execution_count is not None else " "
+        self._write(f"In [{count}]:", _DIM)
+        self._write(cell.code, _DIM, "    ")
+        for output in cell.outputs:
+            shown = self._fold(_kernel_output(output))
+            bad = output.output_type == "error" or output.name == "stderr"
+            self._write(shown, _RED if bad else None)
+        if cell.omitted:
+            self._write(f"[{cell.omitted:,} characters not kept]", _DIM)
+        if cell.status not in ("ok", "running", "error"):
+            self._write(f"[{cell.status}]", _DIM)

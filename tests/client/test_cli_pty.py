@@ -1,0 +1,353 @@
+"""The CLI on a terminal (a pty): `hdsp chat`, and the README's walkthrough of
+`hdsp` commands run one after the other as a user types them."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import sys
+from pathlib import Path
+
+import pexpect
+import pytest
+
+from hdsp.client.exit_codes import ExitCode
+from hdsp.client.sync import connect
+from hdsp.protocol import MessageEvent, TaskAborted, TaskCompleted, TaskIdle, TaskInteractive
+from tests.client.cli_process import cli_env
+from tests.daemon_process import DaemonProcess
+from tests.fakes.openai_server import FakeOpenAI, ToolCall
+from tests.fakes.openai_server import Reply as FakeReply
+
+ENTER = "\r"  # what the Enter key sends on a terminal
+PROMPT = "you>"  # (prompt_toolkit draws the space after it by moving the cursor)
+
+
+def spawn(daemon: DaemonProcess, *args: str, cwd: Path | None = None) -> pexpect.spawn:
+    return pexpect.spawn(
+        sys.executable,
+        ["-m", "hdsp.client", *args],
+        env=cli_env(daemon.runtime_dir),
+        cwd=str(cwd) if cwd else None,
+        encoding="utf-8",
+        codec_errors="replace",
+        timeout=30,
+        dimensions=(50, 200),
+    )
+
+
+def finish(child: pexpect.spawn) -> int:
+    """Wait for the command to end; its exit code (128+N for a signal)."""
+    child.expect(pexpect.EOF)
+    child.close()
+    if child.signalstatus is not None:
+        return 128 + int(child.signalstatus)
+    return int(child.exitstatus)
+
+
+def run(daemon: DaemonProcess, *args: str, cwd: Path | None = None) -> tuple[int, str]:
+    """A command to its end on a terminal: exit code and what it showed."""
+    child = spawn(daemon, *args, cwd=cwd)
+    code = finish(child)
+    return code, str(child.before).replace("\r\n", "\n")
+
+
+def write_call(path: str) -> FakeReply:
+    return FakeReply.tool_calls(
+        [ToolCall("write_to_file", json.dumps({"path": path, "content": "a note\n"}))]
+    )
+
+
+def done(result: str) -> FakeReply:
+    return FakeReply.tool_calls([ToolCall("attempt_completion", json.dumps({"result": result}))])
+
+
+def wait_for(
+    daemon: DaemonProcess,
+    task_id: str,
+    since: int,
+    kinds: tuple[type, ...],
+    *,
+    say: str | None = None,
+    partial: bool | None = None,
+) -> None:
+    """Until `task_id` has an event of `kinds` (a message `say`, `partial`)."""
+    with connect(daemon.runtime_dir, name="test-watch") as client:
+        for event in client.events(task_id, since_seq=since):
+            if not isinstance(event.data, kinds):
+                continue
+            if isinstance(event.data, MessageEvent):
+                m = event.data.payload[0].message
+                if (say is not None and m.say != say) or (partial and not m.partial):
+                    continue
+            return
+
+
+def head_seq(daemon: DaemonProcess) -> int:
+    with connect(daemon.runtime_dir, name="test-watch") as client:
+        return int(client.status().head_seq)
+
+
+# ---- hdsp chat ----------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_chat_streams_replies_answers_asks_and_takes_slash_commands(
+    daemon: DaemonProcess, fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    fake_openai.script(
+        FakeReply.text("Hello from the model."),
+        write_call("n.txt"),
+        done("wrote it"),
+        FakeReply.text("got two lines"),
+        FakeReply.text("again"),
+    )
+    child = spawn(daemon, "chat", "--workspace", str(tmp_path))
+    child.expect_exact(PROMPT)
+    child.send("/help" + ENTER)
+    child.expect_exact("/condense")
+    child.expect_exact(PROMPT)
+    child.send("/mode plan" + ENTER)
+    child.expect_exact("/mode is not available yet")
+    child.expect_exact(PROMPT)
+    child.send("/profile" + ENTER)
+    child.expect_exact("/profile is not available yet")
+    child.expect_exact(PROMPT)
+
+    child.send("hello" + ENTER)
+    child.expect_exact("Hello from the model.")
+    child.expect_exact(PROMPT)
+
+    # An ask in between: Enter alone does not approve, y does.
+    child.send("write n.txt" + ENTER)
+    child.expect_exact("[y]es")
+    child.send(ENTER)
+    child.expect_exact("Enter alone does neither")
+    child.send("y" + ENTER)
+    child.expect_exact("Result: wrote it")
+    child.expect_exact(PROMPT)
+    assert (tmp_path / "n.txt").read_text() == "a note\n"
+
+    # Esc Enter makes a new line; Enter sends both lines as one message.
+    child.send("line one\x1b" + ENTER + "line two" + ENTER)
+    child.expect_exact("got two lines")
+    child.expect_exact(PROMPT)
+    # The up arrow brings the last message back.
+    child.send("\x1b[A" + ENTER)
+    child.expect_exact("again")
+    child.expect_exact(PROMPT)
+
+    def text(content: object) -> str:
+        if isinstance(content, str):
+            return content
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))  # type: ignore[attr-defined]
+
+    users = [
+        text(m["content"]) for m in fake_openai.requests[-1]["messages"] if m["role"] == "user"
+    ]
+    assert sum("line one\nline two" in u for u in users) == 2, users
+
+    child.send("/quit" + ENTER)
+    child.expect_exact("Left the chat; `hdsp chat ")
+    assert finish(child) == ExitCode.OK
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_chat_ctrl_c_cancels_the_turn_and_comes_back_to_the_prompt(
+    daemon: DaemonProcess, fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    fake_openai.script(FakeReply.text("first"), FakeReply.hang(), FakeReply.text("after"))
+    child = spawn(daemon, "chat", "--workspace", str(tmp_path))
+    child.expect_exact(PROMPT)
+    child.send("start" + ENTER)
+    child.expect_exact("first")
+    child.expect_exact(PROMPT)
+    child.send("wait forever" + ENTER)
+    # The request is on: the model server answers nothing.
+    child.expect_exact("Thin")  # FakeReply.hang: one chunk, then nothing
+    child.sendintr()
+    child.expect_exact("Cancelling the agent's turn")
+    child.expect_exact(PROMPT)
+    child.send("go on" + ENTER)
+    child.expect_exact("after")
+    child.expect_exact(PROMPT)
+    child.sendeof()
+    assert finish(child) == ExitCode.OK
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_chat_on_a_task_that_waits_answers_its_ask_first(
+    daemon: DaemonProcess, fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    fake_openai.script(write_call("w.txt"), done("wrote w.txt"))
+    since = head_seq(daemon)
+    with connect(daemon.runtime_dir, name="test") as client:
+        task_id = client.start_task("write w.txt", workspace=tmp_path).task_id
+    wait_for(daemon, task_id, since, (TaskInteractive,))
+    child = spawn(daemon, "chat", task_id[:8])
+    child.expect_exact("> write w.txt")  # the history so far
+    child.expect_exact("[y]es")
+    child.send("y" + ENTER)
+    child.expect_exact("Result: wrote w.txt")
+    child.expect_exact(PROMPT)
+    assert (tmp_path / "w.txt").exists()
+    child.send("/quit" + ENTER)
+    assert finish(child) == ExitCode.OK
+
+
+# ---- the README's walkthrough ------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_the_readme_walkthrough(
+    daemon: DaemonProcess, fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    """README.md, "Using the CLI", command by command on a terminal."""
+    ws = tmp_path
+
+    # hdsp run "..."   streams the reply live
+    fake_openai.script(FakeReply.text("The North grew fastest.", chunk_size=3))
+    code, shown = run(daemon, "run", "Load sales.csv and tell me which region grew fastest", cwd=ws)
+    assert code == ExitCode.OK, shown
+    assert "> Load sales.csv and tell me which region grew fastest" in shown
+    assert "The North grew fastest." in shown and "tokens:" in shown
+    first = re.search(r"task ([0-9a-f-]{36})", shown)
+    assert first is not None
+
+    # hdsp run --detach "..."   prints the task id and returns
+    fake_openai.script(write_call("notes.md"), done("wrote notes.md"))
+    since = head_seq(daemon)
+    code, shown = run(daemon, "run", "--detach", "Write notes.md", cwd=ws)
+    assert code == ExitCode.OK
+    task_id = shown.strip()
+    assert re.fullmatch(r"[0-9a-f-]{36}", task_id), shown
+    short = task_id[:4]  # "ids may be shortened to a unique prefix"
+    while any(t.startswith(short) for t in [first.group(1)]):
+        short = task_id[: len(short) + 1]
+    wait_for(daemon, task_id, since, (TaskInteractive,))
+
+    # hdsp tasks   newest first
+    code, shown = run(daemon, "tasks")
+    assert code == ExitCode.OK
+    assert shown.index(task_id[:8]) < shown.index(first.group(1)[:8])
+
+    # hdsp attach 3f2a   show a task and follow it, answering its asks
+    child = spawn(daemon, "attach", short)
+    child.expect_exact("notes.md")
+    child.expect_exact("[y]es")
+    child.send("y" + ENTER)
+    child.expect_exact("Result: wrote notes.md")
+    assert finish(child) == ExitCode.OK
+    assert (ws / "notes.md").read_text() == "a note\n"
+
+    # hdsp show 3f2a   a task's history
+    code, shown = run(daemon, "show", short)
+    assert code == ExitCode.OK
+    assert "> Write notes.md" in shown and "approved by hdsp" in shown
+    assert "Result: wrote notes.md" in shown
+
+    # hdsp send 3f2a "Now plot it"   continue a conversation, live
+    fake_openai.script(FakeReply.text("Here is the plot."))
+    code, shown = run(daemon, "send", short, "Now plot it")
+    assert code == ExitCode.OK, shown
+    assert "> Now plot it" in shown and "Here is the plot." in shown
+
+    # hdsp answer 3f2a --yes   approve what it waits for (--no "why" denies)
+    fake_openai.script(write_call("more.md"), done("wrote more.md"))
+    since = head_seq(daemon)
+    code, shown = run(daemon, "send", "--detach", short, "Write more.md")
+    assert code == ExitCode.OK, shown
+    wait_for(daemon, task_id, since, (TaskInteractive,))
+    since = head_seq(daemon)
+    code, shown = run(daemon, "answer", short, "--yes")
+    assert code == ExitCode.OK and "Answered the tool ask" in shown, shown
+    wait_for(daemon, task_id, since, (TaskCompleted,))
+    assert (ws / "more.md").exists()
+    fake_openai.script(write_call("no.md"), done("wrote nothing"))
+    since = head_seq(daemon)
+    run(daemon, "send", "--detach", short, "Write no.md")
+    wait_for(daemon, task_id, since, (TaskInteractive,))
+    since = head_seq(daemon)
+    code, shown = run(daemon, "answer", short, "--no", "not now")
+    assert code == ExitCode.OK, shown
+    wait_for(daemon, task_id, since, (TaskCompleted,))
+    assert not (ws / "no.md").exists()
+
+    # Ctrl-C during `hdsp run` cancels the task (exit 1: aborted).
+    fake_openai.script(FakeReply.hang())
+    child = spawn(daemon, "run", "Take your time", cwd=ws)
+    child.expect(r"task ([0-9a-f-]{36})")
+    stopped = str(child.match.group(1))
+    child.expect_exact("> Take your time")
+    child.sendintr()
+    child.expect_exact("Cancelling the task")
+    assert finish(child) == ExitCode.FAILED
+
+    # (The CLI's note after the abort: `hdsp send` continues it.)
+    fake_openai.script(FakeReply.text("Back at it."))
+    code, shown = run(daemon, "send", stopped[:8], "go on")
+    assert code == ExitCode.OK and "Back at it." in shown, shown
+
+    # hdsp resume 3f2a   continue a task the daemon stopped
+    fake_openai.script(FakeReply.hang())
+    since = head_seq(daemon)
+    code, shown = run(daemon, "run", "--detach", "Count slowly", cwd=ws)
+    cut = shown.strip()
+    wait_for(daemon, cut, since, (MessageEvent,), say="text", partial=True)
+    daemon.stop()
+    daemon.start()
+    code, shown = run(daemon, "tasks")
+    assert f"{cut[:8]}  #" in shown and "resumable" in shown, shown
+    fake_openai.script(FakeReply.text("Done after all."))
+    since = head_seq(daemon)
+    code, shown = run(daemon, "resume", cut[:8])
+    assert code == ExitCode.OK and "running" in shown, shown
+    wait_for(daemon, cut, since, (TaskCompleted, TaskIdle, TaskAborted))
+    code, shown = run(daemon, "show", cut[:8])
+    assert "Done after all." in shown, shown
+    # ... but not a completed one.
+    code, shown = run(daemon, "resume", short)
+    assert code == ExitCode.USAGE and "nothing to resume" in shown
+
+    # hdsp cancel 3f2a / hdsp close 3f2a
+    code, shown = run(daemon, "cancel", short)
+    assert code == ExitCode.OK and "stays open" in shown
+    code, shown = run(daemon, "close", short)
+    assert code == ExitCode.OK and "closed" in shown
+
+    # hdsp events --follow   every event as NDJSON, live
+    child = spawn(daemon, "events", "--follow")
+    fake_openai.script(FakeReply.text("evented"))
+    line = None
+    for _ in range(60):  # until its subscription is in effect (no telling from here)
+        code, _shown = run(daemon, "run", "--detach", "poke", cwd=ws)
+        if child.expect([r"\{[^\r\n]*\}\r\n", pexpect.TIMEOUT], timeout=1) == 0:
+            line = json.loads(str(child.match.group(0)))
+            break
+    assert line is not None and line["seq"] > since
+    child.kill(signal.SIGINT)
+    finish(child)
+
+    # --json prints NDJSON for scripts
+    code, shown = run(daemon, "--json", "tasks")
+    assert all(json.loads(row)["id"] for row in shown.strip().splitlines())
+
+    # Exit code 2: the command was refused.
+    code, shown = run(daemon, "show", "no-such-task")
+    assert code == ExitCode.USAGE and "No task id starts with" in shown
+
+    # hdsp daemon status | stop
+    code, shown = run(daemon, "daemon", "status")
+    assert code == ExitCode.OK and "running" in shown and "tasks:" in shown
+    code, shown = run(daemon, "daemon", "stop")
+    assert code == ExitCode.OK and "hdspd is stopping." in shown
+    assert daemon.wait() == 0
+
+    # Exit code 3: the daemon is unreachable.
+    code, shown = run(daemon, "tasks")
+    assert code == ExitCode.UNREACHABLE and "hdspd is not running" in shown
