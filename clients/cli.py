@@ -700,11 +700,6 @@ class _Cli:
         return ExitCode.OK
 
     async def main(self) -> int:
-        handler = getattr(self.args, "handler", None)
-        if handler is None:
-            handler = getattr(self, f"cmd_{self.args.command}")
-        else:
-            handler = functools.partial(handler, self)
         try:
             return await self._connected()
         except BaseExceptionGroup as group:
@@ -717,7 +712,11 @@ class _Cli:
             return self._failed(exc)
 
     async def _connected(self) -> int:
-        handler = getattr(self, f"cmd_{self.args.command}")
+        handler = getattr(self.args, "handler", None)
+        if handler is None:
+            handler = getattr(self, f"cmd_{self.args.command}")
+        else:
+            handler = functools.partial(handler, self)
         async with connect(self.args.runtime_dir, name="hdsp", kind="cli") as client:
             code: int = await handler(client)
             return code
