@@ -191,11 +191,6 @@ DAEMON_MAY_IMPORT_ONLY: Mapping[str, frozenset[str]] = {
 #: Parts of one layer that must not import each other: the kernels know no model.
 DAEMON_APART: frozenset[frozenset[str]] = frozenset({frozenset({"llm", "kernels"})})
 
-# Imports that break the rules above in code other branches are restructuring
-# (issue 14). Each is removed by the branch named; once those are merged, delete
-# the entry (and, when it is empty, this list): the test then guards them too.
-KNOWN_UNTIL_MERGE: frozenset[tuple[str, str]] = frozenset({})
-
 
 def module_graph(package: str, root: Path) -> dict[str, dict[str, int]]:
     """Every module of the package -> the modules of ours it imports, with a line.
@@ -290,14 +285,10 @@ def layer_violations(
     package: str,
     root: Path,
     layers: tuple[frozenset[str], ...] = DAEMON_LAYERS,
-    known: frozenset[tuple[str, str]] = KNOWN_UNTIL_MERGE,
 ) -> list[str]:
     """Every import that climbs a layer, breaks a narrower rule or closes a circle."""
     rank = {part: i for i, layer in enumerate(layers) for part in layer}
-    graph = {
-        module: {t: line for t, line in edges.items() if (module, t) not in known}
-        for module, edges in module_graph(package, root).items()
-    }
+    graph = module_graph(package, root)
     found = []
     for module, edges in sorted(graph.items()):
         where = module.removeprefix(package + ".")
@@ -332,13 +323,6 @@ def layer_violations(
 def test_daemon_layers_only_look_down() -> None:
     found = layer_violations("hdsp.daemon", SOURCES["hdsp.daemon"])
     assert not found, "the daemon's layers (DAEMON_LAYERS) are broken:\n" + "\n".join(found)
-
-
-def test_known_exceptions_are_still_needed() -> None:
-    """An entry of KNOWN_UNTIL_MERGE whose import is gone is deleted, not kept."""
-    graph = module_graph("hdsp.daemon", SOURCES["hdsp.daemon"])
-    stale = sorted(f"{a} -> {b}" for a, b in KNOWN_UNTIL_MERGE if b not in graph.get(a, {}))
-    assert not stale, "delete from KNOWN_UNTIL_MERGE:\n" + "\n".join(stale)
 
 
 def test_no_package_of_the_daemon_imports_lazily() -> None:
@@ -379,7 +363,7 @@ def test_the_layer_checker_catches_violations(tmp_path: Path) -> None:
     (root / "config" / "settings.py").write_text("import hdsp.daemon.store.database\n")
     (root / "store" / "database.py").write_text("")
     (root / "store" / "journal.py").write_text("from ..config import settings\n")
-    assert layer_violations("hdsp.daemon", root, known=frozenset()) == [
+    assert layer_violations("hdsp.daemon", root) == [
         "conversation:1: imports hdsp.daemon.llm.models, a higher layer",
         "extra: extra has no place in DAEMON_LAYERS",
         "kernels.outputs:1: imports hdsp.daemon.llm.models; kernels and llm stay apart",
@@ -387,9 +371,6 @@ def test_the_layer_checker_catches_violations(tmp_path: Path) -> None:
         "import circle: hdsp.daemon.tasks.manager <-> hdsp.daemon.tasks.task",
         "circle between parts: config <-> store",
     ]
-    # The allow-list removes exactly the edges it names.
-    known = frozenset({("hdsp.daemon.tasks.task", "hdsp.daemon.tasks.manager")})
-    assert "import circle" not in " ".join(layer_violations("hdsp.daemon", root, known=known))
 
 
 # --- the same rules, at run time ----------------------------------------------------
