@@ -10,7 +10,7 @@ from types import ModuleType
 
 import anyio
 
-from tests.daemon_process import DaemonProcess, short_tmp_dir
+from tests.support.daemon_process import DaemonProcess, short_tmp_dir
 
 from . import (
     bench_fanout,

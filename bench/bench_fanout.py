@@ -33,7 +33,7 @@ from hdsp.protocol import (
     TaskEvent,
     encode,
 )
-from tests.daemon_process import DaemonProcess, short_tmp_dir
+from tests.support.daemon_process import DaemonProcess, short_tmp_dir
 
 from .harness import Figure, Result
 from .peers import BENCH_TASK, RAW_TOPIC

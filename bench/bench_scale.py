@@ -80,7 +80,7 @@ from hdsp.protocol import (
     TaskInteractive,
     TaskResumable,
 )
-from tests.daemon_process import DaemonProcess, short_tmp_dir
+from tests.support.daemon_process import DaemonProcess, short_tmp_dir
 
 from .harness import Figure, Result, percentile, table
 from .process import Peer

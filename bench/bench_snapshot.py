@@ -24,7 +24,7 @@ from hdsp.protocol import (
     TaskCreated,
     TaskState,
 )
-from tests.daemon_process import DaemonProcess, short_tmp_dir
+from tests.support.daemon_process import DaemonProcess, short_tmp_dir
 
 from .harness import Figure, Result
 

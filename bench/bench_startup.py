@@ -11,7 +11,7 @@ from pathlib import Path
 import anyio
 
 from hdsp.client import connect
-from tests.daemon_process import DaemonProcess, short_tmp_dir
+from tests.support.daemon_process import DaemonProcess, short_tmp_dir
 
 from .harness import Figure, Result
 

@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 
 from hdsp.client import Client, connect
-from tests.daemon_process import DaemonProcess, short_tmp_dir
 from tests.fakes.openai_server import FakeOpenAI
+from tests.support.daemon_process import DaemonProcess, short_tmp_dir
 
 
 @pytest.fixture

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.daemon_process import DaemonProcess
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.openai_server import Reply as FakeReply
+from tests.support.daemon_process import DaemonProcess
 
 
 def hdsp(daemon_runtime: Path, *args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:

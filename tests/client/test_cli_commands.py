@@ -23,11 +23,11 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from hdsp.client import Client
 from hdsp.client.exit_codes import ExitCode
 from hdsp.protocol import TaskInteractive
-from tests.client.cli_process import cli_env, run_hdsp
-from tests.daemon_process import DaemonProcess
 from tests.fakes.openai_server import FakeOpenAI, ToolCall
 from tests.fakes.openai_server import Reply as FakeReply
-from tests.integration.events_util import ENDINGS, collect_turn
+from tests.support.cli_process import cli_env, run_hdsp
+from tests.support.daemon_process import DaemonProcess
+from tests.support.events import ENDINGS, collect_turn
 
 
 def write_call(path: str, content: str = "hi\n") -> FakeReply:

@@ -23,11 +23,10 @@ from typing import Any
 
 import pytest
 
-from tests.daemon_process import DaemonProcess, short_tmp_dir
 from tests.fakes.openai_server import FakeOpenAI, ToolCall
 from tests.fakes.openai_server import Reply as OAI
-
-from .terminal import Terminal, cli_env
+from tests.support.daemon_process import DaemonProcess, short_tmp_dir
+from tests.support.terminal import Terminal, cli_env
 
 pytestmark = pytest.mark.slow
 

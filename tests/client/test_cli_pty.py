@@ -15,10 +15,10 @@ import pytest
 from hdsp.client.exit_codes import ExitCode
 from hdsp.client.sync import connect
 from hdsp.protocol import MessageEvent, TaskAborted, TaskCompleted, TaskIdle, TaskInteractive
-from tests.client.cli_process import cli_env
-from tests.daemon_process import DaemonProcess
 from tests.fakes.openai_server import FakeOpenAI, ToolCall
 from tests.fakes.openai_server import Reply as FakeReply
+from tests.support.cli_process import cli_env
+from tests.support.daemon_process import DaemonProcess
 
 ENTER = "\r"  # what the Enter key sends on a terminal
 PROMPT = "you>"  # (prompt_toolkit draws the space after it by moving the cursor)

@@ -12,10 +12,10 @@ import pytest
 
 from hdsp.client import Client, DaemonNotRunning, connect, sync
 from hdsp.protocol import TaskCompleted, TaskEvent
-from tests.daemon_process import DaemonProcess
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.openai_server import Reply as FakeReply
-from tests.integration.events_util import collect_turn
+from tests.support.daemon_process import DaemonProcess
+from tests.support.events import collect_turn
 
 
 async def test_no_discovery_file_says_how_to_start(tmp_path: Path) -> None:

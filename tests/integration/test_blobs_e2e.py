@@ -21,11 +21,10 @@ from PIL import Image
 
 from hdsp.client import CommandFailed, connect
 from hdsp.protocol import CellOutput, ErrorCode, MessageEvent
-from tests.daemon_process import DaemonProcess
 from tests.fakes.openai_server import FakeOpenAI, ToolCall
 from tests.fakes.openai_server import Reply as FakeReply
-
-from .events_util import collect_turn, logged_events
+from tests.support.daemon_process import DaemonProcess
+from tests.support.events import collect_turn, logged_events
 
 pytestmark = [pytest.mark.timeout(120)]
 

@@ -19,11 +19,10 @@ from hdsp.protocol import (
     TaskEvent,
     TaskState,
 )
-from tests.daemon_process import DaemonProcess
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.openai_server import Reply as FakeReply
-
-from .events_util import collect_turn, texts
+from tests.support.daemon_process import DaemonProcess
+from tests.support.events import collect_turn, texts
 
 
 def _durable(events: list[TaskEvent]) -> list[int]:

@@ -21,14 +21,13 @@ import pytest
 
 from hdsp.client import Client, connect
 from hdsp.protocol import ErrorCode
-from tests.daemon.raw_peer import daemon_rss_kib
-from tests.daemon_process import DaemonProcess
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.openai_server import Reply as FakeReply
-
-from .events_util import collect_turn, texts
-from .fuzz_client import FuzzFigures
-from .fuzz_frames import CLASSES
+from tests.support.daemon_process import DaemonProcess
+from tests.support.events import collect_turn, texts
+from tests.support.fuzz_client import FuzzFigures
+from tests.support.fuzz_frames import CLASSES
+from tests.support.raw_peer import daemon_rss_kib
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -56,7 +55,7 @@ async def _run_fuzzer(daemon: DaemonProcess, frames: int, seed: int) -> FuzzFigu
     """The fuzzing peer, in a process of its own; its figures."""
     argv = [str(daemon.runtime_dir), str(LIMIT), str(seed), str(frames), str(SOCKETS), str(WINDOW)]
     result = await anyio.run_process(
-        [sys.executable, "-m", "tests.integration.fuzz_client", *argv], cwd=ROOT, check=False
+        [sys.executable, "-m", "tests.support.fuzz_client", *argv], cwd=ROOT, check=False
     )
     assert result.returncode == 0, result.stderr.decode(errors="replace")[-3000:]
     return msgspec.json.decode(result.stdout, type=FuzzFigures)

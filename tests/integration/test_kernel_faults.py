@@ -13,9 +13,9 @@ import pytest
 
 from hdsp.client import connect
 from hdsp.protocol import CellOutput, MessageEvent, TaskCompleted
-from tests.daemon_process import DaemonProcess
 from tests.fakes.openai_server import FakeOpenAI, ToolCall
 from tests.fakes.openai_server import Reply as FakeReply
+from tests.support.daemon_process import DaemonProcess
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 

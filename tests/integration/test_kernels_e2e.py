@@ -37,12 +37,11 @@ from hdsp.protocol import (
     TaskInteractive,
     TaskRef,
 )
-from tests.daemon_process import DaemonProcess
 from tests.fakes.openai_server import FakeOpenAI, ToolCall
 from tests.fakes.openai_server import Reply as FakeReply
-from tests.host_processes import processes_mentioning
-
-from .events_util import collect_turn
+from tests.support.daemon_process import DaemonProcess
+from tests.support.events import collect_turn
+from tests.support.host_processes import processes_mentioning
 
 pytestmark = pytest.mark.timeout(60)
 

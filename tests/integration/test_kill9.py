@@ -16,11 +16,10 @@ import pytest
 
 from hdsp.client import Client, EventStream, connect
 from hdsp.protocol import TaskCompleted, TaskEvent, TaskState
-from tests.daemon_process import DaemonProcess
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.openai_server import Reply as FakeReply
-
-from .events_util import collect_turn, logged_events
+from tests.support.daemon_process import DaemonProcess
+from tests.support.events import collect_turn, logged_events
 
 TASKS = 20
 SUBSCRIBERS = 3

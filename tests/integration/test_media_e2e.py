@@ -16,11 +16,10 @@ import pytest
 from PIL import Image
 
 from hdsp.client import connect
-from tests.daemon_process import DaemonProcess
 from tests.fakes.openai_server import FakeOpenAI, ToolCall
 from tests.fakes.openai_server import Reply as FakeReply
-
-from .events_util import collect_turn
+from tests.support.daemon_process import DaemonProcess
+from tests.support.events import collect_turn
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 

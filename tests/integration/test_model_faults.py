@@ -31,12 +31,11 @@ from hdsp.protocol import (
     TaskEvent,
     TaskIdle,
 )
-from tests.daemon_process import DaemonProcess, short_tmp_dir
 from tests.fakes import anthropic_server, openai_server
 from tests.fakes.anthropic_server import FakeAnthropic, ToolUse
 from tests.fakes.openai_server import FakeOpenAI, ToolCall
-
-from .events_util import collect_turn, texts
+from tests.support.daemon_process import DaemonProcess, short_tmp_dir
+from tests.support.events import collect_turn, texts
 
 pytestmark = pytest.mark.slow
 

@@ -7,9 +7,9 @@ import anyio
 
 from hdsp.client import Client, connect
 from hdsp.protocol import MessageEvent, Say, TaskEvent
-from tests.daemon_process import DaemonProcess
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.openai_server import Reply as FakeReply
+from tests.support.daemon_process import DaemonProcess
 
 
 def _finished(events: list[TaskEvent], ts: int) -> bool:

@@ -15,13 +15,12 @@ import pytest
 
 from hdsp.client import Client, connect
 from hdsp.protocol import MessageEvent, Say, TaskAborted, TaskCompleted, TaskEvent
-from tests.daemon_process import DaemonProcess
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.anthropic_server import Reply as AnthropicReply
 from tests.fakes.openai_server import FakeOpenAI, ToolCall
 from tests.fakes.openai_server import Reply as FakeReply
-
-from .events_util import collect_turn, texts
+from tests.support.daemon_process import DaemonProcess
+from tests.support.events import collect_turn, texts
 
 
 def says(events: list[TaskEvent], say: str) -> list[str]:

@@ -4,7 +4,7 @@ of every change; exports carry no secret; and the secret's value shows up nowher
 it should not: not in an event, a reply, an export, the settings file or the log.
 
 The daemon runs with keyrings.alt's PlaintextKeyring under the test's own temp dir
-(tests/daemon_process.py), never the developer's keyring."""
+(tests/support/daemon_process.py), never the developer's keyring."""
 
 from __future__ import annotations
 
@@ -30,10 +30,9 @@ from hdsp.protocol import (
     TaskEvent,
     encode,
 )
-from tests.daemon_process import DaemonProcess, short_tmp_dir
 from tests.fakes.openai_server import FakeOpenAI
-
-from .events_util import collect_turn
+from tests.support.daemon_process import DaemonProcess, short_tmp_dir
+from tests.support.events import collect_turn
 
 pytestmark = pytest.mark.timeout(60)
 

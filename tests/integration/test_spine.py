@@ -33,11 +33,10 @@ from hdsp.protocol import (
     decode_server_message,
     encode,
 )
-from tests.daemon_process import DaemonProcess
 from tests.fakes.openai_server import FakeOpenAI, Usage
 from tests.fakes.openai_server import Reply as FakeReply
-
-from .events_util import collect_turn, texts
+from tests.support.daemon_process import DaemonProcess
+from tests.support.events import collect_turn, texts
 
 pytestmark = pytest.mark.timeout(60)
 

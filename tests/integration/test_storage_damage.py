@@ -13,11 +13,10 @@ import pytest
 
 from hdsp.client import CommandFailed, connect
 from hdsp.protocol import ErrorCode, StorageChanged, StorageState, TaskCompleted
-from tests.daemon_process import DaemonProcess
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.openai_server import Reply as FakeReply
-
-from .events_util import collect_turn
+from tests.support.daemon_process import DaemonProcess
+from tests.support.events import collect_turn
 
 pytestmark = pytest.mark.slow
 

@@ -31,11 +31,10 @@ from hdsp.protocol import (
     TaskCompleted,
     TaskEvent,
 )
-from tests.daemon_process import DaemonProcess
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.openai_server import Reply as FakeReply
-
-from .events_util import collect_turn, logged_events
+from tests.support.daemon_process import DaemonProcess
+from tests.support.events import collect_turn, logged_events
 
 pytestmark = pytest.mark.slow
 

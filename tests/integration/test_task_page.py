@@ -11,8 +11,7 @@ from hdsp.client import Client, CommandFailed
 from hdsp.protocol import MAX_TASK_PAGE, ClineMessage, ErrorCode, TaskPage
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.openai_server import Reply as FakeReply
-
-from .events_util import collect_turn
+from tests.support.events import collect_turn
 
 pytestmark = pytest.mark.timeout(90)
 

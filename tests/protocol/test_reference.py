@@ -24,7 +24,7 @@ import pytest
 
 from hdsp import protocol as p
 from hdsp.protocol import COMMANDS, ErrorCode, Reply, TaskCommand, TaskEvent
-from tests.daemon_process import DaemonProcess
+from tests.support.daemon_process import DaemonProcess
 
 from . import ajv
 

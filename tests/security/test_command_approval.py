@@ -11,8 +11,8 @@ import pytest
 from hdsp.client import Client
 from hdsp.protocol import Ask, ClineMessage, MessageEvent, TaskCompleted, TaskInteractive
 from tests.fakes.openai_server import FakeOpenAI
-from tests.integration.events_util import ENDINGS, collect_turn
 from tests.integration.test_tools_e2e import call, done, start, tool_results
+from tests.support.events import ENDINGS, collect_turn
 
 
 async def ask_or_end(client: Client, task_id: str, since: int) -> ClineMessage | None:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from hdsp.client import DaemonNotRunning, find_daemon
-from tests.daemon_process import DaemonProcess, short_tmp_dir
+from tests.support.daemon_process import DaemonProcess, short_tmp_dir
 
 NOBODY = 65534
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to chown to another uid")

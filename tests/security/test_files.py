@@ -16,10 +16,10 @@ import pytest
 
 from hdsp.client import Client, connect
 from hdsp.protocol import Ask, TaskCompleted
-from tests.daemon_process import DaemonProcess
 from tests.fakes.openai_server import FakeOpenAI
-from tests.integration.events_util import collect_turn
 from tests.integration.test_tools_e2e import call, done, next_ask, start, tool_results
+from tests.support.daemon_process import DaemonProcess
+from tests.support.events import collect_turn
 
 
 def write_raw(path: bytes, data: bytes) -> None:

@@ -16,10 +16,10 @@ import pytest
 
 from hdsp.client import connect
 from hdsp.protocol import Ask, MessageEvent, Say, encode
-from tests.daemon_process import DaemonProcess, short_tmp_dir
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.openai_server import Reply as FakeReply
-from tests.integration.events_util import collect_turn, texts
+from tests.support.daemon_process import DaemonProcess, short_tmp_dir
+from tests.support.events import collect_turn, texts
 
 pytestmark = pytest.mark.slow
 

@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from tests.daemon_process import DaemonProcess
 from tests.fakes.openai_server import FakeOpenAI, ToolCall
 from tests.fakes.openai_server import Reply as FakeReply
+from tests.support.daemon_process import DaemonProcess
 
 pytestmark = pytest.mark.slow
 

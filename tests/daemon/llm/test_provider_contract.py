@@ -1,0 +1,153 @@
+"""What every provider does the same, run against each one and its wire-level fake:
+an unreachable server, cancellation (the HTTP connection is closed, promptly),
+leaving a reply early, and how many connections stay open after a burst."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractContextManager, AsyncExitStack
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import pytest
+
+from hdsp.daemon.conversation import Chunk, TextDelta
+from hdsp.daemon.llm import NetworkError, Provider
+from hdsp.daemon.llm.anthropic import AnthropicProvider
+from hdsp.daemon.llm.openai_compat import OpenAICompatibleProvider
+from hdsp.daemon.llm.sdk import CONNECTION_LIMITS
+from tests.fakes import anthropic_server, openai_server
+from tests.support.provider_helpers import REQUEST, collect, text_of
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A provider, its fake server and the fake's scripted replies."""
+
+    fake: Callable[[], Any]
+    provider: Callable[[str], Provider]
+    reply: Any
+
+
+KINDS = {
+    "anthropic": Kind(
+        anthropic_server.FakeAnthropic,
+        lambda url: AnthropicProvider("claude-test", "sk-ant-test", url),
+        anthropic_server.Reply,
+    ),
+    "openai": Kind(
+        openai_server.FakeOpenAI,
+        lambda url: OpenAICompatibleProvider("gpt-test", url, "sk-test"),
+        openai_server.Reply,
+    ),
+}
+
+
+@pytest.fixture(params=sorted(KINDS))
+def kind(request: pytest.FixtureRequest) -> Kind:
+    return KINDS[request.param]
+
+
+@pytest.fixture
+def fake(kind: Kind) -> Any:
+    server: AbstractContextManager[Any] = kind.fake()
+    with server as running:
+        yield running
+
+
+@pytest.fixture
+async def provider(kind: Kind, fake: Any) -> AsyncIterator[Provider]:
+    provider = kind.provider(fake.base_url)
+    try:
+        yield provider
+    finally:
+        await provider.aclose()
+
+
+async def test_a_server_that_is_not_there_is_a_network_error(kind: Kind) -> None:
+    server: AbstractContextManager[Any] = kind.fake()
+    with server as gone:
+        base_url = gone.base_url
+    provider = kind.provider(base_url)
+    try:
+        with pytest.raises(NetworkError, match="Could not connect"):
+            await collect(provider)
+    finally:
+        await provider.aclose()
+
+
+async def test_cancelling_a_hung_stream_returns_promptly_and_disconnects(
+    kind: Kind, fake: Any, provider: Provider
+) -> None:
+    fake.script(kind.reply.hang())
+    received: list[Chunk] = []
+    started = time.monotonic()
+
+    with anyio.fail_after(10):
+        with anyio.CancelScope() as scope:
+            async with provider.stream(REQUEST) as stream:
+                async for chunk in stream:
+                    received.append(chunk)
+                    scope.cancel()  # the fake now sends nothing more, ever
+        assert scope.cancelled_caught
+        await fake.wait_for_disconnects_async(1)
+
+    assert time.monotonic() - started < 5
+    assert received == [TextDelta(text="Thin")]
+
+
+async def test_cancelling_before_the_first_byte_disconnects(
+    kind: Kind, fake: Any, provider: Provider
+) -> None:
+    fake.script(kind.reply.text("Too late").slow_first_byte(60))
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+
+            async def consume() -> None:
+                await collect(provider)
+
+            tg.start_soon(consume)
+            await fake.wait_for_requests_async(1)
+            tg.cancel_scope.cancel()
+        await fake.wait_for_disconnects_async(1)
+
+
+async def test_leaving_the_block_early_frees_the_provider_for_the_next_call(
+    kind: Kind, fake: Any, provider: Provider
+) -> None:
+    fake.script(kind.reply.text("A long reply " * 50, chunk_size=2), kind.reply.text("Next."))
+
+    async with provider.stream(REQUEST) as stream:
+        async for _chunk in stream:
+            break
+
+    assert text_of(await collect(provider)) == "Next."
+
+
+async def test_a_burst_of_concurrent_streams_leaves_few_connections_open(
+    kind: Kind, fake: Any, provider: Provider
+) -> None:
+    # Every idle connection kept costs each later request a probe in the HTTP
+    # pool, so a burst of concurrent turns must not leave all of its own behind.
+    kept = CONNECTION_LIMITS.max_keepalive_connections
+    assert kept is not None
+    burst = kept + 4
+    with anyio.fail_after(20):
+        async with AsyncExitStack() as stack:
+            streams = [
+                await stack.enter_async_context(provider.stream(REQUEST)) for _ in range(burst)
+            ]
+            # Each reply's headers are in, and its connection is busy until it closes.
+            assert fake.open_connections == burst
+            for stream in streams:
+                assert text_of([chunk async for chunk in stream]) != ""
+        await fake.wait_for_open_connections_async(kept)
+        assert fake.open_connections == kept
+
+    # The connections kept are used again: the next requests open none.
+    for _ in range(3):
+        await collect(provider)
+    assert fake.open_connections == kept
