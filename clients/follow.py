@@ -94,7 +94,9 @@ class TaskFollower:
         self.our_message = our_message
         self.waiting_for_our_turn = our_message is not None
         self.view = LiveView(
-            first_text_is_prompt=first_text_is_prompt, redraw=None if not json else False
+            first_text_is_prompt=first_text_is_prompt,
+            redraw=None if not json else False,
+            task_id=task_id,
         )
         self._prompt: _Prompt | None = None
         self._asked: set[int] = set()
@@ -180,6 +182,7 @@ class TaskFollower:
 
     def _on_pending_ask(self, ask: ClineMessage) -> int | None:
         """An ask waits: ask it here, or say how to answer it and stop."""
+        self.view.pending_ask = ask.ts
         if not self.interactive:
             if not self.json:
                 self.view.close_tail()
@@ -231,7 +234,7 @@ class TaskFollower:
         ask = prompt.ask
         renderer = self.view.renderer
         try:
-            with self.view.paused():
+            with self.view.paused(ask.ts):
                 renderer.ask(ask)
                 line = ""
                 with prompt.scope:
