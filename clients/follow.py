@@ -186,7 +186,13 @@ class TaskFollower:
         if not self.interactive:
             if not self.json:
                 self.view.close_tail()
-                self._tell_unanswered()
+                if ask.ask == "api_req_failed":
+                    # (Why is in the history above, on stdout, as `hdsp show` has it.)
+                    self.note(
+                        f"The model request failed; `hdsp answer {self.short} --yes` retries it."
+                    )
+                else:
+                    self._tell_unanswered()
             # A request that failed for good is a failure (answering retries it);
             # anything else waits for a person.
             return ExitCode.FAILED if ask.ask == "api_req_failed" else ExitCode.WAITING
