@@ -27,7 +27,7 @@ from hdsp.protocol import CellOutput, ClineMessage, KernelOutput, TaskSnapshot
 
 from .escape import escape_controls
 
-__all__ = ["FOLD_LINES", "HistoryView", "usage_line"]
+__all__ = ["FOLDED_NOTE", "FOLD_LINES", "HistoryView", "usage_line"]
 
 #: Output longer than this many lines is folded to its head and tail.
 FOLD_LINES = 20

@@ -58,7 +58,7 @@ from hdsp.protocol import (
     TaskTokenUsageUpdated,
 )
 
-from .history_view import HistoryView
+from .history_view import FOLDED_NOTE, HistoryView
 from .render import Renderer
 from .status_line import TaskActivity
 
@@ -242,6 +242,7 @@ class LiveView:
         self._durable_seq: dict[int, int] = {}
         #: The ask the task waits on, as far as this view knows (its follower says).
         self.pending_ask: int | None = None
+        self._footer_said = False
         if self.redraw:
             self._console = Console(file=sys.stdout, highlight=False, emoji=False, markup=False)
             color = "NO_COLOR" not in os.environ
@@ -289,6 +290,8 @@ class LiveView:
         """Print what is left as it stands, and take the status line away."""
         self.activity.ended()
         self._print(self.transcript.take_settled(everything=True))
+        if self.history.folded and not self._footer_said:
+            self.renderer.note(FOLDED_NOTE)  # (the footer says it when the task completes)
         self._stop_live()
 
     def _stop_live(self) -> None:
@@ -351,6 +354,7 @@ class LiveView:
             self.pending_ask = None
             self.close_tail()
             # `hdsp show`'s footer.
+            self._footer_said = True
             for line in self.history.footer(
                 usage.total_tokens_in,
                 usage.total_tokens_out,

@@ -23,7 +23,6 @@ import msgspec
 from hdsp.protocol import (
     CellOutput,
     ClineMessage,
-    HistoryItem,
     KernelOutput,
     MessageEvent,
     TaskCompleted,
@@ -128,12 +127,6 @@ class Renderer:
         self.err.write(self._style(text, "1;31") + "\n")
         self.err.flush()
 
-    def line(self, text: str) -> None:
-        """One line of plain output, escaped."""
-        self._finish_line()
-        self.out.write(escape_controls(text) + "\n")
-        self.out.flush()
-
     def event(self, event: TaskEvent) -> None:
         data = event.data
         if isinstance(data, MessageEvent):
@@ -148,11 +141,6 @@ class Renderer:
                     usage.total_cache_reads,
                 )
             )
-
-    def snapshot(self, item: HistoryItem, messages: list[ClineMessage]) -> None:
-        for message in messages:
-            self.message(message)
-        self._finish_line()
 
     def _stream(self, m: ClineMessage, text: str, code: str | None, label: str = "") -> None:
         """Print what `m` added to its text since last time; all of it again,

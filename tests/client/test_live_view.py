@@ -136,3 +136,16 @@ def test_a_view_closing_on_the_ask_the_task_waits_on_says_how_to_answer_it(
     out = capsys.readouterr().out
     assert "waiting for an answer: `hdsp answer 01234567 --yes`" in out
     assert "never answered" not in out
+
+
+def test_long_output_is_folded_as_hdsp_show_folds_it_and_the_view_says_so(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    output = "\n".join(f"line {i}" for i in range(100))
+    with LiveView(redraw=False) as view:
+        view.event(event(say(1, "text", "the prompt"), seq=1, prev_seq=0))
+        view.event(event(say(2, "command_output", output), seq=2, prev_seq=1))
+    out, err = capsys.readouterr()
+    assert "  | line 0" in out and "  | line 99" in out and "line 50" not in out
+    assert "[... 82 more lines; --full shows them ...]" in out
+    assert "`hdsp show --full` shows them whole" in err
