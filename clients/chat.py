@@ -7,12 +7,14 @@ that start with `/` are commands (`/help` lists them). Ctrl-C while the agent
 works cancels its turn; Ctrl-D or `/quit` leaves (the task stays, `hdsp chat
 TASK` comes back to it).
 
-Everything the task produced is printed through the Renderer, which escapes it.
+Everything the task produced is printed through the Renderer (as it streams) or
+the HistoryView (the history before), which escape it.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 from typing import TYPE_CHECKING, Any
@@ -36,6 +38,7 @@ from .console import Console
 from .errors import CommandFailed
 from .escape import escape_controls
 from .exit_codes import ExitCode
+from .history_view import HistoryView
 from .render import Renderer
 from .task_ids import add_task_argument, resolve_task_id
 
@@ -120,7 +123,14 @@ class Chat:
         """Show an existing task, answer the ask it waits on, follow a running turn."""
         self.task_id = await resolve_task_id(self.client, ref)
         snap = await self.client.get_task(self.task_id)
-        Renderer().snapshot(snap.item, snap.messages)
+        # The history as `hdsp show` has it; the ask it waits on is asked below.
+        color = sys.stdout.isatty() and "NO_COLOR" not in os.environ
+        history = HistoryView(sys.stdout, color=color, task_id=self.task_id)
+        pending = snap.pending_ask.ts if snap.pending_ask is not None else None
+        for m in snap.messages:
+            if m.ts != pending:
+                history.message(m)
+        sys.stdout.flush()
         self.note(f"task {self.task_id}  {snap.state}")
         renderer = Renderer(first_text_is_prompt=False)
         if snap.pending_ask is not None:

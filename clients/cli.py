@@ -393,7 +393,9 @@ class _Cli:
             snap.state not in (TaskState.RUNNING, TaskState.INTERACTIVE) and not snap.queue
         ):
             if not self.args.json:
-                self.render.snapshot(snap.item, snap.messages)
+                # Nothing to follow: `hdsp show`'s body.
+                color = sys.stdout.isatty() and "NO_COLOR" not in os.environ
+                HistoryView(sys.stdout, color=color).body(snap)
             return ExitCode.OK if snap.state == TaskState.COMPLETED else ExitCode.FAILED
         # Ctrl-C detaches: attaching is watching, not taking over the task.
         return await follower.run(snap.head_seq, seed=snap.messages, pending_ask=snap.pending_ask)

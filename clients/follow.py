@@ -94,7 +94,9 @@ class TaskFollower:
         self.our_message = our_message
         self.waiting_for_our_turn = our_message is not None
         self.view = LiveView(
-            first_text_is_prompt=first_text_is_prompt, redraw=None if not json else False
+            first_text_is_prompt=first_text_is_prompt,
+            redraw=None if not json else False,
+            task_id=task_id,
         )
         self._prompt: _Prompt | None = None
         self._asked: set[int] = set()
@@ -180,10 +182,17 @@ class TaskFollower:
 
     def _on_pending_ask(self, ask: ClineMessage) -> int | None:
         """An ask waits: ask it here, or say how to answer it and stop."""
+        self.view.pending_ask = ask.ts
         if not self.interactive:
             if not self.json:
                 self.view.close_tail()
-                self._tell_unanswered()
+                if ask.ask == "api_req_failed":
+                    # (Why is in the history above, on stdout, as `hdsp show` has it.)
+                    self.note(
+                        f"The model request failed; `hdsp answer {self.short} --yes` retries it."
+                    )
+                else:
+                    self._tell_unanswered()
             # A request that failed for good is a failure (answering retries it);
             # anything else waits for a person.
             return ExitCode.FAILED if ask.ask == "api_req_failed" else ExitCode.WAITING
@@ -231,7 +240,7 @@ class TaskFollower:
         ask = prompt.ask
         renderer = self.view.renderer
         try:
-            with self.view.paused():
+            with self.view.paused(ask.ts):
                 renderer.ask(ask)
                 line = ""
                 with prompt.scope:

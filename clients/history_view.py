@@ -8,6 +8,11 @@ command and kernel output (long output folded unless `full`), retries, context
 truncations, errors and the result. Every string from the history is untrusted
 (a model, a tool, a kernel or a file wrote it) and goes through
 :func:`~.escape.escape_controls` before the view adds its own colours.
+
+It is also the one renderer of a settled message: `hdsp run`, `send` and
+`attach` print each message for good through :meth:`HistoryView.message`, so
+that what they print is `hdsp show`'s body (everything between its header and
+its footer), line for line.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from hdsp.protocol import CellOutput, ClineMessage, KernelOutput, TaskSnapshot
 
 from .escape import escape_controls
 
-__all__ = ["FOLD_LINES", "HistoryView"]
+__all__ = ["FOLDED_NOTE", "FOLD_LINES", "HistoryView", "usage_line"]
 
 #: Output longer than this many lines is folded to its head and tail.
 FOLD_LINES = 20
@@ -80,15 +85,41 @@ def _kernel_output(output: KernelOutput) -> str:
     return f"[{', '.join(sorted(data)) or output.output_type}]"
 
 
-class HistoryView:
-    """Writes one task snapshot to `out`; `color` adds ANSI colours (for a
-    terminal), `full` shows long outputs whole instead of folded."""
+def usage_line(tokens_in: int, tokens_out: int, cost: float, cache_reads: int | None) -> str:
+    """What a task's model requests used (the last line of `hdsp show` and `hdsp run`)."""
+    parts = [f"{tokens_in:,} in", f"{tokens_out:,} out"]
+    if cache_reads:
+        parts.append(f"{cache_reads:,} cache reads")
+    return f"tokens: {', '.join(parts)}; cost ${cost:.4f}"
 
-    def __init__(self, out: TextIO, *, color: bool, full: bool = False) -> None:
+
+#: The footer's line after the usage when something was folded.
+FOLDED_NOTE = "Long outputs were folded; `hdsp show --full` shows them whole."
+
+
+class HistoryView:
+    """Writes a task's history to `out`: a whole snapshot (:meth:`render`), or one
+    settled message at a time (:meth:`message`). `color` adds ANSI colours (for
+    a terminal), `full` shows long outputs whole instead of folded; with
+    `first_text_is_prompt` the first text message is the user's prompt (a view
+    that starts mid-conversation says False); `task_id` is what the line under
+    an ask that waits tells to answer."""
+
+    def __init__(
+        self,
+        out: TextIO,
+        *,
+        color: bool,
+        full: bool = False,
+        first_text_is_prompt: bool = True,
+        task_id: str = "",
+    ) -> None:
         self.out = out
         self.color = color
         self.full = full
+        self.task_id = task_id
         self.folded = False  # whether anything was folded (the footer says how to see it)
+        self._expect_prompt = first_text_is_prompt
 
     # ---- writing ------------------------------------------------------------
 
@@ -128,35 +159,54 @@ class HistoryView:
                 code = _CYAN
             self._write(line, code, indent)
 
+    @property
+    def expects_prompt(self) -> bool:
+        """Whether the next text message is the user's prompt."""
+        return self._expect_prompt
+
     # ---- the snapshot -------------------------------------------------------
 
     def render(self, snap: TaskSnapshot) -> None:
+        """The whole snapshot: a header line, the body, the footer."""
         item = snap.item
+        self.task_id = item.id
         self._write(
             f"task {item.id}  #{item.number}  {snap.state}  workspace {item.workspace}", _DIM
         )
         self.out.write("\n")
+        self.body(snap)
+        for line in self.footer(item.tokens_in, item.tokens_out, item.total_cost, item.cache_reads):
+            self._write(line, _DIM)
+        self.out.flush()
+
+    def body(self, snap: TaskSnapshot) -> None:
+        """The messages of `snap` and its queue: what a live view prints for good."""
         pending = snap.pending_ask.ts if snap.pending_ask is not None else None
-        first_text = True
         for m in snap.messages:
-            if m.type == "say" and m.say == "text" and first_text:
-                first_text = False  # Roo's first text message is the user's task
-                self._write("> " + (m.text or ""), _BOLD + ";" + _CYAN)
-                self.out.write("\n")
-                continue
-            if m.type == "ask":
-                self._ask(m, snap.item.id, waiting=m.ts == pending)
-            else:
-                self._say(m)
+            self.message(m, waiting=m.ts == pending)
         for queued in snap.queue:
             self._write(f"(queued) > {queued.text}", _DIM)
-        usage = (
-            f"tokens: {item.tokens_in:,} in, {item.tokens_out:,} out; cost ${item.total_cost:.4f}"
-        )
-        self._write(usage, _DIM)
-        if self.folded:
-            self._write("Long outputs were folded; `hdsp show --full` shows them whole.", _DIM)
         self.out.flush()
+
+    def footer(
+        self, tokens_in: int, tokens_out: int, cost: float, cache_reads: int | None
+    ) -> list[str]:
+        """The lines below the body (unstyled): the usage, and how to see what was
+        folded."""
+        return [usage_line(tokens_in, tokens_out, cost, cache_reads)] + (
+            [FOLDED_NOTE] if self.folded else []
+        )
+
+    def message(self, m: ClineMessage, *, waiting: bool = False) -> None:
+        """One settled message (`waiting`: the ask the task waits on)."""
+        if m.type == "say" and m.say == "text" and self._expect_prompt:
+            self._expect_prompt = False  # Roo's first text message is the user's task
+            self._write("> " + (m.text or ""), _BOLD + ";" + _CYAN)
+            self.out.write("\n")
+        elif m.type == "ask":
+            self._ask(m, self.task_id, waiting=waiting)
+        else:
+            self._say(m)
 
     def _say(self, m: ClineMessage) -> None:
         text = m.text or ""

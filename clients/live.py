@@ -6,13 +6,19 @@ A :class:`Transcript` keeps the latest version of every message, in order, and
 knows which of them are *settled*: final, and (for the model's text and
 reasoning, which a retried request replaces) followed by something that is not
 bookkeeping of the request, so that no retry can change them any more. The
-settled messages are printed for good, through the same :class:`~.render.Renderer`
-that `hdsp show` uses, one message at a time and in order. What is not settled
-yet is the *tail*:
+settled messages are printed for good, through the same
+:class:`~.history_view.HistoryView` that `hdsp show` renders its body with, one
+message at a time and in order: what a live command prints for good on stdout
+is `hdsp show`'s body. (The header and the usage footer of `hdsp show` are
+notes on stderr here: the task's line when it starts, its usage when it
+completes.) An ask is settled once it is answered or the task moved past it;
+when the view closes on an ask the task still waits on, it says how to answer
+it, as `hdsp show` does. What is not settled yet is the *tail*:
 
 - on a terminal that can redraw (a TTY whose TERM is not dumb), the tail and a
   status line (:mod:`.status_line`) are drawn below the printed messages and
-  redrawn in place as they change (rich's live display); a retry that replaces
+  redrawn in place as they change (rich's live display; the tail is drawn by
+  :class:`~.render.Renderer`, which shows text as it streams); a retry that replaces
   a partial answer redraws it, and the status line goes away when the view
   closes;
 - elsewhere (a pipe, a file, a dumb terminal) the tail is not shown until it
@@ -44,11 +50,15 @@ from hdsp.protocol import (
     ClineMessage,
     ExecutionOutput,
     MessageEvent,
+    TaskAborted,
+    TaskClosed,
     TaskCompleted,
     TaskEvent,
+    TaskResumable,
     TaskTokenUsageUpdated,
 )
 
+from .history_view import FOLDED_NOTE, HistoryView
 from .render import Renderer
 from .status_line import TaskActivity
 
@@ -133,17 +143,25 @@ class Transcript:
         m = self._messages[self._order[index]]
         if m.partial:
             return False
+        if m.type == "ask":
+            # Its answer is part of it: settled once answered, or passed by.
+            return m.is_answered or index + 1 < len(self._order)
         if m.type == "say" and m.say in _REPLACEABLE and m.ts != self._prompt_ts:
             return any(_moves_on(self._messages[ts]) for ts in self._order[index + 1 :])
         return True
 
-    def take_settled(self, *, everything: bool = False) -> list[ClineMessage]:
+    def take_settled(
+        self, *, everything: bool = False, before: int | None = None
+    ) -> list[ClineMessage]:
         """Messages to print for good now, in order (with `everything`: all of
-        them, as they stand: the view is closing, or a prompt needs the screen)."""
+        them, as they stand: the view is closing, or a prompt needs the screen;
+        `before`: none from message `before` on, the ask a prompt asks)."""
         taken = [self._messages[ts] for ts in self._late]
         self._late.clear()
         while self._printed < len(self._order) and (everything or self._settled(self._printed)):
             m = self._messages[self._order[self._printed]]
+            if before is not None and m.ts >= before:
+                break
             taken.append(m)
             if m.type == "say" and m.say in _REPLACEABLE:
                 self._printed_text[m.ts] = m.text or ""
@@ -204,7 +222,13 @@ class LiveView:
     docstring. Use as a context manager; feed it with :meth:`event` and
     :meth:`seed`."""
 
-    def __init__(self, *, first_text_is_prompt: bool = True, redraw: bool | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        first_text_is_prompt: bool = True,
+        redraw: bool | None = None,
+        task_id: str = "",
+    ) -> None:
         self.redraw = can_redraw(sys.stdout) if redraw is None else redraw
         self.transcript = Transcript(first_text_is_prompt=first_text_is_prompt)
         self.activity = TaskActivity()
@@ -216,19 +240,27 @@ class LiveView:
         self._drawn_at = 0.0
         #: Per message: the seq of the durable event its latest version came with.
         self._durable_seq: dict[int, int] = {}
+        #: The ask the task waits on, as far as this view knows (its follower says).
+        self.pending_ask: int | None = None
+        self._footer_said = False
         if self.redraw:
             self._console = Console(file=sys.stdout, highlight=False, emoji=False, markup=False)
             color = "NO_COLOR" not in os.environ
             out = _ConsoleWriter(self, color)
             err = _ConsoleWriter(self, color) if sys.stderr.isatty() else None
             self._writers = [out] + ([err] if err is not None else [])
+            #: Notes, errors and the prompt's ask.
             self.renderer = Renderer(
-                cast(TextIO, out),
-                cast(TextIO, err) if err is not None else sys.stderr,
-                first_text_is_prompt=first_text_is_prompt,
+                cast(TextIO, out), cast(TextIO, err) if err is not None else sys.stderr
             )
+            printed: TextIO = cast(TextIO, out)
         else:
-            self.renderer = Renderer(first_text_is_prompt=first_text_is_prompt)
+            self.renderer = Renderer()
+            printed, color = sys.stdout, sys.stdout.isatty() and "NO_COLOR" not in os.environ
+        #: What prints settled messages for good: `hdsp show`'s body.
+        self.history = HistoryView(
+            printed, color=color, first_text_is_prompt=first_text_is_prompt, task_id=task_id
+        )
 
     # ---- lifetime -----------------------------------------------------------
 
@@ -258,6 +290,8 @@ class LiveView:
         """Print what is left as it stands, and take the status line away."""
         self.activity.ended()
         self._print(self.transcript.take_settled(everything=True))
+        if self.history.folded and not self._footer_said:
+            self.renderer.note(FOLDED_NOTE)  # (the footer says it when the task completes)
         self._stop_live()
 
     def _stop_live(self) -> None:
@@ -269,9 +303,10 @@ class LiveView:
             live.stop()
 
     @contextmanager
-    def paused(self) -> Iterator[None]:
-        """The screen for a prompt: everything printed, no live region below it."""
-        self._print(self.transcript.take_settled(everything=True))
+    def paused(self, ask: int) -> Iterator[None]:
+        """The screen for a prompt of ask `ask`: everything before it printed, no
+        live region below it (the ask itself is printed for good once answered)."""
+        self._print(self.transcript.take_settled(everything=True, before=ask))
         self._paused += 1
         was_live = self._live is not None
         self._stop_live()
@@ -314,9 +349,21 @@ class LiveView:
             self.activity.token_usage(data.payload[1])
             self._draw()
         elif isinstance(data, TaskCompleted):
-            self.activity.token_usage(data.payload[1])
+            usage = data.payload[1]
+            self.activity.token_usage(usage)
+            self.pending_ask = None
             self.close_tail()
-            self.renderer.event(event)  # the usage line
+            # `hdsp show`'s footer.
+            self._footer_said = True
+            for line in self.history.footer(
+                usage.total_tokens_in,
+                usage.total_tokens_out,
+                usage.total_cost,
+                usage.total_cache_reads,
+            ):
+                self.renderer.note(line)
+        elif isinstance(data, (TaskAborted, TaskClosed, TaskResumable)):
+            self.pending_ask = None  # (no ask waits once the task stopped)
         elif isinstance(data, ExecutionOutput):
             self._draw()
 
@@ -338,7 +385,6 @@ class LiveView:
     def message(self, m: ClineMessage) -> None:
         if self.transcript.replaced(m):
             self.transcript.reopen(m.ts)
-            self.renderer.forget(m.ts)
             self.renderer.note(REPLACED_NOTE)
         self.transcript.update(m)
         self.activity.message(m)
@@ -369,9 +415,9 @@ class LiveView:
         if messages and self._live is not None:
             self._live.update(Text(""))  # (the region is drawn again below them)
         for m in messages:
-            self.renderer.message(m)
+            self.history.message(m, waiting=m.ts == self.pending_ask and not m.is_answered)
         if messages:
-            self.renderer.line_end()
+            self.history.out.flush()
         return bool(messages)
 
     def print_above(self, text: str) -> None:
@@ -390,7 +436,8 @@ class LiveView:
         self._dirty = False
         self._drawn_at = time.monotonic()
         buffer = io.StringIO()
-        preview = self.renderer.fork(buffer)
+        # The tail as it streams, from where the printed messages end.
+        preview = Renderer(buffer, buffer, first_text_is_prompt=self.history.expects_prompt)
         for m in self.transcript.tail():
             if m.partial and m.say in _STATUS_ONLY:
                 continue

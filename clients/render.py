@@ -1,5 +1,8 @@
-"""Rendering task events for a person at a terminal: assistant text streams as it
-arrives, reasoning dimmed, errors red, a usage line at the end.
+"""Rendering task events for a person at a terminal as they stream: assistant
+text as it arrives, reasoning dimmed, errors red, a usage line at the end. The
+live view of `hdsp run` draws its changing tail with it (and asks its prompts);
+what is printed there for good is rendered by :mod:`.history_view`, as
+`hdsp show` renders it.
 
 Every string that came from a model, a tool, a kernel or a file goes through
 :func:`~.escape.escape_controls` before it is written, so escape sequences in it
@@ -20,17 +23,16 @@ import msgspec
 from hdsp.protocol import (
     CellOutput,
     ClineMessage,
-    HistoryItem,
     KernelOutput,
     MessageEvent,
     TaskCompleted,
     TaskEvent,
-    TokenUsage,
 )
 
 from .escape import escape_controls
+from .history_view import usage_line
 
-__all__ = ["Renderer", "format_usage"]
+__all__ = ["Renderer"]
 
 _cell_decoder = msgspec.json.Decoder(CellOutput)
 
@@ -43,13 +45,6 @@ _SHOWN_ASKS = ("command", "tool", "use_mcp_server", "followup", "auto_approval_m
 
 def _use_color(stream: TextIO) -> bool:
     return stream.isatty() and "NO_COLOR" not in os.environ
-
-
-def format_usage(usage: TokenUsage) -> str:
-    parts = [f"{usage.total_tokens_in:,} in", f"{usage.total_tokens_out:,} out"]
-    if usage.total_cache_reads:
-        parts.append(f"{usage.total_cache_reads:,} cache reads")
-    return f"tokens: {', '.join(parts)}; cost ${usage.total_cost:.4f}"
 
 
 def _json_object(text: str) -> dict[str, Any] | None:
@@ -103,19 +98,6 @@ class Renderer:
         # starts mid-conversation must not take the agent's text for it.
         self._seen_first_text = not first_text_is_prompt
 
-    def fork(self, out: TextIO) -> Renderer:
-        """A renderer that writes everything (notes too) to `out`, starting from
-        what this one has shown: for a preview that is drawn, then thrown away."""
-        other = Renderer(out, out)
-        other._seen_first_text = self._seen_first_text
-        return other
-
-    def forget(self, ts: int) -> None:
-        """Show message `ts` whole the next time it comes (it was replaced)."""
-        self._printed.pop(ts, None)
-        if self._open_ts == ts:
-            self._finish_line()
-
     def _style(self, text: str, code: str) -> str:
         """`text`, escaped, in colour `code` (on a terminal that wants colour)."""
         safe = escape_controls(text)
@@ -145,23 +127,20 @@ class Renderer:
         self.err.write(self._style(text, "1;31") + "\n")
         self.err.flush()
 
-    def line(self, text: str) -> None:
-        """One line of plain output, escaped."""
-        self._finish_line()
-        self.out.write(escape_controls(text) + "\n")
-        self.out.flush()
-
     def event(self, event: TaskEvent) -> None:
         data = event.data
         if isinstance(data, MessageEvent):
             self.message(data.payload[0].message)
         elif isinstance(data, TaskCompleted):
-            self.note(format_usage(data.payload[1]))
-
-    def snapshot(self, item: HistoryItem, messages: list[ClineMessage]) -> None:
-        for message in messages:
-            self.message(message)
-        self._finish_line()
+            usage = data.payload[1]
+            self.note(
+                usage_line(
+                    usage.total_tokens_in,
+                    usage.total_tokens_out,
+                    usage.total_cost,
+                    usage.total_cache_reads,
+                )
+            )
 
     def _stream(self, m: ClineMessage, text: str, code: str | None, label: str = "") -> None:
         """Print what `m` added to its text since last time; all of it again,

@@ -89,7 +89,9 @@ def test_run_reports_a_failed_request(daemon: DaemonProcess, fake_openai: FakeOp
     fake_openai.script(FakeReply.status(401))
     r = hdsp(daemon.runtime_dir, "run", "hi")
     assert r.returncode == 1
-    assert "error:" in r.stderr and "API key" in r.stderr
+    # Why, in the history on stdout (as `hdsp show` has it); that it failed, on stderr.
+    assert "error:" in r.stdout and "API key" in r.stdout
+    assert "The model request failed" in r.stderr
 
 
 @pytest.mark.parametrize("action", ["stop"])

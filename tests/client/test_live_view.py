@@ -52,8 +52,8 @@ def test_a_stale_live_update_does_not_take_back_a_final_message(
         stale = say(2, "api_req_retry_delayed", "broke\nRetry 1 in 0 s.", partial=True)
         view.event(event(stale, seq=None, prev_seq=prev_seq))
         assert view.transcript.get(2) == final
-    err = capsys.readouterr().err
-    assert "Retried (attempt 1)." in err and "Retry 1 in 0 s." not in err
+    out, err = capsys.readouterr()
+    assert "Retried (attempt 1)." in out and "Retry 1 in 0 s." not in out + err
 
 
 def test_a_retry_that_reopens_the_models_text_is_followed(
@@ -89,3 +89,63 @@ def test_a_printed_answer_that_a_retry_replaces_is_marked_and_printed_again(
     lines = captured.out.splitlines()
     assert "Result: 99 r" in lines and "Result: 12 rows are invalid." in lines
     assert lines.index("Result: 99 r") < lines.index("Result: 12 rows are invalid.")
+
+
+def ask(ts: int, *, answer: str | None = None, answered_by: str | None = None) -> ClineMessage:
+    text = '{"tool": "write_to_file", "path": "a.txt", "content": "hi"}'
+    return ClineMessage(
+        ts=ts,
+        type="ask",
+        ask="tool",
+        text=text,
+        is_answered=True if answer else None,
+        answer=answer,
+        answered_by=answered_by,
+    )
+
+
+def test_an_ask_is_printed_for_good_once_answered_with_who_answered(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """As `hdsp show` has it: the ask, then how it was answered and by whom (a
+    prompt pauses the view before the ask, not after it)."""
+    with LiveView(redraw=False, task_id="0123456789") as view:
+        view.event(event(say(1, "text", "the prompt"), seq=1, prev_seq=0))
+        view.event(event(ask(2), seq=2, prev_seq=1))
+        view.pending_ask = 2
+        with view.paused(2):
+            assert "ask:" not in capsys.readouterr().out
+        answered = ask(2, answer="yesButtonClicked", answered_by="cli")
+        view.event(event(answered, seq=3, prev_seq=2))
+        out = capsys.readouterr().out
+    assert out.splitlines() == [
+        "ask: allow this?",
+        'tool: write_to_file {"path": "a.txt"}',
+        "    hi",
+        "  approved by cli",
+    ]
+
+
+def test_a_view_closing_on_the_ask_the_task_waits_on_says_how_to_answer_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with LiveView(redraw=False, task_id="0123456789") as view:
+        view.event(event(say(1, "text", "the prompt"), seq=1, prev_seq=0))
+        view.event(event(ask(2), seq=2, prev_seq=1))
+        view.pending_ask = 2
+    out = capsys.readouterr().out
+    assert "waiting for an answer: `hdsp answer 01234567 --yes`" in out
+    assert "never answered" not in out
+
+
+def test_long_output_is_folded_as_hdsp_show_folds_it_and_the_view_says_so(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    output = "\n".join(f"line {i}" for i in range(100))
+    with LiveView(redraw=False) as view:
+        view.event(event(say(1, "text", "the prompt"), seq=1, prev_seq=0))
+        view.event(event(say(2, "command_output", output), seq=2, prev_seq=1))
+    out, err = capsys.readouterr()
+    assert "  | line 0" in out and "  | line 99" in out and "line 50" not in out
+    assert "[... 82 more lines; --full shows them ...]" in out
+    assert "`hdsp show --full` shows them whole" in err
