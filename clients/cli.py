@@ -35,7 +35,7 @@ from .follow import TaskFollower
 from .history_view import HistoryView
 from .kernels_command import add_kernels_parser
 from .render import Renderer
-from .task_ids import add_task_argument
+from .task_ids import add_task_argument, resolve_task_id
 
 __all__ = ["main"]
 
@@ -297,23 +297,7 @@ class _Cli:
 
     async def resolve(self, client: Client, ref: str) -> str:
         """A full task id, from an id or a unique prefix of one."""
-        if len(ref) >= 36:
-            return ref
-        matches: list[str] = []
-        cursor: str | None = None
-        while True:
-            page = await client.list_tasks(cursor=cursor, limit=1000)
-            matches += [t.id for t in page.tasks if t.id.startswith(ref)]
-            cursor = page.next_cursor
-            if cursor is None or len(matches) > 1:
-                break
-        if not matches:
-            raise CommandFailed(ErrorCode.TASK_NOT_FOUND, f"No task id starts with {ref!r}.")
-        if len(matches) > 1:
-            raise CommandFailed(
-                ErrorCode.INVALID_REQUEST, f"{ref!r} matches several tasks; give more of the id."
-            )
-        return matches[0]
+        return await resolve_task_id(client, ref)
 
     def follower(
         self,

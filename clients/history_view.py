@@ -70,7 +70,20 @@ def _json_object(text: str) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def _kernel_output(output: KernelOutput) -> str:
+def usage_line(tokens_in: int, tokens_out: int, cost: float, cache_reads: int | None) -> str:
+    """What a task's model requests used (the last line of `hdsp show` and `hdsp run`)."""
+    parts = [f"{tokens_in:,} in", f"{tokens_out:,} out"]
+    if cache_reads:
+        parts.append(f"{cache_reads:,} cache reads")
+    return f"tokens: {', '.join(parts)}; cost ${cost:.4f}"
+
+
+#: The footer's line after the usage when something was folded.
+FOLDED_NOTE = "Long outputs were folded; `hdsp show --full` shows them whole."
+
+
+def kernel_output_text(output: KernelOutput) -> str:
+    """What a terminal can show of one kernel output (escaped later)."""
     if output.output_type == "stream":
         return output.text or ""
     if output.output_type == "error":
@@ -82,19 +95,8 @@ def _kernel_output(output: KernelOutput) -> str:
         plain = "".join(str(p) for p in plain)
     if isinstance(plain, str):
         return plain
-    return f"[{', '.join(sorted(data)) or output.output_type}]"
-
-
-def usage_line(tokens_in: int, tokens_out: int, cost: float, cache_reads: int | None) -> str:
-    """What a task's model requests used (the last line of `hdsp show` and `hdsp run`)."""
-    parts = [f"{tokens_in:,} in", f"{tokens_out:,} out"]
-    if cache_reads:
-        parts.append(f"{cache_reads:,} cache reads")
-    return f"tokens: {', '.join(parts)}; cost ${cost:.4f}"
-
-
-#: The footer's line after the usage when something was folded.
-FOLDED_NOTE = "Long outputs were folded; `hdsp show --full` shows them whole."
+    kinds = ", ".join(sorted(data)) or output.output_type
+    return f"[{kinds}]"
 
 
 class HistoryView:
@@ -322,7 +324,7 @@ class HistoryView:
         self._write(f"In [{count}]:", _DIM)
         self._write(cell.code, _DIM, "    ")
         for output in cell.outputs:
-            shown = self._fold(_kernel_output(output))
+            shown = self._fold(kernel_output_text(output))
             bad = output.output_type == "error" or output.name == "stderr"
             self._write(shown, _RED if bad else None)
         if cell.omitted:

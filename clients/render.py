@@ -23,14 +23,13 @@ import msgspec
 from hdsp.protocol import (
     CellOutput,
     ClineMessage,
-    KernelOutput,
     MessageEvent,
     TaskCompleted,
     TaskEvent,
 )
 
 from .escape import escape_controls
-from .history_view import usage_line
+from .history_view import kernel_output_text, usage_line
 
 __all__ = ["Renderer"]
 
@@ -59,23 +58,6 @@ def _json_object(text: str) -> dict[str, Any] | None:
 
 def _indent(text: str, prefix: str) -> str:
     return "\n".join(prefix + line for line in text.split("\n"))
-
-
-def _kernel_output(output: KernelOutput) -> str:
-    """What a terminal can show of one kernel output (escaped later)."""
-    if output.output_type == "stream":
-        return output.text or ""
-    if output.output_type == "error":
-        lines = [_SGR.sub("", line) for line in output.traceback or []]
-        return "\n".join(lines) or f"{output.ename}: {output.evalue}"
-    data = output.data or {}
-    plain = data.get("text/plain")
-    if isinstance(plain, list):
-        plain = "".join(str(p) for p in plain)
-    if isinstance(plain, str):
-        return plain
-    kinds = ", ".join(sorted(data)) or output.output_type
-    return f"[{kinds}]"
 
 
 class Renderer:
@@ -228,7 +210,7 @@ class Renderer:
         self.out.write(self._style(f"In [{count}]: ", "2") + "\n")
         self.out.write(self._style(_indent(cell.code, "    "), "2") + "\n")
         for output in cell.outputs:
-            shown = _kernel_output(output).rstrip("\n")
+            shown = kernel_output_text(output).rstrip("\n")
             if output.output_type == "error" or output.name == "stderr":
                 self.out.write(self._style(shown, "31") + "\n")
             else:
