@@ -112,10 +112,18 @@ async def test_kill_9_under_streaming_load_loses_and_repeats_nothing(
                 await driver.start_task(f"stream {n}")
             # Let a random share of the streaming happen, then kill.
             wanted = len(received[0]) + rng.randint(1, 15)
-            with anyio.fail_after(30):
+            # Generous: on a loaded machine one round has stalled for about 30 s
+            # (a model request waiting out its first-byte timeout, it seems: under
+            # investigation); what this test guards is that nothing is lost or
+            # repeated, which the checks below assert whatever the wait was.
+            with anyio.move_on_after(120) as waited:
                 while len(received[0]) < wanted:
                     progress = anyio.Event()
                     await progress.wait()
+            assert not waited.cancelled_caught, (
+                f"client 0 saw {len(received[0])} events, waited for {wanted}; "
+                f"the model got {len(fake_openai.requests)} requests"
+            )
             daemon.kill()
             daemon.start()
             with anyio.fail_after(20):
