@@ -23,7 +23,7 @@ from typing import Any, TextIO
 
 import msgspec
 
-from hdsp.protocol import CellOutput, ClineMessage, KernelOutput, TaskSnapshot
+from hdsp.protocol import CellOutput, ClineMessage, KernelOutput, TaskSnapshot, ToolResultText
 
 from .escape import escape_controls
 
@@ -34,6 +34,7 @@ FOLD_LINES = 20
 _HEAD, _TAIL = 12, 6
 
 _cell_decoder = msgspec.json.Decoder(CellOutput)
+_result_decoder = msgspec.json.Decoder(ToolResultText)
 
 #: Colour codes of IPython's tracebacks: dropped, not shown as escapes.
 _SGR = re.compile("\x1b\\[[0-9;]*m")
@@ -226,6 +227,8 @@ class HistoryView:
             self._write("thinking: " + self._fold(text) + unfinished, _DIM)
         elif say == "tool":
             self._tool(text, "auto-approved")
+        elif say == "tool_result":
+            self._result(text)
         elif say == "command_output":
             self._write(self._fold(text) + unfinished, None, "  | ")
         elif say == "cell_output":
@@ -273,6 +276,26 @@ class HistoryView:
             self._diff(str(data["diff"]), "    ")
         elif isinstance(data.get("content"), str):
             self._write(self._fold(data["content"]), None, "    ")
+
+    def _result(self, text: str) -> None:
+        """What a tool call gave back, under the call: `  → ` and its text, folded
+        when long (red when it is an error)."""
+        try:
+            result = _result_decoder.decode(text)
+        except msgspec.DecodeError:
+            result = ToolResultText(tool="", text=text)
+        body = self._fold(result.text) if result.text.strip() else "(nothing)"
+        notes = []
+        if result.images:
+            notes.append(f"[{result.images} image(s)]")
+        if result.omitted:
+            notes.append(f"[{result.omitted:,} characters not kept]")
+        body = "\n".join([body, *notes])
+        first, _, rest = body.partition("\n")
+        code = _RED if result.is_error else None
+        self._write(first, code, "  → ")
+        if rest:
+            self._write(rest, code, "    ")
 
     def _ask(self, m: ClineMessage, task_id: str, *, waiting: bool) -> None:
         text = m.text or ""

@@ -24,6 +24,7 @@ __all__ = [
     "Say",
     "TaskState",
     "TokenUsage",
+    "ToolResultText",
     "ToolUsage",
     "ToolUsageEntry",
 ]
@@ -87,6 +88,34 @@ class Say(enum.StrEnum):
     #: its text (for people) saying for how long, updated every few seconds;
     #: final once the reply begins or the request ends.
     API_REQ_WAITING = "api_req_waiting"
+    #: What a tool call gave back (final, once per call that ran); the text is a
+    #: `ToolResultText`.
+    TOOL_RESULT = "tool_result"
+
+
+class ToolResultText(WireStruct, frozen=True):
+    """The text (JSON) of a `tool_result` say message: what a tool call gave back,
+    as people see it. Its `toolUseId` names the call. A tool that showed its
+    output in messages of its own (`command_output`, `cell_output`) gives here
+    only what else its result said (an exit code, a kernel's status)."""
+
+    tool: str
+    text: Annotated[
+        str,
+        Meta(description="The result's text (untrusted: a tool, a file or a kernel wrote it)."),
+    ]
+    is_error: bool = False
+    images: Annotated[int, Meta(description="Images the result gave the model.")] = 0
+    omitted: Annotated[
+        int, Meta(description="Characters of the result's text left out of `text` (its middle).")
+    ] = 0
+    output_shown: Annotated[
+        bool,
+        Meta(
+            description="The tool's output is in messages of its own; `text` is the rest "
+            "of its result."
+        ),
+    ] = False
 
 
 class TaskState(enum.StrEnum):

@@ -21,17 +21,33 @@ import msgspec
 import structlog
 
 from hdsp.daemon.approvals import Decision
-from hdsp.daemon.conversation import TextBlock
+from hdsp.daemon.bounded_text import BoundedText
+from hdsp.daemon.conversation import ImageBlock, TextBlock
 from hdsp.daemon.scrubber import scrubber
 from hdsp.daemon.tools import AskAnswer, ToolCategory, ToolContext, ToolError, ToolResult
-from hdsp.protocol import Ask, AskResponse, ClineMessage, Say, TaskToolFailed, ToolUsageEntry
+from hdsp.protocol import (
+    Ask,
+    AskResponse,
+    ClineMessage,
+    Say,
+    TaskToolFailed,
+    ToolResultText,
+    ToolUsageEntry,
+)
 
 from .asks import AskBox
 from .deps import TaskDeps, TaskKernels
 from .messages import TaskMessages
 from .turn import CallState, encodable_result
 
-__all__ = ["RAW_ARGUMENTS_SHOWN", "REPETITION_LIMIT", "CallContext", "ToolCalls", "command_cwd"]
+__all__ = [
+    "RAW_ARGUMENTS_SHOWN",
+    "REPETITION_LIMIT",
+    "RESULT_SHOWN_CHARS",
+    "CallContext",
+    "ToolCalls",
+    "command_cwd",
+]
 
 log = structlog.get_logger("hdsp.tasks")
 
@@ -40,9 +56,18 @@ REPETITION_LIMIT = 3
 #: How much of arguments that are not valid JSON a message quotes (characters).
 RAW_ARGUMENTS_SHOWN = 1000
 
+#: How much of a tool result its `tool_result` message keeps (characters: the
+#: head and the tail; the model got all of it).
+RESULT_SHOWN_CHARS = 64_000
+
+#: Tools whose result people see already: the question's answer, the result.
+_RESULT_SHOWN_BY_TOOL = frozenset({ToolCategory.COMPLETION, ToolCategory.FOLLOWUP})
+
 #: Tools whose only effects are messages of their own task, which the journal
 #: commits after the saved turn state anyway: they need no flush before they run.
 _EFFECTS_IN_HISTORY = frozenset({ToolCategory.COMPLETION, ToolCategory.FOLLOWUP})
+
+_result_encoder = msgspec.json.Encoder()
 
 
 def command_cwd(workspace: Path, given: Any) -> str:
@@ -145,7 +170,7 @@ class ToolCalls:
                 await self._messages.say(
                     Say.ERROR, text.removeprefix("Error: "), tool_use_id=call.id
                 )
-                await self.finish(call, problem)
+                await self.finish(call, problem, shown=False)
                 return
             assert tool is not None and call.arguments is not None
             ctx = self._ctx
@@ -207,8 +232,11 @@ class ToolCalls:
                 feedback = f" The user said: {answer.text}" if answer.text else ""
                 if answer is timed_out:
                     feedback = " Nobody answered the approval request in time."
+                # (The answered ask shows the denial.)
                 await self.finish(
-                    call, ToolResult.text(f"The user denied this operation.{feedback}")
+                    call,
+                    ToolResult.text(f"The user denied this operation.{feedback}"),
+                    shown=False,
                 )
                 return
             if call.cap_reached:
@@ -236,8 +264,9 @@ class ToolCalls:
             self._asks.timeout = None
         await self.finish(call, result)
 
-    async def finish(self, call: CallState, result: ToolResult) -> None:
-        """Record `result` as the call's, and count a mistake if it is an error."""
+    async def finish(self, call: CallState, result: ToolResult, *, shown: bool = True) -> None:
+        """Record `result` as the call's, and count a mistake if it is an error;
+        with `shown`, tell people what it was (a `tool_result` message)."""
         result = encodable_result(result)
         self.mistakes = self.mistakes + 1 if result.is_error else 0
         call.status = "done"
@@ -251,10 +280,34 @@ class ToolCalls:
         call.is_error = result.is_error
         call.completes_task = result.completes_task
         await self._save_turn()
+        tool = self._deps.tools.get(call.name)
+        if shown and (tool is None or tool.category not in _RESULT_SHOWN_BY_TOOL):
+            await self._say_result(call, result)
         if result.is_error:
             self._count(call.name, failures=1)
             text = " ".join(b.text for b in call.result if isinstance(b, TextBlock))
             await self._messages.emit(TaskToolFailed(payload=(self._ctx.task_id, call.name, text)))
+
+    async def _say_result(self, call: CallState, result: ToolResult) -> None:
+        """The `tool_result` message of `call`: its result as people see it, the
+        head and tail of a long one, scrubbed as the model's copy is."""
+        if result.summary is not None:
+            text = scrubber.scrub(result.summary)
+        else:
+            text = "\n".join(b.text for b in call.result if isinstance(b, TextBlock))
+        kept = BoundedText(RESULT_SHOWN_CHARS)
+        kept.append(text)
+        record = ToolResultText(
+            tool=call.name,
+            text=kept.text(),
+            is_error=result.is_error,
+            images=sum(isinstance(b, ImageBlock) for b in result.content),
+            omitted=kept.dropped,
+            output_shown=result.summary is not None,
+        )
+        await self._messages.say(
+            Say.TOOL_RESULT, _result_encoder.encode(record).decode(), tool_use_id=call.id
+        )
 
     def _count(self, name: str, *, attempts: int = 0, failures: int = 0) -> None:
         entry = self.tool_usage.get(name, ToolUsageEntry(attempts=0, failures=0))

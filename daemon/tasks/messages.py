@@ -114,7 +114,12 @@ class TaskMessages:
         texts = []
         for body in bodies:
             m = _decoder.decode(body)
-            if m.tool_use_id == tool_use_id and m.type == "say" and m.say != Say.TOOL and m.text:
+            if (
+                m.tool_use_id == tool_use_id
+                and m.type == "say"
+                and m.say not in (Say.TOOL, Say.TOOL_RESULT)
+                and m.text
+            ):
                 texts.append(m.text)
         text = "\n".join(texts)
         return text if len(text) <= TOOL_OUTPUT_KEPT else "...\n" + text[-TOOL_OUTPUT_KEPT:]

@@ -112,7 +112,12 @@ def encodable_result(result: ToolResult) -> ToolResult:
         TextBlock(text=_replace_lone_surrogates(b.text)) if isinstance(b, TextBlock) else b
         for b in result.content
     ]
-    return ToolResult(content, is_error=result.is_error, completes_task=result.completes_task)
+    return ToolResult(
+        content,
+        is_error=result.is_error,
+        completes_task=result.completes_task,
+        summary=None if result.summary is None else _replace_lone_surrogates(result.summary),
+    )
 
 
 def user_content(text: str | None, images: list[str] | None) -> list[Block]:

@@ -56,6 +56,10 @@ class ToolResult:
     is_error: bool = False
     #: Set by attempt_completion: the turn ends once this result is recorded.
     completes_task: bool = False
+    #: For a tool that showed its output to people in messages of its own
+    #: (`command_output`, `cell_output`): what else its result says (an exit
+    #: code, a kernel's status), shown instead of the whole result.
+    summary: str | None = None
 
     @classmethod
     def text(cls, text: str, *, is_error: bool = False) -> ToolResult:

@@ -101,6 +101,7 @@ class CodeRun:
         return ToolResult(
             content=[TextBlock(text=text), *blocks[1:]],
             is_error=r.status in ("timeout", "died", "restarted") or r.kernel_restarted,
+            summary="\n".join([header, *lines]),  # (the outputs are the cell_output's)
         )
 
 

@@ -532,6 +532,7 @@ class RunCell(_NotebookTool):
         first = result.content[0]
         assert isinstance(first, TextBlock)
         result.content[0] = TextBlock(text=f"{first.text}\n\n{note}")
+        result.summary = f"{result.summary}\n{note}" if result.summary else note
         return result
 
     async def _store_outputs(

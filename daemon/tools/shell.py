@@ -306,7 +306,9 @@ class ExecuteCommand(Tool):
         else:
             status = f"Exit code: {process.returncode}"
         body = f"{status}\nOutput:\n{output}" if output else f"{status}\n(no output)"
-        return ToolResult.text(header + body, is_error=timed_out)
+        result = ToolResult.text(header + body, is_error=timed_out)
+        result.summary = status  # (the output is the command_output message's)
+        return result
 
     @staticmethod
     async def _read(stream: anyio.abc.ByteReceiveStream, run: _Run) -> None:

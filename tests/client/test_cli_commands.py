@@ -148,6 +148,63 @@ async def test_show_marks_auto_approved_writes_folds_long_diffs_and_shows_retrie
 
 
 @pytest.mark.slow
+async def test_show_gives_each_tool_calls_result_under_it_folded_escaped_and_errors_red(
+    daemon: DaemonProcess, fake_openai: FakeOpenAI, client: Client, tmp_path: Path
+) -> None:
+    (tmp_path / "data.csv").write_text(
+        "region,sales\x1b]0;pwned\x07\n" + "".join(f"r{i},{i}\n" for i in range(60))
+    )
+    (tmp_path / "notes").mkdir()
+
+    def tool(name: str, **args: object) -> FakeReply:
+        return FakeReply.tool_calls([ToolCall(name, json.dumps(args))])
+
+    fake_openai.script(
+        tool("list_files", path="."),
+        tool("read_file", path="data.csv"),
+        tool("read_file", path="missing.csv"),
+        tool("execute_command", command="seq 1 3"),
+        done("read it"),
+    )
+    approvals = {"always_allow_command": True, "allowed_commands": ["seq"]}
+    task_id, head = await start(client, "look at the data", tmp_path, approvals=approvals)
+    await wait_for_end(client, task_id, head)
+
+    r = await run_hdsp(daemon.runtime_dir, "show", task_id[:8])
+    assert r.returncode == ExitCode.OK, r.stderr
+    out = r.stdout
+    # Each call, then what it gave back, under it and in order.
+    listed = out.index('tool: list_files {"path": "."}  (auto-approved)\n')
+    read = out.index('tool: read_file {"path": "data.csv"}  (auto-approved)\n', listed)
+    missing = out.index('tool: read_file {"path": "missing.csv"}  (auto-approved)\n', read)
+    command = out.index("tool: execute_command", missing)
+    listing = out[listed:read]
+    assert "  → " in listing and "data.csv" in listing and "notes/" in listing, listing
+    # A long result folded (the model read all of it), escapes shown as text.
+    content = out[read:missing]
+    assert "r0,0" in content and "r59,59" in content and "r30,30" not in content, content
+    assert "more lines; --full shows them" in content
+    assert "\x1b" not in out and "\\x1b]0;pwned\\x07" in content
+    # A tool's error is shown as the model got it.
+    assert "missing.csv" in out[missing:command] and "  → Error:" in out[missing:command]
+    # A command's output once (its own message), then its exit code.
+    ran = out[command:]
+    assert ran.count("  | 2\n") == 1 and "  → Exit code: 0" in ran, ran
+    assert out.index("  | 3\n", command) < out.index("  → Exit code: 0", command)
+
+    r = await run_hdsp(daemon.runtime_dir, "show", "--full", task_id[:8])
+    assert "r30,30" in r.stdout and "more lines" not in r.stdout
+
+    # The raw record says which call it belongs to and whether it failed.
+    r = await run_hdsp(daemon.runtime_dir, "--json", "show", task_id)
+    results = [m for m in json.loads(r.stdout)["messages"] if m.get("say") == "tool_result"]
+    records = [json.loads(m["text"]) for m in results]
+    assert [x["tool"] for x in records] == ["list_files", "read_file", "read_file", "execute_command"]
+    assert [x.get("isError", False) for x in records] == [False, False, True, False]
+    assert all(m["toolUseId"] for m in results)
+
+
+@pytest.mark.slow
 async def test_show_shows_a_truncated_context(
     daemon: DaemonProcess, fake_openai: FakeOpenAI, client: Client, tmp_path: Path
 ) -> None:
