@@ -359,13 +359,15 @@ class _Cli:
         task_id = await self.resolve(client, self.args.task)
         head = (await client.status()).head_seq
         ref = await client.send_message(task_id, self.args.text)
-        if ref.queued and not self.args.json:
-            self.render.note("The task is busy: the message waits until its turn ends.")
+        busy = "The task is busy: the message waits until its turn ends."
         if self.args.detach:
+            if ref.queued and not self.args.json:
+                self.render.note(busy)
             return ExitCode.OK
         # Print from our message on: what the task said before it is not the answer.
         follower = self.follower(client, task_id, our_message=self.args.text)
-        return await follower.run(head)
+        # (Said once Ctrl-C takes the message back, which it says it can.)
+        return await follower.run(head, first_note=busy if ref.queued else None)
 
     async def cmd_attach(self, client: Client) -> int:
         task_id = await self.resolve(client, self.args.task)

@@ -116,10 +116,16 @@ class TaskFollower:
         since_seq: int,
         seed: list[ClineMessage] | None = None,
         pending_ask: ClineMessage | None = None,
+        first_note: str | None = None,
     ) -> int:
+        """Follow the task from `since_seq` (after `seed`, a snapshot's messages,
+        and the ask it waits on); `first_note` is said once Ctrl-C means what
+        this command says it means."""
         async with anyio.create_task_group() as tg:
             self._tg = tg
-            tg.start_soon(self._on_interrupt)
+            await tg.start(self._on_interrupt)
+            if first_note is not None:
+                self.note(first_note)
             tg.start_soon(self._watch_daemon)
             with self.view:
                 if self.view.redraw:
@@ -239,25 +245,30 @@ class TaskFollower:
         """Ask `prompt.ask` here until a line answers it or the prompt is taken down."""
         ask = prompt.ask
         renderer = self.view.renderer
+        view = self.view
         try:
-            with self.view.paused(ask.ts):
-                renderer.ask(ask)
+            with view.asking(ask):
                 line = ""
                 with prompt.scope:
                     while not line:
+                        question = renderer.ask_prompt(ask)
+                        view.prompt_wrote(question)  # (a prompt taken down: its line)
                         try:
-                            line = (await read_line(renderer.ask_prompt(ask))).strip()
+                            typed = await read_line(question)
                         except EOFError:
                             prompt.reason = "No answer: input ended."
                             self._detach(ExitCode.WAITING, "")
                             self._tell_unanswered()
                             return
+                        view.prompt_wrote(question + typed, replacing=question)
+                        line = typed.strip()
                         if not line:
-                            renderer.note(
+                            view.prompt_note(
                                 "Type y to approve or n to deny (Enter alone does neither)."
                                 if renderer.needs_explicit_yes(ask)
                                 else "Type your answer (Enter alone answers nothing)."
                             )
+                view.erase_prompt()
                 if prompt.scope.cancelled_caught or not line:
                     if prompt.reason:
                         renderer.note(prompt.reason)
@@ -320,8 +331,11 @@ class TaskFollower:
         self._code = code
         self._following.cancel()
 
-    async def _on_interrupt(self) -> None:
+    async def _on_interrupt(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
         with anyio.open_signal_receiver(signal.SIGINT) as signals:
+            task_status.started()
             async for _ in signals:
                 await self._interrupted()
 

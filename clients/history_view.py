@@ -200,14 +200,17 @@ class HistoryView:
             [FOLDED_NOTE] if self.folded else []
         )
 
-    def message(self, m: ClineMessage, *, waiting: bool = False) -> None:
-        """One settled message (`waiting`: the ask the task waits on)."""
+    def message(self, m: ClineMessage, *, waiting: bool = False, asked: bool = False) -> None:
+        """One settled message (`waiting`: the ask the task waits on; `asked`: an
+        ask whose head :meth:`ask_head` printed already, at a prompt)."""
         if m.type == "say" and m.say == "text" and self._expect_prompt:
             self._expect_prompt = False  # Roo's first text message is the user's task
             self._write("> " + (m.text or ""), _BOLD + ";" + _CYAN)
             self.out.write("\n")
         elif m.type == "ask":
-            self._ask(m, self.task_id, waiting=waiting)
+            if not asked:
+                self.ask_head(m)
+            self._verdict(m, self.task_id, waiting=waiting)
         else:
             self._say(m)
 
@@ -297,7 +300,9 @@ class HistoryView:
         if rest:
             self._write(rest, code, "    ")
 
-    def _ask(self, m: ClineMessage, task_id: str, *, waiting: bool) -> None:
+    def ask_head(self, m: ClineMessage) -> None:
+        """What ask `m` wants (the lines above how it was answered): printed by a
+        prompt before it asks, so that the screen holds the ask once."""
         text = m.text or ""
         data = _json_object(text)
         kind = m.ask or ""
@@ -321,6 +326,9 @@ class HistoryView:
             self._write("ask: resume the task?", _YELLOW)
         else:
             self._write(f"ask ({kind}): {text}".rstrip(), _YELLOW)
+
+    def _verdict(self, m: ClineMessage, task_id: str, *, waiting: bool) -> None:
+        """The line under an ask: how it was answered and by whom, or that it waits."""
         if waiting:
             short = task_id[:8]
             self._write(

@@ -42,6 +42,7 @@ from contextlib import contextmanager
 from typing import TextIO, cast
 
 import anyio
+from rich.cells import cell_len
 from rich.console import Console
 from rich.live import Live
 from rich.text import Text
@@ -183,6 +184,11 @@ class Transcript:
     def get(self, ts: int) -> ClineMessage | None:
         return self._messages.get(ts)
 
+    def printed(self, ts: int) -> bool:
+        """Whether message `ts` is printed for good."""
+        index = bisect.bisect_left(self._order, ts)
+        return index < self._printed and self._order[index] == ts
+
     def tail(self) -> list[ClineMessage]:
         """The messages not printed for good yet."""
         return [self._messages[ts] for ts in self._order[self._printed :]]
@@ -243,6 +249,9 @@ class LiveView:
         #: The ask the task waits on, as far as this view knows (its follower says).
         self.pending_ask: int | None = None
         self._footer_said = False
+        #: Asks whose head a prompt printed (their answer is printed under it).
+        self._asked: set[int] = set()
+        self._prompt_rows = 0
         if self.redraw:
             self._console = Console(file=sys.stdout, highlight=False, emoji=False, markup=False)
             color = "NO_COLOR" not in os.environ
@@ -303,19 +312,51 @@ class LiveView:
             live.stop()
 
     @contextmanager
-    def paused(self, ask: int) -> Iterator[None]:
-        """The screen for a prompt of ask `ask`: everything before it printed, no
-        live region below it (the ask itself is printed for good once answered)."""
-        self._print(self.transcript.take_settled(everything=True, before=ask))
+    def asking(self, ask: ClineMessage) -> Iterator[None]:
+        """The screen for a prompt of `ask`: everything before it printed, then
+        the ask as `hdsp show` prints it (how it is answered comes under it once
+        it is), and no live region below. What the prompt writes is counted
+        (:meth:`prompt_wrote`) so that :meth:`erase_prompt` can take it away."""
+        self._print(self.transcript.take_settled(everything=True, before=ask.ts))
         self._paused += 1
         was_live = self._live is not None
         self._stop_live()
+        if ask.ts not in self._asked and not self.transcript.printed(ask.ts):
+            self._asked.add(ask.ts)
+            self.history.ask_head(ask)
+            self.history.out.flush()
+        self._prompt_rows = 0
         try:
             yield
         finally:
             self._paused -= 1
             if was_live and not self._paused:
                 self._start_live()
+
+    def _rows(self, text: str) -> int:
+        """Screen rows that `text` takes, lines wrapped."""
+        width = max(1, self._console.width if self._console is not None else 80)
+        return sum(max(1, -(-cell_len(line) // width)) for line in text.split("\n"))
+
+    def prompt_wrote(self, text: str, *, replacing: str = "") -> None:
+        """A prompt's line is `text` now (its question and what was typed), where
+        it was `replacing`."""
+        self._prompt_rows += self._rows(text) - (self._rows(replacing) if replacing else 0)
+
+    def prompt_note(self, text: str) -> None:
+        """A note under a prompt (taken away with it, where it is on the screen)."""
+        self.renderer.note(text)
+        if len(self._writers) > 1:  # (notes go to the screen: stderr is the terminal)
+            self._prompt_rows += self._rows(text)
+
+    def erase_prompt(self) -> None:
+        """Take away the prompt's lines (on a terminal that redraws): what stays
+        is the ask, and how it was answered once the daemon says so."""
+        rows, self._prompt_rows = self._prompt_rows, 0
+        if self._console is None or not 0 < rows < self._console.height:
+            return
+        sys.stdout.write(f"\x1b[{rows}A\r\x1b[J")
+        sys.stdout.flush()
 
     async def tick(self) -> None:
         """Redraw what changed since the last frame, and the status line every
@@ -415,7 +456,11 @@ class LiveView:
         if messages and self._live is not None:
             self._live.update(Text(""))  # (the region is drawn again below them)
         for m in messages:
-            self.history.message(m, waiting=m.ts == self.pending_ask and not m.is_answered)
+            self.history.message(
+                m,
+                waiting=m.ts == self.pending_ask and not m.is_answered,
+                asked=m.ts in self._asked,
+            )
         if messages:
             self.history.out.flush()
         return bool(messages)
@@ -439,8 +484,8 @@ class LiveView:
         # The tail as it streams, from where the printed messages end.
         preview = Renderer(buffer, buffer, first_text_is_prompt=self.history.expects_prompt)
         for m in self.transcript.tail():
-            if m.partial and m.say in _STATUS_ONLY:
-                continue
+            if (m.partial and m.say in _STATUS_ONLY) or m.ts in self._asked:
+                continue  # (the status line says it; a prompt printed the ask)
             preview.message(m)
         preview.line_end()
         shown = Text(buffer.getvalue().rstrip("\n"))

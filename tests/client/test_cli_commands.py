@@ -199,7 +199,12 @@ async def test_show_gives_each_tool_calls_result_under_it_folded_escaped_and_err
     r = await run_hdsp(daemon.runtime_dir, "--json", "show", task_id)
     results = [m for m in json.loads(r.stdout)["messages"] if m.get("say") == "tool_result"]
     records = [json.loads(m["text"]) for m in results]
-    assert [x["tool"] for x in records] == ["list_files", "read_file", "read_file", "execute_command"]
+    assert [x["tool"] for x in records] == [
+        "list_files",
+        "read_file",
+        "read_file",
+        "execute_command",
+    ]
     assert [x.get("isError", False) for x in records] == [False, False, True, False]
     assert all(m["toolUseId"] for m in results)
 

@@ -289,7 +289,7 @@ def test_a_prompt_answered_elsewhere_is_taken_down_at_once(
     assert (workspace / "b.txt").read_text() == "hi\n"
     # The final screen keeps the ask, why its prompt went, and what followed.
     final = term.text
-    assert final.index("Allow write_to_file") < final.index("The ask was answered elsewhere.")
+    assert final.index("ask: allow this?") < final.index("The ask was answered elsewhere.")
     assert final.index("The ask was answered elsewhere.") < final.index("Wrote it.")
 
 
@@ -396,12 +396,16 @@ def test_a_prompt_is_taken_down_while_the_daemon_is_away_and_asked_again_after(
         term.wait_for_text("hdspd went away; waiting for it to come back")
         daemon.start()
         term.wait_for_text("hdspd is back.")
-        term.wait_for(lambda: term.text.count(PROMPT) == 2, "the ask, asked again")
+        back = "hdspd is back."
+        term.wait_for(lambda: PROMPT in term.text.partition(back)[2], "the ask, asked again")
         term.type("y\n")
         assert term.finish(timeout=60) == 0, term.text
     finally:
         term.close()
     assert (workspace / "e.txt").read_text() == "hi\n"
+    # The ask is on the screen once, the prompts taken down, how it was answered.
+    assert term.text.count("write_to_file") == 1 and PROMPT not in term.text, term.text
+    assert "approved by hdsp" in term.text
     assert "Done." in term.text
 
 
@@ -511,10 +515,36 @@ def test_asks_one_after_another_are_each_asked(
     try:
         term.wait_for_text(PROMPT)
         term.type("y\n")
-        term.wait_for(lambda: term.text.count(PROMPT) == 2, "the second ask")
+        term.wait_for(lambda: PROMPT in term.text.partition("g2.txt")[2], "the second ask")
         term.type("y\n")
         assert term.finish() == 0, term.text
     finally:
         term.close()
     assert (workspace / "g1.txt").exists() and (workspace / "g2.txt").exists()
-    assert term.text.count(PROMPT) == 2 and "Both written." in term.text
+    assert "Both written." in term.text and PROMPT not in term.text
+    assert term.text.count("ask: allow this?") == 2 and term.text.count("approved by hdsp") == 2
+
+
+def test_an_answered_ask_is_shown_once_as_hdsp_show_shows_it(
+    live_daemon: DaemonProcess, fake: FakeOpenAI, workspace: Path
+) -> None:
+    """The ask asked at the prompt is the history's ask: once answered, the screen
+    shows it once, with who answered, and the prompt line is gone: the screen's
+    conversation is `hdsp show`'s."""
+    fake.script(call("write_to_file", path="h.txt", content="hi\n"), OAI.text("Wrote h."))
+    term = Terminal(live_daemon.runtime_dir, "run", "write h", cwd=workspace)
+    try:
+        term.wait_for_text(PROMPT)
+        term.type("\n")  # Enter alone: answers nothing, says so
+        term.wait_for_text("Enter alone does neither")
+        term.type("y\n")
+        assert term.finish() == 0, term.text
+    finally:
+        term.close()
+    screen = term.lines
+    assert (workspace / "h.txt").read_text() == "hi\n"
+    assert term.text.count("write_to_file") == 1, term.text
+    assert PROMPT not in term.text and "Enter alone does neither" not in term.text
+    assert conversation(screen) == conversation(
+        shown_on_terminal(live_daemon, task_id_of(term.text))
+    )

@@ -107,18 +107,19 @@ def ask(ts: int, *, answer: str | None = None, answered_by: str | None = None) -
 def test_an_ask_is_printed_for_good_once_answered_with_who_answered(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """As `hdsp show` has it: the ask, then how it was answered and by whom (a
-    prompt pauses the view before the ask, not after it)."""
+    """As `hdsp show` has it: the ask, then how it was answered and by whom. A
+    prompt prints the ask before it asks; once answered, only how follows."""
     with LiveView(redraw=False, task_id="0123456789") as view:
         view.event(event(say(1, "text", "the prompt"), seq=1, prev_seq=0))
         view.event(event(ask(2), seq=2, prev_seq=1))
         view.pending_ask = 2
-        with view.paused(2):
-            assert "ask:" not in capsys.readouterr().out
+        capsys.readouterr()
+        with view.asking(ask(2)):
+            asked = capsys.readouterr().out
         answered = ask(2, answer="yesButtonClicked", answered_by="cli")
         view.event(event(answered, seq=3, prev_seq=2))
         out = capsys.readouterr().out
-    assert out.splitlines() == [
+    assert (asked + out).splitlines() == [
         "ask: allow this?",
         'tool: write_to_file {"path": "a.txt"}',
         "    hi",

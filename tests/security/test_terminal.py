@@ -132,7 +132,7 @@ def test_a_spoofed_command_ask_shows_its_escapes_and_enter_does_not_approve(
     assert (workspace / "victim").is_dir() and not (workspace / "elsewhere").exists()
     # The command shows whole, its escapes as text, with where it would run.
     assert "$ mv victim elsewhere # \\x1b[2K\\r  $ ls -la" in term.text
-    assert f"Run this command in {workspace}?" in term.text
+    assert f"ask: run a command in {workspace}" in term.text
     assert b"\x1b" not in term.output  # not one raw ESC reached the terminal
     # The model was told the user said no.
     assert "denied" in json.dumps(fake_openai.requests[1]["messages"])
