@@ -294,7 +294,7 @@ class ToolCalls:
         if result.summary is not None:
             text = scrubber.scrub(result.summary)
         else:
-            text = "\n".join(b.text for b in call.result if isinstance(b, TextBlock))
+            text = "\n".join(b.text for b in call.result or [] if isinstance(b, TextBlock))
         kept = BoundedText(RESULT_SHOWN_CHARS)
         kept.append(text)
         record = ToolResultText(
