@@ -486,6 +486,9 @@ class LiveView:
         for m in self.transcript.tail():
             if (m.partial and m.say in _STATUS_ONLY) or m.ts in self._asked:
                 continue  # (the status line says it; a prompt printed the ask)
+            if m.partial and m.say == "cell_output":
+                preview.cell(m.text or "")  # its code and its outputs so far
+                continue
             preview.message(m)
         preview.line_end()
         shown = Text(buffer.getvalue().rstrip("\n"))

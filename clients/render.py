@@ -175,7 +175,7 @@ class Renderer:
             self.out.flush()
         elif m.say == "cell_output" and not m.partial and m.ts not in self._printed:
             self._printed[m.ts] = text
-            self._cell(text)
+            self.cell(text)
         elif m.say == "tool" and m.ts not in self._printed:
             self._printed[m.ts] = text
             self._finish_line()
@@ -197,8 +197,8 @@ class Renderer:
             # as the reply begins, and would break the reply's line.
             self.note(m.text or m.say)
 
-    def _cell(self, text: str) -> None:
-        """Code a tool ran in a kernel, and its outputs."""
+    def cell(self, text: str) -> None:
+        """Code a tool runs or ran in a kernel, and its outputs (so far)."""
         self._finish_line()
         try:
             cell = _cell_decoder.decode(text)

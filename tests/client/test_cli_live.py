@@ -444,11 +444,23 @@ def test_the_status_line_shows_a_running_cell_with_its_time_and_output_lines(
             return len({n for _, n in seen}) >= 2
 
         term.wait_for(counting, "a running cell whose output lines are counted")
+        # Its output is drawn as it comes, above the status line, before it ends.
+        term.wait_for(
+            lambda: "line 2" in term.text and running.search(term.text) is not None,
+            "a running cell's output drawn live",
+        )
+        live = term.lines
+        assert live.index("line 0") < live.index("line 2") < len(live) - 1, term.text
+        assert "line 4" not in term.text
         assert term.finish() == 0, term.text
     finally:
         term.close()
     assert "running a cell" not in term.text
-    assert "line 4" in term.text and "Counted." in term.text
+    # The cell printed for good once, as `hdsp show` prints it.
+    assert term.text.count("line 4") == 1 and "Counted." in term.text
+    assert conversation(term.lines) == conversation(
+        shown_on_terminal(live_daemon, task_id_of(term.text))
+    )
 
 
 def test_two_quick_ctrl_cs_in_run_never_say_the_cancelled_task_goes_on(
