@@ -187,6 +187,33 @@ def test_after_a_retry_a_pipe_gets_what_hdsp_show_prints(
     assert '{"attempt"' not in run.stderr + show.stderr
 
 
+def test_a_pipe_gets_each_tool_call_its_output_and_result_once_as_hdsp_show_prints_them(
+    live_daemon: DaemonProcess, fake: FakeOpenAI, workspace: Path
+) -> None:
+    """Without a terminal only settled messages are printed: a listing, a
+    command's output, a cell's output and each result come once, nothing is
+    left out, and stdout is `hdsp show`'s body; each status is one line."""
+    (workspace / "sales.csv").write_text("region,sales\nnorth,3\n")
+    code = "import time\nfor i in range(3):\n    print('cell line', i, flush=True)\n    time.sleep(0.5)"
+    fake.script(
+        call("list_files", path="."),
+        call("execute_command", command="seq 1 3"),
+        call("execute_code", code=code),
+        OAI.text("All three ran."),
+    )
+    run = hdsp(live_daemon, "run", "--auto-approve", "command,execute", "look", cwd=workspace)
+    assert run.returncode == 0, run.stderr
+    show = hdsp(live_daemon, "show", task_id_of(run.stderr))
+    assert run.stdout == show_body(show.stdout), run.stdout
+    out = run.stdout
+    assert out.count("sales.csv") == 1 and out.count("  | 2\n") == 1
+    assert out.count("cell line 2") == 1 and out.count("  → Exit code: 0") == 1
+    assert out.index("sales.csv") < out.index("  | 2") < out.index("cell line 2")
+    assert out.index("cell line 2") < out.index("All three ran.")
+    assert run.stderr.count("running a command") <= 1 and run.stderr.count("running a cell") == 1
+    assert b"\x1b" not in (run.stdout + run.stderr).encode()
+
+
 # ---- the status line (item 6) -----------------------------------------------------
 
 
