@@ -14,7 +14,6 @@ the HistoryView (the history before), which escape it.
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import sys
 from typing import TYPE_CHECKING, Any
@@ -34,7 +33,7 @@ from hdsp.protocol import (
 )
 
 from .client import Client
-from .console import Console
+from .console import Console, use_color
 from .errors import CommandFailed
 from .escape import escape_controls
 from .exit_codes import ExitCode
@@ -124,7 +123,7 @@ class Chat:
         self.task_id = await resolve_task_id(self.client, ref)
         snap = await self.client.get_task(self.task_id)
         # The history as `hdsp show` has it; the ask it waits on is asked below.
-        color = sys.stdout.isatty() and "NO_COLOR" not in os.environ
+        color = use_color(sys.stdout)
         history = HistoryView(sys.stdout, color=color, task_id=self.task_id)
         pending = snap.pending_ask.ts if snap.pending_ask is not None else None
         for m in snap.messages:

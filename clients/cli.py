@@ -28,6 +28,7 @@ from .asks_command import add_asks_parser
 from .chat import add_chat_parser
 from .client import Client, connect
 from .completion import add_completion_parser, autocomplete, print_completion
+from .console import use_color
 from .errors import ClientError, CommandFailed, DaemonNotRunning
 from .escape import escape_controls
 from .exit_codes import ExitCode, exit_code_table
@@ -380,7 +381,7 @@ class _Cli:
         ):
             if not self.args.json:
                 # Nothing to follow: `hdsp show`'s body.
-                color = sys.stdout.isatty() and "NO_COLOR" not in os.environ
+                color = use_color(sys.stdout)
                 HistoryView(sys.stdout, color=color).body(snap)
             return ExitCode.OK if snap.state == TaskState.COMPLETED else ExitCode.FAILED
         # Ctrl-C detaches: attaching is watching, not taking over the task.
@@ -424,7 +425,7 @@ class _Cli:
         if self.args.json:
             self.out_raw(encode(snap).decode())
             return ExitCode.OK
-        color = sys.stdout.isatty() and "NO_COLOR" not in os.environ
+        color = use_color(sys.stdout)
         HistoryView(sys.stdout, color=color, full=self.args.full).render(snap)
         return ExitCode.OK
 

@@ -8,12 +8,13 @@ return an exit code; they register by `set_defaults(handler=...)`.
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Awaitable, Callable
-from typing import Protocol
+from typing import Protocol, TextIO
 
 from .client import Client
 
-__all__ = ["Console", "Handler"]
+__all__ = ["Console", "Handler", "use_color"]
 
 
 class Console(Protocol):
@@ -27,3 +28,9 @@ class Console(Protocol):
 
 
 Handler = Callable[[Console, Client], Awaitable[int]]
+
+
+def use_color(stream: TextIO) -> bool:
+    """Whether to colour what goes to `stream`: a terminal, unless NO_COLOR is set
+    to something (no-color.org: an empty NO_COLOR does not count)."""
+    return stream.isatty() and not os.environ.get("NO_COLOR")

@@ -59,6 +59,7 @@ from hdsp.protocol import (
     TaskTokenUsageUpdated,
 )
 
+from .console import use_color
 from .history_view import FOLDED_NOTE, HistoryView
 from .render import Renderer
 from .status_line import TaskActivity
@@ -254,7 +255,7 @@ class LiveView:
         self._prompt_rows = 0
         if self.redraw:
             self._console = Console(file=sys.stdout, highlight=False, emoji=False, markup=False)
-            color = "NO_COLOR" not in os.environ
+            color = use_color(sys.stdout)
             out = _ConsoleWriter(self, color)
             err = _ConsoleWriter(self, color) if sys.stderr.isatty() else None
             self._writers = [out] + ([err] if err is not None else [])
@@ -265,7 +266,7 @@ class LiveView:
             printed: TextIO = cast(TextIO, out)
         else:
             self.renderer = Renderer()
-            printed, color = sys.stdout, sys.stdout.isatty() and "NO_COLOR" not in os.environ
+            printed, color = sys.stdout, use_color(sys.stdout)
         #: What prints settled messages for good: `hdsp show`'s body.
         self.history = HistoryView(
             printed, color=color, first_text_is_prompt=first_text_is_prompt, task_id=task_id

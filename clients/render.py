@@ -13,7 +13,6 @@ colour codes are added afterwards.
 from __future__ import annotations
 
 import json
-import os
 import re
 import sys
 from typing import Any, TextIO
@@ -28,6 +27,7 @@ from hdsp.protocol import (
     TaskEvent,
 )
 
+from .console import use_color
 from .escape import escape_controls
 from .history_view import kernel_output_text, usage_line
 
@@ -40,10 +40,6 @@ _SGR = re.compile("\x1b\\[[0-9;]*m")
 
 #: Asks that show what they ask for (the others are a note, or nothing).
 _SHOWN_ASKS = ("command", "tool", "use_mcp_server", "followup", "auto_approval_max_req_reached")
-
-
-def _use_color(stream: TextIO) -> bool:
-    return stream.isatty() and "NO_COLOR" not in os.environ
 
 
 def _json_object(text: str) -> dict[str, Any] | None:
@@ -73,7 +69,7 @@ class Renderer:
     ) -> None:
         self.out = out or sys.stdout
         self.err = err or sys.stderr
-        self._color = _use_color(self.out)
+        self._color = use_color(self.out)
         self._printed: dict[int, str] = {}  # ts -> the raw text printed so far
         self._open_ts: int | None = None  # message whose line is not finished yet
         # Roo's first text message of a task is the user's prompt; a renderer that

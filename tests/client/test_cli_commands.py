@@ -436,3 +436,39 @@ def test_hdsp_chat_refuses_without_a_terminal(daemon: DaemonProcess) -> None:
         timeout=60,
     )
     assert r.returncode == ExitCode.USAGE and "needs a terminal" in r.stderr
+
+
+def _readme_python_example() -> str:
+    """The Python block of README.md's "From Python" section."""
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    section = readme.split("## From Python", 1)[1]
+    return section.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+async def test_the_readmes_python_example_prints_every_durable_event_once_in_order(
+    daemon: DaemonProcess, fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    """Item 8: the example skips live-only updates (no `seq None` under a comment
+    that says every durable event) and prints each durable one once, in order."""
+    fake_openai.script(FakeReply.text("Iris has 150 rows.", chunk_size=3))
+    script = tmp_path / "example.py"
+    script.write_text(_readme_python_example())
+    args = [sys.executable, str(script)]
+    env = cli_env(daemon.runtime_dir, PYTHONUNBUFFERED="1")  # (a line at a time)
+    seqs: list[int] = []
+    async with await anyio.open_process(args, env=env, cwd=tmp_path) as proc:
+        assert proc.stdout is not None
+        lines = BufferedByteReceiveStream(proc.stdout)
+        try:
+            with anyio.fail_after(30):
+                while True:
+                    line = (await lines.receive_until(b"\n", 1 << 20)).decode()
+                    seq, _, data = line.partition(" ")
+                    assert seq.isdigit(), line  # never `None`
+                    seqs.append(int(seq))
+                    if data.startswith("TaskCompleted("):
+                        break
+        finally:
+            proc.terminate()
+            await proc.wait()
+    assert seqs == sorted(set(seqs)) and len(seqs) > 3, seqs

@@ -262,6 +262,21 @@ def test_without_a_terminal_each_status_is_one_line(
     assert b"\x1b" not in (run.stdout + run.stderr).encode()
 
 
+def test_the_status_line_shows_the_tokens_and_cost_so_far(
+    live_daemon: DaemonProcess, fake: FakeOpenAI, workspace: Path
+) -> None:
+    """After the first request, the status line adds what the task used so far."""
+    fake.script(call("list_files", path="."), OAI.accept_and_hang(), OAI.text("Listed."))
+    term = Terminal(live_daemon.runtime_dir, "run", "list it", cwd=workspace)
+    usage = re.compile(r"waiting for the model \(\d+s\) · [\d,]+ in · [\d,]+ out · \$\d+\.\d{4}")
+    try:
+        term.wait_for(lambda: usage.search(term.text) is not None, "the usage so far")
+        assert term.finish() == 0, term.text
+    finally:
+        term.close()
+    assert usage.search(term.text) is None and "Listed." in term.text
+
+
 # ---- asks: Ctrl-C, and the world moving while one waits (items 3, 5, 8) ----------
 
 
@@ -587,3 +602,24 @@ def test_an_answered_ask_is_shown_once_as_hdsp_show_shows_it(
     assert conversation(screen) == conversation(
         shown_on_terminal(live_daemon, task_id_of(term.text))
     )
+
+
+def test_show_colours_a_diff_on_a_terminal(
+    live_daemon: DaemonProcess, fake: FakeOpenAI, workspace: Path
+) -> None:
+    """Added lines green, removed red, hunks cyan: on a terminal that wants colour
+    (an empty NO_COLOR does not count, as no-color.org says)."""
+    (workspace / "i.txt").write_text("old\n")
+    fake.script(call("write_to_file", path="i.txt", content="new\n"), OAI.text("Changed."))
+    run = hdsp(live_daemon, "run", "--auto-approve", "write", "change i", cwd=workspace)
+    assert run.returncode == 0, run.stderr
+    term = Terminal(live_daemon.runtime_dir, "show", task_id_of(run.stderr), env={"NO_COLOR": ""})
+    try:
+        assert term.finish() == 0, term.text
+    finally:
+        term.close()
+    assert b"\x1b[32m+new\x1b[0m" in term.output and b"\x1b[31m-old\x1b[0m" in term.output
+    assert b"\x1b[36m@@" in term.output
+    # Without a terminal (or with NO_COLOR), no colour at all.
+    plain = hdsp(live_daemon, "show", task_id_of(run.stderr))
+    assert "+new" in plain.stdout and "\x1b" not in plain.stdout

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
 import signal
@@ -202,6 +203,32 @@ def test_chat_on_a_task_that_waits_answers_its_ask_first(
 # ---- the README's walkthrough ------------------------------------------------
 
 
+def readme_walkthrough() -> list[str]:
+    """The commands of README.md's "Using the CLI" block, without their comments."""
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    block = readme.split("## Using the CLI", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+    return [line.split("#", 1)[0].strip() for line in block.splitlines() if line.strip()]
+
+
+def test_the_walkthrough_test_follows_the_readmes_current_walkthrough() -> None:
+    """Every command of the README's walkthrough (its subcommand and options) has
+    its step, a `# hdsp ...` comment, in test_the_readme_walkthrough: a command
+    added to the README and not to the test fails here."""
+    steps = [
+        line.strip()
+        for line in inspect.getsource(test_the_readme_walkthrough).splitlines()
+        if line.strip().startswith("# hdsp ")
+    ]
+    commands = readme_walkthrough()
+    assert len(commands) >= 10, commands
+    for command in commands:
+        words = command.split()
+        options = [w for w in words if w.startswith("--")]
+        assert any(
+            f"hdsp {words[1]}" in step and all(o in step for o in options) for step in steps
+        ), f"README's `{command}` has no step in the walkthrough test"
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(400)
 def test_the_readme_walkthrough(
@@ -231,6 +258,10 @@ def test_the_readme_walkthrough(
         short = task_id[: len(short) + 1]
     wait_for(daemon, task_id, since, (TaskInteractive,))
 
+    # hdsp asks   every ask that waits for an answer, across tasks
+    code, shown = run(daemon, "asks")
+    assert code == ExitCode.OK and task_id[:8] in shown and "notes.md" in shown, shown
+
     # hdsp tasks   newest first
     code, shown = run(daemon, "tasks")
     assert code == ExitCode.OK
@@ -256,6 +287,17 @@ def test_the_readme_walkthrough(
     code, shown = run(daemon, "send", short, "Now plot it")
     assert code == ExitCode.OK, shown
     assert "> Now plot it" in shown and "Here is the plot." in shown
+
+    # hdsp chat   a conversation at a prompt (hdsp chat 3f2a: an existing task)
+    fake_openai.script(FakeReply.text("Hello at the prompt."))
+    child = spawn(daemon, "chat", cwd=ws)
+    child.expect_exact(PROMPT)
+    child.send("hello" + ENTER)
+    child.expect_exact("Hello at the prompt.")
+    child.expect_exact(PROMPT)
+    child.send("/quit" + ENTER)
+    child.expect_exact("Left the chat; `hdsp chat ")
+    assert finish(child) == ExitCode.OK
 
     # hdsp answer 3f2a --yes   approve what it waits for (--no "why" denies)
     fake_openai.script(write_call("more.md"), done("wrote more.md"))
@@ -331,7 +373,11 @@ def test_the_readme_walkthrough(
             break
     assert line is not None and line["seq"] > since
     child.kill(signal.SIGINT)
-    finish(child)
+    assert finish(child) == ExitCode.INTERRUPTED  # 130 interrupted
+
+    # hdsp kernels   list kernels; start, attach, interrupt, restart, shutdown ID
+    code, shown = run(daemon, "kernels")
+    assert code == ExitCode.OK and ("No kernels." in shown or "python3" in shown), shown
 
     # --json prints NDJSON for scripts
     code, shown = run(daemon, "--json", "tasks")
