@@ -29,7 +29,7 @@ from hdsp.protocol import (
 
 from .console import use_color
 from .escape import escape_controls
-from .history_view import kernel_output_text, usage_line
+from .history_view import HistoryView, kernel_output_text, usage_line
 
 __all__ = ["Renderer"]
 
@@ -176,6 +176,12 @@ class Renderer:
             self._printed[m.ts] = text
             self._finish_line()
             self.out.write(self._style(self._tool_line(text), "2") + "\n")
+            self.out.flush()
+        elif m.say == "tool_result" and m.ts not in self._printed:
+            # What a tool call gave back, as `hdsp show` prints it.
+            self._printed[m.ts] = text
+            self._finish_line()
+            HistoryView(self.out, color=self._color).message(m)
             self.out.flush()
         elif m.say == "completion_result" and m.ts not in self._printed:
             self._finish_line()
