@@ -505,6 +505,30 @@ def test_the_status_line_shows_a_running_cell_with_its_time_and_output_lines(
     )
 
 
+def test_a_running_commands_output_is_drawn_as_it_comes_then_printed_once(
+    live_daemon: DaemonProcess, fake: FakeOpenAI, workspace: Path
+) -> None:
+    command = "echo step-one; sleep 1; echo step-two; sleep 1; echo step-three; sleep 1"
+    fake.script(call("execute_command", command=command), OAI.text("Stepped."))
+    term = Terminal(
+        live_daemon.runtime_dir, "run", "--auto-approve", "command", "step", cwd=workspace
+    )
+    try:
+        term.wait_for(
+            lambda: "step-two" in term.lines and "running a command (" in term.text,
+            "a running command's output drawn live",
+        )
+        assert "step-three" not in term.lines
+        assert term.finish() == 0, term.text
+    finally:
+        term.close()
+    assert "running a command" not in term.text
+    assert term.lines.count("  | step-two") == 1 and "Stepped." in term.text
+    assert conversation(term.lines) == conversation(
+        shown_on_terminal(live_daemon, task_id_of(term.text))
+    )
+
+
 def test_two_quick_ctrl_cs_in_run_never_say_the_cancelled_task_goes_on(
     live_daemon: DaemonProcess, fake: FakeOpenAI, workspace: Path
 ) -> None:
