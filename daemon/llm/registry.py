@@ -119,8 +119,9 @@ class _ProfileProvider:
             if self._inner is None:
                 key: str | None = await self._read_key()
                 # Blocks for the import (and waits for another thread's): off
-                # the loop, so that `_build` finds the module loaded.
-                await anyio.to_thread.run_sync(self._load)
+                # the loop, so that `_build` finds the module loaded. A cancelled
+                # task does not wait for it: the import goes on, harmless.
+                await anyio.to_thread.run_sync(self._load, abandon_on_cancel=True)
                 self._inner = self._build(key)
             return self._inner
 
