@@ -4,8 +4,13 @@ profile or secret changes, closed at shutdown.
 Which provider a profile gets: "openai" and "openai-compatible" ->
 :class:`~.openai_compat.OpenAICompatibleProvider`, "anthropic" ->
 :class:`~.anthropic.AnthropicProvider`, "demo" -> the bundled demo server. The
-SDKs take a third of a second to import, so a provider module is imported when
-its first provider is made, or by :meth:`Providers.warm` once the daemon is ready.
+SDKs take a third of a second to import (seconds on a busy machine), so a provider
+module is imported when its first provider is made, or by :meth:`Providers.warm`
+once the daemon is ready; either way on a worker thread, never on the event loop.
+Python lets one thread at a time import a module, and the others that want it
+wait for the whole import: a first request made while the warm-up imports its
+SDK used to stop the event loop (every client, every Ping) until the warm-up was
+done.
 
 The API key is read when a provider's first request is made, not when the
 provider is handed out: reading the keyring blocks (D-Bus, an unlock dialog), so
@@ -26,6 +31,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import anyio.to_thread
 import msgspec
 import structlog
 
@@ -66,6 +72,12 @@ def _key_hint(name: str, profile: ProviderProfile, secrets: SecretStore | None) 
     return f"run `hdsp secret set {secret}`{also}, then retry"
 
 
+def _load_module(kind: str) -> object:
+    """Import the module of providers of `kind` (blocking: call on a worker thread)."""
+    name = {"anthropic": "anthropic", "demo": "demo"}.get(kind, "openai_compat")
+    return importlib.import_module(f"{__package__}.{name}")
+
+
 class _ProfileProvider:
     """A profile's provider, built on its first request (see the module docstring).
 
@@ -80,12 +92,14 @@ class _ProfileProvider:
         info: ModelInfo | None,
         build: Callable[[str | None], Provider],
         read_key: Callable[[], Any],
+        load: Callable[[], object],
     ) -> None:
         self.name = name
         self.profile = profile
         self._info = info
         self._build = build
         self._read_key = read_key
+        self._load = load
         self._inner: Provider | None = None
         self._lock = anyio.Lock()
         self._active = 0
@@ -104,6 +118,10 @@ class _ProfileProvider:
         async with self._lock:
             if self._inner is None:
                 key: str | None = await self._read_key()
+                # Blocks for the import (and waits for another thread's): off
+                # the loop, so that `_build` finds the module loaded. A cancelled
+                # task does not wait for it: the import goes on, harmless.
+                await anyio.to_thread.run_sync(self._load, abandon_on_cancel=True)
                 self._inner = self._build(key)
             return self._inner
 
@@ -174,6 +192,7 @@ class Providers:
                 self._model_info(profile, models),
                 lambda key: self._create(chosen, profile, models, key),
                 lambda: self._read_key(chosen, profile),
+                lambda: _load_module(profile.provider),
             )
             built = self._cache[chosen] = _Built(provider, profile, models)
         return built.provider
@@ -286,8 +305,8 @@ class Providers:
         """Import the provider SDKs and choose the keyring backend (blocking): run on
         a worker thread once the daemon is ready, so that neither start-up nor the
         first task waits for them."""
-        importlib.import_module("hdsp.daemon.llm.openai_compat")
-        importlib.import_module("hdsp.daemon.llm.anthropic")
+        _load_module("openai-compatible")
+        _load_module("anthropic")
         if self.secrets is not None:
             self.secrets.warm()
 

@@ -87,8 +87,10 @@ async def test_kill_9_under_streaming_load_loses_and_repeats_nothing(
     received: list[list[TaskEvent]] = [[] for _ in range(clients)]
     streams: list[EventStream] = []
     progress = anyio.Event()  # set whenever client 0 receives something
+    completed: set[str] = set()  # the tasks client 0 saw complete
     target = [-1]
     caught_up = [anyio.Event() for _ in range(clients)]
+    ended_first = 0  # rounds whose tasks were done before the share drawn
 
     async def follow(i: int, ready: anyio.Event) -> None:
         nonlocal progress
@@ -98,6 +100,8 @@ async def test_kill_9_under_streaming_load_loses_and_repeats_nothing(
             async for event in s:
                 received[i].append(event)
                 if i == 0:
+                    if isinstance(event.data, TaskCompleted):
+                        completed.add(event.data.payload[0])
                     progress.set()
                 if target[0] >= 0 and (event.seq or 0) >= target[0]:
                     caught_up[i].set()
@@ -108,22 +112,24 @@ async def test_kill_9_under_streaming_load_loses_and_repeats_nothing(
             tg.start_soon(follow, i, ready)
             await ready.wait()
         for _ in range(rounds):
-            for n in range(3):
-                await driver.start_task(f"stream {n}")
-            # Let a random share of the streaming happen, then kill.
+            started = {(await driver.start_task(f"stream {n}")).task_id for n in range(3)}
+            # Let a random share of the streaming happen, then kill; or kill once
+            # the round is over, if it ends first: by the time the last StartNewTask
+            # is answered, the first tasks may be done, and what is left of the
+            # round can be fewer events than the share drawn.
             wanted = len(received[0]) + rng.randint(1, 15)
-            # Generous: on a loaded machine one round has stalled for about 30 s
-            # (a model request waiting out its first-byte timeout, it seems: under
-            # investigation); what this test guards is that nothing is lost or
-            # repeated, which the checks below assert whatever the wait was.
-            with anyio.move_on_after(120) as waited:
-                while len(received[0]) < wanted:
-                    progress = anyio.Event()
-                    await progress.wait()
-            assert not waited.cancelled_caught, (
-                f"client 0 saw {len(received[0])} events, waited for {wanted}; "
-                f"the model got {len(fake_openai.requests)} requests"
-            )
+            try:
+                with anyio.fail_after(30):
+                    while len(received[0]) < wanted and not started <= completed:
+                        progress = anyio.Event()
+                        await progress.wait()
+            except TimeoutError:
+                raise AssertionError(
+                    f"no progress for 30 s: client 0 saw {len(received[0])} events, "
+                    f"waited for {wanted} or the end of {len(started - completed)} task(s); "
+                    f"the model got {len(fake_openai.requests)} requests"
+                ) from None
+            ended_first += len(received[0]) < wanted
             daemon.kill()
             daemon.start()
             with anyio.fail_after(20):
@@ -134,7 +140,9 @@ async def test_kill_9_under_streaming_load_loses_and_repeats_nothing(
         target[0] = (await driver.status()).head_seq
         with anyio.fail_after(60):
             for i, event in enumerate(caught_up):
-                if received[i] and (received[i][-1].seq or 0) >= target[0]:
+                # Not the last event's seq: a live-only update (no seq) may have
+                # come after the head, and the head before the target was known.
+                if max(_durable(received[i]), default=0) >= target[0]:
                     continue
                 await event.wait()
         log = await _log(driver)
@@ -148,7 +156,8 @@ async def test_kill_9_under_streaming_load_loses_and_repeats_nothing(
     resyncs = sum(s.resyncs for s in streams)
     print(
         f"kill -9 test: {checked} durable events checked over {rounds} kills, "
-        f"{gaps} gaps repaired, {resyncs} catch-ups, 0 missing, 0 duplicated"
+        f"{gaps} gaps repaired, {resyncs} catch-ups, 0 missing, 0 duplicated; "
+        f"{ended_first} round(s) over before the kill"
     )
 
 

@@ -1,0 +1,85 @@
+"""The provider SDKs are imported on a worker thread after start-up (the warm-up,
+:func:`hdsp.daemon.app._warm_and_freeze`), and a task's first model request needs
+them too. Python's import locks make whoever imports a module second wait for the
+first: the event loop must never be the one waiting, and a task waiting for the
+import must show it and stay cancellable."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import anyio
+import pytest
+
+from hdsp.client import Client, EventStream, connect
+from hdsp.protocol import MessageEvent, Say, TaskAborted, TaskCompleted, TaskRef
+from tests.fakes.openai_server import FakeOpenAI
+from tests.fakes.openai_server import Reply as FakeReply
+from tests.support.daemon_process import DaemonProcess
+from tests.support.events import collect_turn, texts
+from tests.support.import_hold import ImportHold
+
+
+@pytest.fixture
+async def held_sdk(daemon_process: DaemonProcess) -> AsyncIterator[ImportHold]:
+    """A daemon whose warm-up has stopped half-way through importing the OpenAI
+    SDK, holding the import lock of hdsp's OpenAI provider module (which imports
+    the SDK): as when the warm-up is slow on a busy machine and a task starts."""
+    hold = ImportHold("openai", daemon_process.root)
+    daemon_process.extra_env.update(hold.env)
+    daemon_process.start()
+    try:
+        with anyio.fail_after(20):
+            await hold.wait_held()
+        yield hold
+    finally:
+        hold.release()  # else a daemon stopped in an import cannot stop
+
+
+async def _start_and_see_it_wait(c: Client, events: EventStream) -> TaskRef:
+    """Start a task, which needs the module the warm-up is importing; return once
+    every client was told that the task waits."""
+    with anyio.fail_after(10):
+        ref = await c.start_task("needs the SDK")
+        async for event in events:
+            data = event.data
+            if (
+                isinstance(data, MessageEvent)
+                and data.payload[0].task_id == ref.task_id
+                and data.payload[0].message.say == Say.API_REQ_WAITING
+            ):
+                return ref
+    raise AssertionError("event stream ended early")
+
+
+async def test_the_first_request_never_stops_the_daemon_while_the_sdk_warm_up_imports(
+    held_sdk: ImportHold, daemon_process: DaemonProcess, fake_openai: FakeOpenAI
+) -> None:
+    fake_openai.script(FakeReply.text("answered after the import"))
+    async with connect(daemon_process.runtime_dir) as c:
+        head = (await c.status()).head_seq
+        async with c.events(None, since_seq=head) as events:
+            ref = await _start_and_see_it_wait(c, events)
+            with anyio.fail_after(10):
+                for _ in range(3):
+                    await c.ping()
+            assert fake_openai.received == []
+        held_sdk.release()
+        with anyio.fail_after(20):
+            turn = await collect_turn(c, ref.task_id, head, until=(TaskCompleted,))
+        assert texts(turn)[-1] == "answered after the import"
+
+
+async def test_a_task_waiting_for_the_sdk_import_is_cancelled_at_once(
+    held_sdk: ImportHold, daemon_process: DaemonProcess
+) -> None:
+    async with connect(daemon_process.runtime_dir) as c:
+        head = (await c.status()).head_seq
+        async with c.events(None, since_seq=head) as events:
+            ref = await _start_and_see_it_wait(c, events)
+        with anyio.fail_after(5):
+            stopped = await c.cancel_task(ref.task_id)
+        assert stopped.state == "aborted"
+        with anyio.fail_after(10):
+            turn = await collect_turn(c, ref.task_id, head)
+        assert isinstance(turn[-1].data, TaskAborted)
