@@ -120,6 +120,17 @@ class _ProfileProvider:
                 with anyio.move_on_after(_CLOSE_TIMEOUT, shield=True):
                     await self._close()
 
+    async def count_tokens(self, request: ModelRequest) -> int | None:
+        self._active += 1
+        try:
+            inner = await self._ensure()
+            return await inner.count_tokens(request)
+        finally:
+            self._active -= 1
+            if self._retired and self._active == 0:
+                with anyio.move_on_after(_CLOSE_TIMEOUT, shield=True):
+                    await self._close()
+
     async def _close(self) -> None:
         inner, self._inner = self._inner, None
         if inner is not None:
