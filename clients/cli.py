@@ -199,6 +199,11 @@ def _parser() -> argparse.ArgumentParser:
         ),
         ("resume", "resume a task the daemon stopped (not a completed one: `send` continues it)"),
         (
+            "condense",
+            "summarise the task's conversation now, so later requests carry the summary "
+            "instead of its older messages (they stay in the history)",
+        ),
+        (
             "close",
             "end a task: stop it and release its kernel and memory; the history stays "
             "(`show`), and `send` reopens it",
@@ -454,6 +459,14 @@ class _Cli:
                 f"`hdsp send {task_id[:8]} TEXT` continues the conversation.",
             )
         return await self._simple(client, client.resume_task)
+
+    async def cmd_condense(self, client: Client) -> int:
+        short = self.args.task[:8]
+        return await self._simple(
+            client,
+            client.condense_task,
+            f"; see `hdsp show {short}` for the summary and the tokens it saved",
+        )
 
     async def cmd_close(self, client: Client) -> int:
         short = self.args.task[:8]

@@ -39,6 +39,7 @@ from hdsp.protocol import (
     CancelTask,
     ClientInfo,
     CloseTask,
+    CondenseTask,
     Command,
     CommandBase,
     Connect,
@@ -488,6 +489,10 @@ class Client:
 
     async def close_task(self, task_id: str) -> TaskRef:
         return await self.request(CloseTask(task_id=task_id))
+
+    async def condense_task(self, task_id: str) -> TaskRef:
+        """Condense the task's conversation now (see `CondenseTask`)."""
+        return await self.request(CondenseTask(task_id=task_id))
 
     async def resume_task(self, task_id: str) -> TaskRef:
         return await self.request(ResumeTask(data=task_id))

@@ -28,6 +28,7 @@ from hdsp.protocol import (
     BlobData,
     CancelTask,
     CloseTask,
+    CondenseTask,
     Command,
     DeleteProfile,
     DeleteQueuedMessage,
@@ -145,6 +146,8 @@ class Commands:
                 return await tasks.delete_queued_message(task_id, message_id)
             case CancelTask(task_id=task_id):
                 return await tasks.cancel(task_id)
+            case CondenseTask(task_id=task_id):
+                return await tasks.condense(task_id)
             case CloseTask(task_id=task_id):
                 return await tasks.close(task_id)
             case ResumeTask(data=task_id):

@@ -62,6 +62,7 @@ __all__ = [
     "MAX_TASK_PAGE",
     "CancelTask",
     "CloseTask",
+    "CondenseTask",
     "Command",
     "CommandBase",
     "CommandSpec",
@@ -276,6 +277,15 @@ class CloseTask(CommandBase["TaskRef"], tag="CloseTask", frozen=True):
     task_id: str
 
 
+class CondenseTask(CommandBase["TaskRef"], tag="CondenseTask", frozen=True):
+    """Condense a task's conversation now: the model summarises its older part,
+    which the summary replaces in later requests (kept in the history). The task
+    must not be working; a `condense_context` message (or
+    `condense_context_error`) says how it went."""
+
+    task_id: str
+
+
 class ResumeTask(CommandBase["TaskRef"], tag="ResumeTask", frozen=True):
     data: Annotated[
         str,
@@ -339,6 +349,7 @@ Command = (
     StartNewTask
     | CancelTask
     | CloseTask
+    | CondenseTask
     | ResumeTask
     | SendMessage
     | RespondToAsk
@@ -559,6 +570,7 @@ _ROWS = (
     CommandSpec(CancelTask, TaskRef, ordering=lambda c: c.task_id, without_storage=True),
     CommandSpec(CloseTask, TaskRef, ordering=lambda c: c.task_id, without_storage=True),
     CommandSpec(ResumeTask, TaskRef, ordering=lambda c: c.data),
+    CommandSpec(CondenseTask, TaskRef, ordering=lambda c: c.task_id),
     CommandSpec(SendMessage, TaskRef, ordering=lambda c: c.task_id),
     CommandSpec(RespondToAsk, TaskRef, ordering=lambda c: c.task_id),
     CommandSpec(DeleteQueuedMessage, TaskRef, ordering=lambda c: c.task_id),

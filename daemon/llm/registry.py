@@ -29,9 +29,9 @@ import anyio
 import msgspec
 import structlog
 
-from hdsp.daemon.config.profiles import Profiles, secret_name
+from hdsp.daemon.config.profiles import ProfileNotFound, Profiles, secret_name
 from hdsp.daemon.config.secrets import SecretError, SecretStore
-from hdsp.daemon.config.settings import ModelInfoOverride, ProviderProfile
+from hdsp.daemon.config.settings import ModelInfoOverride, ProfileOptions, ProviderProfile
 from hdsp.daemon.conversation import Chunk, ModelInfo, ModelRequest
 
 from .base import Provider
@@ -188,6 +188,14 @@ class Providers:
             )
             built = self._cache[chosen] = _Built(provider, profile, models)
         return built.provider
+
+    def options(self, name: str | None) -> ProfileOptions:
+        """The options of profile `name` (or of the current one); defaults for a
+        profile that is gone. Raises nothing."""
+        try:
+            return self.profiles.all()[self.resolve_name(name)].options
+        except (ProfileNotFound, KeyError):
+            return ProfileOptions()
 
     # ---- building --------------------------------------------------------------------
 

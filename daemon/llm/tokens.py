@@ -32,7 +32,7 @@ import threading
 import warnings
 from collections.abc import Iterable, Mapping
 from types import ModuleType
-from typing import Any
+from typing import Any, cast
 
 from hdsp.daemon.conversation import (
     ApiMessage,
@@ -84,7 +84,7 @@ def _tokenizer() -> ModuleType:
         warnings.simplefilter("ignore", DeprecationWarning)
         import bpe_openai
 
-        return bpe_openai
+        return cast(ModuleType, bpe_openai)
 
 
 def encoding_for_model(model: str) -> Encoding | None:
@@ -147,7 +147,9 @@ def count_chat_tokens(
                     total += _text_tokens(encoding, function.get("name", ""))
                     total += _text_tokens(encoding, function.get("arguments", ""))
     if tools:
-        total += _TOOLS_OVERHEAD + _text_tokens(encoding, json.dumps(list(tools), separators=(",", ":")))
+        total += _TOOLS_OVERHEAD + _text_tokens(
+            encoding, json.dumps(list(tools), separators=(",", ":"))
+        )
     return total
 
 

@@ -558,6 +558,24 @@ class TaskManager:
         await self.journal.emit(TaskClosed(payload=(task_id,)))
         return ref
 
+    async def condense(self, task_id: str) -> TaskRef:
+        """Condense the task's conversation now (CondenseTask): not while it works."""
+        self._check_open()
+        task = await self._load(task_id)
+        try:
+            if task.busy or task.turn is not None:
+                raise CommandError(
+                    ErrorCode.TASK_BUSY,
+                    f"Task {task_id} is working; condense it when its turn is over "
+                    "(it condenses by itself when its context fills up).",
+                )
+            provider = self.providers.get(task.item.api_config_name)
+            before = await task.budget.count(provider, task.model_request())
+            await task.condense(provider, before.tokens, manual=True)
+            return TaskRef(task_id=task_id, state=task.state)
+        finally:
+            self.settle(task)
+
     async def resume(self, task_id: str) -> TaskRef:
         """Continue a task: answer its resume ask, make an unanswered request
         again, or ask how to go on (resume_task, or resume_completed_task)."""

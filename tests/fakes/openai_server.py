@@ -39,7 +39,7 @@ Run it by hand, serving default replies: ``python -m tests.fakes.openai_server -
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -348,6 +348,10 @@ class FakeOpenAI(ScriptedServer[Reply]):
         self.prompt_tokens: list[int] = []
         #: Requests refused for their length.
         self.refused_for_length = 0
+        #: Set: consulted first for each request (its body); a Reply it returns
+        #: answers it, None leaves it to the script. A model that answers by what
+        #: it is asked, for sessions too long to script reply by reply.
+        self.responder: Callable[[dict[str, Any]], Reply | None] | None = None
 
     # ---- serving ----------------------------------------------------------------
 
@@ -359,6 +363,17 @@ class FakeOpenAI(ScriptedServer[Reply]):
         encoding = encoding_for_model(model) or encoding_for_model("gpt-4o")
         assert encoding is not None
         return count_chat_tokens(encoding, body.get("messages", []), body.get("tools"))
+
+    def _take_reply(self, exchange: ChatExchange) -> Reply:
+        answer = self.responder(exchange.body) if self.responder is not None else None
+        if answer is None:
+            return super()._take_reply(exchange)
+        with self._cond:
+            self._received.append(
+                ReceivedRequest("POST", exchange.path, dict(exchange.headers), exchange.body)
+            )
+            self._cond.notify_all()
+        return answer
 
     def handle_chat(self, exchange: ChatExchange) -> None:
         if self.context_window is not None:

@@ -1,0 +1,192 @@
+"""Long sessions through the real daemon: a model with a small context window
+(the fake counts each request as OpenAI does and refuses one that does not fit),
+a session of 200 turns with large outputs, and the daemon reducing the context
+before each request instead of after a refusal."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import msgspec
+import pytest
+
+from hdsp.client import Client, connect
+from hdsp.daemon.conversation import ApiMessage
+from hdsp.daemon.llm.openai_compat import to_chat_messages
+from hdsp.daemon.llm.tokens import count_chat_tokens, encoding_for_model
+from hdsp.daemon.tasks.budget import SUMMARY_PROMPT
+from hdsp.protocol import Say, TaskCompleted
+from tests.fakes.openai_server import FakeOpenAI, ToolCall
+from tests.fakes.openai_server import Reply as FakeReply
+from tests.support.daemon_process import DaemonProcess, short_tmp_dir
+from tests.support.events import collect_turn
+
+MODEL = "gpt-4o-small-window"
+WINDOW = 8000
+MAX_OUTPUT = 1000
+FILES = 3
+TURNS = int(os.environ.get("HDSP_LONG_SESSION_TURNS", "200"))
+
+
+def _last_user_text(body: dict[str, Any]) -> str:
+    for message in reversed(body["messages"]):
+        if message["role"] == "user":
+            content = message["content"]
+            return content if isinstance(content, str) else json.dumps(content)
+        if message["role"] == "tool":
+            return ""
+    return ""
+
+
+def session_model(body: dict[str, Any]) -> FakeReply:
+    """Summarises when asked to; reads the data file when the user speaks; says
+    what it saw when the file's content comes back."""
+    last = body["messages"][-1]
+    if SUMMARY_PROMPT[:60] in _last_user_text(body):
+        return FakeReply.text(
+            "Task: analyse sales.csv turn by turn. Decisions: read the file each turn. "
+            "Names: sales.csv. Latest outputs: the last read showed region rows."
+        )
+    if last["role"] == "tool":
+        return FakeReply.text("Read it: the regions add up as before.")
+    # A different file each turn: the same call again and again is a loop the
+    # daemon stops.
+    step = _last_user_text(body).removeprefix("Step ").split(":", 1)[0]
+    path = f"sales_{int(step) % FILES if step.isdigit() else 0}.csv"
+    return FakeReply.tool_calls([ToolCall("read_file", json.dumps({"path": path}))])
+
+
+@pytest.fixture
+def small_model() -> Iterator[FakeOpenAI]:
+    with FakeOpenAI(context_window=WINDOW) as fake:
+        fake.responder = session_model
+        yield fake
+
+
+@pytest.fixture
+def long_daemon(small_model: FakeOpenAI, request: pytest.FixtureRequest) -> Iterator[DaemonProcess]:
+    proc = DaemonProcess(
+        short_tmp_dir(),
+        env={
+            "HDSP_BASE_URL": small_model.base_url,
+            "HDSP_MODEL": MODEL,
+            "HDSP_API_KEY": "sk-test-not-a-real-key",
+        },
+    )
+    proc.start()
+    try:
+        yield proc
+    finally:
+        if proc.proc is not None and proc.proc.poll() is None:
+            proc.stop()
+        failed = getattr(request.node, "rep_call", None)
+        if failed is not None and failed.failed:
+            print(f"---- hdspd stderr ----\n{proc.stderr()}")
+        proc.cleanup()
+
+
+def _workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    for n in range(FILES):
+        rows = "\n".join(f"region_{r},{1000 * r + n},{r * 3.5:.2f}" for r in range(40))
+        (ws / f"sales_{n}.csv").write_text("region,units,price\n" + rows + "\n")
+    return ws
+
+
+async def _small_window(client: Client) -> None:
+    await client.update_settings(
+        {"models": {MODEL: {"context_window": WINDOW, "max_output": MAX_OUTPUT}}}
+    )
+
+
+def _api_history(daemon: DaemonProcess, task_id: str) -> list[ApiMessage]:
+    db = sqlite3.connect(daemon.data_dir / "hdsp.sqlite3")
+    try:
+        rows = db.execute(
+            "SELECT body FROM api_messages WHERE task_id = ? ORDER BY idx", (task_id,)
+        ).fetchall()
+    finally:
+        db.close()
+    return [msgspec.json.decode(body, type=ApiMessage) for (body,) in rows]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+async def test_a_200_turn_session_on_a_small_window_is_condensed_not_refused(
+    long_daemon: DaemonProcess, small_model: FakeOpenAI, tmp_path: Path
+) -> None:
+    workspace = _workspace(tmp_path)
+    async with connect(long_daemon.runtime_dir, name="test") as client:
+        await _small_window(client)
+        head = (await client.status()).head_seq
+        ref = await client.start_task(
+            "Analyse the sales files, one step per message.", workspace=workspace
+        )
+        task_id = ref.task_id
+        await collect_turn(client, task_id, head, until=(TaskCompleted,))
+        for turn in range(1, TURNS):
+            head = (await client.status()).head_seq
+            await client.send_message(task_id, f"Step {turn}: read it again.")
+            with anyio.fail_after(60):
+                events = await collect_turn(client, task_id, head, until=(TaskCompleted,))
+            assert isinstance(events[-1].data, TaskCompleted)
+        snap = await client.get_task(task_id)
+
+    # No request was refused for its length, and none came near the window.
+    assert small_model.refused_for_length == 0
+    assert max(small_model.prompt_tokens) <= WINDOW - MAX_OUTPUT
+    # Summaries were asked for and used: later requests carry one.
+    summary_requests = [
+        b for b in small_model.requests if SUMMARY_PROMPT[:60] in _last_user_text(b)
+    ]
+    assert len(summary_requests) >= 5
+    condensed = [m for m in snap.messages if m.say == Say.CONDENSE_CONTEXT and not m.partial]
+    assert len(condensed) == len(summary_requests)
+    info = condensed[-1].context_condense or {}
+    assert info["newContextTokens"] < info["prevContextTokens"]
+    last_request = small_model.requests[-1]["messages"]
+    assert any(
+        "[Summary of the earlier conversation" in str(m.get("content")) for m in last_request
+    )
+
+    # Nothing was deleted: every message of the session is in the stored history.
+    api = _api_history(long_daemon, task_id)
+    user_texts = [
+        b.text
+        for m in api
+        if m.role == "user" and not m.is_summary
+        for b in m.content
+        if hasattr(b, "text")
+    ]
+    assert sum(t.startswith("Step ") for t in user_texts) == TURNS - 1
+    assert sum(1 for m in api if m.is_summary) == len(summary_requests)
+    assert sum(1 for m in api if m.condense_parent is not None) > TURNS
+
+    # Tokens sent per turn, with condensing (what the fake counted) and without
+    # (the whole history, as it would have been sent), for the closing note.
+    encoding = encoding_for_model(MODEL)
+    system = small_model.requests[-1]["messages"][0]["content"]
+    plain = [m for m in api if not m.is_summary]
+    without = []
+    user_turn_ends = [i for i, m in enumerate(plain) if m.role == "assistant"]
+    for end in user_turn_ends[:: max(1, len(user_turn_ends) // 10)]:
+        window = [msgspec.structs.replace(m, condense_parent=None) for m in plain[: end + 1]]
+        without.append(count_chat_tokens(encoding, to_chat_messages(system, window)))
+    figures = {
+        "requests": len(small_model.prompt_tokens),
+        "summaries": len(summary_requests),
+        "sent_total": sum(small_model.prompt_tokens),
+        "sent_max": max(small_model.prompt_tokens),
+        "sent_mean": sum(small_model.prompt_tokens) / len(small_model.prompt_tokens),
+        "without_condensing_samples": without,
+    }
+    out = os.environ.get("HDSP_LONG_SESSION_FIGURES")
+    if out:
+        Path(out).write_text(json.dumps(figures, indent=2))
