@@ -189,4 +189,4 @@ async def test_a_200_turn_session_on_a_small_window_is_condensed_not_refused(
     }
     out = os.environ.get("HDSP_LONG_SESSION_FIGURES")
     if out:
-        Path(out).write_text(json.dumps(figures, indent=2))
+        await anyio.Path(out).write_text(json.dumps(figures, indent=2))
