@@ -61,7 +61,7 @@ _QUIET_SAYS = frozenset(
 
 
 def _token_change(info: dict[str, Any]) -> str:
-    """", 41,200 -> 9,800 tokens" from a condense or truncation record, if it has them."""
+    """The change of tokens (", 41,200 -> 9,800 tokens") a condense or truncation records."""
     before, after = info.get("prevContextTokens"), info.get("newContextTokens")
     if isinstance(before, int) and isinstance(after, int):
         return f", {before:,} -> {after:,} tokens"
