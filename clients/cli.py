@@ -190,6 +190,12 @@ def _parser() -> argparse.ArgumentParser:
     add_task_argument(send)
     send.add_argument("text")
     send.add_argument("--detach", action="store_true", help="return once the message is sent")
+    send.add_argument(
+        "--steer",
+        action="store_true",
+        help="if the task is working, add the message to its current turn before its next "
+        "model request (default: it waits until the turn ends)",
+    )
 
     for name, text in (
         (
@@ -363,9 +369,14 @@ class _Cli:
     async def cmd_send(self, client: Client) -> int:
         task_id = await self.resolve(client, self.args.task)
         head = (await client.status()).head_seq
-        ref = await client.send_message(task_id, self.args.text)
+        steer = bool(getattr(self.args, "steer", False))
+        ref = await client.send_message(task_id, self.args.text, steer=steer)
         if ref.queued and not self.args.json:
-            self.render.note("The task is busy: the message waits until its turn ends.")
+            self.render.note(
+                "The task is busy: the message joins its turn before the next model request."
+                if steer
+                else "The task is busy: the message waits until its turn ends."
+            )
         if self.args.detach:
             return ExitCode.OK
         # Print from our message on: what the task said before it is not the answer.

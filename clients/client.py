@@ -459,10 +459,17 @@ class Client:
         return await self.request(StartNewTask(data=data))
 
     async def send_message(
-        self, task_id: str, text: str | None = None, *, images: list[str] | None = None
+        self,
+        task_id: str,
+        text: str | None = None,
+        *,
+        images: list[str] | None = None,
+        steer: bool = False,
     ) -> TaskRef:
-        cmd = SendMessage(task_id=task_id, data=SendMessageData(text=text, images=images))
-        return await self.request(cmd)
+        """Send a message; to a working task it waits for the turn to end, or, with
+        `steer`, joins the running turn before its next model request."""
+        data = SendMessageData(text=text, images=images, delivery="steer" if steer else "queue")
+        return await self.request(SendMessage(task_id=task_id, data=data))
 
     async def respond_to_ask(
         self,

@@ -165,6 +165,17 @@ class StartNewTaskData(WireStruct, frozen=True):
 class SendMessageData(WireStruct, frozen=True):
     text: str | None = None
     images: list[str] | None = None
+    delivery: Annotated[
+        Literal["queue", "steer"],
+        Meta(
+            description=(
+                "To a task that is working: `queue` waits until its turn ends (then starts "
+                "the next turn); `steer` joins the running turn, added to the conversation "
+                "before its next model request (a `user_feedback` message shows where). A "
+                "steered message the turn ends without is delivered as a queued one."
+            )
+        ),
+    ] = "queue"
 
 
 class ListTasksData(WireStruct, frozen=True):

@@ -89,6 +89,8 @@ class QueuedMessage(WireStruct, frozen=True):
     id: str
     text: str
     images: list[str] | None = None
+    #: hdsp: "steer" for a message that joins the running turn at its next request.
+    delivery: Literal["queue", "steer"] | None = None
 
 
 # Events whose payload is just the task id.

@@ -496,6 +496,7 @@ class TaskManager:
                 await task.asks.respond(ask.ts, answer)
                 return TaskRef(task_id=task_id, state=TaskState.RUNNING)
             if task.busy:
+                # Queued, or, to steer, taken by the running turn before its next request.
                 await task.queue.put(data)
                 return TaskRef(task_id=task_id, state=task.state, queued=True)
             task.start_turn(self._require_tg(), message=data)

@@ -360,6 +360,10 @@ class Task:
             if self._feedback:
                 text, self._feedback = "\n\n".join(self._feedback), []
                 await self.history.add("user", [TextBlock(text=text)])
+            for steer in await self.queue.take_steered():
+                # Where it lands in the turn is where every client sees it.
+                await self.messages.say(Say.USER_FEEDBACK, steer.text, images=steer.images)
+                await self.history.add("user", user_content(steer.text, steer.images))
             provider = deps.providers.get(self.item.api_config_name)
             request = await self._fitted_request(provider)
             started = await self.messages.say(

@@ -365,15 +365,19 @@ class FakeOpenAI(ScriptedServer[Reply]):
         return count_chat_tokens(encoding, body.get("messages", []), body.get("tools"))
 
     def _take_reply(self, exchange: ChatExchange) -> Reply:
-        answer = self.responder(exchange.body) if self.responder is not None else None
-        if answer is None:
+        if self.responder is None:
             return super()._take_reply(exchange)
+        # Recorded first: a test may wait for the request while the responder waits.
         with self._cond:
             self._received.append(
                 ReceivedRequest("POST", exchange.path, dict(exchange.headers), exchange.body)
             )
             self._cond.notify_all()
-        return answer
+        answer = self.responder(exchange.body)
+        if answer is not None:
+            return answer
+        with self._cond:
+            return self._script.popleft() if self._script else self.default
 
     def handle_chat(self, exchange: ChatExchange) -> None:
         if self.context_window is not None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -190,3 +191,59 @@ async def test_a_200_turn_session_on_a_small_window_is_condensed_not_refused(
     out = os.environ.get("HDSP_LONG_SESSION_FIGURES")
     if out:
         await anyio.Path(out).write_text(json.dumps(figures, indent=2))
+
+
+# ---- steering a running turn --------------------------------------------------
+
+
+async def test_a_steered_message_joins_the_running_turn_and_survives_kill_9(
+    daemon: DaemonProcess, fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    workspace = _workspace(tmp_path)
+    steered = threading.Event()
+    seen: list[int] = []
+
+    def model(body: dict[str, Any]) -> FakeReply:
+        seen.append(len(body["messages"]))
+        if len(seen) == 1:
+            # The turn is in its first request: hold it until the steer is in.
+            assert steered.wait(30), "the test never steered"
+            return FakeReply.tool_calls(
+                [ToolCall("read_file", json.dumps({"path": "sales_0.csv"}))]
+            )
+        return FakeReply.text("Steered: I will look at the price column.")
+
+    fake_openai.responder = model
+    async with connect(daemon.runtime_dir, name="test") as client:
+        head = (await client.status()).head_seq
+        ref = await client.start_task("Look at sales_0.csv", workspace=workspace)
+        task_id = ref.task_id
+        await fake_openai.wait_for_requests_async(1)
+        sent = await client.send_message(task_id, "Focus on the price column.", steer=True)
+        assert sent.queued
+        snap = await client.get_task(task_id)
+        assert [(m.text, m.delivery) for m in snap.queue] == [
+            ("Focus on the price column.", "steer")
+        ]
+        steered.set()
+        with anyio.fail_after(60):
+            await collect_turn(client, task_id, head, until=(TaskCompleted,))
+        snap = await client.get_task(task_id)
+    # The second request carries it after the tool's result, in the same turn.
+    second = fake_openai.requests[1]["messages"]
+    roles = [m["role"] for m in second]
+    assert roles[-2:] == ["tool", "user"] and second[-1]["content"] == "Focus on the price column."
+    says = [m.say for m in snap.messages if m.type == "say"]
+    landed = says.index(Say.USER_FEEDBACK)
+    assert says.index(Say.TOOL) < landed < len(says) - 1
+    assert not snap.queue
+
+    # Durable: after kill -9 and a restart the history shows it where it landed.
+    daemon.kill()
+    daemon.start()
+    async with connect(daemon.runtime_dir, name="test") as client:
+        again = await client.get_task(task_id)
+    assert [m.text for m in again.messages if m.say == Say.USER_FEEDBACK] == [
+        "Focus on the price column."
+    ]
+    assert [m.ts for m in again.messages] == [m.ts for m in snap.messages]
