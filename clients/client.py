@@ -45,9 +45,13 @@ from hdsp.protocol import (
     Connect,
     DeleteQueuedMessage,
     Disconnect,
+    EditMessage,
+    EditMessageData,
     ErrorCode,
     ExecuteCode,
     ExecutionResult,
+    ForkTask,
+    ForkTaskData,
     FrameError,
     GetBlob,
     GetBlobData,
@@ -73,6 +77,8 @@ from hdsp.protocol import (
     RespondToAskData,
     RestartKernel,
     ResumeTask,
+    RewindTask,
+    RewindTaskData,
     SendMessage,
     SendMessageData,
     Shutdown,
@@ -500,6 +506,22 @@ class Client:
     async def condense_task(self, task_id: str) -> TaskRef:
         """Condense the task's conversation now (see `CondenseTask`)."""
         return await self.request(CondenseTask(task_id=task_id))
+
+    async def rewind_task(self, task_id: str, ts: int, *, include: bool = True) -> TaskRef:
+        """Take the task back to its message `ts` (removing it too with `include`)."""
+        data = RewindTaskData(task_id=task_id, ts=ts, include=include)
+        return await self.request(RewindTask(data=data))
+
+    async def edit_message(
+        self, task_id: str, ts: int, text: str, *, images: list[str] | None = None
+    ) -> TaskRef:
+        """Replace the user's message `ts` with `text` and go on from there."""
+        data = EditMessageData(task_id=task_id, ts=ts, text=text, images=images)
+        return await self.request(EditMessage(data=data))
+
+    async def fork_task(self, task_id: str, ts: int) -> TaskRef:
+        """A new task with this one's history up to its message `ts`: its TaskRef."""
+        return await self.request(ForkTask(data=ForkTaskData(task_id=task_id, ts=ts)))
 
     async def resume_task(self, task_id: str) -> TaskRef:
         return await self.request(ResumeTask(data=task_id))

@@ -17,7 +17,7 @@ import anyio
 import msgspec
 import pytest
 
-from hdsp.client import Client, connect
+from hdsp.client import Client, CommandFailed, connect
 from hdsp.daemon.conversation import ApiMessage
 from hdsp.daemon.llm.openai_compat import to_chat_messages
 from hdsp.daemon.llm.tokens import count_chat_tokens, encoding_for_model
@@ -247,3 +247,107 @@ async def test_a_steered_message_joins_the_running_turn_and_survives_kill_9(
         "Focus on the price column."
     ]
     assert [m.ts for m in again.messages] == [m.ts for m in snap.messages]
+
+
+# ---- rewind, edit, fork --------------------------------------------------------
+
+
+async def _turn(client: Client, task_id: str, text: str) -> None:
+    head = (await client.status()).head_seq
+    await client.send_message(task_id, text)
+    with anyio.fail_after(60):
+        await collect_turn(client, task_id, head, until=(TaskCompleted,))
+
+
+def _feedback(messages: list[Any]) -> dict[str, int]:
+    return {m.text: m.ts for m in messages if m.say == Say.USER_FEEDBACK}
+
+
+@pytest.mark.slow
+async def test_rewind_across_a_summary_brings_back_what_it_hid_and_survives_kill_9(
+    long_daemon: DaemonProcess, small_model: FakeOpenAI, tmp_path: Path
+) -> None:
+    workspace = _workspace(tmp_path)
+    async with connect(long_daemon.runtime_dir, name="test") as client:
+        await _small_window(client)
+        head = (await client.status()).head_seq
+        task_id = (await client.start_task("Analyse the sales files.", workspace=workspace)).task_id
+        with anyio.fail_after(60):
+            await collect_turn(client, task_id, head, until=(TaskCompleted,))
+        for turn in range(1, 6):
+            await _turn(client, task_id, f"Step {turn}: read it again.")
+        # Condensed on demand (CondenseTask): a summary now stands for the older part.
+        await client.condense_task(task_id)
+        snap = await client.get_task(task_id)
+        condensed = [m for m in snap.messages if m.say == Say.CONDENSE_CONTEXT]
+        assert len(condensed) == 1 and not condensed[0].partial
+        info = condensed[0].context_condense or {}
+        assert info["newContextTokens"] < info["prevContextTokens"]
+        await _turn(client, task_id, "Step 6: read it again.")
+        assert "[Summary of the earlier conversation" in str(small_model.requests[-2]["messages"])
+        before = _api_history(long_daemon, task_id)
+        assert sum(1 for m in before if m.condense_parent is not None) >= 3
+        # Rewind to step 3, removing it: the summary made after it goes, and what
+        # it hid is sent again.
+        cut = _feedback(snap.messages)["Step 3: read it again."]
+        await client.rewind_task(task_id, cut)
+        rewound = await client.get_task(task_id)
+    assert all(m.ts < cut for m in rewound.messages)
+    assert rewound.messages == [m for m in snap.messages if m.ts < cut]
+    after = _api_history(long_daemon, task_id)
+    assert not any(m.is_summary or m.condense_parent for m in after)
+    assert [m.content for m in after] == [m.content for m in before[: len(after)]]
+    assert after[-1].role == "assistant" and len(after) < len(before)
+
+    # Durable: after kill -9 and a restart it is as it was, and it goes on.
+    long_daemon.kill()
+    long_daemon.start()
+    async with connect(long_daemon.runtime_dir, name="test") as client:
+        again = await client.get_task(task_id)
+        assert again.messages == rewound.messages
+        await _turn(client, task_id, "Step 3 again: read it.")
+        last = small_model.requests[-2]["messages"]
+        assert "[Summary of the earlier conversation" not in str(last)
+        assert any(m.get("content") == "Step 2: read it again." for m in last)
+        assert not any(m.get("content") == "Step 4: read it again." for m in last)
+
+
+@pytest.mark.slow
+async def test_edit_and_fork_are_durable_across_kill_9(
+    long_daemon: DaemonProcess, small_model: FakeOpenAI, tmp_path: Path
+) -> None:
+    workspace = _workspace(tmp_path)
+    async with connect(long_daemon.runtime_dir, name="test") as client:
+        head = (await client.status()).head_seq
+        task_id = (await client.start_task("Analyse the sales files.", workspace=workspace)).task_id
+        with anyio.fail_after(60):
+            await collect_turn(client, task_id, head, until=(TaskCompleted,))
+        for turn in range(1, 4):
+            await _turn(client, task_id, f"Step {turn}: read it again.")
+        snap = await client.get_task(task_id)
+        ts2 = _feedback(snap.messages)["Step 2: read it again."]
+        # Fork at step 2's message: the new task has the history up to it.
+        fork = await client.fork_task(task_id, ts2)
+        forked = await client.get_task(fork.task_id)
+        assert fork.task_id != task_id
+        assert forked.messages == [m for m in snap.messages if m.ts <= ts2]
+        # Edit step 2 in the original: it is replaced, and the turn goes on from there.
+        head = (await client.status()).head_seq
+        await client.edit_message(task_id, ts2, "Step 2, edited: read the first file.")
+        with anyio.fail_after(60):
+            await collect_turn(client, task_id, head, until=(TaskCompleted,))
+        edited = await client.get_task(task_id)
+        with pytest.raises(CommandFailed):
+            await client.edit_message(task_id, edited.messages[0].ts, "not the task's start")
+    texts = list(_feedback(edited.messages))
+    assert texts == ["Step 1: read it again.", "Step 2, edited: read the first file."]
+
+    long_daemon.kill()
+    long_daemon.start()
+    async with connect(long_daemon.runtime_dir, name="test") as client:
+        assert list(_feedback((await client.get_task(task_id)).messages)) == texts
+        assert (await client.get_task(fork.task_id)).messages == forked.messages
+        # The fork goes on from its own history: it sent step 2 and not step 3.
+        await _turn(client, fork.task_id, "Step 3 in the fork.")
+        sent = [m.get("content") for m in small_model.requests[-2]["messages"]]
+        assert "Step 2: read it again." in sent and "Step 3: read it again." not in sent
