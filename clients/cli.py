@@ -19,6 +19,7 @@ import anyio
 from hdsp.protocol import (
     ErrorCode,
     SandboxStatus,
+    TaskRef,
     TaskState,
     __version__,
     encode,
@@ -191,6 +192,12 @@ def _parser() -> argparse.ArgumentParser:
     add_task_argument(send)
     send.add_argument("text")
     send.add_argument("--detach", action="store_true", help="return once the message is sent")
+    send.add_argument(
+        "--steer",
+        action="store_true",
+        help="if the task is working, add the message to its current turn before its next "
+        "model request (default: it waits until the turn ends)",
+    )
 
     for name, text in (
         (
@@ -200,6 +207,11 @@ def _parser() -> argparse.ArgumentParser:
         ),
         ("resume", "resume a task the daemon stopped (not a completed one: `send` continues it)"),
         (
+            "condense",
+            "summarise the task's conversation now, so later requests carry the summary "
+            "instead of its older messages (they stay in the history)",
+        ),
+        (
             "close",
             "end a task: stop it and release its kernel and memory; the history stays "
             "(`show`), and `send` reopens it",
@@ -207,6 +219,31 @@ def _parser() -> argparse.ArgumentParser:
     ):
         c = sub.add_parser(name, parents=[common], help=text, description=text)
         add_task_argument(c)
+
+    rewind = sub.add_parser(
+        "rewind",
+        parents=[common],
+        help="take a task's history back to one of its messages (its ts: `hdsp show --json`)",
+        description="Remove the task's messages from TS on (a running turn is cancelled "
+        "first; the kernel's state is not rolled back). Messages that a removed summary "
+        "or truncation hid come back.",
+    )
+    add_task_argument(rewind)
+    rewind.add_argument("ts", type=int, help="the message's ts")
+    rewind.add_argument(
+        "--keep", action="store_true", help="keep that message; remove only what came after"
+    )
+    edit_parser = sub.add_parser(
+        "edit", parents=[common], help="replace one of your messages and go on from there"
+    )
+    add_task_argument(edit_parser)
+    edit_parser.add_argument("ts", type=int, help="the ts of your message")
+    edit_parser.add_argument("text")
+    fork = sub.add_parser(
+        "fork", parents=[common], help="a new task with a task's history up to a message"
+    )
+    add_task_argument(fork)
+    fork.add_argument("ts", type=int, help="the last message the new task keeps")
 
     events = sub.add_parser("events", parents=[common], help="print events as NDJSON")
     add_task_argument(events, "--task", help="only this task's events")
@@ -359,8 +396,13 @@ class _Cli:
     async def cmd_send(self, client: Client) -> int:
         task_id = await self.resolve(client, self.args.task)
         head = (await client.status()).head_seq
-        ref = await client.send_message(task_id, self.args.text)
-        busy = "The task is busy: the message waits until its turn ends."
+        steer = bool(getattr(self.args, "steer", False))
+        ref = await client.send_message(task_id, self.args.text, steer=steer)
+        busy = (
+            "The task is busy: the message joins its turn before the next model request."
+            if steer
+            else "The task is busy: the message waits until its turn ends."
+        )
         if self.args.detach:
             if ref.queued and not self.args.json:
                 self.render.note(busy)
@@ -457,6 +499,36 @@ class _Cli:
                 f"`hdsp send {task_id[:8]} TEXT` continues the conversation.",
             )
         return await self._simple(client, client.resume_task)
+
+    async def cmd_condense(self, client: Client) -> int:
+        short = self.args.task[:8]
+        return await self._simple(
+            client,
+            client.condense_task,
+            f"; see `hdsp show {short}` for the summary and the tokens it saved",
+        )
+
+    async def cmd_rewind(self, client: Client) -> int:
+        task_id = await self.resolve(client, self.args.task)
+        ref = await client.rewind_task(task_id, self.args.ts, include=not self.args.keep)
+        return self._ref_out(ref, "; rewound (`send` continues from there)")
+
+    async def cmd_edit(self, client: Client) -> int:
+        task_id = await self.resolve(client, self.args.task)
+        ref = await client.edit_message(task_id, self.args.ts, self.args.text)
+        return self._ref_out(ref, "; your message was replaced and sent")
+
+    async def cmd_fork(self, client: Client) -> int:
+        task_id = await self.resolve(client, self.args.task)
+        ref = await client.fork_task(task_id, self.args.ts)
+        return self._ref_out(ref, f"; forked from {task_id[:8]}")
+
+    def _ref_out(self, ref: TaskRef, done: str) -> int:
+        if self.args.json:
+            self.out_raw(encode(ref).decode())
+        else:
+            self.out(f"{ref.task_id}: {ref.state}{done}")
+        return ExitCode.OK
 
     async def cmd_close(self, client: Client) -> int:
         short = self.args.task[:8]

@@ -41,12 +41,17 @@ from hdsp.protocol import (
     CloseTask,
     Command,
     CommandBase,
+    CondenseTask,
     Connect,
     DeleteQueuedMessage,
     Disconnect,
+    EditMessage,
+    EditMessageData,
     ErrorCode,
     ExecuteCode,
     ExecutionResult,
+    ForkTask,
+    ForkTaskData,
     FrameError,
     GetBlob,
     GetBlobData,
@@ -72,6 +77,8 @@ from hdsp.protocol import (
     RespondToAskData,
     RestartKernel,
     ResumeTask,
+    RewindTask,
+    RewindTaskData,
     SendMessage,
     SendMessageData,
     Shutdown,
@@ -458,10 +465,17 @@ class Client:
         return await self.request(StartNewTask(data=data))
 
     async def send_message(
-        self, task_id: str, text: str | None = None, *, images: list[str] | None = None
+        self,
+        task_id: str,
+        text: str | None = None,
+        *,
+        images: list[str] | None = None,
+        steer: bool = False,
     ) -> TaskRef:
-        cmd = SendMessage(task_id=task_id, data=SendMessageData(text=text, images=images))
-        return await self.request(cmd)
+        """Send a message; to a working task it waits for the turn to end, or, with
+        `steer`, joins the running turn before its next model request."""
+        data = SendMessageData(text=text, images=images, delivery="steer" if steer else "queue")
+        return await self.request(SendMessage(task_id=task_id, data=data))
 
     async def respond_to_ask(
         self,
@@ -488,6 +502,26 @@ class Client:
 
     async def close_task(self, task_id: str) -> TaskRef:
         return await self.request(CloseTask(task_id=task_id))
+
+    async def condense_task(self, task_id: str) -> TaskRef:
+        """Condense the task's conversation now (see `CondenseTask`)."""
+        return await self.request(CondenseTask(task_id=task_id))
+
+    async def rewind_task(self, task_id: str, ts: int, *, include: bool = True) -> TaskRef:
+        """Take the task back to its message `ts` (removing it too with `include`)."""
+        data = RewindTaskData(task_id=task_id, ts=ts, include=include)
+        return await self.request(RewindTask(data=data))
+
+    async def edit_message(
+        self, task_id: str, ts: int, text: str, *, images: list[str] | None = None
+    ) -> TaskRef:
+        """Replace the user's message `ts` with `text` and go on from there."""
+        data = EditMessageData(task_id=task_id, ts=ts, text=text, images=images)
+        return await self.request(EditMessage(data=data))
+
+    async def fork_task(self, task_id: str, ts: int) -> TaskRef:
+        """A new task with this one's history up to its message `ts`: its TaskRef."""
+        return await self.request(ForkTask(data=ForkTaskData(task_id=task_id, ts=ts)))
 
     async def resume_task(self, task_id: str) -> TaskRef:
         return await self.request(ResumeTask(data=task_id))

@@ -61,6 +61,14 @@ _QUIET_SAYS = frozenset(
 )
 
 
+def _token_change(info: dict[str, Any]) -> str:
+    """The change of tokens (", 41,200 -> 9,800 tokens") a condense or truncation records."""
+    before, after = info.get("prevContextTokens"), info.get("newContextTokens")
+    if isinstance(before, int) and isinstance(after, int):
+        return f", {before:,} -> {after:,} tokens"
+    return ""
+
+
 def _json_object(text: str) -> dict[str, Any] | None:
     if not text.startswith("{"):
         return None
@@ -255,11 +263,25 @@ class HistoryView:
             removed = info.get("messagesRemoved", "some")
             self._write(
                 f"context truncated: the {removed} oldest messages were left out of the "
-                "request (the history keeps them)",
+                f"request (the history keeps them){_token_change(info)}",
                 _YELLOW,
             )
-        elif say in ("condense_context", "condense_context_error"):
-            self._write(f"context condensed{': ' + text if text else ''}", _YELLOW)
+        elif say == "condense_context":
+            info = m.context_condense or _json_object(text) or {}
+            if m.partial:
+                self._write("condensing the context...", _DIM)
+            else:
+                condensed = info.get("messagesCondensed", "older")
+                self._write(
+                    f"context condensed: a summary replaces the {condensed} older messages "
+                    f"in requests (the history keeps them){_token_change(info)}",
+                    _YELLOW,
+                )
+                summary = info.get("summary")
+                if isinstance(summary, str) and summary:
+                    self._write(self._fold(summary), _DIM, indent="  ")
+        elif say == "condense_context_error":
+            self._write(f"context not condensed: {text}", _YELLOW)
         elif say == "kernel_culled":
             self._write(text or "the kernel was shut down after being idle", _DIM)
         elif say == "image":

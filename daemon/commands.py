@@ -29,12 +29,15 @@ from hdsp.protocol import (
     CancelTask,
     CloseTask,
     Command,
+    CondenseTask,
     DeleteProfile,
     DeleteQueuedMessage,
     DeleteSecret,
+    EditMessage,
     ErrorCode,
     ExecuteCode,
     ExportSettings,
+    ForkTask,
     GetBlob,
     GetBlobData,
     GetModels,
@@ -57,6 +60,7 @@ from hdsp.protocol import (
     RespondToAsk,
     RestartKernel,
     ResumeTask,
+    RewindTask,
     SaveProfile,
     SelectProfile,
     SendMessage,
@@ -145,6 +149,14 @@ class Commands:
                 return await tasks.delete_queued_message(task_id, message_id)
             case CancelTask(task_id=task_id):
                 return await tasks.cancel(task_id)
+            case CondenseTask(task_id=task_id):
+                return await tasks.condense(task_id)
+            case RewindTask(data=data):
+                return await tasks.rewind(data.task_id, data.ts, include=data.include)
+            case EditMessage(data=data):
+                return await tasks.edit_message(data.task_id, data.ts, data.text, data.images)
+            case ForkTask(data=data):
+                return await tasks.fork(data.task_id, data.ts)
             case CloseTask(task_id=task_id):
                 return await tasks.close(task_id)
             case ResumeTask(data=task_id):

@@ -65,7 +65,12 @@ __all__ = [
     "Command",
     "CommandBase",
     "CommandSpec",
+    "CondenseTask",
     "DeleteQueuedMessage",
+    "EditMessage",
+    "EditMessageData",
+    "ForkTask",
+    "ForkTaskData",
     "GetStatus",
     "GetTask",
     "GetTaskData",
@@ -81,6 +86,8 @@ __all__ = [
     "RespondToAsk",
     "RespondToAskData",
     "ResumeTask",
+    "RewindTask",
+    "RewindTaskData",
     "SandboxStatus",
     "SendMessage",
     "SendMessageData",
@@ -164,6 +171,17 @@ class StartNewTaskData(WireStruct, frozen=True):
 class SendMessageData(WireStruct, frozen=True):
     text: str | None = None
     images: list[str] | None = None
+    delivery: Annotated[
+        Literal["queue", "steer"],
+        Meta(
+            description=(
+                "To a task that is working: `queue` waits until its turn ends (then starts "
+                "the next turn); `steer` joins the running turn, added to the conversation "
+                "before its next model request (a `user_feedback` message shows where). A "
+                "steered message the turn ends without is delivered as a queued one."
+            )
+        ),
+    ] = "queue"
 
 
 class ListTasksData(WireStruct, frozen=True):
@@ -276,6 +294,64 @@ class CloseTask(CommandBase["TaskRef"], tag="CloseTask", frozen=True):
     task_id: str
 
 
+class RewindTaskData(WireStruct, frozen=True):
+    task_id: str
+    ts: Annotated[int, Meta(description="The UI message to rewind to.")]
+    include: Annotated[
+        bool,
+        Meta(
+            description=(
+                "Remove that message too (true), or keep it and remove what came after. "
+                "The task's first message always stays."
+            )
+        ),
+    ] = True
+
+
+class RewindTask(CommandBase["TaskRef"], tag="RewindTask", frozen=True):
+    """Take a task's history back to one of its messages: the UI and API messages
+    after it are removed (a running turn is cancelled first; kernel state is not
+    rolled back), and what a removed summary or truncation hid comes back. A
+    `taskRewound` event tells every client."""
+
+    data: RewindTaskData
+
+
+class EditMessageData(WireStruct, frozen=True):
+    task_id: str
+    ts: Annotated[int, Meta(description="A user_feedback message of the task.")]
+    text: str
+    images: list[str] | None = None
+
+
+class EditMessage(CommandBase["TaskRef"], tag="EditMessage", frozen=True):
+    """Replace one of the user's messages and go on from there: rewind to it
+    (removing it) and send `text` as the next message."""
+
+    data: EditMessageData
+
+
+class ForkTaskData(WireStruct, frozen=True):
+    task_id: str
+    ts: Annotated[int, Meta(description="The last UI message the new task keeps.")]
+
+
+class ForkTask(CommandBase["TaskRef"], tag="ForkTask", frozen=True):
+    """A new task with the history of this one up to a message (inclusive); the
+    original is not changed. The reply names the new task, which waits for a message."""
+
+    data: ForkTaskData
+
+
+class CondenseTask(CommandBase["TaskRef"], tag="CondenseTask", frozen=True):
+    """Condense a task's conversation now: the model summarises its older part,
+    which the summary replaces in later requests (kept in the history). The task
+    must not be working; a `condense_context` message (or
+    `condense_context_error`) says how it went."""
+
+    task_id: str
+
+
 class ResumeTask(CommandBase["TaskRef"], tag="ResumeTask", frozen=True):
     data: Annotated[
         str,
@@ -339,6 +415,10 @@ Command = (
     StartNewTask
     | CancelTask
     | CloseTask
+    | CondenseTask
+    | RewindTask
+    | EditMessage
+    | ForkTask
     | ResumeTask
     | SendMessage
     | RespondToAsk
@@ -559,6 +639,10 @@ _ROWS = (
     CommandSpec(CancelTask, TaskRef, ordering=lambda c: c.task_id, without_storage=True),
     CommandSpec(CloseTask, TaskRef, ordering=lambda c: c.task_id, without_storage=True),
     CommandSpec(ResumeTask, TaskRef, ordering=lambda c: c.data),
+    CommandSpec(CondenseTask, TaskRef, ordering=lambda c: c.task_id),
+    CommandSpec(RewindTask, TaskRef, ordering=lambda c: c.data.task_id),
+    CommandSpec(EditMessage, TaskRef, ordering=lambda c: c.data.task_id),
+    CommandSpec(ForkTask, TaskRef, ordering=lambda c: c.data.task_id),
     CommandSpec(SendMessage, TaskRef, ordering=lambda c: c.task_id),
     CommandSpec(RespondToAsk, TaskRef, ordering=lambda c: c.task_id),
     CommandSpec(DeleteQueuedMessage, TaskRef, ordering=lambda c: c.task_id),

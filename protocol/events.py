@@ -54,6 +54,7 @@ __all__ = [
     "TaskModeSwitched",
     "TaskPaused",
     "TaskResumable",
+    "TaskRewound",
     "TaskSpawned",
     "TaskStarted",
     "TaskTokenUsageUpdated",
@@ -89,6 +90,8 @@ class QueuedMessage(WireStruct, frozen=True):
     id: str
     text: str
     images: list[str] | None = None
+    #: hdsp: "steer" for a message that joins the running turn at its next request.
+    delivery: Literal["queue", "steer"] | None = None
 
 
 # Events whose payload is just the task id.
@@ -209,6 +212,14 @@ class TaskClosed(_EventBase, tag="taskClosed", frozen=True):
     payload: tuple[str]
 
 
+class TaskRewound(_EventBase, tag="taskRewound", frozen=True):
+    """[taskId, ts]: the task's messages from `ts` on were removed (RewindTask,
+    EditMessage): drop them from views; a message with an earlier ts that changed
+    comes as its own `message` event."""
+
+    payload: tuple[str, int]
+
+
 class DaemonShuttingDown(_EventBase, tag="daemonShuttingDown", frozen=True):
     """The last event before the daemon exits: [reason]. Published daemon-wide."""
 
@@ -303,6 +314,7 @@ Event = (
     | ModesResponse
     | ModelsResponse
     | TaskClosed
+    | TaskRewound
     | DaemonShuttingDown
     | KernelStarted
     | KernelStatus

@@ -109,6 +109,15 @@ class ProfileOptions(_Section):
     #: streams before the reply is given up and retried.
     idle_timeout: float = Field(default=120.0, gt=0, allow_inf_nan=False)
 
+    #: Condense the conversation (a summary replaces its older part) before a
+    #: request that would fill more than this percentage of the model's context window.
+    condense_threshold: int = Field(default=80, ge=5, le=100)
+    #: Percentage of the context window kept free beside the reply's max tokens:
+    #: a request over the rest is reduced even below the threshold (seed 004's 10%).
+    context_buffer: int = Field(default=10, ge=0, le=50)
+    #: False: never ask the model for a summary; reduce by truncating instead.
+    auto_condense: bool = True
+
     def stream_timeouts(self) -> StreamTimeouts:
         """These options' bounds on a server's silences."""
         return StreamTimeouts(first_byte=self.first_byte_timeout, idle=self.idle_timeout)

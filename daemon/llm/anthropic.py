@@ -46,12 +46,14 @@ from typing import Any, Literal, cast
 import anthropic
 import httpx2
 import msgspec
+import structlog
 from anthropic import AsyncAnthropic, AsyncStream
 from anthropic.types import (
     ContentBlockParam,
     ImageBlockParam,
     Message,
     MessageParam,
+    MessageTokensCount,
     TextBlockParam,
     ToolParam,
 )
@@ -120,6 +122,8 @@ MIN_THINKING_BUDGET = 1024
 
 _json = msgspec.json.Encoder()
 
+log = structlog.get_logger("hdsp.llm")
+
 _DEFAULT_KEY_HINT = "set ANTHROPIC_API_KEY in hdspd's environment and restart it"
 
 _EPHEMERAL: dict[str, str] = {"type": "ephemeral"}
@@ -185,6 +189,8 @@ class AnthropicProvider(SdkProvider[AsyncAnthropic]):
             timeouts=timeouts,
         )
         self._thinking_budget = thinking_budget
+        #: The server answered count_tokens with "no such endpoint".
+        self._count_unsupported = False
 
     @asynccontextmanager
     async def stream(self, request: ModelRequest) -> AsyncGenerator[AsyncIterator[Chunk]]:
@@ -241,6 +247,39 @@ class AnthropicProvider(SdkProvider[AsyncAnthropic]):
                 watch.answered()
             async with closing_stream(response, self._chunks(response, watch)) as chunks:
                 yield chunks
+
+    async def count_tokens(self, request: ModelRequest) -> int | None:
+        """Anthropic's own counter (``/v1/messages/count_tokens``). None when it
+        fails; a server that does not offer it (a proxy) is not asked again."""
+        if self._count_unsupported or (self._official and not self._has_key):
+            return None
+        body: dict[str, Any] = {
+            "model": self._model,
+            "messages": to_anthropic_messages(request.messages),
+        }
+        system = to_anthropic_system(request.system)
+        if system:
+            body["system"] = system
+        if request.tools:
+            body["tools"] = to_anthropic_tools(request.tools)
+        if self._thinking_budget is not None:
+            body["thinking"] = {"type": "enabled", "budget_tokens": self._thinking_budget}
+        try:
+            counted = await self._client.post(
+                "/v1/messages/count_tokens",
+                content=_json.encode(body),
+                cast_to=MessageTokensCount,
+                options={"max_retries": 0},
+            )
+        except anthropic.APIStatusError as exc:
+            if exc.status_code in (404, 405, 501):
+                self._count_unsupported = True
+            log.info("count_tokens failed", status=exc.status_code, profile=self.name)
+            return None
+        except anthropic.AnthropicError as exc:
+            log.info("count_tokens failed", error=str(exc), profile=self.name)
+            return None
+        return counted.input_tokens
 
     async def _chunks(
         self, response: AsyncStream[object], watch: SilenceWatch

@@ -31,4 +31,10 @@ class Provider(Protocol):
         self, request: ModelRequest
     ) -> AbstractAsyncContextManager[AsyncIterator[Chunk]]: ...
 
+    async def count_tokens(self, request: ModelRequest) -> int | None:
+        """The prompt tokens `request` would take, by the provider's own counter or
+        the model's tokenizer (:mod:`.tokens`); None when the provider has neither
+        (then the caller estimates). Never raises for a counter that fails."""
+        ...
+
     async def aclose(self) -> None: ...

@@ -392,7 +392,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_error_json(411, "A Content-Length is required.", "invalid_request_error")
             return
         raw = self.rfile.read(int(length))
-        if not path.endswith(self.server.owner.endpoint):
+        owner = self.server.owner
+        other = path if not path.endswith(owner.endpoint) else None
+        if other is not None and not owner.serves(other):
             self._send_error_json(404, f"Unknown path {path}.", "invalid_request_error")
             return
         try:
@@ -402,8 +404,11 @@ class _Handler(BaseHTTPRequestHandler):
         if not isinstance(body, dict):
             self._send_error_json(400, "The body must be a JSON object.", "invalid_request_error")
             return
+        if other is not None:
+            status, answer = owner.handle_other(other, body)
+            self.send_json(status, answer)
+            return
         exchange = ChatExchange(self, body)
-        owner = self.server.owner
         try:
             owner.handle_chat(exchange)
         except ConnectionError:
@@ -447,6 +452,14 @@ class ChatCompletionsServer:
 
     def handle_chat(self, exchange: ChatExchange) -> None:
         """Answer one chat completion request. Runs in the connection's thread."""
+        raise NotImplementedError
+
+    def serves(self, path: str) -> bool:
+        """Whether POSTs to `path` (not the chat endpoint) reach :meth:`handle_other`."""
+        return False
+
+    def handle_other(self, path: str, body: dict[str, Any]) -> tuple[int, object]:
+        """Answer a POST to another path :meth:`serves`: its status and JSON body."""
         raise NotImplementedError
 
     def exchange_finished(self, exchange: ChatExchange) -> None:

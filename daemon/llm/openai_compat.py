@@ -32,6 +32,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio.to_thread
 import httpx2
 import msgspec
 import openai
@@ -93,6 +94,7 @@ from .sdk import (
 from .sdk import (
     json_field as _field,
 )
+from .tokens import count_chat_tokens, encoding_for_model
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -224,6 +226,20 @@ class OpenAICompatibleProvider(SdkProvider[AsyncOpenAI]):
                 watch.answered()
             async with closing_stream(response, self._chunks(response, watch)) as chunks:
                 yield chunks
+
+    async def count_tokens(self, request: ModelRequest) -> int | None:
+        """OpenAI's tokenizer of the model, if it is one of OpenAI's (a local
+        server's model has none: None)."""
+
+        def count() -> int | None:
+            encoding = encoding_for_model(self._model)
+            if encoding is None:
+                return None
+            tools = to_chat_tools(request.tools) if request.tools else None
+            messages = to_chat_messages(request.system, request.messages)
+            return count_chat_tokens(encoding, messages, tools)
+
+        return await anyio.to_thread.run_sync(count)
 
     async def _chunks(
         self, response: AsyncStream[object], watch: SilenceWatch

@@ -35,9 +35,9 @@ import anyio.to_thread
 import msgspec
 import structlog
 
-from hdsp.daemon.config.profiles import Profiles, secret_name
+from hdsp.daemon.config.profiles import ProfileNotFound, Profiles, secret_name
 from hdsp.daemon.config.secrets import SecretError, SecretStore
-from hdsp.daemon.config.settings import ModelInfoOverride, ProviderProfile
+from hdsp.daemon.config.settings import ModelInfoOverride, ProfileOptions, ProviderProfile
 from hdsp.daemon.conversation import Chunk, ModelInfo, ModelRequest
 
 from .base import Provider
@@ -138,6 +138,17 @@ class _ProfileProvider:
                 with anyio.move_on_after(_CLOSE_TIMEOUT, shield=True):
                     await self._close()
 
+    async def count_tokens(self, request: ModelRequest) -> int | None:
+        self._active += 1
+        try:
+            inner = await self._ensure()
+            return await inner.count_tokens(request)
+        finally:
+            self._active -= 1
+            if self._retired and self._active == 0:
+                with anyio.move_on_after(_CLOSE_TIMEOUT, shield=True):
+                    await self._close()
+
     async def _close(self) -> None:
         inner, self._inner = self._inner, None
         if inner is not None:
@@ -196,6 +207,14 @@ class Providers:
             )
             built = self._cache[chosen] = _Built(provider, profile, models)
         return built.provider
+
+    def options(self, name: str | None) -> ProfileOptions:
+        """The options of profile `name` (or of the current one); defaults for a
+        profile that is gone. Raises nothing."""
+        try:
+            return self.profiles.all()[self.resolve_name(name)].options
+        except (ProfileNotFound, KeyError):
+            return ProfileOptions()
 
     # ---- building --------------------------------------------------------------------
 

@@ -11,6 +11,8 @@ from .journal import Journal, Publisher
 from .store import INLINE_BYTES, Store
 from .writes import (
     append_api_message,
+    delete_api_messages_from,
+    delete_ui_messages_from,
     insert_task,
     save_turn,
     save_ui_message,
@@ -33,6 +35,8 @@ __all__ = [
     "TaskRow",
     "Write",
     "append_api_message",
+    "delete_api_messages_from",
+    "delete_ui_messages_from",
     "insert_task",
     "integrity_check",
     "save_turn",

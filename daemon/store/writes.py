@@ -9,6 +9,8 @@ from .database import Write
 
 __all__ = [
     "append_api_message",
+    "delete_api_messages_from",
+    "delete_ui_messages_from",
     "insert_task",
     "latest_writes",
     "save_turn",
@@ -64,6 +66,16 @@ def save_ui_message(task_id: str, ts: int, body: bytes) -> Write:
     """Store a UI message as it now is (the journal does so for each message event;
     a task, for the text of a message still streaming, which has no event)."""
     return (_UPSERT_UI, (task_id, ts, body))
+
+
+def delete_ui_messages_from(task_id: str, ts: int) -> Write:
+    """Remove a task's UI messages from `ts` on (a rewind)."""
+    return ("DELETE FROM ui_messages WHERE task_id = ? AND ts >= ?", (task_id, ts))
+
+
+def delete_api_messages_from(task_id: str, index: int) -> Write:
+    """Remove a task's API messages from `index` on (a rewind)."""
+    return ("DELETE FROM api_messages WHERE task_id = ? AND idx >= ?", (task_id, index))
 
 
 def latest_writes(writes: list[Write]) -> list[Write]:

@@ -12,7 +12,7 @@ from typing import Literal
 from hdsp.daemon.conversation import ApiMessage, Block
 from hdsp.daemon.store import Journal, Write
 
-from .context import request_messages, truncate_oldest
+from .context import condensable, condensing, request_messages, truncate_oldest
 from .turn import api_write
 
 __all__ = ["ApiHistory"]
@@ -62,6 +62,32 @@ class ApiHistory:
             return False
         self.images_refused_upto = self.messages[-1].ts
         return True
+
+    def can_condense(self) -> bool:
+        """Whether enough messages came since the last summary to condense."""
+        return bool(condensable(self.messages))
+
+    def to_condense(self) -> list[ApiMessage]:
+        """The messages a summary would replace, as a request sends them (the
+        task's first message before them: what the summary is asked about)."""
+        chosen = condensable(self.messages)
+        if not chosen:
+            return []
+        first = request_messages(self.messages)[0]
+        picked = request_messages([self.messages[i] for i in chosen])
+        return [first, *picked]
+
+    async def condense(self, summary: str) -> tuple[str, int]:
+        """Append `summary` as a summary message and hide what it replaces (tagged
+        with its id, never deleted), in one transaction: its id and how many
+        messages it hid."""
+        made = condensing(self.messages, uuid.uuid4().hex, summary, self._next_ts())
+        writes: list[Write] = []
+        for index, message in made.hidden.items():
+            self.messages[index], write = api_write(self.task_id, index, message)
+            writes.append(write)
+        await self.append(made.summary, *writes)
+        return made.condense_id, len(made.hidden)
 
     async def truncate(self) -> tuple[str, int] | None:
         """Hide the oldest quarter of the conversation (:func:`.context.truncate_oldest`):

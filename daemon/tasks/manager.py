@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -33,7 +34,19 @@ from hdsp.daemon.conversation import ApiMessage
 from hdsp.daemon.errors import CommandError
 from hdsp.daemon.llm.registry import Providers
 from hdsp.daemon.llm.retry import DEFAULT_RETRY_POLICY, RetryPolicy
-from hdsp.daemon.store import INLINE_BYTES, Database, Journal, Store, TaskRow, insert_task
+from hdsp.daemon.store import (
+    INLINE_BYTES,
+    Database,
+    Journal,
+    Store,
+    TaskRow,
+    Write,
+    delete_api_messages_from,
+    delete_ui_messages_from,
+    insert_task,
+    save_ui_message,
+    update_task,
+)
 from hdsp.daemon.tools import AskAnswer, ToolRegistry, default_tools
 from hdsp.protocol import (
     MAX_TASK_PAGE,
@@ -52,14 +65,16 @@ from hdsp.protocol import (
     TaskPage,
     TaskRef,
     TaskResumable,
+    TaskRewound,
     TaskSnapshot,
     TaskState,
     ToolUsageEntry,
 )
 
 from .deps import TaskDeps, TaskKernels
+from .rewind import RewindRefused, plan_rewind
 from .task import Task
-from .turn import TurnState, turn_decoder, user_content
+from .turn import TurnState, api_write, turn_decoder, turn_write, user_content
 
 __all__ = ["MAX_IDLE_LOADED", "TaskCarry", "TaskManager"]
 
@@ -68,6 +83,7 @@ log = structlog.get_logger("hdsp.tasks")
 _item_decoder = msgspec.json.Decoder(HistoryItem)
 _message_decoder = msgspec.json.Decoder(ClineMessage)
 _api_decoder = msgspec.json.Decoder(ApiMessage)
+_message_encoder = msgspec.json.Encoder()
 
 #: Idle tasks kept loaded, the most recently used; the others are unloaded.
 MAX_IDLE_LOADED = 16
@@ -496,6 +512,7 @@ class TaskManager:
                 await task.asks.respond(ask.ts, answer)
                 return TaskRef(task_id=task_id, state=TaskState.RUNNING)
             if task.busy:
+                # Queued, or, to steer, taken by the running turn before its next request.
                 await task.queue.put(data)
                 return TaskRef(task_id=task_id, state=task.state, queued=True)
             task.start_turn(self._require_tg(), message=data)
@@ -557,6 +574,123 @@ class TaskManager:
             await self.deps.kernels.release_task(task_id)
         await self.journal.emit(TaskClosed(payload=(task_id,)))
         return ref
+
+    async def condense(self, task_id: str) -> TaskRef:
+        """Condense the task's conversation now (CondenseTask): not while it works."""
+        self._check_open()
+        task = await self._load(task_id)
+        try:
+            if task.busy or task.turn is not None:
+                raise CommandError(
+                    ErrorCode.TASK_BUSY,
+                    f"Task {task_id} is working; condense it when its turn is over "
+                    "(it condenses by itself when its context fills up).",
+                )
+            provider = self.providers.get(task.item.api_config_name)
+            before = await task.budget.count(provider, task.model_request())
+            await task.condense(provider, before.tokens, manual=True)
+            return TaskRef(task_id=task_id, state=task.state)
+        finally:
+            self.settle(task)
+
+    async def rewind(self, task_id: str, ts: int, *, include: bool) -> TaskRef:
+        """Take the task back to its message `ts` (see RewindTask): a running turn
+        is cancelled first, then the messages after the point are removed, what
+        their summaries and truncations hid comes back, in one transaction with the
+        `taskRewound` event; the task is loaded again from the store."""
+        self._check_open()
+        task = await self._load(task_id)
+        try:
+            await task.stop()
+            ui, api = await self._history_of(task)
+            try:
+                plan = plan_rewind(ui, api, ts, include=include)
+            except RewindRefused as exc:
+                raise CommandError(ErrorCode.INVALID_REQUEST, str(exc)) from None
+            writes: list[Write] = []
+            if plan.ui_from_ts is not None:
+                writes.append(delete_ui_messages_from(task_id, plan.ui_from_ts))
+            writes.append(delete_api_messages_from(task_id, plan.api_kept))
+            for index, message in plan.restored.items():
+                writes.append(api_write(task_id, index, message)[1])
+            writes.append(turn_write(task_id, None))
+            item = msgspec.structs.replace(task.item, state=TaskState.IDLE)
+            writes.append(update_task(item))
+            await self.journal.emit(
+                TaskRewound(payload=(task_id, plan.ui_from_ts or ts + 1)), *writes
+            )
+            await self._committed_unless_failing()
+        finally:
+            self.settle(task)
+        # What is in memory (queue, partial messages) went with the rewind.
+        self._tasks.pop(task_id, None)
+        self._idle.pop(task_id, None)
+        task = await self._load(task_id)
+        self.settle(task)
+        log.info("task rewound", task_id=task_id, ts=ts, include=include)
+        return TaskRef(task_id=task_id, state=task.state)
+
+    async def edit_message(
+        self, task_id: str, ts: int, text: str, images: list[str] | None
+    ) -> TaskRef:
+        """Replace the user's message `ts` and go on from there (EditMessage)."""
+        self._check_open()
+        await self.journal.flush_for_read()
+        body = await self.store.read(self.store.db.ui_message, task_id, ts)
+        message = None if body is None else _message_decoder.decode(body)
+        if message is None or message.say != Say.USER_FEEDBACK:
+            raise CommandError(
+                ErrorCode.INVALID_REQUEST,
+                f"Message {ts} of task {task_id} is not a message of yours that can be "
+                "edited (the task's first message cannot: fork the task instead).",
+            )
+        await self.rewind(task_id, ts, include=True)
+        return await self.send_message(task_id, SendMessageData(text=text, images=images))
+
+    async def fork(self, task_id: str, ts: int) -> TaskRef:
+        """A new task with the history of `task_id` up to its message `ts` (ForkTask)."""
+        self._check_open()
+        task = await self._load(task_id)
+        try:
+            ui, api = await self._history_of(task)
+        finally:
+            self.settle(task)
+        try:
+            plan = plan_rewind(ui, api, ts, include=False)
+        except RewindRefused as exc:
+            raise CommandError(ErrorCode.INVALID_REQUEST, str(exc)) from None
+        new_id = str(uuid.uuid4())
+        self._number += 1
+        item = msgspec.structs.replace(
+            task.item,
+            id=new_id,
+            number=self._number,
+            ts=int(time.time() * 1000),
+            state=TaskState.IDLE,
+            tokens_in=0,
+            tokens_out=0,
+            total_cost=0.0,
+            cache_reads=None,
+            cache_writes=None,
+            child_ids=None,
+            parent_task_id=None,
+            root_task_id=None,
+        )
+        writes: list[Write] = [insert_task(item)]
+        for shown in ui[: plan.ui_kept]:
+            writes.append(save_ui_message(new_id, shown.ts, _message_encoder.encode(shown)))
+        for index, sent in enumerate(api[: plan.api_kept]):
+            writes.append(api_write(new_id, index, plan.restored.get(index, sent))[1])
+        await self.journal.emit(TaskCreated(payload=(new_id,)), *writes)
+        await self._committed_unless_failing()
+        log.info("task forked", task_id=task_id, ts=ts, new_task_id=new_id)
+        return TaskRef(task_id=new_id, state=TaskState.IDLE)
+
+    async def _history_of(self, task: Task) -> tuple[list[ClineMessage], list[ApiMessage]]:
+        """The task's UI messages as stored and its API history."""
+        await self.journal.flush_for_read()
+        bodies = await self.store.read(self.store.db.ui_messages, task.id)
+        return [_message_decoder.decode(b) for b in bodies], list(task.history.messages)
 
     async def resume(self, task_id: str) -> TaskRef:
         """Continue a task: answer its resume ask, make an unanswered request

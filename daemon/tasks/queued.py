@@ -1,5 +1,6 @@
 """Messages that wait for a busy task: a bounded queue every client sees
-(`queuedMessagesUpdated`); the next turn takes the oldest when one ends.
+(`queuedMessagesUpdated`); the next turn takes the oldest when one ends, and the
+running turn takes those sent to steer it before its next model request.
 """
 
 from __future__ import annotations
@@ -42,7 +43,11 @@ class MessageQueue:
             )
         text = data.text or ""
         message = QueuedMessage(
-            timestamp=self._clock(), id=uuid.uuid4().hex, text=text, images=data.images
+            timestamp=self._clock(),
+            id=uuid.uuid4().hex,
+            text=text,
+            images=data.images,
+            delivery="steer" if data.delivery == "steer" else None,
         )
         self._messages.append(message)
         await self._published()
@@ -64,6 +69,15 @@ class MessageQueue:
         message = self._messages.popleft()
         await self._published()
         return SendMessageData(text=message.text, images=message.images)
+
+    async def take_steered(self) -> list[SendMessageData]:
+        """The messages sent to steer the running turn, out of the queue, oldest first."""
+        steered = [m for m in self._messages if m.delivery == "steer"]
+        if not steered:
+            return []
+        self._messages = deque(m for m in self._messages if m.delivery != "steer")
+        await self._published()
+        return [SendMessageData(text=m.text, images=m.images, delivery="steer") for m in steered]
 
     async def _published(self) -> None:
         await self._emit(QueuedMessagesUpdated(payload=(self.task_id, list(self._messages))))

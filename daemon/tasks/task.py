@@ -27,7 +27,15 @@ import msgspec
 import structlog
 from anyio.abc import TaskGroup
 
-from hdsp.daemon.conversation import ApiMessage, Block, ModelRequest, TextBlock
+from hdsp.daemon.conversation import (
+    ApiMessage,
+    Block,
+    ModelInfo,
+    ModelRequest,
+    TextBlock,
+    TextDelta,
+    UsageChunk,
+)
 from hdsp.daemon.llm import Provider
 from hdsp.daemon.llm.errors import ContextWindowExceeded, ProviderError
 from hdsp.daemon.llm.images import image_refused
@@ -53,6 +61,7 @@ from hdsp.protocol import (
 )
 
 from .asks import AskBox
+from .budget import SUMMARY_PROMPT, ContextBudget
 from .calls import ToolCalls
 from .deps import TaskDeps
 from .history import ApiHistory
@@ -104,6 +113,7 @@ class Task:
         self._feedback: list[str] = []
         self.queue = MessageQueue(item.id, self.messages.emit, deps.clock)
         self.context_tokens = 0
+        self.budget = ContextBudget()
 
     @property
     def id(self) -> str:
@@ -350,8 +360,12 @@ class Task:
             if self._feedback:
                 text, self._feedback = "\n\n".join(self._feedback), []
                 await self.history.add("user", [TextBlock(text=text)])
+            for steer in await self.queue.take_steered():
+                # Where it lands in the turn is where every client sees it.
+                await self.messages.say(Say.USER_FEEDBACK, steer.text, images=steer.images)
+                await self.history.add("user", user_content(steer.text, steer.images))
             provider = deps.providers.get(self.item.api_config_name)
-            request = self._model_request()
+            request = await self._fitted_request(provider)
             started = await self.messages.say(
                 Say.API_REQ_STARTED,
                 json.dumps({"model": provider.model, "profile": self.item.api_config_name}),
@@ -393,7 +407,7 @@ class Task:
             await self._account(started, reply, provider)
             return reply
 
-    def _model_request(self) -> ModelRequest:
+    def model_request(self) -> ModelRequest:
         tools = self._deps.tools
         kernels = self._deps.kernels
         return ModelRequest(
@@ -418,23 +432,132 @@ class Task:
             note + " If you need what an image showed, describe it in text or make a smaller one."
         )
 
-    async def _reduce_context(self) -> bool:
-        """Hide the oldest part of the conversation and say so; False if none can go."""
+    async def _reduce_context(self, before: int | None = None) -> bool:
+        """Hide the oldest part of the conversation and say so, with the request's
+        tokens `before` and after if known; False if none can go."""
         truncated = await self.history.truncate()
         if truncated is None:
             return False
-        removed = {"truncationId": truncated[0], "messagesRemoved": truncated[1]}
+        removed: dict[str, Any] = {"truncationId": truncated[0], "messagesRemoved": truncated[1]}
+        if before is not None:
+            provider = self._deps.providers.get(self.item.api_config_name)
+            after = await self.budget.count(provider, self.model_request())
+            removed |= {"prevContextTokens": before, "newContextTokens": after.tokens}
         await self.messages.say(
             Say.SLIDING_WINDOW_TRUNCATION, json.dumps(removed), context_truncation=removed
+        )
+        return True
+
+    async def _fitted_request(self, provider: Provider) -> ModelRequest:
+        """The next request, counted first: past the profile's threshold the
+        conversation is condensed (a summary replaces its older part), or, when
+        that is not possible, truncated, until it fits (seeds 001/004)."""
+        request = self.model_request()
+        options = self._deps.providers.options(self.item.api_config_name)
+        threshold, allowed = ContextBudget.limits(provider.info(), options)
+        count = await self.budget.count(provider, request)
+        if count.tokens <= threshold:
+            return request
+        log.info("context over threshold", tokens=count.tokens, threshold=threshold)
+        condensed = options.auto_condense and await self.condense(provider, count.tokens)
+        if not condensed and await self._reduce_context(count.tokens):
+            request = self.model_request()
+            count = await self.budget.count(provider, request)
+        elif condensed:
+            request = self.model_request()
+            count = self.budget.last or count
+        while count.tokens > allowed and await self._reduce_context(count.tokens):
+            request = self.model_request()
+            count = await self.budget.count(provider, request)
+        return request
+
+    async def condense(self, provider: Provider, before: int, *, manual: bool = False) -> bool:
+        """Ask the model for a summary of the conversation and let it replace
+        the older messages (tagged, never deleted); say how it went, with the
+        request's tokens before and after. False if it could not be done."""
+        if not self.history.can_condense():
+            if manual:
+                await self.messages.say(
+                    Say.CONDENSE_CONTEXT_ERROR,
+                    "Nothing to condense: too few messages since the start or the last summary.",
+                )
+            return False
+        shown = await self.messages.say(Say.CONDENSE_CONTEXT, partial=True)
+        base = self.model_request()
+        ask = ApiMessage(role="user", content=[TextBlock(text=SUMMARY_PROMPT)], ts=0)
+        request = ModelRequest(
+            system=base.system, messages=[*self.history.to_condense(), ask], tools=base.tools
+        )
+        text, usage, failure = "", UsageChunk(), None
+        try:
+            async with provider.stream(request) as chunks:
+                async for chunk in chunks:
+                    if isinstance(chunk, TextDelta):
+                        text += chunk.text
+                    elif isinstance(chunk, UsageChunk):
+                        usage = chunk
+        except ProviderError as exc:
+            failure = exc.message
+        if failure is None and not text.strip():
+            failure = "the model's summary was empty"
+        cost = _cost(usage, provider.info())
+        self.item = _charged(self.item, usage, cost)
+        if failure is not None:
+            await self.messages.update(
+                shown,
+                say=Say.CONDENSE_CONTEXT_ERROR,
+                text=f"Condensing the conversation failed: {failure}",
+                partial=False,
+            )
+            await self._deps.journal.write(update_task(self.item))
+            return False
+        condense_id, hidden = await self.history.condense(text.strip())
+        after = await self.budget.count(provider, self.model_request())
+        info: dict[str, Any] = {
+            "condenseId": condense_id,
+            "prevContextTokens": before,
+            "newContextTokens": after.tokens,
+            "messagesCondensed": hidden,
+            "cost": cost,
+            "summary": text.strip(),
+        }
+        await self.messages.update(
+            shown, text=json.dumps(info), context_condense=info, partial=False
+        )
+        usage_event = (self.id, self.usage(), dict(self.calls.tool_usage))
+        await self._deps.journal.emit(
+            TaskTokenUsageUpdated(payload=usage_event), update_task(self.item)
         )
         return True
 
     async def _account(
         self, started: ClineMessage, reply: StreamedReply, provider: Provider
     ) -> None:
+        self.budget.observe(reply.usage)
         cost = reply.cost(provider.info())
         self.item = reply.charged(self.item, cost)
         self.context_tokens = reply.context_tokens()
         await self.messages.update(started, text=reply.request_info(started.text, cost))
         usage = (self.id, self.usage(), dict(self.calls.tool_usage))
         await self._deps.journal.emit(TaskTokenUsageUpdated(payload=usage), update_task(self.item))
+
+
+def _cost(usage: UsageChunk, info: ModelInfo) -> float:
+    """What a request cost in dollars, at `info`'s prices (per million tokens)."""
+    return (
+        usage.input_tokens * info.input_price
+        + usage.output_tokens * info.output_price
+        + usage.cache_read_tokens * info.cache_read_price
+        + usage.cache_write_tokens * info.cache_write_price
+    ) / 1_000_000
+
+
+def _charged(item: HistoryItem, usage: UsageChunk, cost: float) -> HistoryItem:
+    return msgspec.structs.replace(
+        item,
+        tokens_in=item.tokens_in + usage.input_tokens,
+        tokens_out=item.tokens_out + usage.output_tokens,
+        cache_reads=(item.cache_reads or 0) + usage.cache_read_tokens,
+        cache_writes=(item.cache_writes or 0) + usage.cache_write_tokens,
+        total_cost=item.total_cost + cost,
+    )

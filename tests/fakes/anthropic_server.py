@@ -67,6 +67,7 @@ __all__ = [
     "Reply",
     "ToolUse",
     "Usage",
+    "fake_input_tokens",
     "main",
     "named_event",
     "validate",
@@ -508,6 +509,13 @@ def validate(body: Mapping[str, Any], headers: Mapping[str, str]) -> tuple[int, 
     return None
 
 
+def fake_input_tokens(body: Mapping[str, Any]) -> int:
+    """What the fake's count_tokens answers for a request `body`: a deterministic
+    count (a token per 4 characters of its JSON), not Claude's tokenizer."""
+    counted = {key: body.get(key) for key in ("system", "messages", "tools")}
+    return max(1, len(json.dumps(counted, separators=(",", ":"))) // 4)
+
+
 class FakeAnthropic(ScriptedServer[Reply]):
     """The fake server; see the module docstring. Starts on ``with`` or :meth:`start`."""
 
@@ -526,10 +534,24 @@ class FakeAnthropic(ScriptedServer[Reply]):
             ),
         )
 
+        #: Whether ``/v1/messages/count_tokens`` answers (a proxy may not have it).
+        self.counts_tokens = True
+        #: The bodies of the count_tokens requests, in order.
+        self.count_requests: list[dict[str, Any]] = []
+
     # ---- serving ----------------------------------------------------------------
 
     def error_body(self, status: int, message: str, error_type: str) -> object:
         return _error_body(error_type, message)
+
+    def serves(self, path: str) -> bool:
+        return self.counts_tokens and path.endswith("/v1/messages/count_tokens")
+
+    def handle_other(self, path: str, body: dict[str, Any]) -> tuple[int, object]:
+        with self._cond:
+            self.count_requests.append(body)
+            self._cond.notify_all()
+        return 200, {"input_tokens": fake_input_tokens(body)}
 
     def handle_chat(self, exchange: ChatExchange) -> None:
         reply = self._take_reply(exchange)

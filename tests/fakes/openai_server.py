@@ -39,11 +39,12 @@ Run it by hand, serving default replies: ``python -m tests.fakes.openai_server -
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from hdsp.daemon.llm.demo import ChatExchange, CompletionUsage
+from hdsp.daemon.llm.tokens import count_chat_tokens, encoding_for_model
 from tests.fakes.scripted import ReceivedRequest, ScriptedServer, serve_from_command_line
 
 __all__ = [
@@ -327,7 +328,9 @@ class FakeOpenAI(ScriptedServer[Reply]):
 
     fake_name = "FakeOpenAI"
 
-    def __init__(self, *, port: int = 0, default: Reply | None = None) -> None:
+    def __init__(
+        self, *, port: int = 0, default: Reply | None = None, context_window: int | None = None
+    ) -> None:
         super().__init__(
             port=port,
             default=(
@@ -336,14 +339,74 @@ class FakeOpenAI(ScriptedServer[Reply]):
                 else Reply.text("This is the default reply of hdsp's fake OpenAI server.")
             ),
         )
+        #: Set: the fake is a model with this window. It counts each request's
+        #: prompt as OpenAI does (the model's tokenizer, o200k_base for names it does
+        #: not know), refuses one that does not fit with the API's
+        #: context_length_exceeded, and reports the count as the reply's prompt_tokens.
+        self.context_window = context_window
+        #: The prompt tokens of each request, in order (with `context_window` set).
+        self.prompt_tokens: list[int] = []
+        #: Requests refused for their length.
+        self.refused_for_length = 0
+        #: Set: consulted first for each request (its body); a Reply it returns
+        #: answers it, None leaves it to the script. A model that answers by what
+        #: it is asked, for sessions too long to script reply by reply.
+        self.responder: Callable[[dict[str, Any]], Reply | None] | None = None
 
     # ---- serving ----------------------------------------------------------------
 
     def model_names(self) -> list[str]:
         return ["gpt-test"]
 
+    def _prompt_tokens(self, body: dict[str, Any]) -> int:
+        model = str(body.get("model", ""))
+        encoding = encoding_for_model(model) or encoding_for_model("gpt-4o")
+        assert encoding is not None
+        return count_chat_tokens(encoding, body.get("messages", []), body.get("tools"))
+
+    def _take_reply(self, exchange: ChatExchange) -> Reply:
+        if self.responder is None:
+            return super()._take_reply(exchange)
+        # Recorded first: a test may wait for the request while the responder waits.
+        with self._cond:
+            self._received.append(
+                ReceivedRequest("POST", exchange.path, dict(exchange.headers), exchange.body)
+            )
+            self._cond.notify_all()
+        answer = self.responder(exchange.body)
+        if answer is not None:
+            return answer
+        with self._cond:
+            return self._script.popleft() if self._script else self.default
+
     def handle_chat(self, exchange: ChatExchange) -> None:
-        reply = self._take_reply(exchange)
+        if self.context_window is not None:
+            prompt = self._prompt_tokens(exchange.body)
+            with self._cond:
+                self.prompt_tokens.append(prompt)
+            requested = exchange.body.get("max_completion_tokens") or exchange.body.get(
+                "max_tokens", 0
+            )
+            if prompt + int(requested) > self.context_window:
+                with self._cond:
+                    self.refused_for_length += 1
+                self._take_reply(exchange)
+                message = (
+                    f"This model's maximum context length is {self.context_window} tokens. "
+                    f"However, your messages resulted in {prompt} tokens. Please reduce the "
+                    "length of the messages."
+                )
+                error = {"message": message, "type": "invalid_request_error", "param": None}
+                exchange.send_json(400, {"error": error | {"code": "context_length_exceeded"}})
+                return
+            reply = self._take_reply(exchange)
+            if reply.usage is not None:
+                reply = dataclasses.replace(
+                    reply,
+                    usage=Usage(prompt, reply.usage.completion_tokens),
+                )
+        else:
+            reply = self._take_reply(exchange)
         if reply.first_byte_delay != 0 and not self._pause(exchange, reply.first_byte_delay):
             return
         if reply.body_text is not None:

@@ -16,7 +16,13 @@ from hdsp.daemon.conversation import (
     ToolResultBlock,
     ToolUseBlock,
 )
-from hdsp.daemon.tasks.context import request_messages, truncate_oldest
+from hdsp.daemon.tasks.context import (
+    condensable,
+    condensing,
+    request_messages,
+    truncate_oldest,
+    visible_order,
+)
 from hdsp.daemon.tasks.history import ApiHistory
 from tests.support.task_parts import TASK_ID, open_parts
 
@@ -148,3 +154,94 @@ async def test_refusing_images_counts_once_per_new_message(tmp_path: Path) -> No
         assert _images(history.for_request()) == 1
         assert history.refuse_images()
         assert history.awaits_reply
+
+
+# ---- condensing ---------------------------------------------------------------
+
+
+def _tool_session(phases: int, output: str = "out") -> list[ApiMessage]:
+    api = [_user(1, "the task")]
+    for i in range(phases):
+        api.append(
+            ApiMessage(
+                role="assistant",
+                content=[ToolUseBlock(id=f"c{i}", name="read_file", input={"path": f"{i}"})],
+                ts=2 * i + 2,
+            )
+        )
+        api.append(
+            ApiMessage(
+                role="user",
+                content=[ToolResultBlock(tool_use_id=f"c{i}", content=[TextBlock(text=output)])],
+                ts=2 * i + 3,
+            )
+        )
+    return api
+
+
+def test_a_summary_replaces_all_but_the_task_and_the_last_exchange() -> None:
+    api = _tool_session(5)  # task + 10 messages
+    assert condensable(api) == list(range(1, 9))
+    made = condensing(api, "sum-1", "what happened", ts=100)
+    assert sorted(made.hidden) == list(range(1, 9))
+    assert all(m.condense_parent == "sum-1" for m in made.hidden.values())
+    assert made.summary.is_summary and made.summary.condense_id == "sum-1"
+    assert "what happened" in str(made.summary.content)
+    # Pure: nothing of the history given changes, and nothing is deleted.
+    assert all(m.condense_parent is None for m in api)
+    after = [made.hidden.get(i, m) for i, m in enumerate(api)] + [made.summary]
+    # The request sends the task, the summary where the condensed part began, and
+    # the last tool call with its result.
+    sent = request_messages(after)
+    assert [m.ts for m in sent] == [1, 100, 10, 11]
+    assert visible_order(after) == [0, 11, 9, 10]
+
+
+def test_a_second_summary_condenses_the_first() -> None:
+    api = _tool_session(5)
+    made = condensing(api, "s1", "first", ts=100)
+    api = [made.hidden.get(i, m) for i, m in enumerate(api)] + [made.summary]
+    api += _tool_session(4)[1:]  # four more phases, ts 2..9 again: order is by index
+    api = [msgspec.structs.replace(m, ts=200 + i) for i, m in enumerate(api)]
+    chosen = condensable(api)
+    assert 11 in chosen  # the first summary is among what the second replaces
+    second = condensing(api, "s2", "second", ts=999)
+    api = [second.hidden.get(i, m) for i, m in enumerate(api)] + [second.summary]
+    sent = request_messages(api)
+    assert sent[0].ts == 200 and sent[1].condense_id == "s2"
+    assert sum(1 for m in sent if m.is_summary) == 1
+    assert len(sent) == 4
+
+
+def test_too_little_since_the_last_summary_is_not_condensed() -> None:
+    assert condensable(_tool_session(1)) == []
+    assert condensable([_user(1)]) == []
+
+
+def test_long_outputs_of_older_tool_phases_become_stubs_in_requests_only() -> None:
+    big = "1234567890" * 500
+    api = _tool_session(6, big)
+    sent = request_messages(api, recent_output_turns=3)
+    lengths = [len(str(m.content)) for m in sent if m.role == "user" and m.ts != 1]
+    assert all(n < 1000 for n in lengths[:3])  # stubs
+    assert all(n > 5000 for n in lengths[3:])  # the last three whole
+    assert "left out of the request" in str(sent[2].content)
+    assert all(big in str(m.content) for m in api if m.role == "user" and m.ts != 1)
+
+
+async def test_the_history_stores_a_summary_and_what_it_hides(tmp_path: Path) -> None:
+    async with open_parts(tmp_path) as parts:
+        history = ApiHistory(TASK_ID, [], parts.journal, parts.messages().next_ts)
+        for message in _tool_session(5):
+            await history.add(message.role, message.content)
+        assert history.can_condense()
+        asked = history.to_condense()
+        assert asked[0].content == [TextBlock(text="the task")] and len(asked) == 9
+        condense_id, hidden = await history.condense("a summary")
+        await parts.journal.flush()
+        bodies = await parts.store.read(parts.store.db.api_messages, TASK_ID)
+        stored = [msgspec.json.decode(b, type=ApiMessage) for b in bodies]
+        assert stored == history.messages and len(stored) == 12  # 11 kept, 1 summary
+        assert sum(m.condense_parent == condense_id for m in stored) == hidden == 8
+        assert len(history.for_request()) == 4
+        assert not history.can_condense()

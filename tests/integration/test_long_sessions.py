@@ -1,0 +1,353 @@
+"""Long sessions through the real daemon: a model with a small context window
+(the fake counts each request as OpenAI does and refuses one that does not fit),
+a session of 200 turns with large outputs, and the daemon reducing the context
+before each request instead of after a refusal."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import msgspec
+import pytest
+
+from hdsp.client import Client, CommandFailed, connect
+from hdsp.daemon.conversation import ApiMessage
+from hdsp.daemon.llm.openai_compat import to_chat_messages
+from hdsp.daemon.llm.tokens import count_chat_tokens, encoding_for_model
+from hdsp.daemon.tasks.budget import SUMMARY_PROMPT
+from hdsp.protocol import Say, TaskCompleted
+from tests.fakes.openai_server import FakeOpenAI, ToolCall
+from tests.fakes.openai_server import Reply as FakeReply
+from tests.support.daemon_process import DaemonProcess, short_tmp_dir
+from tests.support.events import collect_turn
+
+MODEL = "gpt-4o-small-window"
+WINDOW = 8000
+MAX_OUTPUT = 1000
+FILES = 3
+TURNS = int(os.environ.get("HDSP_LONG_SESSION_TURNS", "200"))
+
+
+def _last_user_text(body: dict[str, Any]) -> str:
+    for message in reversed(body["messages"]):
+        if message["role"] == "user":
+            content = message["content"]
+            return content if isinstance(content, str) else json.dumps(content)
+        if message["role"] == "tool":
+            return ""
+    return ""
+
+
+def session_model(body: dict[str, Any]) -> FakeReply:
+    """Summarises when asked to; reads the data file when the user speaks; says
+    what it saw when the file's content comes back."""
+    last = body["messages"][-1]
+    if SUMMARY_PROMPT[:60] in _last_user_text(body):
+        return FakeReply.text(
+            "Task: analyse sales.csv turn by turn. Decisions: read the file each turn. "
+            "Names: sales.csv. Latest outputs: the last read showed region rows."
+        )
+    if last["role"] == "tool":
+        return FakeReply.text("Read it: the regions add up as before.")
+    # A different file each turn: the same call again and again is a loop the
+    # daemon stops.
+    step = _last_user_text(body).removeprefix("Step ").split(":", 1)[0]
+    path = f"sales_{int(step) % FILES if step.isdigit() else 0}.csv"
+    return FakeReply.tool_calls([ToolCall("read_file", json.dumps({"path": path}))])
+
+
+@pytest.fixture
+def small_model() -> Iterator[FakeOpenAI]:
+    with FakeOpenAI(context_window=WINDOW) as fake:
+        fake.responder = session_model
+        yield fake
+
+
+@pytest.fixture
+def long_daemon(small_model: FakeOpenAI, request: pytest.FixtureRequest) -> Iterator[DaemonProcess]:
+    proc = DaemonProcess(
+        short_tmp_dir(),
+        env={
+            "HDSP_BASE_URL": small_model.base_url,
+            "HDSP_MODEL": MODEL,
+            "HDSP_API_KEY": "sk-test-not-a-real-key",
+        },
+    )
+    proc.start()
+    try:
+        yield proc
+    finally:
+        if proc.proc is not None and proc.proc.poll() is None:
+            proc.stop()
+        failed = getattr(request.node, "rep_call", None)
+        if failed is not None and failed.failed:
+            print(f"---- hdspd stderr ----\n{proc.stderr()}")
+        proc.cleanup()
+
+
+def _workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    for n in range(FILES):
+        rows = "\n".join(f"region_{r},{1000 * r + n},{r * 3.5:.2f}" for r in range(40))
+        (ws / f"sales_{n}.csv").write_text("region,units,price\n" + rows + "\n")
+    return ws
+
+
+async def _small_window(client: Client) -> None:
+    await client.update_settings(
+        {"models": {MODEL: {"context_window": WINDOW, "max_output": MAX_OUTPUT}}}
+    )
+
+
+def _api_history(daemon: DaemonProcess, task_id: str) -> list[ApiMessage]:
+    db = sqlite3.connect(daemon.data_dir / "hdsp.sqlite3")
+    try:
+        rows = db.execute(
+            "SELECT body FROM api_messages WHERE task_id = ? ORDER BY idx", (task_id,)
+        ).fetchall()
+    finally:
+        db.close()
+    return [msgspec.json.decode(body, type=ApiMessage) for (body,) in rows]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+async def test_a_200_turn_session_on_a_small_window_is_condensed_not_refused(
+    long_daemon: DaemonProcess, small_model: FakeOpenAI, tmp_path: Path
+) -> None:
+    workspace = _workspace(tmp_path)
+    async with connect(long_daemon.runtime_dir, name="test") as client:
+        await _small_window(client)
+        head = (await client.status()).head_seq
+        ref = await client.start_task(
+            "Analyse the sales files, one step per message.", workspace=workspace
+        )
+        task_id = ref.task_id
+        await collect_turn(client, task_id, head, until=(TaskCompleted,))
+        for turn in range(1, TURNS):
+            head = (await client.status()).head_seq
+            await client.send_message(task_id, f"Step {turn}: read it again.")
+            with anyio.fail_after(60):
+                events = await collect_turn(client, task_id, head, until=(TaskCompleted,))
+            assert isinstance(events[-1].data, TaskCompleted)
+        snap = await client.get_task(task_id)
+
+    # No request was refused for its length, and none came near the window.
+    assert small_model.refused_for_length == 0
+    assert max(small_model.prompt_tokens) <= WINDOW - MAX_OUTPUT
+    # Summaries were asked for and used: later requests carry one.
+    summary_requests = [
+        b for b in small_model.requests if SUMMARY_PROMPT[:60] in _last_user_text(b)
+    ]
+    assert len(summary_requests) >= 5
+    condensed = [m for m in snap.messages if m.say == Say.CONDENSE_CONTEXT and not m.partial]
+    assert len(condensed) == len(summary_requests)
+    info = condensed[-1].context_condense or {}
+    assert info["newContextTokens"] < info["prevContextTokens"]
+    last_request = small_model.requests[-1]["messages"]
+    assert any(
+        "[Summary of the earlier conversation" in str(m.get("content")) for m in last_request
+    )
+
+    # Nothing was deleted: every message of the session is in the stored history.
+    api = _api_history(long_daemon, task_id)
+    user_texts = [
+        b.text
+        for m in api
+        if m.role == "user" and not m.is_summary
+        for b in m.content
+        if hasattr(b, "text")
+    ]
+    assert sum(t.startswith("Step ") for t in user_texts) == TURNS - 1
+    assert sum(1 for m in api if m.is_summary) == len(summary_requests)
+    assert sum(1 for m in api if m.condense_parent is not None) > TURNS
+
+    # Tokens sent per turn, with condensing (what the fake counted) and without
+    # (the whole history, as it would have been sent), for the closing note.
+    encoding = encoding_for_model(MODEL)
+    system = small_model.requests[-1]["messages"][0]["content"]
+    plain = [m for m in api if not m.is_summary]
+    without = []
+    user_turn_ends = [i for i, m in enumerate(plain) if m.role == "assistant"]
+    for end in user_turn_ends[:: max(1, len(user_turn_ends) // 10)]:
+        window = [msgspec.structs.replace(m, condense_parent=None) for m in plain[: end + 1]]
+        without.append(count_chat_tokens(encoding, to_chat_messages(system, window)))
+    figures = {
+        "requests": len(small_model.prompt_tokens),
+        "summaries": len(summary_requests),
+        "sent_total": sum(small_model.prompt_tokens),
+        "sent_max": max(small_model.prompt_tokens),
+        "sent_mean": sum(small_model.prompt_tokens) / len(small_model.prompt_tokens),
+        "without_condensing_samples": without,
+    }
+    out = os.environ.get("HDSP_LONG_SESSION_FIGURES")
+    if out:
+        await anyio.Path(out).write_text(json.dumps(figures, indent=2))
+
+
+# ---- steering a running turn --------------------------------------------------
+
+
+async def test_a_steered_message_joins_the_running_turn_and_survives_kill_9(
+    daemon: DaemonProcess, fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    workspace = _workspace(tmp_path)
+    steered = threading.Event()
+    seen: list[int] = []
+
+    def model(body: dict[str, Any]) -> FakeReply:
+        seen.append(len(body["messages"]))
+        if len(seen) == 1:
+            # The turn is in its first request: hold it until the steer is in.
+            assert steered.wait(30), "the test never steered"
+            return FakeReply.tool_calls(
+                [ToolCall("read_file", json.dumps({"path": "sales_0.csv"}))]
+            )
+        return FakeReply.text("Steered: I will look at the price column.")
+
+    fake_openai.responder = model
+    async with connect(daemon.runtime_dir, name="test") as client:
+        head = (await client.status()).head_seq
+        ref = await client.start_task("Look at sales_0.csv", workspace=workspace)
+        task_id = ref.task_id
+        await fake_openai.wait_for_requests_async(1)
+        sent = await client.send_message(task_id, "Focus on the price column.", steer=True)
+        assert sent.queued
+        snap = await client.get_task(task_id)
+        assert [(m.text, m.delivery) for m in snap.queue] == [
+            ("Focus on the price column.", "steer")
+        ]
+        steered.set()
+        with anyio.fail_after(60):
+            await collect_turn(client, task_id, head, until=(TaskCompleted,))
+        snap = await client.get_task(task_id)
+    # The second request carries it after the tool's result, in the same turn.
+    second = fake_openai.requests[1]["messages"]
+    roles = [m["role"] for m in second]
+    assert roles[-2:] == ["tool", "user"] and second[-1]["content"] == "Focus on the price column."
+    says = [m.say for m in snap.messages if m.type == "say"]
+    landed = says.index(Say.USER_FEEDBACK)
+    assert says.index(Say.TOOL) < landed < len(says) - 1
+    assert not snap.queue
+
+    # Durable: after kill -9 and a restart the history shows it where it landed.
+    daemon.kill()
+    daemon.start()
+    async with connect(daemon.runtime_dir, name="test") as client:
+        again = await client.get_task(task_id)
+    assert [m.text for m in again.messages if m.say == Say.USER_FEEDBACK] == [
+        "Focus on the price column."
+    ]
+    assert [m.ts for m in again.messages] == [m.ts for m in snap.messages]
+
+
+# ---- rewind, edit, fork --------------------------------------------------------
+
+
+async def _turn(client: Client, task_id: str, text: str) -> None:
+    head = (await client.status()).head_seq
+    await client.send_message(task_id, text)
+    with anyio.fail_after(60):
+        await collect_turn(client, task_id, head, until=(TaskCompleted,))
+
+
+def _feedback(messages: list[Any]) -> dict[str, int]:
+    return {m.text: m.ts for m in messages if m.say == Say.USER_FEEDBACK}
+
+
+@pytest.mark.slow
+async def test_rewind_across_a_summary_brings_back_what_it_hid_and_survives_kill_9(
+    long_daemon: DaemonProcess, small_model: FakeOpenAI, tmp_path: Path
+) -> None:
+    workspace = _workspace(tmp_path)
+    async with connect(long_daemon.runtime_dir, name="test") as client:
+        await _small_window(client)
+        head = (await client.status()).head_seq
+        task_id = (await client.start_task("Analyse the sales files.", workspace=workspace)).task_id
+        with anyio.fail_after(60):
+            await collect_turn(client, task_id, head, until=(TaskCompleted,))
+        for turn in range(1, 6):
+            await _turn(client, task_id, f"Step {turn}: read it again.")
+        # Condensed on demand (CondenseTask): a summary now stands for the older part.
+        await client.condense_task(task_id)
+        snap = await client.get_task(task_id)
+        condensed = [m for m in snap.messages if m.say == Say.CONDENSE_CONTEXT]
+        assert len(condensed) == 1 and not condensed[0].partial
+        info = condensed[0].context_condense or {}
+        assert info["newContextTokens"] < info["prevContextTokens"]
+        await _turn(client, task_id, "Step 6: read it again.")
+        assert "[Summary of the earlier conversation" in str(small_model.requests[-2]["messages"])
+        before = _api_history(long_daemon, task_id)
+        assert sum(1 for m in before if m.condense_parent is not None) >= 3
+        # Rewind to step 3, removing it: the summary made after it goes, and what
+        # it hid is sent again.
+        cut = _feedback(snap.messages)["Step 3: read it again."]
+        await client.rewind_task(task_id, cut)
+        rewound = await client.get_task(task_id)
+    assert all(m.ts < cut for m in rewound.messages)
+    assert rewound.messages == [m for m in snap.messages if m.ts < cut]
+    after = _api_history(long_daemon, task_id)
+    assert not any(m.is_summary or m.condense_parent for m in after)
+    assert [m.content for m in after] == [m.content for m in before[: len(after)]]
+    assert after[-1].role == "assistant" and len(after) < len(before)
+
+    # Durable: after kill -9 and a restart it is as it was, and it goes on.
+    long_daemon.kill()
+    long_daemon.start()
+    async with connect(long_daemon.runtime_dir, name="test") as client:
+        again = await client.get_task(task_id)
+        assert again.messages == rewound.messages
+        await _turn(client, task_id, "Step 3 again: read it.")
+        last = small_model.requests[-2]["messages"]
+        assert "[Summary of the earlier conversation" not in str(last)
+        assert any(m.get("content") == "Step 2: read it again." for m in last)
+        assert not any(m.get("content") == "Step 4: read it again." for m in last)
+
+
+@pytest.mark.slow
+async def test_edit_and_fork_are_durable_across_kill_9(
+    long_daemon: DaemonProcess, small_model: FakeOpenAI, tmp_path: Path
+) -> None:
+    workspace = _workspace(tmp_path)
+    async with connect(long_daemon.runtime_dir, name="test") as client:
+        head = (await client.status()).head_seq
+        task_id = (await client.start_task("Analyse the sales files.", workspace=workspace)).task_id
+        with anyio.fail_after(60):
+            await collect_turn(client, task_id, head, until=(TaskCompleted,))
+        for turn in range(1, 4):
+            await _turn(client, task_id, f"Step {turn}: read it again.")
+        snap = await client.get_task(task_id)
+        ts2 = _feedback(snap.messages)["Step 2: read it again."]
+        # Fork at step 2's message: the new task has the history up to it.
+        fork = await client.fork_task(task_id, ts2)
+        forked = await client.get_task(fork.task_id)
+        assert fork.task_id != task_id
+        assert forked.messages == [m for m in snap.messages if m.ts <= ts2]
+        # Edit step 2 in the original: it is replaced, and the turn goes on from there.
+        head = (await client.status()).head_seq
+        await client.edit_message(task_id, ts2, "Step 2, edited: read the first file.")
+        with anyio.fail_after(60):
+            await collect_turn(client, task_id, head, until=(TaskCompleted,))
+        edited = await client.get_task(task_id)
+        with pytest.raises(CommandFailed):
+            await client.edit_message(task_id, edited.messages[0].ts, "not the task's start")
+    texts = list(_feedback(edited.messages))
+    assert texts == ["Step 1: read it again.", "Step 2, edited: read the first file."]
+
+    long_daemon.kill()
+    long_daemon.start()
+    async with connect(long_daemon.runtime_dir, name="test") as client:
+        assert list(_feedback((await client.get_task(task_id)).messages)) == texts
+        assert (await client.get_task(fork.task_id)).messages == forked.messages
+        # The fork goes on from its own history: it sent step 2 and not step 3.
+        await _turn(client, fork.task_id, "Step 3 in the fork.")
+        sent = [m.get("content") for m in small_model.requests[-2]["messages"]]
+        assert "Step 2: read it again." in sent and "Step 3: read it again." not in sent
