@@ -54,9 +54,9 @@ COMMANDS = {
     "/quit": "leave the chat; the task stays (`hdsp chat TASK` comes back)",
     "/mode": "switch the agent's mode (not available yet)",
     "/profile": "switch the task's provider profile (not available yet)",
-    "/condense": "condense the conversation's context (not available yet)",
+    "/condense": "condense the conversation's context now (a summary replaces older messages)",
 }
-_NOT_YET = ("/mode", "/profile", "/condense")
+_NOT_YET = ("/mode", "/profile")
 
 _ENDING = (TaskCompleted, TaskAborted, TaskIdle, TaskResumable)
 
@@ -153,6 +153,16 @@ class Chat:
                 return
             ref = await self.client.cancel_task(self.task_id)
             self.note(f"Cancelled; the task is {ref.state}. A message continues it.")
+        elif name == "/condense":
+            if self.task_id is None:
+                self.note("No task yet: type a message to start one.")
+                return
+            try:
+                await self.client.condense_task(self.task_id)
+            except CommandFailed as exc:
+                self.note(f"Not condensed: {exc}")
+                return
+            self.note("Condensed: `hdsp show` has the summary and the tokens before and after.")
         elif name in _NOT_YET:
             self.note(f"{name} is not available yet.")
         else:

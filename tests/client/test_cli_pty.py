@@ -104,6 +104,7 @@ def test_chat_streams_replies_answers_asks_and_takes_slash_commands(
         done("wrote it"),
         FakeReply.text("got two lines"),
         FakeReply.text("again"),
+        FakeReply.text("Summary: the user said hello and a note was written to n.txt."),
     )
     child = spawn(daemon, "chat", "--workspace", str(tmp_path))
     child.expect_exact(PROMPT)
@@ -149,6 +150,12 @@ def test_chat_streams_replies_answers_asks_and_takes_slash_commands(
         text(m["content"]) for m in fake_openai.requests[-1]["messages"] if m["role"] == "user"
     ]
     assert sum("line one\nline two" in u for u in users) == 2, users
+
+    # /condense asks the model for a summary at once.
+    child.send("/condense" + ENTER)
+    child.expect_exact("Condensed: ")
+    child.expect_exact(PROMPT)
+    assert len(fake_openai.requests) == 6
 
     child.send("/quit" + ENTER)
     child.expect_exact("Left the chat; `hdsp chat ")
