@@ -50,7 +50,8 @@ async def _main(quick: bool, out: Path, only: list[str]) -> list[Result]:
         for bench in chosen:
             print(f"running {_name(bench)} ...", file=sys.stderr)
             gc.collect()  # what the one before left behind is not this one's cost
-            results.append(await bench.run(daemon.runtime_dir, scratch, quick=quick))
+            got = await bench.run(daemon.runtime_dir, scratch, quick=quick)
+            results.extend(got if isinstance(got, list) else [got])
     finally:
         if daemon.proc is not None:
             daemon.stop()

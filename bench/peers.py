@@ -5,7 +5,14 @@ that a baseline crosses the same process boundary as hdsp does.
         a raw pyzmq asyncio ROUTER that sends every frame back
     python -m bench.peers pub ENDPOINT SUBSCRIBERS
         a raw pyzmq asyncio XPUB; once SUBSCRIBERS have subscribed, each line
-        `go N SIZE` on stdin publishes N messages of SIZE bytes
+        `go N SIZE` on stdin publishes N messages of SIZE bytes (each a message
+        event's envelope of that size, so that a subscriber decodes it as it
+        decodes hdspd's)
+    python -m bench.peers sub ENDPOINT TOPIC
+        a subscriber that reads with `reading.BurstReader` (hdsp.client's reading
+        code); prints `ready` once it has subscribed, then answers each line
+        `frames N` (or `seq S`) once it has had N frames in all (or the event of
+        seq S) with `got FRAMES DURABLE BYTES`
     python -m bench.peers model
         the fake OpenAI server of tests/fakes, answering each request at once with
         a line of text and an attempt_completion call; prints its URL after
@@ -84,10 +91,49 @@ async def pub(endpoint: str, subscribers: int) -> None:
     try:
         while words := await _commands():
             _, n, size = words
-            payload = b"x" * int(size)
+            payload = envelope_of_size(int(size))
             for _ in range(int(n)):
                 await sock.send_multipart((RAW_TOPIC, payload))
             _say("sent")
+    finally:
+        sock.close(0)
+        ctx.term()
+
+
+def envelope_of_size(size: int) -> bytes:
+    """The envelope of a message event, padded to about `size` bytes."""
+    from hdsp.protocol import ClineMessage, MessageEvent, MessagePayload, TaskEvent, encode
+
+    def of(text: int) -> bytes:
+        msg = ClineMessage(ts=1_700_000_000_000, type="say", say="text", text="x" * text)
+        event = MessageEvent(payload=(MessagePayload(BENCH_TASK, "created", msg),))
+        return encode(TaskEvent(data=event, seq=123_456, prev_seq=123_455))
+
+    return of(max(0, size - (len(of(0)))))
+
+
+async def sub(endpoint: str, topic: str) -> None:
+    from .reading import BurstReader
+
+    ctx = zmq.asyncio.Context()
+    sock = ctx.socket(zmq.SUB)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.setsockopt(zmq.RCVHWM, 0)  # as many as come: a slow reader loses none
+    sock.connect(endpoint)
+    sock.subscribe(topic.encode())
+    reader = BurstReader(sock)
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(reader.run)
+            _say("ready")
+            while words := await _commands():
+                what, value = words
+                if what == "frames":
+                    await reader.wait_frames(int(value))
+                else:
+                    await reader.wait_seq(int(value))
+                _say(f"got {reader.frames} {reader.durable} {reader.bytes}")
+            tg.cancel_scope.cancel()
     finally:
         sock.close(0)
         ctx.term()
@@ -159,7 +205,7 @@ async def hdspd(data_dir: Path, runtime_dir: Path) -> None:
                     MessageEvent(payload=(MessagePayload(BENCH_TASK, "created", msg),))
                 )
             await journal.flush()
-            _say("sent")
+            _say(f"sent {journal.head_seq}")
         daemon.request_shutdown("benchmark over")
 
 
@@ -169,6 +215,8 @@ def main(argv: list[str]) -> None:
             anyio.run(echo, endpoint)
         case ["pub", endpoint, subscribers]:
             anyio.run(pub, endpoint, int(subscribers))
+        case ["sub", endpoint, topic]:
+            anyio.run(sub, endpoint, topic)
         case ["model"]:
             model()
         case ["hdspd", data_dir, runtime_dir]:
