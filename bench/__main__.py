@@ -15,6 +15,7 @@ from tests.support.daemon_process import DaemonProcess, short_tmp_dir
 from . import (
     bench_fanout,
     bench_history,
+    bench_journal,
     bench_kernel,
     bench_roundtrip,
     bench_scale,
@@ -30,6 +31,7 @@ BENCHMARKS = [
     bench_fanout,
     bench_kernel,
     bench_history,
+    bench_journal,
     bench_scale,
     bench_startup,
     bench_snapshot,
