@@ -13,6 +13,7 @@ import anyio
 from tests.support.daemon_process import DaemonProcess, short_tmp_dir
 
 from . import (
+    bench_curves,
     bench_fanout,
     bench_history,
     bench_journal,
@@ -35,6 +36,7 @@ BENCHMARKS = [
     bench_scale,
     bench_startup,
     bench_snapshot,
+    bench_curves,
 ]
 
 

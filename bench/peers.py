@@ -23,6 +23,12 @@ that a baseline crosses the same process boundary as hdsp does.
         stdin emits N durable message events of one task through its journal:
         persisted, then published, as a task's messages are
 
+    python -m bench.peers replay RUNTIME_DIR
+        a client (hdsp.client) that follows every task from seq 0 until the head
+        seq of when it started; prints `first_ms total_s events grew_mb`: ms to
+        the first event, seconds to the last, events, and how much its peak
+        resident memory grew over what it was before the stream opened
+
 Each prints `ready` once it can be used and `sent` after each `go` it finished,
 and ends when its stdin is closed.
 """
@@ -209,6 +215,37 @@ async def hdspd(data_dir: Path, runtime_dir: Path) -> None:
         daemon.request_shutdown("benchmark over")
 
 
+async def replay(runtime_dir: Path) -> None:
+    import resource
+    import time
+
+    from hdsp.client import connect
+
+    def rss_mb() -> float:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+        return 0.0
+
+    async with connect(runtime_dir, name="bench-replay") as client:
+        client.timeout = 600
+        head = (await client.status()).head_seq
+        before = rss_mb()
+        t0 = time.perf_counter()
+        first = 0.0
+        count = 0
+        async with client.events(since_seq=0) as stream:
+            async for event in stream:
+                if not count:
+                    first = time.perf_counter() - t0
+                count += 1
+                if event.seq is not None and event.seq >= head:
+                    break
+        total = time.perf_counter() - t0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    _say(f"{first * 1000:.3f} {total:.6f} {count} {max(0.0, peak - before):.1f}")
+
+
 def main(argv: list[str]) -> None:
     match argv:
         case ["echo", endpoint]:
@@ -217,6 +254,8 @@ def main(argv: list[str]) -> None:
             anyio.run(pub, endpoint, int(subscribers))
         case ["sub", endpoint, topic]:
             anyio.run(sub, endpoint, topic)
+        case ["replay", runtime_dir]:
+            anyio.run(replay, Path(runtime_dir))
         case ["model"]:
             model()
         case ["hdspd", data_dir, runtime_dir]:
