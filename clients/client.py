@@ -492,8 +492,13 @@ class Client:
     async def resume_task(self, task_id: str) -> TaskRef:
         return await self.request(ResumeTask(data=task_id))
 
-    async def list_tasks(self, *, cursor: str | None = None, limit: int = 50) -> TaskList:
-        return await self.request(ListTasks(data=ListTasksData(cursor=cursor, limit=limit)))
+    async def list_tasks(
+        self, *, cursor: str | None = None, limit: int = 50, id_prefix: str | None = None
+    ) -> TaskList:
+        """A page of tasks, newest first; with `id_prefix`, only (up to `limit` of)
+        those whose id starts with it."""
+        data = ListTasksData(cursor=cursor, limit=limit, id_prefix=id_prefix)
+        return await self.request(ListTasks(data=data))
 
     async def get_task(self, task_id: str) -> TaskSnapshot:
         return await self.request(GetTask(data=GetTaskData(task_id=task_id)))

@@ -151,7 +151,7 @@ class Commands:
                 return await tasks.resume(task_id)
             case ListTasks(data=data):
                 _check_cursor(data.cursor, "ListTasks")
-                return await tasks.list_tasks(data.cursor, data.limit)
+                return await tasks.list_tasks(data.cursor, data.limit, data.id_prefix)
             case GetTask(data=data):
                 return await tasks.snapshot(data.task_id)
             case GetTaskPage(data=data):

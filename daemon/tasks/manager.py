@@ -304,9 +304,19 @@ class TaskManager:
         """Whether `task_id` is in memory now (not only in the store)."""
         return task_id in self._tasks
 
-    async def list_tasks(self, cursor: str | None, limit: int) -> TaskList:
+    async def list_tasks(
+        self, cursor: str | None, limit: int, id_prefix: str | None = None
+    ) -> TaskList:
         if limit < 1 or limit > 1000:
             raise CommandError(ErrorCode.INVALID_REQUEST, "limit must be between 1 and 1000.")
+        if id_prefix is not None:
+            if cursor is not None:
+                raise CommandError(
+                    ErrorCode.INVALID_REQUEST, "idPrefix gives one page: send it without cursor."
+                )
+            await self.journal.flush_for_read()
+            rows = await self.store.read(self.store.db.tasks_with_prefix, id_prefix, limit)
+            return TaskList(tasks=[self._live_item(_item_decoder.decode(r[4])) for r in rows])
         before: int | None = None
         if cursor is not None:
             try:
