@@ -90,8 +90,8 @@ from hdsp.protocol import (
     __version__,
     command_name,
     command_spec,
+    decode_control_frame,
     decode_event,
-    decode_server_message,
     encode,
 )
 from hdsp.protocol.settings import (
@@ -265,7 +265,7 @@ class Client:
         while True:
             frame = await self._control.recv()
             try:
-                msg = decode_server_message(frame)
+                msg = decode_control_frame(frame)  # a reply's result stays JSON
             except FrameError as exc:
                 self._unreadable(exc)
                 continue
@@ -381,8 +381,11 @@ class Client:
                 raise ProtocolError("The daemon sent an error reply without an error.")
             raise CommandFailed.from_info(reply.error)
         try:
-            result: R = msgspec.convert(reply.result, spec.result, from_attributes=False)
-        except msgspec.ValidationError as exc:
+            if isinstance(reply.result, msgspec.Raw):  # decoded once, into its type
+                result: R = msgspec.json.decode(reply.result, type=spec.result)
+            else:
+                result = msgspec.convert(reply.result, spec.result, from_attributes=False)
+        except msgspec.DecodeError as exc:
             raise ProtocolError(f"Unreadable result of {name}: {exc}") from exc
         return result
 

@@ -21,6 +21,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
+from typing import cast
 
 import anyio
 import msgspec
@@ -71,6 +72,19 @@ _api_decoder = msgspec.json.Decoder(ApiMessage)
 
 #: Idle tasks kept loaded, the most recently used; the others are unloaded.
 MAX_IDLE_LOADED = 16
+
+
+def _stored_messages(
+    bodies: Sequence[bytes], partial: dict[int, ClineMessage], *, as_stored: bool
+) -> list[ClineMessage]:
+    """A task's stored UI messages, with the ones still streaming (`partial`: newer
+    in memory than stored) taken from memory. `as_stored`, for a reply: while none
+    streams, the stored JSON is spliced in as it is (the journal encoded and
+    scrubbed it once) as `msgspec.Raw`, not decoded to be encoded again: only for
+    encoding."""
+    if as_stored and not partial:
+        return cast(list[ClineMessage], [msgspec.Raw(b) for b in bodies])
+    return [partial.get(m.ts, m) for m in (_message_decoder.decode(b) for b in bodies)]
 
 
 class TaskCarry(msgspec.Struct, kw_only=True, gc=False):
@@ -337,19 +351,21 @@ class TaskManager:
         task = self._tasks.get(item.id)
         return task.item if task is not None else item
 
-    async def snapshot(self, task_id: str) -> TaskSnapshot:
+    async def snapshot(self, task_id: str, *, as_stored: bool = False) -> TaskSnapshot:
+        """The task and its messages (`as_stored`: as their stored JSON, for a reply
+        that is encoded at once; see `_stored_messages`)."""
         await self.journal.flush_for_read()
         snap = await self.store.read(self.store.db.snapshot, task_id)
         if snap is None:
             raise self._not_found(task_id)
         row, bodies, head_seq = snap
-        messages = [_message_decoder.decode(b) for b in bodies]
         task = self._tasks.get(task_id)
+        messages = _stored_messages(
+            bodies, task.messages.partial if task is not None else {}, as_stored=as_stored
+        )
         item = _item_decoder.decode(row[4])
         state = TaskState(row[3])
         if task is not None:
-            # A message still streaming is newer in memory than in the store.
-            messages = [task.messages.partial.get(m.ts, m) for m in messages]
             item, state = task.item, task.state
             queue = list(task.queue)
         else:
@@ -364,7 +380,9 @@ class TaskManager:
             pending_ask=pending,
         )
 
-    async def page(self, task_id: str, start: int, after_ts: int | None, limit: int) -> TaskPage:
+    async def page(
+        self, task_id: str, start: int, after_ts: int | None, limit: int, *, as_stored: bool = False
+    ) -> TaskPage:
         """Up to `limit` of a task's UI messages, as `snapshot` has them, from
         index `start` or after the message `after_ts` (a previous page's cursor)."""
         if not 1 <= limit <= MAX_TASK_PAGE:
@@ -383,11 +401,9 @@ class TaskManager:
                 ErrorCode.INVALID_REQUEST,
                 f"start {first} is past the end of the task's history ({total} messages).",
             )
-        messages = [_message_decoder.decode(body) for _, body in rows]
         task = self._tasks.get(task_id)
-        if task is not None:
-            # A message still streaming is newer in memory than in the store.
-            messages = [task.messages.partial.get(m.ts, m) for m in messages]
+        partial = task.messages.partial if task is not None else {}
+        messages = _stored_messages([body for _, body in rows], partial, as_stored=as_stored)
         more = first + len(rows) < total
         return TaskPage(
             messages=messages,
