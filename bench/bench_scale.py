@@ -495,6 +495,9 @@ async def run(runtime_dir: Path, scratch: Path, *, quick: bool) -> Result:
     )
     result.ratios["rss_per_idle_task_kb"] = (per_task_kb, 100.0, "<=")
     result.ratios["rss_kept_per_idle_task_kb"] = (retained_kb, 100.0, "<=")
+    # Memory given back: after two waves of n tasks loaded and unloaded, the idle
+    # daemon's RSS over what it was warm and fresh.
+    result.ratios["rss_idle_2/rss_before"] = (idle_2 / statistics.median(m.rss_before), 1.2, "<=")
     result.ratios["errors"] = (float(len(m.errors)), 0.0, "<=")
     for line in m.errors[:20]:
         print(f"bench_scale: {line}", file=sys.stderr)

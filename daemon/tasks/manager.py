@@ -34,6 +34,7 @@ from hdsp.daemon.conversation import ApiMessage
 from hdsp.daemon.errors import CommandError
 from hdsp.daemon.llm.registry import Providers
 from hdsp.daemon.llm.retry import DEFAULT_RETRY_POLICY, RetryPolicy
+from hdsp.daemon.memory import give_back
 from hdsp.daemon.store import INLINE_BYTES, Database, Journal, Store, TaskRow, insert_task
 from hdsp.daemon.tools import AskAnswer, ToolRegistry, default_tools
 from hdsp.protocol import (
@@ -72,6 +73,9 @@ _api_decoder = msgspec.json.Decoder(ApiMessage)
 
 #: Idle tasks kept loaded, the most recently used; the others are unloaded.
 MAX_IDLE_LOADED = 16
+#: Unloads after which the memory they freed is given back to the system (see
+#: hdsp.daemon.memory): a full collection costs milliseconds, so not after each.
+GIVE_BACK_AFTER_UNLOADS = 64
 
 
 def _stored_messages(
@@ -184,6 +188,8 @@ class TaskManager:
         self._idle: OrderedDict[str, None] = OrderedDict()
         #: What unloaded tasks keep in memory (only those with something to keep).
         self._carried: dict[str, TaskCarry] = {}
+        #: Tasks unloaded since memory was last given back.
+        self._unloads = 0
         self._tg: TaskGroup | None = None
         self._number = 0
         self._closing = False
@@ -712,6 +718,10 @@ class TaskManager:
 
     def _unload(self, task: Task) -> None:
         del self._tasks[task.id]
+        self._unloads += 1
+        if self._unloads >= GIVE_BACK_AFTER_UNLOADS and self._tg is not None:
+            self._unloads = 0
+            self._tg.start_soon(give_back)
         carry = _carry(task)
         if carry is not None:
             self._carried[task.id] = carry
