@@ -32,6 +32,9 @@ def test_bench_quick_produces_every_figure(tmp_path: Path) -> None:
         "journal commit+publish",
         "kernel execute, lean client",
         "start-up, exec to first answered command",
+        "curve: event log",
+        "curve: tasks",
+        "curve: history",
         # old, kept for comparison
         "event fan-out",
         "command round trip",
