@@ -12,7 +12,7 @@ import json
 import os
 import sys
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import anyio
 
@@ -31,13 +31,11 @@ from .completion import add_completion_parser, autocomplete, print_completion
 from .errors import ClientError, CommandFailed, DaemonNotRunning
 from .escape import escape_controls
 from .exit_codes import ExitCode, exit_code_table
+from .follow import TaskFollower
 from .history_view import HistoryView
 from .kernels_command import add_kernels_parser
 from .render import Renderer
 from .task_ids import add_task_argument, resolve_task_id
-
-if TYPE_CHECKING:
-    from .follow import TaskFollower
 
 __all__ = ["main"]
 
@@ -310,10 +308,6 @@ class _Cli:
         our_message: str | None = None,
     ) -> TaskFollower:
         """What follows a task live for this command (see clients/follow.py)."""
-        # Imported here: following live needs rich, which a one-shot command such
-        # as `hdsp tasks` should not wait to import (a tenth of its start-up).
-        from .follow import TaskFollower
-
         return TaskFollower(
             client,
             task_id,
