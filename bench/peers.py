@@ -216,16 +216,18 @@ async def hdspd(data_dir: Path, runtime_dir: Path) -> None:
 
 
 async def replay(runtime_dir: Path) -> None:
-    import resource
     import time
 
     from hdsp.client import connect
 
-    def rss_mb() -> float:
+    def status_mb(field: str) -> float:
         for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
+            if line.startswith(field):
                 return int(line.split()[1]) / 1024
         return 0.0
+
+    def rss_mb() -> float:
+        return status_mb("VmRSS:")
 
     async with connect(runtime_dir, name="bench-replay") as client:
         client.timeout = 600
@@ -242,7 +244,8 @@ async def replay(runtime_dir: Path) -> None:
                 if event.seq is not None and event.seq >= head:
                     break
         total = time.perf_counter() - t0
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    # VmHWM: this process's own peak (ru_maxrss keeps the parent's across exec).
+    peak = status_mb("VmHWM:")
     _say(f"{first * 1000:.3f} {total:.6f} {count} {max(0.0, peak - before):.1f}")
 
 
