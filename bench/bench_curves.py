@@ -3,7 +3,7 @@
 Each size gets a fresh store written by `fill.fill_store` (the daemon's schema
 and row formats) and a real `hdspd` started on it:
 
-- event log (10k -> 100k -> 1M events; 10k -> 100k in quick mode, over 100
+- event log (10k -> 100k -> 1M events; 10k -> 50k in quick mode, over 100
   tasks): READY time (spawn to the systemd READY=1 the daemon sends once it
   serves), GetStatus round trip through the client library (median of 30), and
   a client process (`peers replay`) following every task from seq 0: ms to its
@@ -112,7 +112,7 @@ def _fig(value: float, unit: str) -> Figure:
 
 
 async def event_log(*, quick: bool) -> Result:
-    sizes = [10_000, 100_000] if quick else [10_000, 100_000, 1_000_000]
+    sizes = [10_000, 50_000] if quick else [10_000, 100_000, 1_000_000]
     hdsp: dict[str, Figure] = {}
     status: dict[int, float] = {}
     last: tuple[float, float, float] = (0.0, 0.0, 0.0)

@@ -8,7 +8,7 @@ first answer comes back:
 - hdspd: its `Connect`, then `ListTasks` (limit 1), a real command that needs
   the engine and the store, answered: the first moment a frontend can do work.
   On an empty store, and on one with a big event log and many tasks (1M events
-  and 10k tasks; 100k and 1k in quick mode);
+  and 10k tasks; 50k and 1k in quick mode);
 - baseline: `python -m bench.peers echo`, a raw pyzmq asyncio ROUTER echo process
   (the interpreter, pyzmq, anyio), sent the same `Connect` frame: what any
   Python ZeroMQ server costs from exec to its first reply.
@@ -124,8 +124,8 @@ def _cli_wall(runtime_dir: Path, *args: str) -> float:
 
 
 async def run_fair(*, quick: bool) -> Result:
-    reps = 3 if quick else 7
-    events, tasks = (100_000, 1_000) if quick else (1_000_000, 10_000)
+    reps = 2 if quick else 7
+    events, tasks = (50_000, 1_000) if quick else (1_000_000, 10_000)
     empty = short_tmp_dir()
     big = short_tmp_dir()
     hdsp: list[float] = []
