@@ -13,8 +13,10 @@ import anyio
 from tests.support.daemon_process import DaemonProcess, short_tmp_dir
 
 from . import (
+    bench_curves,
     bench_fanout,
     bench_history,
+    bench_journal,
     bench_kernel,
     bench_roundtrip,
     bench_scale,
@@ -30,9 +32,11 @@ BENCHMARKS = [
     bench_fanout,
     bench_kernel,
     bench_history,
+    bench_journal,
     bench_scale,
     bench_startup,
     bench_snapshot,
+    bench_curves,
 ]
 
 
@@ -50,7 +54,8 @@ async def _main(quick: bool, out: Path, only: list[str]) -> list[Result]:
         for bench in chosen:
             print(f"running {_name(bench)} ...", file=sys.stderr)
             gc.collect()  # what the one before left behind is not this one's cost
-            results.append(await bench.run(daemon.runtime_dir, scratch, quick=quick))
+            got = await bench.run(daemon.runtime_dir, scratch, quick=quick)
+            results.extend(got if isinstance(got, list) else [got])
     finally:
         if daemon.proc is not None:
             daemon.stop()

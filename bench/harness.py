@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Figure", "Result", "latency_result", "percentile", "write_results"]
+__all__ = ["Figure", "Result", "latency_result", "percentile", "table", "write_results"]
 
 
 def percentile(samples: list[float], p: float) -> float:
@@ -94,6 +94,8 @@ def table(results: list[Result]) -> str:
         lines.append(
             f"| {r.name} | {hd} | {base} | {ratios or '-'} | {'yes' if r.met() else 'NO'} |"
         )
+    lines += ["", "What each compares (the module docstrings of bench/ say it in full):", ""]
+    lines += [f"- {r.name}: {r.description}" for r in results]
     return "\n".join(lines) + "\n"
 
 

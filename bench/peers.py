@@ -5,7 +5,14 @@ that a baseline crosses the same process boundary as hdsp does.
         a raw pyzmq asyncio ROUTER that sends every frame back
     python -m bench.peers pub ENDPOINT SUBSCRIBERS
         a raw pyzmq asyncio XPUB; once SUBSCRIBERS have subscribed, each line
-        `go N SIZE` on stdin publishes N messages of SIZE bytes
+        `go N SIZE` on stdin publishes N messages of SIZE bytes (each a message
+        event's envelope of that size, so that a subscriber decodes it as it
+        decodes hdspd's)
+    python -m bench.peers sub ENDPOINT TOPIC
+        a subscriber that reads with `reading.BurstReader` (hdsp.client's reading
+        code); prints `ready` once it has subscribed, then answers each line
+        `frames N` (or `seq S`) once it has had N frames in all (or the event of
+        seq S) with `got FRAMES DURABLE BYTES`
     python -m bench.peers model
         the fake OpenAI server of tests/fakes, answering each request at once with
         a line of text and an attempt_completion call; prints its URL after
@@ -15,6 +22,12 @@ that a baseline crosses the same process boundary as hdsp does.
         the real daemon (`Daemon`, as `hdspd` runs it); each line `go N SIZE` on
         stdin emits N durable message events of one task through its journal:
         persisted, then published, as a task's messages are
+
+    python -m bench.peers replay RUNTIME_DIR
+        a client (hdsp.client) that follows every task from seq 0 until the head
+        seq of when it started; prints `first_ms total_s events grew_mb`: ms to
+        the first event, seconds to the last, events, and how much its peak
+        resident memory grew over what it was before the stream opened
 
 Each prints `ready` once it can be used and `sent` after each `go` it finished,
 and ends when its stdin is closed.
@@ -84,10 +97,49 @@ async def pub(endpoint: str, subscribers: int) -> None:
     try:
         while words := await _commands():
             _, n, size = words
-            payload = b"x" * int(size)
+            payload = envelope_of_size(int(size))
             for _ in range(int(n)):
                 await sock.send_multipart((RAW_TOPIC, payload))
             _say("sent")
+    finally:
+        sock.close(0)
+        ctx.term()
+
+
+def envelope_of_size(size: int) -> bytes:
+    """The envelope of a message event, padded to about `size` bytes."""
+    from hdsp.protocol import ClineMessage, MessageEvent, MessagePayload, TaskEvent, encode
+
+    def of(text: int) -> bytes:
+        msg = ClineMessage(ts=1_700_000_000_000, type="say", say="text", text="x" * text)
+        event = MessageEvent(payload=(MessagePayload(BENCH_TASK, "created", msg),))
+        return encode(TaskEvent(data=event, seq=123_456, prev_seq=123_455))
+
+    return of(max(0, size - (len(of(0)))))
+
+
+async def sub(endpoint: str, topic: str) -> None:
+    from .reading import BurstReader
+
+    ctx = zmq.asyncio.Context()
+    sock = ctx.socket(zmq.SUB)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.setsockopt(zmq.RCVHWM, 0)  # as many as come: a slow reader loses none
+    sock.connect(endpoint)
+    sock.subscribe(topic.encode())
+    reader = BurstReader(sock)
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(reader.run)
+            _say("ready")
+            while words := await _commands():
+                what, value = words
+                if what == "frames":
+                    await reader.wait_frames(int(value))
+                else:
+                    await reader.wait_seq(int(value))
+                _say(f"got {reader.frames} {reader.durable} {reader.bytes}")
+            tg.cancel_scope.cancel()
     finally:
         sock.close(0)
         ctx.term()
@@ -159,8 +211,42 @@ async def hdspd(data_dir: Path, runtime_dir: Path) -> None:
                     MessageEvent(payload=(MessagePayload(BENCH_TASK, "created", msg),))
                 )
             await journal.flush()
-            _say("sent")
+            _say(f"sent {journal.head_seq}")
         daemon.request_shutdown("benchmark over")
+
+
+async def replay(runtime_dir: Path) -> None:
+    import time
+
+    from hdsp.client import connect
+
+    def status_mb(field: str) -> float:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith(field):
+                return int(line.split()[1]) / 1024
+        return 0.0
+
+    def rss_mb() -> float:
+        return status_mb("VmRSS:")
+
+    async with connect(runtime_dir, name="bench-replay") as client:
+        client.timeout = 600
+        head = (await client.status()).head_seq
+        before = rss_mb()
+        t0 = time.perf_counter()
+        first = 0.0
+        count = 0
+        async with client.events(since_seq=0) as stream:
+            async for event in stream:
+                if not count:
+                    first = time.perf_counter() - t0
+                count += 1
+                if event.seq is not None and event.seq >= head:
+                    break
+        total = time.perf_counter() - t0
+    # VmHWM: this process's own peak (ru_maxrss keeps the parent's across exec).
+    peak = status_mb("VmHWM:")
+    _say(f"{first * 1000:.3f} {total:.6f} {count} {max(0.0, peak - before):.1f}")
 
 
 def main(argv: list[str]) -> None:
@@ -169,6 +255,10 @@ def main(argv: list[str]) -> None:
             anyio.run(echo, endpoint)
         case ["pub", endpoint, subscribers]:
             anyio.run(pub, endpoint, int(subscribers))
+        case ["sub", endpoint, topic]:
+            anyio.run(sub, endpoint, topic)
+        case ["replay", runtime_dir]:
+            anyio.run(replay, Path(runtime_dir))
         case ["model"]:
             model()
         case ["hdspd", data_dir, runtime_dir]:

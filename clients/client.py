@@ -97,8 +97,8 @@ from hdsp.protocol import (
     __version__,
     command_name,
     command_spec,
+    decode_control_frame,
     decode_event,
-    decode_server_message,
     encode,
 )
 from hdsp.protocol.settings import (
@@ -272,7 +272,7 @@ class Client:
         while True:
             frame = await self._control.recv()
             try:
-                msg = decode_server_message(frame)
+                msg = decode_control_frame(frame)  # a reply's result stays JSON
             except FrameError as exc:
                 self._unreadable(exc)
                 continue
@@ -388,8 +388,11 @@ class Client:
                 raise ProtocolError("The daemon sent an error reply without an error.")
             raise CommandFailed.from_info(reply.error)
         try:
-            result: R = msgspec.convert(reply.result, spec.result, from_attributes=False)
-        except msgspec.ValidationError as exc:
+            if isinstance(reply.result, msgspec.Raw):  # decoded once, into its type
+                result: R = msgspec.json.decode(reply.result, type=spec.result)
+            else:
+                result = msgspec.convert(reply.result, spec.result, from_attributes=False)
+        except msgspec.DecodeError as exc:
             raise ProtocolError(f"Unreadable result of {name}: {exc}") from exc
         return result
 
@@ -526,8 +529,13 @@ class Client:
     async def resume_task(self, task_id: str) -> TaskRef:
         return await self.request(ResumeTask(data=task_id))
 
-    async def list_tasks(self, *, cursor: str | None = None, limit: int = 50) -> TaskList:
-        return await self.request(ListTasks(data=ListTasksData(cursor=cursor, limit=limit)))
+    async def list_tasks(
+        self, *, cursor: str | None = None, limit: int = 50, id_prefix: str | None = None
+    ) -> TaskList:
+        """A page of tasks, newest first; with `id_prefix`, only (up to `limit` of)
+        those whose id starts with it."""
+        data = ListTasksData(cursor=cursor, limit=limit, id_prefix=id_prefix)
+        return await self.request(ListTasks(data=data))
 
     async def get_task(self, task_id: str) -> TaskSnapshot:
         return await self.request(GetTask(data=GetTaskData(task_id=task_id)))
@@ -740,6 +748,16 @@ class EventStream:
         self._receive: MemoryObjectReceiveStream[TaskEvent | None] = receive
         self._resync_pending = False
         self._ready: deque[TaskEvent] = deque()
+        #: Where the catch-up from the log stands, while one is under way: the seq
+        #: to read on from and the seq to stop before (None: the log's end). The
+        #: log is read a page at a time as the reader takes events, so a stream
+        #: from an old seq holds one page of the backlog, not all of it.
+        self._fill_from: int | None = None
+        self._fill_up_to: int | None = None
+        #: The live event that showed a gap: delivered once the gap is filled
+        #: (as it is if the log no longer has what it missed: pruned).
+        self._after_fill: TaskEvent | None = None
+        self._filled_gap: TaskEvent | None = None
         self._topic = (task_id or "").encode()
         #: Live events dropped because the reader fell behind (replayed later).
         self.dropped = 0
@@ -754,8 +772,14 @@ class EventStream:
         c._events.subscribe(self._topic)
         await c._sync_subscriptions()
         if self.last_seq is not None:
-            await self._fill(up_to=None)
+            self._start_fill(up_to=None)
+            await self._fill_page()  # the first page now: an expired cursor fails here
         return self
+
+    @property
+    def buffered(self) -> int:
+        """Events this stream holds that the reader has not taken yet."""
+        return len(self._ready) + self._receive.statistics().current_buffer_used
 
     async def __aexit__(
         self,
@@ -793,20 +817,34 @@ class EventStream:
         except anyio.BrokenResourceError:
             pass
 
-    async def _fill(self, up_to: int | None) -> None:
-        """Queue every durable event after `last_seq` from the log (up to `up_to`)."""
+    def _start_fill(self, up_to: int | None, then: TaskEvent | None = None) -> None:
+        """Catch up from the log: every durable event after `last_seq` (before
+        `up_to`), read a page at a time as the reader goes; then `then`."""
         assert self.last_seq is not None
-        cursor = self.last_seq
-        while True:
-            page = await self._client.replay(cursor, task_id=self.task_id)
-            for event in page.events:
-                assert event.seq is not None
-                if up_to is not None and event.seq >= up_to:
-                    return
-                self._ready.append(event)
-                cursor = event.seq
-            if not page.more:
-                return
+        self._fill_from = self.last_seq
+        self._fill_up_to = up_to
+        self._after_fill = then
+
+    async def _fill_page(self) -> None:
+        """Queue the next page of the catch-up; end it after its last page."""
+        cursor, up_to = self._fill_from, self._fill_up_to
+        if cursor is None:
+            return
+        page = await self._client.replay(cursor, task_id=self.task_id)
+        done = not page.more
+        for event in page.events:
+            assert event.seq is not None
+            if up_to is not None and event.seq >= up_to:
+                done = True
+                break
+            self._ready.append(event)
+            cursor = event.seq
+        self._fill_from = cursor
+        if done or not page.events:
+            self._fill_from = None
+            if self._after_fill is not None:
+                self._ready.append(self._after_fill)
+                self._filled_gap, self._after_fill = self._after_fill, None
 
     def _is_gap(self, event: TaskEvent) -> bool:
         assert event.seq is not None
@@ -838,6 +876,9 @@ class EventStream:
             event: TaskEvent | None
             if self._ready:
                 event = self._ready.popleft()
+            elif self._fill_from is not None:
+                await self._fill_page()
+                continue
             else:
                 try:
                     event = await self._next_live()
@@ -850,16 +891,15 @@ class EventStream:
                 self.resyncs += 1
                 await self._client._sync_subscriptions()
                 if self.last_seq is not None:
-                    await self._fill(up_to=None)
+                    self._start_fill(up_to=None)
                 continue
             if event.seq is None:
                 return event
             if self.last_seq is not None and event.seq <= self.last_seq:
                 continue  # already delivered (replay and live overlap)
-            if self._is_gap(event):
+            if event is not self._filled_gap and self._is_gap(event):
                 self.gaps += 1
-                await self._fill(up_to=event.seq)
-                self._ready.append(event)
+                self._start_fill(up_to=event.seq, then=event)
                 continue
             self.last_seq = event.seq
             return event

@@ -24,14 +24,11 @@ async def resolve_task_id(client: Client, ref: str) -> str:
     """A full task id, from an id or a unique prefix of one."""
     if len(ref) >= 36:
         return ref
-    matches: list[str] = []
-    cursor: str | None = None
-    while True:
-        page = await client.list_tasks(cursor=cursor, limit=1000)
-        matches += [t.id for t in page.tasks if t.id.startswith(ref)]
-        cursor = page.next_cursor
-        if cursor is None or len(matches) > 1:
-            break
+    if not ref:
+        raise CommandFailed(ErrorCode.INVALID_REQUEST, "Give a task id (or its first characters).")
+    # The daemon looks the prefix up in its index: two are enough to tell.
+    page = await client.list_tasks(id_prefix=ref[:64], limit=2)
+    matches = [t.id for t in page.tasks if t.id.startswith(ref)]
     if not matches:
         raise CommandFailed(ErrorCode.TASK_NOT_FOUND, f"No task id starts with {ref!r}.")
     if len(matches) > 1:

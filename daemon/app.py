@@ -363,7 +363,10 @@ class Daemon:
 
     async def status(self) -> StatusResult:
         """GetStatus: what the daemon is, and how it is doing."""
-        total, _ = await self.store.read(self.store.db.counts)
+        try:  # one index lookup: not worth a worker thread unless one has the reader
+            total = self.store.read_now(self.store.db.task_count)
+        except anyio.WouldBlock:
+            total = await self.store.read(self.store.db.task_count)
         stats = self.tasks.statistics()
         return StatusResult(
             server_version=__version__,

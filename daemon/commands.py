@@ -163,9 +163,9 @@ class Commands:
                 return await tasks.resume(task_id)
             case ListTasks(data=data):
                 _check_cursor(data.cursor, "ListTasks")
-                return await tasks.list_tasks(data.cursor, data.limit)
+                return await tasks.list_tasks(data.cursor, data.limit, data.id_prefix)
             case GetTask(data=data):
-                return await tasks.snapshot(data.task_id)
+                return await tasks.snapshot(data.task_id, as_stored=True)
             case GetTaskPage(data=data):
                 if data.cursor is not None and data.start is not None:
                     raise CommandError(
@@ -174,7 +174,9 @@ class Commands:
                     )
                 _check_cursor(data.cursor, "GetTaskPage")
                 after = None if data.cursor is None else int(data.cursor)
-                return await tasks.page(data.task_id, data.start or 0, after, data.limit)
+                return await tasks.page(
+                    data.task_id, data.start or 0, after, data.limit, as_stored=True
+                )
             # ---- the event log
             case Replay(data=data):
                 return await self._replay(data.since_seq, data.task_id, data.limit)

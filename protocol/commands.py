@@ -196,6 +196,13 @@ class ListTasksData(WireStruct, frozen=True):
     limit: Annotated[
         int, Meta(description="Most tasks in one page, 1 to 1000 (else invalid_request).")
     ] = 50
+    id_prefix: Annotated[
+        Annotated[str, Meta(min_length=1, max_length=64)] | None,
+        Meta(
+            description="Only the tasks whose id starts with this (how a person's short "
+            "id is resolved), newest first; one page, without `cursor`."
+        ),
+    ] = None
 
 
 class GetTaskData(WireStruct, frozen=True):

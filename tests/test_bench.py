@@ -24,16 +24,32 @@ def test_bench_quick_produces_every_figure(tmp_path: Path) -> None:
     data = json.loads((tmp_path / "quick.json").read_text())
     names = {r["name"] for r in data["results"]}
     assert names == {
+        # fair
+        "round trip, minimal client",
+        "fan-out, same reading code, subscribers in one process",
+        "fan-out, same reading code, subscribers in separate processes",
+        "fan-out from real task turns",
+        "journal commit+publish",
+        "kernel execute, lean client",
+        "start-up, exec to first answered command",
+        "curve: event log",
+        "curve: tasks",
+        "curve: history",
+        # old, kept for comparison
         "event fan-out",
         "command round trip",
         "kernel execute",
+        "start-up",
         "history growth",
         "scale",
-        "start-up",
         "snapshot",
     }
     for result in data["results"]:
         for figure in [*result["hdsp"].values(), *result["baseline"].values()]:
             assert 0 < figure["min"] <= figure["median"] <= figure["max"]
         assert result["ratios"], result["name"]
-    assert (tmp_path / "quick.md").read_text().startswith("| benchmark |")
+        assert result["description"], result["name"]
+    table = (tmp_path / "quick.md").read_text()
+    assert table.startswith("| benchmark |")
+    for name in names:  # each row's definition is printed with the table
+        assert f"\n- {name}: " in table

@@ -41,7 +41,7 @@ import re
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal, cast
 
 import anyio.to_thread
 import structlog
@@ -121,6 +121,10 @@ class SecretStoreFailed(SecretError):
     code = ErrorCode.UNAVAILABLE
 
 
+#: An answer not looked for yet.
+_NOT_YET: Final = object()
+
+
 @dataclass(frozen=True, slots=True)
 class SecretStatus:
     """Whether a secret has a value, and where from; never the value."""
@@ -189,6 +193,8 @@ class _Backend:
     backend: Any = None
     unusable: str | None = None
     warned: set[str] = field(default_factory=set)
+    #: `plaintext_file()`'s answer, found once.
+    plaintext_file: object = _NOT_YET
 
 
 class SecretStore:
@@ -351,7 +357,18 @@ class SecretStore:
         a plain-text file backend (keyrings.alt's PlaintextKeyring), else None.
         Blocking: it may choose the backend."""
         with self._lock:
-            return _plaintext_file(self._resolve().backend)
+            state = self._resolve()
+            if state.plaintext_file is _NOT_YET:
+                state.plaintext_file = _plaintext_file(state.backend)
+            return cast(str | None, state.plaintext_file)
+
+    def plaintext_file_known(self) -> tuple[str | None] | None:
+        """`plaintext_file()`'s answer if it was found already (it does not change
+        once the backend is chosen), in a tuple; None if not yet: without blocking."""
+        state = self._state
+        if state is None or state.plaintext_file is _NOT_YET:
+            return None
+        return (cast(str | None, state.plaintext_file),)
 
     def warm(self) -> None:
         """Import `keyring` and choose the backend (blocking, reads no secret), so that

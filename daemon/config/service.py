@@ -180,6 +180,9 @@ class ConfigService:
 
     async def plaintext_keyring(self) -> str | None:
         """The file where the keyring keeps secrets in plain text, if it does."""
+        known = self.secrets.plaintext_file_known()
+        if known is not None:  # found once: no trip to a worker thread (GetStatus)
+            return known[0]
         return await anyio.to_thread.run_sync(self.secrets.plaintext_file)
 
     def subscribe(self, listener: Listener) -> None:

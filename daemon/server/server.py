@@ -43,6 +43,7 @@ from hdsp.protocol import (
     TaskCommand,
     TaskEvent,
     __version__,
+    command_spec,
     decode_client_message,
     encode,
     ordering_key,
@@ -341,5 +342,8 @@ class Server:
             else:
                 await self._send_frame(envelope, reply)
                 # A command's work often goes on past its reply (a turn's model
-                # request); Ping's reply, sent as the loop goes idle, needs no help.
-                _yield_cpu()
+                # request). One that only reads (idempotent: GetStatus, ListTasks,
+                # GetTask...) leaves the loop idle, which sends its reply: it needs
+                # no help, and on a loaded machine a yield gives the CPU away.
+                if not command_spec(cmd.data).idempotent:
+                    _yield_cpu()

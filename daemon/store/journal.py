@@ -192,8 +192,9 @@ class Journal:
         await self._publish(topic, encode(TaskEvent(data=event)))
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        # Each topic's last seq is looked up when the topic first emits (one index
+        # lookup each), not for every task at start-up (a pass over the whole log).
         self._head_seq = await self._store.read(self._store.db.head_seq)
-        self._last_by_topic = await self._store.read(self._store.db.last_seq_by_topic)
         task_status.started()
         try:
             async with anyio.create_task_group() as tg:
@@ -269,12 +270,14 @@ class Journal:
                 continue
             event = item.event
             topic = event_task_id(event) or ""
+            if topic not in known:
+                known[topic] = await self._last_seq_of(topic)
             if is_durable(event):
                 seq += 1
                 envelope = TaskEvent(
                     data=event,
                     seq=seq,
-                    prev_seq=last_by_topic.get(topic) or known.get(topic, 0),
+                    prev_seq=last_by_topic.get(topic) or known[topic],
                     relay_client_id=item.relay_client_id,
                 )
                 last_by_topic[topic] = seq
@@ -292,7 +295,7 @@ class Journal:
                 # client that replayed past it can tell it is stale.
                 live = TaskEvent(
                     data=event,
-                    prev_seq=last_by_topic.get(topic) or known.get(topic, 0),
+                    prev_seq=last_by_topic.get(topic) or known[topic],
                     relay_client_id=item.relay_client_id,
                 )
                 body = _scrub(encode(live))
@@ -311,6 +314,14 @@ class Journal:
         for item in batch:
             if item.done is not None:
                 item.done.set()
+
+    async def _last_seq_of(self, topic: str) -> int:
+        """The newest committed seq of `topic`: an index lookup, on the loop's
+        thread unless a worker thread has the reader."""
+        try:
+            return self._store.read_now(self._store.db.last_seq_of, topic)
+        except anyio.WouldBlock:
+            return await self._store.read(self._store.db.last_seq_of, topic)
 
     async def _commit(self, writes: list[Write], rows: list[tuple[int, str, int, bytes]]) -> bool:
         """Commit one batch; while the storage fails, again and again with backoff

@@ -50,6 +50,10 @@ MIGRATIONS: list[str] = [
         data        BLOB NOT NULL
     ) WITHOUT ROWID;
     """,
+    # 4: retention by age finds the old events without reading the whole log.
+    """
+    CREATE INDEX events_by_ts ON events(ts);
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

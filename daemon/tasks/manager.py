@@ -22,6 +22,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
+from typing import cast
 
 import anyio
 import msgspec
@@ -34,6 +35,7 @@ from hdsp.daemon.conversation import ApiMessage
 from hdsp.daemon.errors import CommandError
 from hdsp.daemon.llm.registry import Providers
 from hdsp.daemon.llm.retry import DEFAULT_RETRY_POLICY, RetryPolicy
+from hdsp.daemon.memory import give_back
 from hdsp.daemon.store import (
     INLINE_BYTES,
     Database,
@@ -87,6 +89,22 @@ _message_encoder = msgspec.json.Encoder()
 
 #: Idle tasks kept loaded, the most recently used; the others are unloaded.
 MAX_IDLE_LOADED = 16
+#: Unloads after which the memory they freed is given back to the system (see
+#: hdsp.daemon.memory): a full collection costs milliseconds, so not after each.
+GIVE_BACK_AFTER_UNLOADS = 64
+
+
+def _stored_messages(
+    bodies: Sequence[bytes], partial: dict[int, ClineMessage], *, as_stored: bool
+) -> list[ClineMessage]:
+    """A task's stored UI messages, with the ones still streaming (`partial`: newer
+    in memory than stored) taken from memory. `as_stored`, for a reply: while none
+    streams, the stored JSON is spliced in as it is (the journal encoded and
+    scrubbed it once) as `msgspec.Raw`, not decoded to be encoded again: only for
+    encoding."""
+    if as_stored and not partial:
+        return cast(list[ClineMessage], [msgspec.Raw(b) for b in bodies])
+    return [partial.get(m.ts, m) for m in (_message_decoder.decode(b) for b in bodies)]
 
 
 class TaskCarry(msgspec.Struct, kw_only=True, gc=False):
@@ -186,6 +204,8 @@ class TaskManager:
         self._idle: OrderedDict[str, None] = OrderedDict()
         #: What unloaded tasks keep in memory (only those with something to keep).
         self._carried: dict[str, TaskCarry] = {}
+        #: Tasks unloaded since memory was last given back.
+        self._unloads = 0
         self._tg: TaskGroup | None = None
         self._number = 0
         self._closing = False
@@ -320,9 +340,19 @@ class TaskManager:
         """Whether `task_id` is in memory now (not only in the store)."""
         return task_id in self._tasks
 
-    async def list_tasks(self, cursor: str | None, limit: int) -> TaskList:
+    async def list_tasks(
+        self, cursor: str | None, limit: int, id_prefix: str | None = None
+    ) -> TaskList:
         if limit < 1 or limit > 1000:
             raise CommandError(ErrorCode.INVALID_REQUEST, "limit must be between 1 and 1000.")
+        if id_prefix is not None:
+            if cursor is not None:
+                raise CommandError(
+                    ErrorCode.INVALID_REQUEST, "idPrefix gives one page: send it without cursor."
+                )
+            await self.journal.flush_for_read()
+            rows = await self.store.read(self.store.db.tasks_with_prefix, id_prefix, limit)
+            return TaskList(tasks=[self._live_item(_item_decoder.decode(r[4])) for r in rows])
         before: int | None = None
         if cursor is not None:
             try:
@@ -343,19 +373,21 @@ class TaskManager:
         task = self._tasks.get(item.id)
         return task.item if task is not None else item
 
-    async def snapshot(self, task_id: str) -> TaskSnapshot:
+    async def snapshot(self, task_id: str, *, as_stored: bool = False) -> TaskSnapshot:
+        """The task and its messages (`as_stored`: as their stored JSON, for a reply
+        that is encoded at once; see `_stored_messages`)."""
         await self.journal.flush_for_read()
         snap = await self.store.read(self.store.db.snapshot, task_id)
         if snap is None:
             raise self._not_found(task_id)
         row, bodies, head_seq = snap
-        messages = [_message_decoder.decode(b) for b in bodies]
         task = self._tasks.get(task_id)
+        messages = _stored_messages(
+            bodies, task.messages.partial if task is not None else {}, as_stored=as_stored
+        )
         item = _item_decoder.decode(row[4])
         state = TaskState(row[3])
         if task is not None:
-            # A message still streaming is newer in memory than in the store.
-            messages = [task.messages.partial.get(m.ts, m) for m in messages]
             item, state = task.item, task.state
             queue = list(task.queue)
         else:
@@ -370,7 +402,9 @@ class TaskManager:
             pending_ask=pending,
         )
 
-    async def page(self, task_id: str, start: int, after_ts: int | None, limit: int) -> TaskPage:
+    async def page(
+        self, task_id: str, start: int, after_ts: int | None, limit: int, *, as_stored: bool = False
+    ) -> TaskPage:
         """Up to `limit` of a task's UI messages, as `snapshot` has them, from
         index `start` or after the message `after_ts` (a previous page's cursor)."""
         if not 1 <= limit <= MAX_TASK_PAGE:
@@ -389,11 +423,9 @@ class TaskManager:
                 ErrorCode.INVALID_REQUEST,
                 f"start {first} is past the end of the task's history ({total} messages).",
             )
-        messages = [_message_decoder.decode(body) for _, body in rows]
         task = self._tasks.get(task_id)
-        if task is not None:
-            # A message still streaming is newer in memory than in the store.
-            messages = [task.messages.partial.get(m.ts, m) for m in messages]
+        partial = task.messages.partial if task is not None else {}
+        messages = _stored_messages([body for _, body in rows], partial, as_stored=as_stored)
         more = first + len(rows) < total
         return TaskPage(
             messages=messages,
@@ -820,6 +852,10 @@ class TaskManager:
 
     def _unload(self, task: Task) -> None:
         del self._tasks[task.id]
+        self._unloads += 1
+        if self._unloads >= GIVE_BACK_AFTER_UNLOADS and self._tg is not None:
+            self._unloads = 0
+            self._tg.start_soon(give_back)
         carry = _carry(task)
         if carry is not None:
             self._carried[task.id] = carry

@@ -241,3 +241,35 @@ async def test_a_task_with_a_long_history_comes_back_whole(
         ("assistant", "Read it"),
         ("user", "And then?"),
     ]
+
+
+async def test_memory_of_unloaded_tasks_is_given_back(
+    engine: Engine, fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After a number of unloads the manager collects what they left (cycles
+    included) and has the allocator return free heap (hdsp.daemon.memory)."""
+    import gc
+    import weakref
+
+    from hdsp.daemon.tasks import manager as manager_module
+
+    monkeypatch.setattr(manager_module, "GIVE_BACK_AFTER_UNLOADS", 2)
+    collected = anyio.Event()
+
+    def on_gc(phase: str, info: dict[str, int]) -> None:
+        if phase == "stop" and info["generation"] == 2:
+            collected.set()
+
+    fake_openai.script(*(FakeReply.text(f"Answer {i}") for i in range(3)))
+    first = await engine.start("Question 0")
+    await engine.turn_ended(first, 1)
+    task = weakref.ref(engine.manager._tasks[first])
+    gc.callbacks.append(on_gc)
+    try:
+        for i in (1, 2):  # each unloads the one before (max_idle_loaded is 1)
+            await engine.turn_ended(await engine.start(f"Question {i}"), 1)
+        with anyio.fail_after(10):
+            await collected.wait()
+    finally:
+        gc.callbacks.remove(on_gc)
+    assert task() is None

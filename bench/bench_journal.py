@@ -1,0 +1,147 @@
+"""Journal throughput: durable events committed and published per second by the
+daemon's `Journal`, against SQLite's own batched insert of the same rows.
+
+hdsp: a `Store` and a `Journal` as the daemon opens them, publishing to a real
+pyzmq PUB socket (ipc, nobody subscribed: the send is the daemon's share of a
+publish); one task's message events are emitted back to back, then flushed.
+Each event is an event row and a UI-message upsert, as a task's message is.
+Timed from the first `emit` until `flush` returns (all committed and published).
+
+Baseline: the very same rows (the envelopes and message bodies, encoded
+beforehand), inserted by a plain `sqlite3` connection to a database of the same
+schema and pragmas (WAL, synchronous=NORMAL) with `executemany`, in transactions
+of the journal's largest batch (1024 events): the physical floor of persisting
+them here. Both run in this process, alternating in rounds, on fresh databases.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import statistics
+import time
+from pathlib import Path
+
+import anyio
+import zmq
+import zmq.asyncio
+
+from hdsp.daemon.store import Journal, Store, insert_task
+from hdsp.daemon.store.database import Database
+from hdsp.protocol import (
+    ClineMessage,
+    HistoryItem,
+    MessageEvent,
+    MessagePayload,
+    TaskCreated,
+    TaskEvent,
+    TaskState,
+    encode,
+)
+
+from .harness import Figure, Result
+
+__all__ = ["run"]
+
+TASK = "bench-journal"
+TEXT = "The mean of column x is 4.2; here is how it was computed. " * 3
+BATCH = 1024
+
+
+def _message(i: int) -> ClineMessage:
+    return ClineMessage(ts=1_700_000_000_000 + i, type="say", say="text", text=TEXT)
+
+
+def _item() -> HistoryItem:
+    return HistoryItem(id=TASK, number=1, ts=1, task="journal", state=TaskState.IDLE)
+
+
+async def _journal_rate(path: Path, endpoint: str, n: int) -> float:
+    ctx = zmq.asyncio.Context()
+    pub = ctx.socket(zmq.PUB)
+    pub.setsockopt(zmq.LINGER, 0)
+    pub.setsockopt(zmq.SNDHWM, 100_000)
+    pub.bind(endpoint)
+
+    async def publish(topic: bytes, body: bytes) -> None:
+        await pub.send_multipart((topic, body))
+
+    try:
+        async with Store.open(path) as store:
+            journal = Journal(store, publish)
+            async with anyio.create_task_group() as tg:
+                await tg.start(journal.run)
+                await journal.emit(TaskCreated(payload=(TASK,)), insert_task(_item()))
+                await journal.flush()
+                t0 = time.perf_counter()
+                for i in range(n):
+                    payload = MessagePayload(TASK, "created", _message(i))
+                    await journal.emit(MessageEvent(payload=(payload,)))
+                await journal.flush()
+                elapsed = time.perf_counter() - t0
+                await journal.aclose()
+    finally:
+        pub.close(0)
+        ctx.term()
+    return n / elapsed
+
+
+def _sqlite_rate(path: Path, n: int) -> float:
+    Database(path, check_seconds=0).close()  # the schema, as the daemon makes it
+    now = int(time.time() * 1000)
+    events: list[tuple[int, str, int, bytes]] = []
+    messages: list[tuple[str, int, bytes]] = []
+    for i in range(n):
+        msg = _message(i)
+        event = MessageEvent(payload=(MessagePayload(TASK, "created", msg),))
+        events.append((i + 2, TASK, now, encode(TaskEvent(data=event, seq=i + 2, prev_seq=i + 1))))
+        messages.append((TASK, msg.ts, encode(msg)))
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA wal_autocheckpoint = 0")
+        item = _item()
+        conn.execute(
+            "INSERT INTO tasks (id, number, ts, state, item) VALUES (?, ?, ?, ?, ?)",
+            (item.id, item.number, item.ts, "idle", encode(item)),
+        )
+        t0 = time.perf_counter()
+        for start in range(0, n, BATCH):
+            conn.execute("BEGIN IMMEDIATE")
+            conn.executemany(
+                "INSERT INTO ui_messages (task_id, ts, body) VALUES (?, ?, ?) "
+                "ON CONFLICT (task_id, ts) DO UPDATE SET body = excluded.body",
+                messages[start : start + BATCH],
+            )
+            conn.executemany(
+                "INSERT INTO events (seq, topic, ts, body) VALUES (?, ?, ?, ?)",
+                events[start : start + BATCH],
+            )
+            conn.execute("COMMIT")
+        elapsed = time.perf_counter() - t0
+    finally:
+        conn.close()
+    return n / elapsed
+
+
+async def run(runtime_dir: Path, scratch: Path, *, quick: bool) -> Result:
+    n = 5_000 if quick else 50_000
+    rounds = 2 if quick else 5
+    hdsp: list[float] = []
+    raw: list[float] = []
+    for r in range(rounds + 1):  # the first round warms up
+        h = await _journal_rate(scratch / f"journal-{r}.sqlite3", f"ipc://{scratch}/jpub", n)
+        s = await anyio.to_thread.run_sync(_sqlite_rate, scratch / f"sqlite-{r}.sqlite3", n)
+        if r:
+            hdsp.append(h)
+            raw.append(s)
+    result = Result(
+        name="journal commit+publish",
+        description=(
+            "durable message events/s through the Journal (commit, then publish on a PUB "
+            "socket) vs sqlite3 executemany of the same rows in batches of 1024"
+        ),
+        hdsp={"events_per_s": Figure.of(hdsp, "ev/s")},
+        baseline={"sqlite_batched_insert": Figure.of(raw, "rows/s")},
+    )
+    result.ratios["journal/sqlite"] = (statistics.median(hdsp) / statistics.median(raw), 0.8, ">=")
+    return result
