@@ -22,11 +22,12 @@ import pytest
 
 from hdsp.client import Client, connect
 from hdsp.protocol import TaskCompleted
-from tests.fakes.openai_server import FakeOpenAI, ToolCall
+from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.openai_server import Reply as FakeReply
 from tests.support.daemon_process import DaemonProcess
 from tests.support.events import collect_turn
 from tests.support.host_processes import processes_mentioning
+from tests.support.scripted_turns import call, done
 
 pytestmark = [pytest.mark.timeout(90), pytest.mark.slow]
 
@@ -34,14 +35,6 @@ ENV_KEY = "sk-env-openai-key-0123456789abcdef"
 KEYRING_KEY = "sk-ant-keyring-key-0123456789abcdef"
 SSH_KEY = "-----BEGIN OPENSSH PRIVATE KEY----- fake-ssh-key-material"
 CONFIG_TEXT = "token-in-dot-config-0123456789"
-
-
-def call(name: str, **args: Any) -> FakeReply:
-    return FakeReply.tool_calls([ToolCall(name, json.dumps(args))])
-
-
-def done(text: str = "done") -> FakeReply:
-    return call("attempt_completion", result=text)
 
 
 def tool_result(fake: FakeOpenAI, request: int) -> str:
