@@ -129,6 +129,8 @@ def shell_probes(daemon: DaemonProcess, home: Path, keyring_file: Path) -> str:
             'echo "[key=$OPENAI_API_KEY$HDSP_API_KEY]"',
             "env | grep -c sk- ; echo inside > inside.txt; echo inside=$?",
             "echo t > /tmp/t && cat /tmp/t",
+            # The daemon's control socket: a client there may GetBlob any image.
+            f"test -S {daemon.runtime_dir / 'control'}; echo control=$?",
         ]
     )
 
@@ -147,7 +149,8 @@ async def test_a_command_cannot_reach_secrets_or_write_outside(
     result = tool_result(fake_openai, 1)
     # The model is told why things fail: the sandbox, and what it allows.
     assert result.startswith("Ran in a sandbox (workspace-write): writes only in the workspace")
-    for probe in ("ssh", "config", "keyring", "environ", "outside"):
+    assert (daemon.runtime_dir / "control").is_socket()
+    for probe in ("ssh", "config", "keyring", "environ", "outside", "control"):
         assert f"{probe}=0" not in result and f"{probe}=" in result, (probe, result)
     assert "No such file or directory" in result and "Read-only file system" in result
     assert "[key=]" in result and "readable" in result
