@@ -47,9 +47,6 @@ print("connected", flush=True)
 sys.stdin.read()
 """
 
-#: How long a killed client may still be counted.
-_BOUND = 5.0
-
 
 @asynccontextmanager
 async def _client_process(daemon: DaemonProcess, code: str, *args: str) -> AsyncIterator[Process]:
@@ -69,18 +66,9 @@ async def _client_process(daemon: DaemonProcess, code: str, *args: str) -> Async
 
 
 async def _kill(proc: Process) -> None:
+    """SIGKILL, and wait until it is reaped."""
     proc.send_signal(signal.SIGKILL)
     await proc.wait()
-
-
-async def _clients_become(client: Client, count: int) -> float:
-    """Seconds until GetStatus counts `count` clients (failing after `_BOUND`).
-    There is nothing to wait on from out here: the daemon is asked again."""
-    started = anyio.current_time()
-    with anyio.fail_after(_BOUND):
-        while (await client.status()).clients != count:
-            await anyio.sleep(0.02)
-    return anyio.current_time() - started
 
 
 async def test_a_client_killed_with_sigkill_stops_being_counted(
@@ -90,22 +78,25 @@ async def test_a_client_killed_with_sigkill_stops_being_counted(
     async with _client_process(daemon, _HONEST) as proc:
         assert (await client.status()).clients == 2
         await _kill(proc)
-        took = await _clients_become(client, 1)
-    print(f"a killed client was forgotten after {took * 1000:.0f} ms")
+        # At once: the kernel closed its end of the connection before it could
+        # be reaped, and the daemon asks the kernel (not only ZeroMQ's events).
+        assert (await client.status()).clients == 1
 
 
-async def test_a_client_s_own_word_on_its_pid_counts_for_nothing(
+async def test_a_client_naming_a_live_process_as_its_own_is_forgotten_once_killed(
     daemon: DaemonProcess, client: Client
 ) -> None:
-    """One client names a live process (this test's) as its own, one a pid that
-    no process has: each is counted while its connection is open, and not once
-    it is killed."""
-    async with (
-        _client_process(daemon, _LIAR, str(os.getpid())) as alive_pid,
-        _client_process(daemon, _LIAR, str(2**22 + 1)) as dead_pid,
-    ):
-        assert (await client.status()).clients == 3
-        await _kill(alive_pid)
-        await _clients_become(client, 2)
-        await _kill(dead_pid)
-        await _clients_become(client, 1)
+    """It says it is this test's process, which lives on."""
+    async with _client_process(daemon, _LIAR, str(os.getpid())) as liar:
+        assert (await client.status()).clients == 2
+        await _kill(liar)
+        assert (await client.status()).clients == 1
+
+
+async def test_a_client_naming_a_pid_no_process_has_is_counted_while_connected(
+    daemon: DaemonProcess, client: Client
+) -> None:
+    async with _client_process(daemon, _LIAR, str(2**22 + 1)) as liar:
+        assert (await client.status()).clients == 2
+        await _kill(liar)
+        assert (await client.status()).clients == 1
