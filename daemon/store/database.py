@@ -360,7 +360,10 @@ class Database:
                     "ORDER BY ts LIMIT ? OFFSET ?",
                     (task_id, limit, start),
                 )
-            page = [(int(ts), bytes(body)) for ts, body in rows]
+            found = [(int(ts), bytes(body)) for ts, body in rows]
+            # Images put back as GetTask has them (the same budget).
+            bodies = self._resolved(task_id, [body for _, body in found], READ_BLOB_BUDGET)
+            page = [(ts, body) for (ts, _), body in zip(found, bodies, strict=True)]
             return int(total), int(start), page, self.head_seq()
         finally:
             conn.execute("COMMIT")

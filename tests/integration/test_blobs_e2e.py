@@ -9,8 +9,6 @@ import base64
 import hashlib
 import io
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import msgspec
@@ -26,7 +24,12 @@ from tests.support.events import collect_turn, logged_events
 from tests.support.model_requests import image_urls
 from tests.support.noise_pictures import noise_plot_code, noise_png
 from tests.support.scripted_turns import call
-from tests.support.stored_database import blob_sizes, read_database, stored_bytes
+from tests.support.stored_database import (
+    blob_sizes,
+    check_database,
+    read_database,
+    stored_bytes,
+)
 
 pytestmark = [pytest.mark.timeout(120)]
 
@@ -46,16 +49,6 @@ def _copies_in_records(daemon: DaemonProcess) -> int:
             ).fetchone()[0]
             for table in ("ui_messages", "api_messages", "events")
         )
-
-
-def _check(daemon: DaemonProcess) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "hdsp.daemon", "check"],
-        env=daemon.env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
 
 
 async def test_a_picture_sent_twice_is_stored_once_and_shown_after_a_restart(
@@ -112,7 +105,7 @@ async def test_a_picture_sent_twice_is_stored_once_and_shown_after_a_restart(
         await client.send_message(ref.task_id, "Once more, from the stored history")
         await collect_turn(client, ref.task_id, head)
     assert image_urls(fake_openai.requests[-1]) == [_URL, _URL]
-    sound = _check(daemon)
+    sound = check_database(daemon)
     assert sound.returncode == 0 and sound.stdout.startswith("ok:"), sound
 
 
@@ -164,7 +157,7 @@ async def test_hdspd_check_names_a_record_whose_picture_is_missing(
     db.execute("DELETE FROM blobs")
     db.commit()
     db.close()
-    damaged = _check(daemon)
+    damaged = check_database(daemon)
     assert damaged.returncode == 1, damaged
     assert f"refers to blob {_SHA}, which is missing" in damaged.stdout
     assert f"task {ref.task_id}, UI message" in damaged.stdout

@@ -83,20 +83,17 @@ async def test_a_client_killed_with_sigkill_stops_being_counted(
         assert (await client.status()).clients == 1
 
 
-async def test_a_client_naming_a_live_process_as_its_own_is_forgotten_once_killed(
-    daemon: DaemonProcess, client: Client
+@pytest.mark.parametrize(
+    "said_pid",
+    [
+        pytest.param(os.getpid(), id="a live process's (this test's)"),
+        pytest.param(2**22 + 1, id="one no process has"),
+    ],
+)
+async def test_a_client_is_counted_by_its_connection_whatever_pid_it_names(
+    daemon: DaemonProcess, client: Client, said_pid: int
 ) -> None:
-    """It says it is this test's process, which lives on."""
-    async with _client_process(daemon, _LIAR, str(os.getpid())) as liar:
-        assert (await client.status()).clients == 2
-        await _kill(liar)
-        assert (await client.status()).clients == 1
-
-
-async def test_a_client_naming_a_pid_no_process_has_is_counted_while_connected(
-    daemon: DaemonProcess, client: Client
-) -> None:
-    async with _client_process(daemon, _LIAR, str(2**22 + 1)) as liar:
+    async with _client_process(daemon, _LIAR, str(said_pid)) as liar:
         assert (await client.status()).clients == 2
         await _kill(liar)
         assert (await client.status()).clients == 1

@@ -14,7 +14,6 @@ import pytest
 from hdsp.client import Client, CommandFailed, connect
 from hdsp.protocol import (
     Ask,
-    MessageEvent,
     TaskAskResponded,
     TaskCompleted,
     TaskState,
@@ -22,7 +21,7 @@ from hdsp.protocol import (
 from tests.fakes.openai_server import FakeOpenAI, ToolCall
 from tests.fakes.openai_server import Reply as FakeReply
 from tests.support.daemon_process import DaemonProcess
-from tests.support.events import collect_turn
+from tests.support.events import collect_turn, wait_for_said
 from tests.support.host_processes import processes_mentioning
 from tests.support.model_requests import tool_results
 from tests.support.scripted_turns import call, done, next_ask, start
@@ -178,13 +177,7 @@ async def test_shell_output_streams_and_cancel_leaves_no_orphans(
     script = f"sleep {marker} & echo started; wait"
     fake_openai.script(call("execute_command", command=script))
     task_id, head = await start(client, "run it", workspace, allowed_commands=["*"])
-    async with client.events(task_id, since_seq=head) as events:
-        async for event in events:
-            data = event.data
-            if isinstance(data, MessageEvent):
-                m = data.payload[0].message
-                if m.say == "command_output" and "started" in (m.text or ""):
-                    break
+    await wait_for_said(client, task_id, head, "command_output", "started")
     assert processes_mentioning(f"sleep {marker}")
     await client.cancel_task(task_id)
     assert processes_mentioning(f"sleep {marker}") == [], "the command's child outlived the cancel"
@@ -263,13 +256,7 @@ async def test_a_tool_running_at_kill_is_reported_after_resume(
     fake_openai.script(call("execute_command", command="echo partial; sleep 300"))
     async with connect(daemon.runtime_dir) as c:
         task_id, head = await start(c, "slow command", workspace, allowed_commands=["*"])
-        async with c.events(task_id, since_seq=head) as events:
-            async for event in events:
-                data = event.data
-                if isinstance(data, MessageEvent):
-                    m = data.payload[0].message
-                    if m.say == "command_output" and "partial" in (m.text or ""):
-                        break
+        await wait_for_said(c, task_id, head, "command_output", "partial")
     daemon.kill()
     daemon.start()
     fake_openai.script(done("recovered"))

@@ -1,15 +1,17 @@
 """A daemon's SQLite database as a test reads it beside the daemon (read-only):
-what it holds, in bytes and in blobs."""
+what it holds, in bytes and in blobs, and what `hdspd check` says of it."""
 
 from __future__ import annotations
 
 import sqlite3
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
 
 from .daemon_process import DaemonProcess
 
-__all__ = ["blob_sizes", "read_database", "stored_bytes"]
+__all__ = ["blob_sizes", "check_database", "read_database", "stored_bytes"]
 
 
 @contextmanager
@@ -37,3 +39,14 @@ def blob_sizes(daemon: DaemonProcess) -> list[int]:
     """The size of each image the database keeps once (its `blobs`)."""
     with read_database(daemon) as db:
         return [int(r[0]) for r in db.execute("SELECT size FROM blobs")]
+
+
+def check_database(daemon: DaemonProcess) -> subprocess.CompletedProcess[str]:
+    """`hdspd check` on the daemon's database (the daemon stopped)."""
+    return subprocess.run(
+        [sys.executable, "-m", "hdsp.daemon", "check"],
+        env=daemon.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )

@@ -199,6 +199,10 @@ def test_a_task_never_resolves_a_reference_to_a_blob_it_did_not_store(db: Databa
     assert snap is not None and snap[1] == [text, shown]
     assert db.replay(0, None, 10) == [event]
     assert db.ui_message("other", 12) == shown
+    page = db.message_page("other", 0, None, 10)
+    assert page is not None and [body for _, body in page[2]] == [text, shown]
+    own = db.message_page("t", 0, None, 10)
+    assert own is not None and own[2] == [(1, _ui(1, images=[_URL]))]
     assert all(_B64[:100].encode() not in b for b in db.ui_messages("other"))
     db.close()
     assert integrity_check(db.path).ok
