@@ -196,7 +196,7 @@ class Server:
 
     async def _follow_connections(self, monitor: zmq.asyncio.Socket) -> None:
         while True:
-            await monitor.poll(flags=zmq.POLLIN)
+            await monitor.poll()  # readable
             self._read_connection_events()
 
     def _read_connection_events(self) -> None:
