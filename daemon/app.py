@@ -374,7 +374,7 @@ class Daemon:
             pid=os.getpid(),
             uptime_seconds=time.monotonic() - self.started_monotonic,
             head_seq=self.journal.head_seq,
-            clients=self.server.sessions.live(),
+            clients=self.server.live_clients(),
             tasks_total=total,
             tasks_running=stats["running"],
             data_dir=str(self.paths.data_dir),

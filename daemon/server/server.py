@@ -8,6 +8,10 @@ becomes an `internal` reply and a log line). Frames above `max_message_size` get
 `too_large`; ZeroMQ's own `MAXMSGSIZE` is set well above it
 (`transport_limit`), as a backstop: a frame is received whole before the daemon
 can look at it, so the hard cap bounds what one frame may cost.
+
+Which clients are there (`live_clients`, for GetStatus) follows the control
+socket's connections as ZeroMQ reports them (see `sessions`); heartbeats close
+a connection whose peer stopped answering.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import structlog
 import zmq
 import zmq.asyncio
 from anyio.abc import TaskStatus
+from zmq.utils.monitor import parse_monitor_message
 
 from hdsp.daemon.errors import HdspError, wire_error
 from hdsp.protocol import (
@@ -76,6 +81,26 @@ Handler = Callable[[TaskCommand, Session], Awaitable[Any]]
 #: ready ZeroMQ socket never makes `await recv()` wait).
 _FRAMES_PER_TURN = 32
 
+#: ZeroMQ heartbeats on the control socket (ms): a peer that answers none for
+#: the timeout (a host gone, over TCP) has its connection closed, and so its
+#: session ends. (A killed process's ipc connection closes at once.)
+_HEARTBEAT_IVL_MS = 10_000
+_HEARTBEAT_TIMEOUT_MS = 30_000
+
+#: What the control socket's monitor reports.
+_CONNECTION_EVENTS = zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED
+
+
+def _peer_pid(frame: zmq.Frame) -> int | None:
+    """The peer's pid, as the kernel told ZeroMQ (SO_PEERCRED): an ipc peer's
+    "Peer-Address" is "<host>:<uid>:<gid>:<pid>"."""
+    try:
+        address = str(frame.get("Peer-Address"))
+    except zmq.ZMQError:
+        return None
+    parts = address.split(":")
+    return int(parts[3]) if len(parts) == 4 and parts[3].isdigit() else None
+
 
 def transport_limit(max_message_size: int) -> int:
     """ZeroMQ's hard cap on a frame, above which it cuts the connection: twice the
@@ -106,6 +131,7 @@ class Server:
         self.dispatcher = Dispatcher()
         self._ctx: zmq.asyncio.Context | None = None
         self._router: zmq.asyncio.Socket | None = None
+        self._connections: zmq.Socket[bytes] | None = None
         self._pub: zmq.asyncio.Socket | None = None
         self._accepting = True
         self.subscriptions = SubscriptionGuard(
@@ -121,14 +147,18 @@ class Server:
         # subscriptions are in effect by subscribing to a sync topic of its own and
         # waiting for the daemon to publish on it (see `SYNC_PREFIX`).
         pub = ctx.socket(zmq.XPUB)
+        monitor: zmq.asyncio.Socket | None = None
         try:
             for sock in (router, pub):
                 sock.setsockopt(zmq.LINGER, 0)
             router.setsockopt(zmq.MAXMSGSIZE, transport_limit(self.max_message_size))
             router.setsockopt(zmq.SNDHWM, 10_000)
             router.setsockopt(zmq.RCVHWM, 10_000)
+            router.setsockopt(zmq.HEARTBEAT_IVL, _HEARTBEAT_IVL_MS)
+            router.setsockopt(zmq.HEARTBEAT_TIMEOUT, _HEARTBEAT_TIMEOUT_MS)
             pub.setsockopt(zmq.SNDHWM, self._pub_hwm)
             SubscriptionGuard.configure(pub)
+            monitor = self._monitor(ctx, router)
             router.bind(self.control_endpoint)
             pub.bind(self.events_endpoint)
             for endpoint in (self.control_endpoint, self.events_endpoint):
@@ -138,17 +168,57 @@ class Server:
             async with anyio.create_task_group() as tg:
                 await tg.start(self.dispatcher.run)
                 tg.start_soon(self.subscriptions.run, pub)
+                tg.start_soon(self._follow_connections, monitor)
                 task_status.started()
                 await self._receive_loop(router)
         finally:
-            self._router = self._pub = None
+            self._router = self._pub = self._connections = None
             router.close(linger=0)
+            if monitor is not None:
+                monitor.close(linger=0)
             pub.close(linger=1000)
             ctx.term()
             for endpoint in (self.control_endpoint, self.events_endpoint):
                 if endpoint.startswith("ipc://"):
                     with contextlib.suppress(FileNotFoundError):
                         os.unlink(endpoint.removeprefix("ipc://"))
+
+    def _monitor(self, ctx: zmq.asyncio.Context, router: zmq.asyncio.Socket) -> zmq.asyncio.Socket:
+        """A socket that receives the control socket's connections opening and
+        closing (unbounded: an event lost would keep a gone client counted)."""
+        address = f"inproc://hdsp-control-monitor-{id(self)}"
+        router.monitor(address, _CONNECTION_EVENTS)
+        monitor = ctx.socket(zmq.PAIR)
+        monitor.setsockopt(zmq.LINGER, 0)
+        monitor.setsockopt(zmq.RCVHWM, 0)
+        monitor.connect(address)
+        self._connections = zmq.Socket.shadow(monitor.underlying)
+        return monitor
+
+    async def _follow_connections(self, monitor: zmq.asyncio.Socket) -> None:
+        while True:
+            await monitor.poll()  # readable
+            self._read_connection_events()
+
+    def _read_connection_events(self) -> None:
+        """Apply the connection events ZeroMQ has reported so far (also before a
+        Connect is bound to its connection, and before clients are counted)."""
+        if self._connections is None:
+            return
+        while True:
+            try:
+                event = parse_monitor_message(self._connections.recv_multipart(zmq.NOBLOCK))
+            except zmq.Again:
+                return
+            if event["event"] == zmq.EVENT_ACCEPTED:
+                self.sessions.opened(int(event["value"]))
+            elif event["event"] == zmq.EVENT_DISCONNECTED:
+                self.sessions.closed(int(event["value"]))
+
+    def live_clients(self) -> int:
+        """How many clients are connected, on the daemon's own evidence."""
+        self._read_connection_events()
+        return self.sessions.live()
 
     def stop_accepting(self) -> None:
         """Commands from now on get `shutting_down` (replies still go out)."""
@@ -207,12 +277,13 @@ class Server:
     async def _receive_loop(self, router: zmq.asyncio.Socket) -> None:
         while True:
             for _ in range(_FRAMES_PER_TURN):
-                frames = await router.recv_multipart()
+                received = await router.recv_multipart(copy=False)
+                frames = [frame.bytes for frame in received]
                 # A REQ peer puts an empty delimiter before its frame; keep it for the reply.
                 delimited = len(frames) > 2 and frames[1] == b""
                 envelope = frames[:2] if delimited else frames[:1]
                 try:
-                    await self._on_frames(envelope, frames[len(envelope) :])
+                    await self._on_frames(envelope, frames[len(envelope) :], received[0])
                 except Exception:
                     # The error boundary of one frame: the loop, the connection and
                     # every other client go on.
@@ -225,7 +296,10 @@ class Server:
                     )
             await anyio.lowlevel.checkpoint()
 
-    async def _on_frames(self, envelope: list[bytes], body: list[bytes]) -> None:
+    async def _on_frames(
+        self, envelope: list[bytes], body: list[bytes], origin: zmq.Frame | None = None
+    ) -> None:
+        """`origin`: a frame as ZeroMQ received it (it tells the connection)."""
         if len(body) != 1:
             await self._error(
                 envelope,
@@ -245,9 +319,11 @@ class Server:
                 details={"maxMessageSize": self.max_message_size, "size": len(frame)},
             )
             return
-        await self._on_frame(envelope[0], envelope, frame)
+        await self._on_frame(envelope[0], envelope, frame, origin)
 
-    async def _on_frame(self, identity: bytes, envelope: list[bytes], frame: bytes) -> None:
+    async def _on_frame(
+        self, identity: bytes, envelope: list[bytes], frame: bytes, origin: zmq.Frame | None
+    ) -> None:
         try:
             message = decode_client_message(frame)
         except FrameError as exc:
@@ -255,13 +331,19 @@ class Server:
             return
         match message:
             case Connect():
-                await self._on_connect(identity, envelope, message)
+                await self._on_connect(identity, envelope, message, origin)
             case Disconnect():
                 self.sessions.disconnect(identity)
             case TaskCommand():
                 await self._on_command(identity, envelope, message)
 
-    async def _on_connect(self, identity: bytes, envelope: list[bytes], msg: Connect) -> None:
+    async def _on_connect(
+        self,
+        identity: bytes,
+        envelope: list[bytes],
+        msg: Connect,
+        origin: zmq.Frame | None = None,
+    ) -> None:
         if msg.protocol_version != PROTOCOL_VERSION:
             await self._error(
                 envelope,
@@ -271,8 +353,21 @@ class Server:
                 f"{msg.protocol_version}; install matching versions of hdsp.",
             )
             return
-        session = self.sessions.connect(identity, msg.client)
-        log.info("client connected", client_id=session.client_id, client=msg.client.name)
+        connection = peer_pid = None
+        if origin is not None:
+            self._read_connection_events()  # its connection's opening, at least
+            connection = origin.get(zmq.SRCFD)
+            peer_pid = _peer_pid(origin)
+        session = self.sessions.connect(
+            identity, msg.client, connection=connection, peer_pid=peer_pid
+        )
+        log.info(
+            "client connected",
+            client_id=session.client_id,
+            client=msg.client.name,
+            pid=peer_pid,
+            said_pid=msg.client.pid,
+        )
         ack = Ack(
             data=AckData(
                 client_id=session.client_id,

@@ -1,11 +1,31 @@
-"""Clients that have said `Connect`, keyed by their ZeroMQ routing identity."""
+"""Clients that have said `Connect`, keyed by their ZeroMQ routing identity, and
+the connections they came on.
+
+Whether a client is still there is decided on what the daemon itself knows,
+never on what a client says (a `Connect` names a pid, which a client may make
+up, and which the system may give to another process later):
+
+- ZeroMQ reports each connection of the control socket opened and closed (a
+  socket monitor: `opened`/`closed` with the connection's file descriptor),
+  and each message carries the descriptor it came on, so a session is bound to
+  its connection. When the connection closes (a client killed with SIGKILL:
+  the kernel closes its end at once), the session goes.
+- Between ZeroMQ seeing the end of a connection and the daemon reading that
+  event, `live` asks the kernel directly whether the peer hung up.
+- A peer that vanished without closing (a host gone, over TCP) is found by
+  ZeroMQ's heartbeats, which close the connection (see the server).
+
+The pid the kernel reports for the peer (SO_PEERCRED, on ipc) is kept for the
+log; the pid the client reports, in its `ClientInfo`, as information.
+"""
 
 from __future__ import annotations
 
-import os
+import select
 import time
 import uuid
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from hdsp.protocol import ClientInfo
@@ -19,6 +39,10 @@ class Session:
     identity: bytes
     info: ClientInfo
     connected_at: float
+    #: The file descriptor of its connection, as ZeroMQ reported it (None: not known).
+    connection: int | None = None
+    #: The peer's pid as the kernel reported it (not as the client said).
+    peer_pid: int | None = None
 
 
 class Sessions:
@@ -28,17 +52,34 @@ class Sessions:
     def __init__(self, limit: int = 4096) -> None:
         self._by_identity: OrderedDict[bytes, Session] = OrderedDict()
         self._limit = limit
+        #: Connections ZeroMQ reported open and not yet closed.
+        self._open: set[int] = set()
 
     def __len__(self) -> int:
         return len(self._by_identity)
 
-    def connect(self, identity: bytes, info: ClientInfo) -> Session:
+    def connect(
+        self,
+        identity: bytes,
+        info: ClientInfo,
+        *,
+        connection: int | None = None,
+        peer_pid: int | None = None,
+    ) -> Session:
+        """A new session for `identity`, bound to `connection`. One whose
+        connection already closed (its Connect was read after the end) is not
+        kept: its client is gone."""
         session = Session(
             client_id=f"c-{uuid.uuid4().hex[:16]}",
             identity=identity,
             info=info,
             connected_at=time.time(),
+            connection=connection,
+            peer_pid=peer_pid,
         )
+        if connection is not None and connection not in self._open:
+            self._by_identity.pop(identity, None)
+            return session
         self._by_identity[identity] = session
         self._by_identity.move_to_end(identity)
         while len(self._by_identity) > self._limit:
@@ -54,20 +95,36 @@ class Sessions:
     def disconnect(self, identity: bytes) -> Session | None:
         return self._by_identity.pop(identity, None)
 
+    def opened(self, connection: int) -> None:
+        """ZeroMQ accepted a connection on descriptor `connection`."""
+        self._open.add(connection)
+
+    def closed(self, connection: int) -> None:
+        """ZeroMQ closed the connection on `connection`: its sessions end."""
+        self._open.discard(connection)
+        self._forget(lambda session: session.connection == connection)
+
     def live(self) -> int:
-        """How many clients are connected: sessions of processes that ended
-        without a Disconnect (killed) are forgotten first."""
-        for identity, session in list(self._by_identity.items()):
-            if session.info.pid is not None and not _process_exists(session.info.pid):
-                del self._by_identity[identity]
+        """How many clients are connected: sessions whose connection is open."""
+        self._forget(
+            lambda session: (
+                session.connection is not None
+                and (session.connection not in self._open or _hung_up(session.connection))
+            )
+        )
         return len(self._by_identity)
 
+    def _forget(self, ended: Callable[[Session], bool]) -> None:
+        for identity, session in list(self._by_identity.items()):
+            if ended(session):
+                del self._by_identity[identity]
 
-def _process_exists(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # it exists, as another user
-    return True
+
+def _hung_up(connection: int) -> bool:
+    """Whether the peer of socket `connection` closed its end (the kernel says
+    so at once; ZeroMQ's I/O thread may not have read it yet), or the descriptor
+    is closed already."""
+    poller = select.poll()
+    poller.register(connection, select.POLLRDHUP)
+    gone = select.POLLRDHUP | select.POLLHUP | select.POLLNVAL
+    return any(mask & gone for _, mask in poller.poll(0))

@@ -51,16 +51,31 @@ _INSERT_BLOB = (
 )
 
 
-def _store_images(sql: str, params: Sequence[Any], blobs: dict[str, Blob]) -> Sequence[Any]:
-    """`params` with the record's images replaced by references (into `blobs`)."""
-    if not sql.startswith(_RECORDS_WITH_IMAGES) or not isinstance(params[-1], bytes):
-        return params
-    body, found = extract_blobs(params[-1])
-    if not found:
-        return params
-    for blob in found:
-        blobs.setdefault(blob.sha256, blob)
-    return (*params[:-1], body)
+_OWN_BLOB = "INSERT INTO task_blobs (task_id, sha256) VALUES (?, ?) ON CONFLICT DO NOTHING"
+
+
+class _Images:
+    """The blobs one batch stores, and which task stored each (a task reads back
+    only the blobs it stored: see `blobs`)."""
+
+    def __init__(self) -> None:
+        self.blobs: dict[str, Blob] = {}
+        self.owners: set[tuple[str, str]] = set()
+
+    def extract(self, owner: str, body: bytes) -> bytes:
+        body, found = extract_blobs(body)
+        for blob in found:
+            self.blobs.setdefault(blob.sha256, blob)
+            self.owners.add((owner, blob.sha256))
+        return body
+
+    def record(self, sql: str, params: Sequence[Any]) -> Sequence[Any]:
+        """`params` with the record's images replaced by references (its first
+        parameter is its task's id)."""
+        if not sql.startswith(_RECORDS_WITH_IMAGES) or not isinstance(params[-1], bytes):
+            return params
+        body = self.extract(str(params[0]), params[-1])
+        return params if body is params[-1] else (*params[:-1], body)
 
 
 #: The database holds every prompt, reply and tool result: the owner's alone.
@@ -156,10 +171,14 @@ class Database:
                 "data dir with --data-dir."
             )
         for number in range(version, SCHEMA_VERSION):
+            migration = MIGRATIONS[number]
+            script, fill = migration if isinstance(migration, tuple) else (migration, None)
             conn.execute("BEGIN IMMEDIATE")
             try:
-                for statement in _statements(MIGRATIONS[number]):
+                for statement in _statements(script):
                     conn.execute(statement)
+                if fill is not None:
+                    fill(conn)
                 conn.execute(f"PRAGMA user_version = {number + 1}")
                 conn.execute("COMMIT")
             except BaseException:
@@ -189,26 +208,24 @@ class Database:
         """Apply one batch in one transaction: the writes, then the event rows.
         Images in UI and API messages and in events are stored once, as blobs in
         the same transaction, and the records refer to them (see `blobs`)."""
-        blobs: dict[str, Blob] = {}
-        writes = [(sql, _store_images(sql, params, blobs)) for sql, params in writes]
+        images = _Images()
+        writes = [(sql, images.record(sql, params)) for sql, params in writes]
         rows: Sequence[tuple[int, str, int, bytes]] = events
         if any(len(body) >= MIN_BLOB_CHARS for *_, body in events):
-            rows = []
-            for seq, topic, ts, body in events:
-                body, found = extract_blobs(body)
-                for blob in found:
-                    blobs.setdefault(blob.sha256, blob)
-                rows.append((seq, topic, ts, body))
+            rows = [
+                (seq, topic, ts, images.extract(topic, body)) for seq, topic, ts, body in events
+            ]
         conn = self._writer
         if conn.in_transaction:  # a failed commit whose rollback failed too
             conn.execute("ROLLBACK")
         conn.execute("BEGIN IMMEDIATE")
         try:
-            if blobs:
+            if images.blobs:
                 conn.executemany(
                     _INSERT_BLOB,
-                    [(b.sha256, b.media_type, len(b.data), b.data) for b in blobs.values()],
+                    [(b.sha256, b.media_type, len(b.data), b.data) for b in images.blobs.values()],
                 )
+                conn.executemany(_OWN_BLOB, sorted(images.owners))
             for sql, params in writes:
                 conn.execute(sql, params)
             if rows:
@@ -272,14 +289,16 @@ class Database:
     def replay(self, since_seq: int, topic: str | None, limit: int) -> list[bytes]:
         if topic is None:
             rows = self._reader.execute(
-                "SELECT body FROM events WHERE seq > ? ORDER BY seq LIMIT ?", (since_seq, limit)
+                "SELECT topic, body FROM events WHERE seq > ? ORDER BY seq LIMIT ?",
+                (since_seq, limit),
             )
         else:
             rows = self._reader.execute(
-                "SELECT body FROM events WHERE topic = ? AND seq > ? ORDER BY seq LIMIT ?",
+                "SELECT topic, body FROM events WHERE topic = ? AND seq > ? ORDER BY seq LIMIT ?",
                 (topic, since_seq, limit),
             )
-        return self._resolved([bytes(body) for (body,) in rows], READ_BLOB_BUDGET)
+        records = [(str(owner), bytes(body)) for owner, body in rows]
+        return resolve_references(records, self._owned_blobs, READ_BLOB_BUDGET)
 
     def list_tasks(self, before_number: int | None, limit: int) -> list[TaskRow]:
         if before_number is None:
@@ -330,7 +349,7 @@ class Database:
                     "SELECT body FROM ui_messages WHERE task_id = ? ORDER BY ts", (task_id,)
                 )
             ]
-            return row, self._resolved(messages, READ_BLOB_BUDGET), self.head_seq()
+            return row, self._resolved(task_id, messages, READ_BLOB_BUDGET), self.head_seq()
         finally:
             conn.execute("COMMIT")
 
@@ -365,7 +384,10 @@ class Database:
                     "ORDER BY ts LIMIT ? OFFSET ?",
                     (task_id, limit, start),
                 )
-            page = [(int(ts), bytes(body)) for ts, body in rows]
+            found = [(int(ts), bytes(body)) for ts, body in rows]
+            # Images put back as GetTask has them (the same budget).
+            bodies = self._resolved(task_id, [body for _, body in found], READ_BLOB_BUDGET)
+            page = [(ts, body) for (ts, _), body in zip(found, bodies, strict=True)]
             return int(total), int(start), page, self.head_seq()
         finally:
             conn.execute("COMMIT")
@@ -382,7 +404,7 @@ class Database:
             "SELECT body FROM api_messages WHERE task_id = ? ORDER BY idx", (task_id,)
         )
         if max_bytes is None:
-            return self._resolved([bytes(b) for (b,) in rows])
+            return self._resolved(task_id, [bytes(b) for (b,) in rows])
         bodies = []
         for (b,) in rows:
             max_bytes -= len(b)
@@ -413,13 +435,13 @@ class Database:
         row = self._reader.execute(
             "SELECT body FROM ui_messages WHERE task_id = ? AND ts = ?", (task_id, ts)
         ).fetchone()
-        return None if row is None else self._resolved([bytes(row[0])])[0]
+        return None if row is None else self._resolved(task_id, [bytes(row[0])])[0]
 
     def ui_messages(self, task_id: str) -> list[bytes]:
         rows = self._reader.execute(
             "SELECT body FROM ui_messages WHERE task_id = ? ORDER BY ts", (task_id,)
         )
-        return self._resolved([bytes(b) for (b,) in rows])
+        return self._resolved(task_id, [bytes(b) for (b,) in rows])
 
     def partial_ui_messages(self, task_id: str) -> list[bytes]:
         """A task's UI messages stored while still streaming (`"partial":true`:
@@ -428,23 +450,29 @@ class Database:
             "SELECT body FROM ui_messages WHERE task_id = ? AND instr(body, ?) > 0 ORDER BY ts",
             (task_id, b'"partial":true'),
         )
-        return self._resolved([bytes(b) for (b,) in rows])
+        return self._resolved(task_id, [bytes(b) for (b,) in rows])
 
     # ---- blobs (reader thread) ----------------------------------------------
 
-    def _resolved(self, bodies: list[bytes], budget: int | None = None) -> list[bytes]:
-        """`bodies` with their blob references replaced by the images' base64."""
-        return resolve_references(bodies, self._blobs, budget)
+    def _resolved(
+        self, task_id: str, bodies: list[bytes], budget: int | None = None
+    ) -> list[bytes]:
+        """`bodies` (records of task `task_id`) with their blob references
+        replaced by the images' base64 (see `blobs`)."""
+        records = [(task_id, body) for body in bodies]
+        return resolve_references(records, self._owned_blobs, budget)
 
-    def _blobs(self, hashes: Iterable[str]) -> dict[str, tuple[str, bytes]]:
+    def _owned_blobs(self, task_id: str, hashes: Iterable[str]) -> dict[str, tuple[str, bytes]]:
+        """The blobs among `hashes` that task `task_id` stored itself."""
         wanted = list(hashes)
         found: dict[str, tuple[str, bytes]] = {}
         for start in range(0, len(wanted), 500):  # SQLite's limit on parameters
             chunk = wanted[start : start + 500]
             rows = self._reader.execute(
-                f"SELECT sha256, media_type, data FROM blobs "
-                f"WHERE sha256 IN ({','.join('?' * len(chunk))})",
-                chunk,
+                f"SELECT b.sha256, b.media_type, b.data FROM task_blobs AS t "
+                f"JOIN blobs AS b ON b.sha256 = t.sha256 "
+                f"WHERE t.task_id = ? AND t.sha256 IN ({','.join('?' * len(chunk))})",
+                [task_id, *chunk],
             )
             found.update((sha, (media_type, bytes(data))) for sha, media_type, data in rows)
         return found

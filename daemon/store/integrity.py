@@ -84,11 +84,11 @@ def integrity_check(path: Path) -> IntegrityReport:
     )
 
 
-#: Where records may refer to blobs: (table, how a row is named).
+#: Where records may refer to blobs: (table, how a row is named, its task).
 _RECORDS = (
-    ("ui_messages", "'task ' || task_id || ', UI message ' || ts"),
-    ("api_messages", "'task ' || task_id || ', API message ' || idx"),
-    ("events", "'event ' || seq"),
+    ("ui_messages", "'task ' || task_id || ', UI message ' || ts", "task_id"),
+    ("api_messages", "'task ' || task_id || ', API message ' || idx", "task_id"),
+    ("events", "'event ' || seq", "topic"),
 )
 
 
@@ -97,14 +97,27 @@ def blob_problems(conn: sqlite3.Connection) -> list[str]:
     are not what their sha256 says (at most MAX_PROBLEMS)."""
     if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'blobs'").fetchone() is None:
         return []  # a database from before blobs
+    # (Before migration 4, every reference counted.)
+    ownership = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'task_blobs'").fetchone()
     problems: list[str] = []
-    for table, name in _RECORDS:
+    for table, name, owner in _RECORDS:
         rows = conn.execute(
-            f"SELECT {name}, body FROM {table} WHERE instr(body, ?) > 0", (BLOB_MARKER,)
+            f"SELECT {name}, {owner}, body FROM {table} WHERE instr(body, ?) > 0", (BLOB_MARKER,)
         )
-        for record, body in rows:
+        for record, task_id, body in rows:
             for sha in dict.fromkeys(referenced_hashes(bytes(body))):
-                if conn.execute("SELECT 1 FROM blobs WHERE sha256 = ?", (sha,)).fetchone():
+                # A reference to a blob its task never stored is a string that a
+                # model or a kernel wrote there, and reads leave it as it is.
+                owned = (
+                    ownership is None
+                    or conn.execute(
+                        "SELECT 1 FROM task_blobs WHERE task_id = ? AND sha256 = ?", (task_id, sha)
+                    ).fetchone()
+                )
+                if (
+                    not owned
+                    or conn.execute("SELECT 1 FROM blobs WHERE sha256 = ?", (sha,)).fetchone()
+                ):
                     continue
                 problems.append(f"{record} refers to blob {sha}, which is missing")
                 if len(problems) >= MAX_PROBLEMS:

@@ -1,11 +1,42 @@
 """Schema migrations. `PRAGMA user_version` holds how many have been applied;
-each runs once, in its own transaction. Never edit a shipped migration: add one."""
+each runs once, in its own transaction. Never edit a shipped migration: add one.
+
+A migration is SQL, or SQL and then a function that fills what it made from
+the rows already there (on the same connection, in the same transaction)."""
 
 from __future__ import annotations
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION"]
+import sqlite3
+from collections.abc import Callable
 
-MIGRATIONS: list[str] = [
+from .blobs import BLOB_MARKER, referenced_hashes
+
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "Migration"]
+
+#: SQL, or SQL and a function to run after it.
+Migration = str | tuple[str, Callable[[sqlite3.Connection], None]]
+
+
+def _own_referenced_blobs(conn: sqlite3.Connection) -> None:
+    """Give each task the blobs its records already refer to where an image
+    belongs (records written before migration 4)."""
+    owners: set[tuple[str, str]] = set()
+    for table, owner in (
+        ("ui_messages", "task_id"),
+        ("api_messages", "task_id"),
+        ("events", "topic"),
+    ):
+        rows = conn.execute(
+            f"SELECT {owner}, body FROM {table} WHERE instr(body, ?) > 0", (BLOB_MARKER,)
+        )
+        owners.update((task, sha) for task, body in rows for sha in referenced_hashes(bytes(body)))
+    conn.executemany(
+        "INSERT INTO task_blobs (task_id, sha256) VALUES (?, ?) ON CONFLICT DO NOTHING",
+        sorted(owners),
+    )
+
+
+MIGRATIONS: list[Migration] = [
     # 1: tasks, their two histories, and the event log.
     """
     CREATE TABLE tasks (
@@ -50,7 +81,19 @@ MIGRATIONS: list[str] = [
         data        BLOB NOT NULL
     ) WITHOUT ROWID;
     """,
-    # 4: retention by age finds the old events without reading the whole log.
+    # 4: which task stored which blob: a task reads back only its own (a record
+    # can name any sha256; see store/blobs.py).
+    (
+        """
+        CREATE TABLE task_blobs (
+            task_id     TEXT NOT NULL,         -- a task's id; an event's topic
+            sha256      TEXT NOT NULL,
+            PRIMARY KEY (task_id, sha256)
+        ) WITHOUT ROWID;
+        """,
+        _own_referenced_blobs,
+    ),
+    # 5: retention by age finds the old events without reading the whole log.
     """
     CREATE INDEX events_by_ts ON events(ts);
     """,

@@ -8,11 +8,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
-import json
-import random
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import msgspec
@@ -21,79 +17,38 @@ from PIL import Image
 
 from hdsp.client import CommandFailed, connect
 from hdsp.protocol import CellOutput, ErrorCode, MessageEvent
-from tests.fakes.openai_server import FakeOpenAI, ToolCall
+from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.openai_server import Reply as FakeReply
 from tests.support.daemon_process import DaemonProcess
 from tests.support.events import collect_turn, logged_events
+from tests.support.model_requests import image_urls
+from tests.support.noise_pictures import noise_plot_code, noise_png
+from tests.support.scripted_turns import call
+from tests.support.stored_database import (
+    blob_sizes,
+    check_database,
+    read_database,
+    stored_bytes,
+)
 
 pytestmark = [pytest.mark.timeout(120)]
 
 
-def _noise_png() -> bytes:
-    """A 200 x 200 picture of noise: about 120 KB of PNG."""
-    out = io.BytesIO()
-    Image.frombytes("RGB", (200, 200), random.Random(13).randbytes(200 * 200 * 3)).save(
-        out, format="PNG"
-    )
-    return out.getvalue()
-
-
-_PNG = _noise_png()
+_PNG = noise_png(200, 200, seed=13)  # about 120 KB
 _B64 = base64.b64encode(_PNG).decode()
 _URL = "data:image/png;base64," + _B64
 _SHA = hashlib.sha256(_PNG).hexdigest()
 
 
-def _database(daemon: DaemonProcess) -> sqlite3.Connection:
-    return sqlite3.connect(f"file:{daemon.data_dir / 'hdsp.sqlite3'}?mode=ro", uri=True)
-
-
-def _stored_bytes(daemon: DaemonProcess) -> int:
-    """Bytes of every value in the database (see test_media_e2e)."""
-    db = _database(daemon)
-    try:
-        total = 0
-        tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")]
-        for table in tables:
-            columns = [r[1] for r in db.execute(f"PRAGMA table_info({table})")]
-            lengths = " + ".join(f"coalesce(length({c}), 0)" for c in columns)
-            total += db.execute(f"SELECT coalesce(sum({lengths}), 0) FROM {table}").fetchone()[0]
-        return int(total)
-    finally:
-        db.close()
-
-
 def _copies_in_records(daemon: DaemonProcess) -> int:
     """Records (UI and API messages, events) that hold the picture's base64."""
-    db = _database(daemon)
-    try:
+    with read_database(daemon) as db:
         return sum(
             db.execute(
                 f"SELECT count(*) FROM {table} WHERE instr(body, ?) > 0", (_B64[:200].encode(),)
             ).fetchone()[0]
             for table in ("ui_messages", "api_messages", "events")
         )
-    finally:
-        db.close()
-
-
-def _image_urls(request: dict[str, object]) -> list[str]:
-    urls = []
-    for message in request["messages"]:  # type: ignore[attr-defined]
-        content = message.get("content")
-        if isinstance(content, list):
-            urls += [p["image_url"]["url"] for p in content if p.get("type") == "image_url"]
-    return urls
-
-
-def _check(daemon: DaemonProcess) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "hdsp.daemon", "check"],
-        env=daemon.env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
 
 
 async def test_a_picture_sent_twice_is_stored_once_and_shown_after_a_restart(
@@ -102,7 +57,7 @@ async def test_a_picture_sent_twice_is_stored_once_and_shown_after_a_restart(
     fake_openai.script(
         FakeReply.text("Noise."), FakeReply.text("The same noise."), FakeReply.text("Still.")
     )
-    stored_before = _stored_bytes(daemon)
+    stored_before = stored_bytes(daemon)
     async with connect(daemon.runtime_dir) as client:
         head = (await client.status()).head_seq
         ref = await client.start_task("What is this?", workspace=tmp_path, images=[_URL])
@@ -110,7 +65,7 @@ async def test_a_picture_sent_twice_is_stored_once_and_shown_after_a_restart(
         head = (await client.status()).head_seq
         await client.send_message(ref.task_id, "And this?", images=[_URL])
         await collect_turn(client, ref.task_id, head)
-        grew = _stored_bytes(daemon) - stored_before
+        grew = stored_bytes(daemon) - stored_before
         print(f"a {len(_PNG):,}-byte picture sent twice: the database grew {grew:,} bytes")
         # Before: six copies of its base64 (about 6 x 1.33 x its size).
         assert grew < len(_PNG) + 50_000
@@ -129,11 +84,8 @@ async def test_a_picture_sent_twice_is_stored_once_and_shown_after_a_restart(
         assert bad.value.code is ErrorCode.INVALID_REQUEST
     # Two messages, each in a UI message, an event and the API history: six
     # records, one copy of the picture's bytes.
-    db = _database(daemon)
-    try:
+    with read_database(daemon) as db:
         blobs = db.execute("SELECT sha256, media_type, size FROM blobs").fetchall()
-    finally:
-        db.close()
     assert blobs == [(_SHA, "image/png", len(_PNG))]
     assert _copies_in_records(daemon) == 0
 
@@ -152,20 +104,12 @@ async def test_a_picture_sent_twice_is_stored_once_and_shown_after_a_restart(
         head = (await client.status()).head_seq
         await client.send_message(ref.task_id, "Once more, from the stored history")
         await collect_turn(client, ref.task_id, head)
-    assert _image_urls(fake_openai.requests[-1]) == [_URL, _URL]
-    sound = _check(daemon)
+    assert image_urls(fake_openai.requests[-1]) == [_URL, _URL]
+    sound = check_database(daemon)
     assert sound.returncode == 0 and sound.stdout.startswith("ok:"), sound
 
 
-_PLOT = """\
-import io, random
-from PIL import Image
-from IPython.display import Image as Show, display
-im = Image.frombytes("RGB", (300, 300), random.Random(7).randbytes(300 * 300 * 3))
-buf = io.BytesIO()
-im.save(buf, format="PNG")
-display(Show(data=buf.getvalue()))
-"""
+_PLOT = noise_plot_code(300, 300, seed=7)
 
 
 @pytest.mark.slow
@@ -173,10 +117,10 @@ async def test_a_plot_from_a_cell_is_stored_once_and_shown_whole(
     daemon: DaemonProcess, fake_openai: FakeOpenAI, tmp_path: Path
 ) -> None:
     fake_openai.script(
-        FakeReply.tool_calls([ToolCall("execute_code", json.dumps({"code": _PLOT}))]),
+        call("execute_code", code=_PLOT),
         FakeReply.text("A plot."),
     )
-    stored_before = _stored_bytes(daemon)
+    stored_before = stored_bytes(daemon)
     async with connect(daemon.runtime_dir) as client:
         head = (await client.status()).head_seq
         ref = await client.start_task(
@@ -191,15 +135,11 @@ async def test_a_plot_from_a_cell_is_stored_once_and_shown_whole(
     with Image.open(io.BytesIO(plot)) as shown:
         assert shown.size == (300, 300)
     # Before: in the cell's UI message, its event and the model's history.
-    grew = _stored_bytes(daemon) - stored_before
+    grew = stored_bytes(daemon) - stored_before
     print(f"a {len(plot):,}-byte plot: the database grew {grew:,} bytes")
     assert grew < len(plot) + 50_000
-    db = _database(daemon)
-    try:
-        assert db.execute("SELECT size FROM blobs").fetchall() == [(len(plot),)]
-    finally:
-        db.close()
-    assert _image_urls(fake_openai.requests[-1]) == [
+    assert blob_sizes(daemon) == [len(plot)]
+    assert image_urls(fake_openai.requests[-1]) == [
         "data:image/png;base64," + base64.b64encode(plot).decode()
     ]
 
@@ -217,7 +157,63 @@ async def test_hdspd_check_names_a_record_whose_picture_is_missing(
     db.execute("DELETE FROM blobs")
     db.commit()
     db.close()
-    damaged = _check(daemon)
+    damaged = check_database(daemon)
     assert damaged.returncode == 1, damaged
     assert f"refers to blob {_SHA}, which is missing" in damaged.stdout
     assert f"task {ref.task_id}, UI message" in damaged.stdout
+
+
+@pytest.mark.slow
+async def test_a_task_cannot_read_another_task_s_picture_by_naming_it(
+    daemon: DaemonProcess, fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    """A model (or its cell's output) that writes a reference to a picture of
+    another task, in its text and where an image belongs (a mime bundle),
+    stores and gets back that text: not the picture. Also after a restart,
+    when the history the model reads comes from the store."""
+    url_reference = f"hdsp-blob:image/png;sha256,{_SHA}"
+    bare_reference = f"hdsp-blob:sha256,{_SHA}"
+    forge = (
+        f"print({url_reference!r})\n"
+        f"display({{'image/png': {bare_reference!r}, 'text/plain': 'forged'}}, raw=True)"
+    )
+    said = f"Here it is: {url_reference}"
+    fake_openai.script(
+        FakeReply.text("Noise."),
+        call("execute_code", code=forge),
+        FakeReply.text(said),
+        FakeReply.text("Again."),
+    )
+    async with connect(daemon.runtime_dir) as client:
+        head = (await client.status()).head_seq
+        secret = await client.start_task("Keep this", workspace=tmp_path, images=[_URL])
+        await collect_turn(client, secret.task_id, head)
+        head = (await client.status()).head_seq
+        ref = await client.start_task(
+            "Show me", workspace=tmp_path, approvals={"always_allow_execute": True}
+        )
+        await collect_turn(client, ref.task_id, head)
+    daemon.stop()
+    daemon.start()
+    async with connect(daemon.runtime_dir) as client:
+        head = (await client.status()).head_seq
+        await client.send_message(ref.task_id, "And now?")
+        await collect_turn(client, ref.task_id, head)
+        snap = await client.get_task(ref.task_id)
+        page = await client.replay(0, task_id=ref.task_id)
+        assert not page.more
+        replayed = msgspec.json.encode(page.events).decode()
+        own = await client.get_task(secret.task_id)
+    # The task that was given the picture still has it.
+    assert [m.images for m in own.messages if m.images] == [[_URL]]
+    request = msgspec.json.encode(fake_openai.requests[-1]).decode()
+    assert _B64[:200] not in request and not image_urls(fake_openai.requests[-1])
+    assert said in request and url_reference in request
+    texts = [m.text or "" for m in snap.messages]
+    assert said in texts
+    (cell,) = [m for m in snap.messages if m.say == "cell_output"]
+    outputs = msgspec.json.decode(cell.text or "", type=CellOutput).outputs
+    bundles = [o.data for o in outputs if o.data]
+    assert bundles and bundles[0]["image/png"] == bare_reference
+    assert all(_B64[:200] not in t for t in texts)
+    assert _B64[:200] not in replayed and said in replayed

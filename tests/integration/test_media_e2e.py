@@ -9,37 +9,27 @@ import hashlib
 import io
 import json
 import re
-import sqlite3
 from pathlib import Path
 
 import pytest
 from PIL import Image
 
 from hdsp.client import connect
-from tests.fakes.openai_server import FakeOpenAI, ToolCall
+from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.openai_server import Reply as FakeReply
 from tests.support.daemon_process import DaemonProcess
 from tests.support.events import collect_turn
+from tests.support.model_requests import image_urls
+from tests.support.noise_pictures import noise_plot_code
+from tests.support.scripted_turns import call
+from tests.support.stored_database import blob_sizes, stored_bytes
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
 _RUN_CODE = {"always_allow_execute": True}
 
 #: A 4000 x 2500 picture of noise: PNG cannot compress it, so it is ~30 MB.
-_BIG_PNG = """\
-import io, os
-from PIL import Image
-from IPython.display import Image as Show, display
-im = Image.frombytes("RGB", (4000, 2500), os.urandom(4000 * 2500 * 3))
-buf = io.BytesIO()
-im.save(buf, format="PNG", compress_level=1)
-display(Show(data=buf.getvalue()))
-print(len(buf.getvalue()))
-"""
-
-
-def _run_code(code: str) -> FakeReply:
-    return FakeReply.tool_calls([ToolCall("execute_code", json.dumps({"code": code}))])
+_BIG_PNG = noise_plot_code(4000, 2500)
 
 
 def _rss(pid: int) -> int:
@@ -50,44 +40,14 @@ def _rss(pid: int) -> int:
     raise AssertionError("no VmRSS")
 
 
-def _stored_bytes(daemon: DaemonProcess) -> int:
-    """Bytes of every value in the daemon's database (file sizes would hide what
-    sits in a WAL that is reused)."""
-    db = sqlite3.connect(f"file:{daemon.data_dir / 'hdsp.sqlite3'}?mode=ro", uri=True)
-    try:
-        total = 0
-        tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")]
-        for table in tables:
-            columns = [r[1] for r in db.execute(f"PRAGMA table_info({table})")]
-            lengths = " + ".join(f"coalesce(length({c}), 0)" for c in columns)
-            total += db.execute(f"SELECT coalesce(sum({lengths}), 0) FROM {table}").fetchone()[0]
-        return int(total)
-    finally:
-        db.close()
-
-
-def _blob_sizes(daemon: DaemonProcess) -> list[int]:
-    db = sqlite3.connect(f"file:{daemon.data_dir / 'hdsp.sqlite3'}?mode=ro", uri=True)
-    try:
-        return [int(r[0]) for r in db.execute("SELECT size FROM blobs")]
-    finally:
-        db.close()
-
-
-def _image_urls(request: dict[str, object]) -> list[str]:
-    urls = []
-    for message in request["messages"]:  # type: ignore[attr-defined]
-        content = message.get("content")
-        if isinstance(content, list):
-            urls += [p["image_url"]["url"] for p in content if p.get("type") == "image_url"]
-    return urls
-
-
 async def test_a_30_mb_png_reaches_the_model_scaled_and_is_not_stored_whole(
     daemon: DaemonProcess, fake_openai: FakeOpenAI, tmp_path: Path
 ) -> None:
     fake_openai.script(
-        _run_code("1 + 1"), FakeReply.text("2"), _run_code(_BIG_PNG), FakeReply.text("Seen.")
+        call("execute_code", code="1 + 1"),
+        FakeReply.text("2"),
+        call("execute_code", code=_BIG_PNG),
+        FakeReply.text("Seen."),
     )
     assert daemon.proc is not None
     async with connect(daemon.runtime_dir) as client:
@@ -96,7 +56,7 @@ async def test_a_30_mb_png_reaches_the_model_scaled_and_is_not_stored_whole(
         # The first cell warms the kernel and the daemon up; measure from there.
         await collect_turn(client, ref.task_id, head)
         snap = await client.get_task(ref.task_id)
-        stored_before = _stored_bytes(daemon)
+        stored_before = stored_bytes(daemon)
         rss_before = _rss(daemon.proc.pid)
         head = (await client.status()).head_seq
         await client.send_message(ref.task_id, "Now the big plot")
@@ -104,7 +64,7 @@ async def test_a_30_mb_png_reaches_the_model_scaled_and_is_not_stored_whole(
         snap = await client.get_task(ref.task_id)
         rss_after = _rss(daemon.proc.pid)
     assert snap.item.id == ref.task_id
-    (url,) = _image_urls(fake_openai.requests[-1])
+    (url,) = image_urls(fake_openai.requests[-1])
     media_type, _, data = url.removeprefix("data:").partition(";base64,")
     assert len(data) <= 5_000_000, "over Anthropic's 5 MB of base64"
     with Image.open(io.BytesIO(base64.b64decode(data))) as seen:
@@ -117,10 +77,10 @@ async def test_a_30_mb_png_reaches_the_model_scaled_and_is_not_stored_whole(
     # fitted copy is stored once, as bytes, in the blobs table; the records refer
     # to it, and GetBlob gives it back as the model saw it.
     fitted = base64.b64decode(data)
-    grew = _stored_bytes(daemon) - stored_before
+    grew = stored_bytes(daemon) - stored_before
     print(f"stored bytes: {stored_before:,} -> {stored_before + grew:,}; fitted {len(fitted):,}")
     assert grew < len(fitted) + 200_000, f"the database grew {grew:,} bytes"
-    assert _blob_sizes(daemon) == [len(fitted)]
+    assert blob_sizes(daemon) == [len(fitted)]
     async with connect(daemon.runtime_dir) as client:
         assert await client.blob(hashlib.sha256(fitted).hexdigest()) == (media_type, fitted)
     # Before: 747 MB resident. The image passes through once (about 40 MB of
@@ -145,9 +105,9 @@ async def test_a_refused_image_is_left_out_of_the_retry_and_the_model_is_told(
         )
         await collect_turn(client, ref.task_id, head)
         snap = await client.get_task(ref.task_id)
-    assert _image_urls(fake_openai.requests[0]), "the first request carried the image"
+    assert image_urls(fake_openai.requests[0]), "the first request carried the image"
     retried = fake_openai.requests[1]
-    assert not _image_urls(retried)
+    assert not image_urls(retried)
     told = json.dumps(retried["messages"])
     assert "refused an image" in told and "image exceeds 5 MB" in told
     texts = [m.text or "" for m in snap.messages]
@@ -164,9 +124,13 @@ async def test_cells_printing_100_mb_leave_the_daemon_s_memory_bounded(
         "for i in range(100):\n    sys.stdout.write(chunk)\nprint('end')"
     )
     fake_openai.script(
-        _run_code("print('warm')"),
+        call("execute_code", code="print('warm')"),
         FakeReply.text("Warm."),
-        *[r for i in range(4) for r in (_run_code(f"{big}  # {i}"), FakeReply.text("Done."))],
+        *[
+            r
+            for i in range(4)
+            for r in (call("execute_code", code=f"{big}  # {i}"), FakeReply.text("Done."))
+        ],
     )
     assert daemon.proc is not None
     rss = []

@@ -5,8 +5,6 @@ read-only when it is met, instead of ending it; `hdspd check` reports it."""
 from __future__ import annotations
 
 import sqlite3
-import subprocess
-import sys
 
 import anyio
 import pytest
@@ -17,6 +15,7 @@ from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.openai_server import Reply as FakeReply
 from tests.support.daemon_process import DaemonProcess
 from tests.support.events import collect_turn
+from tests.support.stored_database import check_database
 
 pytestmark = pytest.mark.slow
 
@@ -60,22 +59,12 @@ def _smash(daemon: DaemonProcess, page: int, page_size: int) -> None:
         f.write(b"\xa5" * page_size)
 
 
-def _check(daemon: DaemonProcess) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "hdsp.daemon", "check"],
-        env=daemon.env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-
-
 async def test_start_up_refuses_a_damaged_database_clearly(
     daemon_process: DaemonProcess, fake_openai: FakeOpenAI
 ) -> None:
     daemon = daemon_process
     await _make_history(daemon, fake_openai)
-    sound = _check(daemon)
+    sound = check_database(daemon)
     assert sound.returncode == 0 and sound.stdout.startswith("ok:"), sound
     _, page_size, pages = _page_of(daemon, "ui_messages")
     _smash(daemon, pages // 2, page_size)  # a page in the middle of the file
@@ -85,7 +74,7 @@ async def test_start_up_refuses_a_damaged_database_clearly(
     err = daemon.stderr()
     assert "Traceback" not in err
     assert "is damaged" in err and "hdspd check" in err
-    damaged = _check(daemon)
+    damaged = check_database(daemon)
     assert damaged.returncode == 1 and damaged.stdout.startswith("damaged:"), damaged
 
 
@@ -122,5 +111,5 @@ async def test_damage_met_at_run_time_makes_the_daemon_read_only(
         assert "restore" in refused.value.message
         assert len((await c.list_tasks()).tasks) == 3  # what can be read is served
     assert daemon.stop() == 0
-    damaged = _check(daemon)
+    damaged = check_database(daemon)
     assert damaged.returncode == 1 and "damaged" in damaged.stdout, damaged

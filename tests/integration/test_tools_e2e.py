@@ -7,7 +7,6 @@ import json
 import os
 import signal
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
@@ -15,52 +14,17 @@ import pytest
 from hdsp.client import Client, CommandFailed, connect
 from hdsp.protocol import (
     Ask,
-    ClineMessage,
-    MessageEvent,
     TaskAskResponded,
     TaskCompleted,
-    TaskInteractive,
     TaskState,
 )
 from tests.fakes.openai_server import FakeOpenAI, ToolCall
 from tests.fakes.openai_server import Reply as FakeReply
 from tests.support.daemon_process import DaemonProcess
-from tests.support.events import collect_turn
+from tests.support.events import collect_turn, wait_for_said
 from tests.support.host_processes import processes_mentioning
-
-
-def call(name: str, **args: Any) -> FakeReply:
-    return FakeReply.tool_calls([ToolCall(name, json.dumps(args))])
-
-
-def done(text: str = "done") -> FakeReply:
-    return call("attempt_completion", result=text)
-
-
-def tool_results(fake: FakeOpenAI, request: int) -> list[str]:
-    """The tool results the model received in request `request`."""
-    return [m["content"] for m in fake.requests[request]["messages"] if m["role"] == "tool"]
-
-
-async def start(client: Client, text: str, workspace: Path, **approvals: Any) -> tuple[str, int]:
-    head = (await client.status()).head_seq
-    ref = await client.start_task(text, workspace=workspace, approvals=approvals or None)
-    return ref.task_id, head
-
-
-async def next_ask(client: Client, task_id: str, since: int) -> ClineMessage:
-    """Wait for the task's next unanswered ask after `since`."""
-    async with client.events(task_id, since_seq=since) as events:
-        async for event in events:
-            if isinstance(event.data, TaskInteractive) or (
-                isinstance(event.data, MessageEvent)
-                and event.data.payload[0].message.type == "ask"
-                and event.data.payload[0].message.ask != Ask.COMMAND_OUTPUT
-            ):
-                snap = await client.get_task(task_id)
-                if snap.pending_ask is not None:
-                    return snap.pending_ask
-    raise AssertionError("no ask came")
+from tests.support.model_requests import tool_results
+from tests.support.scripted_turns import call, done, next_ask, start
 
 
 @pytest.fixture
@@ -213,13 +177,7 @@ async def test_shell_output_streams_and_cancel_leaves_no_orphans(
     script = f"sleep {marker} & echo started; wait"
     fake_openai.script(call("execute_command", command=script))
     task_id, head = await start(client, "run it", workspace, allowed_commands=["*"])
-    async with client.events(task_id, since_seq=head) as events:
-        async for event in events:
-            data = event.data
-            if isinstance(data, MessageEvent):
-                m = data.payload[0].message
-                if m.say == "command_output" and "started" in (m.text or ""):
-                    break
+    await wait_for_said(client, task_id, head, "command_output", "started")
     assert processes_mentioning(f"sleep {marker}")
     await client.cancel_task(task_id)
     assert processes_mentioning(f"sleep {marker}") == [], "the command's child outlived the cancel"
@@ -298,13 +256,7 @@ async def test_a_tool_running_at_kill_is_reported_after_resume(
     fake_openai.script(call("execute_command", command="echo partial; sleep 300"))
     async with connect(daemon.runtime_dir) as c:
         task_id, head = await start(c, "slow command", workspace, allowed_commands=["*"])
-        async with c.events(task_id, since_seq=head) as events:
-            async for event in events:
-                data = event.data
-                if isinstance(data, MessageEvent):
-                    m = data.payload[0].message
-                    if m.say == "command_output" and "partial" in (m.text or ""):
-                        break
+        await wait_for_said(c, task_id, head, "command_output", "partial")
     daemon.kill()
     daemon.start()
     fake_openai.script(done("recovered"))

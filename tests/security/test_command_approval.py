@@ -9,28 +9,11 @@ from pathlib import Path
 import pytest
 
 from hdsp.client import Client
-from hdsp.protocol import Ask, ClineMessage, MessageEvent, TaskCompleted, TaskInteractive
+from hdsp.protocol import Ask, TaskCompleted
 from tests.fakes.openai_server import FakeOpenAI
-from tests.integration.test_tools_e2e import call, done, start, tool_results
-from tests.support.events import ENDINGS, collect_turn
-
-
-async def ask_or_end(client: Client, task_id: str, since: int) -> ClineMessage | None:
-    """The task's next pending ask after `since`, or None when the task ended
-    without asking (the command was approved automatically)."""
-    async with client.events(task_id, since_seq=since) as events:
-        async for event in events:
-            if isinstance(event.data, ENDINGS):
-                return None
-            if isinstance(event.data, TaskInteractive) or (
-                isinstance(event.data, MessageEvent)
-                and event.data.payload[0].message.type == "ask"
-                and event.data.payload[0].message.ask != Ask.COMMAND_OUTPUT
-            ):
-                snap = await client.get_task(task_id)
-                if snap.pending_ask is not None:
-                    return snap.pending_ask
-    raise AssertionError("event stream ended early")
+from tests.support.events import collect_turn
+from tests.support.model_requests import tool_results
+from tests.support.scripted_turns import ask_or_end, call, done, start
 
 
 @pytest.fixture

@@ -17,9 +17,10 @@ import pytest
 from hdsp.client import Client, connect
 from hdsp.protocol import Ask, TaskCompleted
 from tests.fakes.openai_server import FakeOpenAI
-from tests.integration.test_tools_e2e import call, done, next_ask, start, tool_results
 from tests.support.daemon_process import DaemonProcess
 from tests.support.events import collect_turn
+from tests.support.model_requests import tool_results
+from tests.support.scripted_turns import call, done, next_ask, start
 
 
 def write_raw(path: bytes, data: bytes) -> None:

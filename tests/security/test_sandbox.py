@@ -22,11 +22,12 @@ import pytest
 
 from hdsp.client import Client, connect
 from hdsp.protocol import TaskCompleted
-from tests.fakes.openai_server import FakeOpenAI, ToolCall
+from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.openai_server import Reply as FakeReply
 from tests.support.daemon_process import DaemonProcess
 from tests.support.events import collect_turn
 from tests.support.host_processes import processes_mentioning
+from tests.support.scripted_turns import call, done
 
 pytestmark = [pytest.mark.timeout(90), pytest.mark.slow]
 
@@ -34,14 +35,6 @@ ENV_KEY = "sk-env-openai-key-0123456789abcdef"
 KEYRING_KEY = "sk-ant-keyring-key-0123456789abcdef"
 SSH_KEY = "-----BEGIN OPENSSH PRIVATE KEY----- fake-ssh-key-material"
 CONFIG_TEXT = "token-in-dot-config-0123456789"
-
-
-def call(name: str, **args: Any) -> FakeReply:
-    return FakeReply.tool_calls([ToolCall(name, json.dumps(args))])
-
-
-def done(text: str = "done") -> FakeReply:
-    return call("attempt_completion", result=text)
 
 
 def tool_result(fake: FakeOpenAI, request: int) -> str:
@@ -136,6 +129,8 @@ def shell_probes(daemon: DaemonProcess, home: Path, keyring_file: Path) -> str:
             'echo "[key=$OPENAI_API_KEY$HDSP_API_KEY]"',
             "env | grep -c sk- ; echo inside > inside.txt; echo inside=$?",
             "echo t > /tmp/t && cat /tmp/t",
+            # The daemon's control socket: a client there may GetBlob any image.
+            f"test -S {daemon.runtime_dir / 'control'}; echo control=$?",
         ]
     )
 
@@ -154,7 +149,8 @@ async def test_a_command_cannot_reach_secrets_or_write_outside(
     result = tool_result(fake_openai, 1)
     # The model is told why things fail: the sandbox, and what it allows.
     assert result.startswith("Ran in a sandbox (workspace-write): writes only in the workspace")
-    for probe in ("ssh", "config", "keyring", "environ", "outside"):
+    assert (daemon.runtime_dir / "control").is_socket()
+    for probe in ("ssh", "config", "keyring", "environ", "outside", "control"):
         assert f"{probe}=0" not in result and f"{probe}=" in result, (probe, result)
     assert "No such file or directory" in result and "Read-only file system" in result
     assert "[key=]" in result and "readable" in result

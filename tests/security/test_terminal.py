@@ -15,23 +15,19 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.fakes.openai_server import FakeOpenAI, ToolCall
+from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.openai_server import Reply as FakeReply
 from tests.support.daemon_process import DaemonProcess
+from tests.support.scripted_turns import call
 
 pytestmark = pytest.mark.slow
 
 SPOOF = "mv victim elsewhere # \x1b[2K\r  $ ls -la"
 OSC52 = "\x1b]52;c;ZXZpbA==\x07"  # "set the clipboard to 'evil'"
 TITLE = "\x1b]0;pwned\x07"  # "set the window title"
-
-
-def call(name: str, **args: Any) -> FakeReply:
-    return FakeReply.tool_calls([ToolCall(name, json.dumps(args))])
 
 
 def cli_env(daemon: DaemonProcess) -> dict[str, str]:

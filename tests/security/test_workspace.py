@@ -16,8 +16,8 @@ from hdsp.client import Client, CommandFailed, connect
 from hdsp.protocol import ErrorCode, StartNewTask, StartNewTaskData, TaskConfiguration
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.openai_server import Reply as FakeReply
-from tests.integration.test_tools_e2e import call
 from tests.support.daemon_process import DaemonProcess, short_tmp_dir
+from tests.support.scripted_turns import call
 
 
 def hdsp(daemon: DaemonProcess, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -13,7 +13,7 @@ from hdsp.protocol import (
     TaskResumable,
 )
 
-__all__ = ["ENDINGS", "collect_turn", "logged_events", "texts"]
+__all__ = ["ENDINGS", "collect_turn", "logged_events", "texts", "wait_for_said"]
 
 ENDINGS = (TaskCompleted, TaskAborted, TaskIdle, TaskResumable)
 
@@ -28,6 +28,18 @@ async def collect_turn(
             got.append(event)
             if isinstance(event.data, until):
                 return got
+    raise AssertionError("event stream ended early")
+
+
+async def wait_for_said(client: Client, task_id: str, since_seq: int, say: str, part: str) -> None:
+    """Wait until the task publishes, after `since_seq`, a `say` message whose
+    text (so far: it may still stream) holds `part`."""
+    async with client.events(task_id, since_seq=since_seq) as events:
+        async for event in events:
+            if isinstance(event.data, MessageEvent):
+                m = event.data.payload[0].message
+                if m.say == say and part in (m.text or ""):
+                    return
     raise AssertionError("event stream ended early")
 
 

@@ -14,7 +14,9 @@ import pytest
 
 from hdsp.daemon.store import Database, append_api_message, insert_task, save_ui_message
 from hdsp.daemon.store.blobs import MIN_BLOB_CHARS, extract_blobs, resolve_references
+from hdsp.daemon.store.database import _statements
 from hdsp.daemon.store.integrity import integrity_check
+from hdsp.daemon.store.migrations import MIGRATIONS, SCHEMA_VERSION
 from hdsp.protocol import ClineMessage, HistoryItem, encode, parse_blob_reference
 
 _RAW = os.urandom(30_000)
@@ -78,7 +80,7 @@ def test_every_record_form_round_trips_byte_for_byte() -> None:
         assert _B64.encode() not in body and b"hdsp-blob:" in body
     blobs = {b.sha256: (b.media_type, b.data) for _, found in stored for b in found}
     assert list(blobs) == [_SHA] and blobs[_SHA][1] == _RAW
-    back = resolve_references([body for body, _ in stored], lambda h: blobs)
+    back = resolve_references([("t", body) for body, _ in stored], lambda t, h: blobs)
     assert back == bodies
 
 
@@ -96,12 +98,12 @@ def test_small_odd_and_absent_images_stay_inline() -> None:
 def test_a_read_past_its_budget_keeps_references_a_client_can_read() -> None:
     body, found = extract_blobs(_ui(1, images=[_URL, _URL]))
     blobs = {b.sha256: (b.media_type, b.data) for b in found}
-    (partly,) = resolve_references([body], lambda h: blobs, budget=len(_B64) + 10)
+    (partly,) = resolve_references([("t", body)], lambda t, h: blobs, budget=len(_B64) + 10)
     images = msgspec.json.decode(partly, type=ClineMessage).images
     assert images is not None and images[0] == _URL
     assert parse_blob_reference(images[1]) == (_SHA, "image/png")
     # A missing blob leaves its reference too.
-    assert resolve_references([body], lambda h: {}) == [body]
+    assert resolve_references([("t", body)], lambda t, h: {}) == [body]
 
 
 @pytest.fixture
@@ -150,3 +152,100 @@ def test_the_full_check_reports_a_record_whose_blob_is_missing(db: Database) -> 
     conn.close()
     report = integrity_check(db.path)
     assert report.problems == [f"task t, UI message 1 refers to blob {_SHA}, which is missing"]
+
+
+def _forged_records(reference: str, bare: str) -> list[bytes]:
+    """What another task's model, kernel or files can make it store: a reference
+    in its text, in a text block of its API history, and in a mime bundle's
+    image (a cell that displays the string as a PNG)."""
+    text = _ui(10, text=f"See {reference} and {bare}")
+    api = msgspec.json.encode(
+        {"role": "assistant", "ts": 11, "content": [{"type": "text", "text": reference}]}
+    )
+    output = {"outputType": "display_data", "data": {"image/png": bare, "text/plain": bare}}
+    cell = msgspec.json.encode({"kernelId": "k", "code": "x", "status": "ok", "outputs": [output]})
+    shown = encode(ClineMessage(ts=12, type="say", say="cell_output", text=cell.decode()))
+    image = msgspec.json.encode(
+        {
+            "role": "user",
+            "ts": 13,
+            "content": [{"type": "image", "media_type": "image/png", "data": bare}],
+        }
+    )
+    return [text, api, shown, image]
+
+
+def test_a_task_never_resolves_a_reference_to_a_blob_it_did_not_store(db: Database) -> None:
+    db.commit([insert_task(HistoryItem(id="other", number=2, ts=2, task="y"))], [])
+    db.commit([save_ui_message("t", 1, _ui(1, images=[_URL]))], [])
+    reference = f"hdsp-blob:image/png;sha256,{_SHA}"
+    bare = f"hdsp-blob:sha256,{_SHA}"
+    text, api, shown, image = _forged_records(reference, bare)
+    event = msgspec.json.encode({"type": "TaskEvent", "data": {"message": {"text": reference}}})
+    db.commit(
+        [
+            save_ui_message("other", 10, text),
+            append_api_message("other", 0, api),
+            save_ui_message("other", 12, shown),
+            append_api_message("other", 1, image),
+        ],
+        [(1, "other", 1, event)],
+    )
+    # The task that stored the image gets it back; the other sees what was written.
+    assert db.ui_messages("t") == [_ui(1, images=[_URL])]
+    assert db.ui_messages("other") == [text, shown]
+    assert db.api_messages("other") == [api, image]
+    snap = db.snapshot("other")
+    assert snap is not None and snap[1] == [text, shown]
+    assert db.replay(0, None, 10) == [event]
+    assert db.ui_message("other", 12) == shown
+    page = db.message_page("other", 0, None, 10)
+    assert page is not None and [body for _, body in page[2]] == [text, shown]
+    own = db.message_page("t", 0, None, 10)
+    assert own is not None and own[2] == [(1, _ui(1, images=[_URL]))]
+    assert all(_B64[:100].encode() not in b for b in db.ui_messages("other"))
+    db.close()
+    assert integrity_check(db.path).ok
+
+
+def test_a_task_that_stored_the_same_image_itself_gets_it_back(db: Database) -> None:
+    """Ownership is per task, not per blob: the same bytes stored by two tasks
+    are one blob, and each task reads its own record whole."""
+    db.commit([insert_task(HistoryItem(id="other", number=2, ts=2, task="y"))], [])
+    db.commit([save_ui_message("t", 1, _ui(1, images=[_URL]))], [])
+    db.commit(
+        [save_ui_message("other", 1, _ui(1, images=[_URL])), save_ui_message("other", 2, _cell(2))],
+        [],
+    )
+    assert db.ui_messages("other") == [_ui(1, images=[_URL]), _cell(2)]
+    rows = sqlite3.connect(db.path).execute("SELECT count(*) FROM blobs").fetchone()
+    assert rows == (1,)
+
+
+def test_records_from_before_ownership_keep_their_images(tmp_path: Path) -> None:
+    """A database of schema 3 (blobs, no record of who stored them): migrating
+    gives each task the blobs its records refer to where an image belongs, and
+    no more (a reference in text stays text)."""
+    path = tmp_path / "v3.sqlite3"
+    conn = sqlite3.connect(path, isolation_level=None)
+    for script in MIGRATIONS[:3]:
+        assert isinstance(script, str)
+        for statement in _statements(script):
+            conn.execute(statement)
+    conn.execute("PRAGMA user_version = 3")
+    item = msgspec.json.encode(HistoryItem(id="t", number=1, ts=1, task="x"))
+    conn.execute("INSERT INTO tasks VALUES ('t', 1, 1, 'idle', ?, NULL)", (item,))
+    conn.execute("INSERT INTO tasks VALUES ('u', 2, 2, 'idle', ?, NULL)", (item,))
+    stored, found = extract_blobs(_ui(1, images=[_URL]))
+    conn.execute("INSERT INTO blobs VALUES (?, 'image/png', ?, ?)", (_SHA, len(_RAW), _RAW))
+    text = _ui(2, text=f"hdsp-blob:image/png;sha256,{_SHA}")
+    conn.executemany("INSERT INTO ui_messages VALUES (?, ?, ?)", [("t", 1, stored), ("u", 2, text)])
+    conn.close()
+    assert [b.sha256 for b in found] == [_SHA]
+    db = Database(path)
+    assert db.schema_version() == SCHEMA_VERSION
+    assert db.ui_messages("t") == [_ui(1, images=[_URL])]
+    assert db.ui_messages("u") == [text]
+    db.close()
+    owners = sqlite3.connect(path).execute("SELECT task_id, sha256 FROM task_blobs").fetchall()
+    assert owners == [("t", _SHA)]
