@@ -170,6 +170,7 @@ DAEMON_LAYERS: tuple[frozenset[str], ...] = (
             "systemd_unit",
             "atomic_write",
             "bounded_text",
+            "memory",
         }
     ),
     frozenset({"config", "store", "server"}),

@@ -61,7 +61,7 @@ from hdsp.protocol import (
 )
 
 from .asks import AskBox
-from .budget import SUMMARY_PROMPT, ContextBudget
+from .budget import SUMMARY_PROMPT, ContextBudget, RequestCount
 from .calls import ToolCalls
 from .deps import TaskDeps
 from .history import ApiHistory
@@ -70,7 +70,7 @@ from .prompt import system_prompt
 from .queued import MessageQueue
 from .reply import INTERRUPTED_NOTE, StreamedReply
 from .turn import TurnState, tool_results, turn_write, user_content
-from .waiting import WAIT_UPDATE_INTERVAL, count_down
+from .waiting import WAIT_UPDATE_INTERVAL, ReplyWait, count_down, show_wait
 
 __all__ = ["MAX_REQUESTS_PER_TURN", "WAIT_UPDATE_INTERVAL", "Task"]
 
@@ -455,7 +455,7 @@ class Task:
         request = self.model_request()
         options = self._deps.providers.options(self.item.api_config_name)
         threshold, allowed = ContextBudget.limits(provider.info(), options)
-        count = await self.budget.count(provider, request)
+        count = await self._first_count(provider, request)
         if count.tokens <= threshold:
             return request
         log.info("context over threshold", tokens=count.tokens, threshold=threshold)
@@ -470,6 +470,20 @@ class Task:
             request = self.model_request()
             count = await self.budget.count(provider, request)
         return request
+
+    async def _first_count(self, provider: Provider, request: ModelRequest) -> RequestCount:
+        """A turn's first count may wait for the provider's SDK to load (the first
+        request after a start): every client sees that wait as it sees a model's."""
+        wait = ReplyWait(started=anyio.current_time(), preparing=True)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(show_wait, self.messages, wait, name="wait for the request")
+            try:
+                count = await self.budget.count(provider, request)
+            except BaseException:
+                wait.end("stopped")
+                raise
+            wait.end("ready")
+        return count
 
     async def condense(self, provider: Provider, before: int, *, manual: bool = False) -> bool:
         """Ask the model for a summary of the conversation and let it replace

@@ -28,9 +28,13 @@ class ReplyWait:
     """How long the current model request has waited for its reply to begin."""
 
     started: float
+    #: Not a request yet: the request is being prepared (its tokens counted,
+    #: which may first wait for the provider's SDK to load).
+    preparing: bool = False
     #: The server's response began (the provider's stream was entered).
     accepted: bool = False
-    #: How the wait ended: "began" (a first chunk), "failed", "stopped".
+    #: How the wait ended: "began" (a first chunk), "failed", "stopped", and for
+    #: a request being prepared "ready".
     outcome: str | None = None
     over: anyio.Event = field(default_factory=anyio.Event)
 
@@ -41,6 +45,12 @@ class ReplyWait:
 
     def text(self) -> str:
         waited = anyio.current_time() - self.started
+        if self.preparing:
+            if self.outcome == "ready":
+                return f"The request was ready after {waited:.0f} s."
+            if self.outcome is not None:
+                return f"Stopped preparing the request after {waited:.0f} s."
+            return f"Preparing the request (loading the model provider): {waited:.0f} s so far."
         if self.outcome == "began":
             return f"The model began its reply after {waited:.0f} s."
         if self.outcome == "failed":
