@@ -4,12 +4,12 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint typecheck schema demo bench bench-quick clean
+.PHONY: run test lint typecheck schema demo bench bench-quick clean lab browser-deps chromium
 
 run: $(STAMP)
 	$(BIN)/hdspd
 
-test: $(STAMP) lint
+test: $(STAMP) browser-deps lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 $(STAMP): pyproject.toml
@@ -50,3 +50,36 @@ bench-quick: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .typecheck build dist *.egg-info
+
+# ---- labserver (issue 16): the JupyterLab plugin's browser tests and `make lab` ----
+# The browser tests (tests/jupyterlab/test_browser.py) run Galata from
+# clients/jupyterlab/ui-tests/ on Debian's chromium: Playwright's own browser
+# download cannot work here, so it is skipped and chromium comes from apt.
+UI_TESTS  := clients/jupyterlab/ui-tests
+UI_STAMP  := $(UI_TESTS)/node_modules/.installed
+SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+LAB_DIR   ?= examples/lab
+LAB_LOG   ?= $(or $(XDG_STATE_HOME),$(HOME)/.local/state)/hdsp/hdspd-make-lab.log
+
+browser-deps: $(UI_STAMP) chromium
+
+$(UI_STAMP): $(UI_TESTS)/package.json $(UI_TESTS)/package-lock.json
+	cd $(UI_TESTS) && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund
+	touch $@
+
+chromium:
+	@command -v chromium >/dev/null 2>&1 || command -v "$$CHROMIUM" >/dev/null 2>&1 || { \
+		echo "chromium is missing: installing it with apt (the browser tests need it)"; \
+		$(SUDO) apt-get update && $(SUDO) apt-get install -y chromium; } || { \
+		echo "make: the browser tests need chromium and apt could not install it;" \
+			"install it (apt-get install -y chromium) or set CHROMIUM=/path/to/chromium" >&2; \
+		exit 1; }
+
+# JupyterLab with hdsp's plugin on a sample workspace; hdspd is started first
+# when `hdsp daemon status` says it is not running (the plugin reconnects by itself).
+lab: $(STAMP)
+	@if $(BIN)/hdsp daemon status >/dev/null 2>&1; then echo "hdspd is running"; else \
+		mkdir -p "$$(dirname "$(LAB_LOG)")"; echo "starting hdspd (log: $(LAB_LOG))"; \
+		nohup $(BIN)/hdspd >>"$(LAB_LOG)" 2>&1 & fi
+	$(BIN)/jupyter lab --ServerApp.root_dir="$(abspath $(LAB_DIR))" \
+		--ServerApp.jpserver_extensions="hdsp.client.jupyterlab=True" $(LAB_ARGS)
