@@ -18,4 +18,4 @@ def _jupyter_server_extension_points() -> list[dict[str, Any]]:
 def _load_jupyter_server_extension(serverapp: Any) -> None:
     # Jupyter Server loads an ExtensionApp through its extension point; this entry
     # point is for servers that call the classic hook by name.
-    HdspExtension._load_jupyter_server_extension(serverapp)
+    HdspExtension._load_jupyter_server_extension(serverapp)  # type: ignore[no-untyped-call]

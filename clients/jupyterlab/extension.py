@@ -17,7 +17,7 @@ from .link import DaemonLink
 __all__ = ["HdspExtension"]
 
 
-class HdspExtension(ExtensionApp):  # type: ignore[misc]
+class HdspExtension(ExtensionApp):
     """hdsp's JupyterLab plugin, server half: a relay to the user's hdspd."""
 
     name = "hdsp"
@@ -28,7 +28,7 @@ class HdspExtension(ExtensionApp):  # type: ignore[misc]
         config=True,
         help="Start hdspd (in the background, outliving this server) when it is not running.",
     )
-    runtime_dir = Unicode(
+    hdsp_runtime_dir = Unicode(
         None,
         allow_none=True,
         config=True,
@@ -43,7 +43,7 @@ class HdspExtension(ExtensionApp):  # type: ignore[misc]
         self._runner: asyncio.Task[None] | None = None
 
     def initialize_settings(self) -> None:
-        self.link = DaemonLink(self.runtime_dir, start_daemon=self.start_daemon)
+        self.link = DaemonLink(self.hdsp_runtime_dir, start_daemon=self.start_daemon)
 
     def initialize_handlers(self) -> None:
         assert self.link is not None

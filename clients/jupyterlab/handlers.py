@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 from http import HTTPStatus
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import msgspec
@@ -15,7 +15,7 @@ from jupyter_server.auth.decorator import authorized, ws_authenticated
 from jupyter_server.base.handlers import APIHandler, JupyterHandler
 from tornado import web, websocket
 
-from hdsp.protocol import ErrorCode, command_name
+from hdsp.protocol import CommandBase, ErrorCode, command_name
 
 from ..errors import ClientError, CommandFailed, ConnectionLost
 from .link import DaemonDown, DaemonLink, SinkClosed
@@ -88,7 +88,7 @@ class CommandHandler(_LinkHandler):
         command = with_workspace(command, self.settings["server_root_dir"])
         name = command_name(command)
         try:
-            result = await self.link.request(command)
+            result: object = await self.link.request(cast("CommandBase[object]", command))
         except (ClientError, DaemonDown) as exc:
             code = getattr(exc, "code", "unavailable")
             self.log.info("hdsp: %s from the browser failed (%s)", name, code)
@@ -199,4 +199,3 @@ def handlers(link: DaemonLink) -> list[tuple[str, type[web.RequestHandler], dict
         (r"/hdsp/blob/([^/]+)", BlobHandler, kwargs),
         (r"/hdsp/events", EventsHandler, kwargs),
     ]
-

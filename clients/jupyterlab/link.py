@@ -32,7 +32,6 @@ from typing import Protocol, TypeVar
 import anyio
 import msgspec
 from anyio.abc import TaskGroup, TaskStatus
-from anyio.streams.memory import MemoryObjectSendStream
 
 from hdsp.protocol import CommandBase, StatusResult, TaskEvent, encode
 
@@ -70,9 +69,7 @@ COMMAND_TIMEOUT = 30.0
 CLOSE_FELL_BEHIND = 1013  # "try again later": reconnect with since = the last seq seen
 CLOSE_CURSOR_EXPIRED = 4410  # since is older than the daemon keeps: reload the tasks
 
-NOT_RUNNING_HINT = (
-    "hdspd is not running: start it with `hdspd` or `systemctl --user start hdspd`."
-)
+NOT_RUNNING_HINT = "hdspd is not running: start it with `hdspd` or `systemctl --user start hdspd`."
 
 
 class LinkState(enum.StrEnum):
@@ -296,7 +293,9 @@ class DaemonLink:
         self._tg.start_soon(self._serve_feed, sink, since, scope)
         return scope
 
-    async def _serve_feed(self, sink: FeedSink, since: int | None, scope: anyio.CancelScope) -> None:
+    async def _serve_feed(
+        self, sink: FeedSink, since: int | None, scope: anyio.CancelScope
+    ) -> None:
         with scope:
             send, receive = anyio.create_memory_object_stream[_Frame](FEED_BUFFER)
             written = since
@@ -369,4 +368,3 @@ class DaemonLink:
                 _log.debug("event feed interrupted (%s); resuming after seq %s", type(exc), last)
             if self._client is client and self.state == LinkState.CONNECTED:
                 await anyio.sleep(RETRY_FIRST)  # the stream ended on a live link: not in a loop
-

@@ -43,6 +43,7 @@ __all__ = [
     "decode_command",
     "error_body",
     "http_status",
+    "is_forwarded",
     "with_workspace",
 ]
 
@@ -96,15 +97,15 @@ def decode_command(body: bytes) -> Command:
         raise CommandRefused(
             HTTPStatus.BAD_REQUEST,
             code,
-            f"Invalid request: {exc}. Send {{\"command\": <a protocol command>}}.",
+            f'Invalid request: {exc}. Send {{"command": <a protocol command>}}.',
         ) from exc
     except msgspec.DecodeError as exc:
         raise CommandRefused(
             HTTPStatus.BAD_REQUEST,
             ErrorCode.INVALID_REQUEST,
-            f"The body is not JSON ({exc}). Send {{\"command\": <a protocol command>}}.",
+            f'The body is not JSON ({exc}). Send {{"command": <a protocol command>}}.',
         ) from exc
-    if not isinstance(command, FORWARDED):
+    if not is_forwarded(command):
         raise CommandRefused(
             HTTPStatus.FORBIDDEN,
             ErrorCode.INVALID_REQUEST,
@@ -112,6 +113,10 @@ def decode_command(body: bytes) -> Command:
             "use the `hdsp` command line for it.",
         )
     return command
+
+
+def is_forwarded(command: Command) -> bool:
+    return isinstance(command, FORWARDED)
 
 
 def with_workspace(command: Command, root_dir: str) -> Command:
@@ -126,7 +131,8 @@ def with_workspace(command: Command, root_dir: str) -> Command:
         return command
     config = msgspec.structs.replace(config, workspace=workspace)
     data = msgspec.structs.replace(command.data, configuration=config)
-    return msgspec.structs.replace(command, data=data)
+    replaced: StartNewTask = msgspec.structs.replace(command, data=data)
+    return replaced
 
 
 _STATUS: dict[ErrorCode, HTTPStatus] = {

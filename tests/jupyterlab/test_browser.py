@@ -16,7 +16,7 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
 
 import jupyterlab
@@ -89,7 +89,7 @@ def lab_process(
 class Spec:
     """One Galata spec, run by Playwright in a subprocess."""
 
-    def __init__(self, lab: JupyterProcess, output: Path, env: Mapping[str, str] = {}) -> None:
+    def __init__(self, lab: JupyterProcess, output: Path) -> None:
         self.control = output / "control"
         self.control.mkdir(parents=True)
         self.output = output / "playwright"
@@ -102,7 +102,6 @@ class Spec:
             "CHROMIUM": CHROMIUM,
             "PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD": "1",
             "CI": "1",
-            **env,
         }
         self.proc: subprocess.Popen[str] | None = None
 
@@ -182,9 +181,7 @@ def test_scenario_1_a_task_streams_its_text_and_completes(
 
 
 @needs_frontend
-def test_scenario_6_the_panel_follows_an_hdspd_restart(
-    daemon: DaemonProcess, spec: Spec
-) -> None:
+def test_scenario_6_the_panel_follows_an_hdspd_restart(daemon: DaemonProcess, spec: Spec) -> None:
     spec.start("connection.spec.ts")
     spec.wait_for_request("restart-hdspd")
     daemon.stop(signal.SIGKILL)

@@ -9,7 +9,6 @@ import signal
 from collections.abc import Callable
 from typing import Any
 
-import anyio
 import pytest
 from tornado.httpclient import HTTPClientError
 from tornado.websocket import WebSocketClientConnection
@@ -22,7 +21,8 @@ from tests.support.daemon_process import DaemonProcess
 from tests.support.events import logged_events
 from tests.support.jupyter_process import JupyterProcess
 
-pytestmark = pytest.mark.slow
+# Each test starts hdspd and a Jupyter server (a few seconds each on a busy machine).
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
 Frame = dict[str, Any]
 
@@ -44,8 +44,7 @@ def event_name(frame: Frame) -> str | None:
 def completed(task_id: str) -> Callable[[Frame], bool]:
     def check(frame: Frame) -> bool:
         return (
-            event_name(frame) == "taskCompleted"
-            and frame["event"]["data"]["payload"][0] == task_id
+            event_name(frame) == "taskCompleted" and frame["event"]["data"]["payload"][0] == task_id
         )
 
     return check
@@ -55,19 +54,17 @@ def connection(*states: str) -> Callable[[Frame], bool]:
     return lambda frame: frame["kind"] == "connection" and frame["state"] in states
 
 
-async def read_until(
-    ws: WebSocketClientConnection, stop: Callable[[Frame], bool], timeout: float = 30
-) -> list[Frame]:
-    """The socket's frames up to and including the first one `stop` accepts."""
+async def read_until(ws: WebSocketClientConnection, stop: Callable[[Frame], bool]) -> list[Frame]:
+    """The socket's frames up to and including the first one `stop` accepts (the
+    test's timeout is the deadline)."""
     got: list[Frame] = []
-    with anyio.fail_after(timeout):
-        while True:
-            text = await ws.read_message()
-            assert text is not None, f"the socket closed ({ws.close_code} {ws.close_reason})"
-            frame = json.loads(text)
-            got.append(frame)
-            if stop(frame):
-                return got
+    while True:
+        text = await ws.read_message()
+        assert text is not None, f"the socket closed ({ws.close_code} {ws.close_reason})"
+        frame = json.loads(text)
+        got.append(frame)
+        if stop(frame):
+            return got
 
 
 def seqs(frames: list[Frame]) -> list[int]:
@@ -102,7 +99,9 @@ async def test_a_command_starts_a_task_and_the_socket_streams_it_to_the_end(
     names = [event_name(f) for f in frames]
     assert "taskCreated" in names and "message" in names
     # The task ran in the Jupyter server's root dir: the model read its file.
-    tool_results = [m["content"] for m in fake_openai.requests[1]["messages"] if m["role"] == "tool"]
+    tool_results = [
+        m["content"] for m in fake_openai.requests[1]["messages"] if m["role"] == "tool"
+    ]
     assert "3,4" in tool_results[-1]
     # Durable events come in order, each once.
     got = seqs(frames)
@@ -213,7 +212,7 @@ async def test_a_restarted_hdspd_is_followed_and_the_missed_events_come_after_co
     async with connect(daemon.runtime_dir, name="test") as client:
         ref = await client.start_task("after", workspace=lab.server.root_dir)
         after = ref.task_id
-        rest = await read_until(ws, completed(after), timeout=60)
+        rest = await read_until(ws, completed(after))
         log = await logged_events(client)
     states = [f["state"] for f in rest if f["kind"] == "connection"]
     assert "connected" in states
