@@ -494,7 +494,7 @@ def test_wheel_installs_and_runs_in_a_clean_venv(tmp_path: Path) -> None:
             ".__init__", ""
         )
         for root, pkg in (("protocol", "protocol"), ("daemon", "daemon"), ("clients", "client"))
-        for p in (REPO / root).rglob("*.py")
+        for p in python_files(REPO / root)
         if p.name != "__main__.py"
     )
     imported = run(

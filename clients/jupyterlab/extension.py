@@ -43,7 +43,7 @@ class HdspExtension(ExtensionApp):
         self._runner: asyncio.Task[None] | None = None
 
     def initialize_settings(self) -> None:
-        self.link = DaemonLink(self.hdsp_runtime_dir, start_daemon=self.start_daemon)
+        self.link = DaemonLink(self.hdsp_runtime_dir, start_daemon=self.start_daemon, log=self.log)
 
     def initialize_handlers(self) -> None:
         assert self.link is not None

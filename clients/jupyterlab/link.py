@@ -10,9 +10,11 @@ seconds (and, if allowed, starts hdspd once).
 Each browser WebSocket gets a feed of its own (`serve_feed`, a task in the link's
 group): the connection's state, then the durable events after the socket's `since`
 and the live ones, read through an `EventStream` of its own. A feed's frames wait
-in a bounded queue; a browser that cannot keep up has its socket closed with a
-reason (it reconnects with the last seq it saw) rather than hold up the others or
-make the server buffer without end.
+in a bounded queue; while it is full the feed waits (its EventStream drops live
+events and later replays them from the log, so no other feed waits with it), and a
+browser that makes no room for STALL_LIMIT seconds has its socket closed with a
+reason (it reconnects with the last seq it saw) rather than make the server
+buffer without end.
 
 Events are passed through as the daemon sent them; nothing here logs their
 contents.
@@ -25,7 +27,7 @@ import logging
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Protocol, TypeVar
 
@@ -52,8 +54,11 @@ _log = logging.getLogger("hdsp.client.jupyterlab")
 
 R = TypeVar("R")
 
-#: Frames one browser socket may have waiting before it counts as fallen behind.
-FEED_BUFFER = 2000
+#: Frames one browser socket may have waiting to be written.
+FEED_BUFFER = 1000
+#: Seconds a feed waits for room in a full queue before it counts the browser as
+#: fallen behind (it stopped reading) and closes its socket.
+STALL_LIMIT = 10.0
 #: Events an EventStream buffers for one feed (it replays from the log past that).
 STREAM_BUFFER = 5000
 #: Seconds between attempts to connect while no daemon answers.
@@ -125,11 +130,17 @@ class DaemonLink:
         start_daemon: bool = False,
         daemon_env: Mapping[str, str] | None = None,
         name: str = "jupyterlab",
+        feed_buffer: int = FEED_BUFFER,
+        stall_limit: float = STALL_LIMIT,
+        log: logging.Logger | None = None,
     ) -> None:
         self._runtime_dir = runtime_dir
         self._start_daemon = start_daemon
         self._daemon_env = dict(daemon_env or {})
         self._name = name
+        self._feed_buffer = feed_buffer
+        self._stall_limit = stall_limit
+        self._log = log or _log
         self._client: Client | None = None
         self._tg: TaskGroup | None = None
         self.state = LinkState.DOWN
@@ -146,7 +157,7 @@ class DaemonLink:
         if (state, hint) == (self.state, self.hint):
             return
         if state != self.state:
-            _log.info("hdspd link: %s", state.value)
+            self._log.info("hdsp: the link to hdspd is %s", state.value)
         self.state, self.hint = state, hint
         changed, self._changed = self._changed, anyio.Event()
         changed.set()
@@ -256,7 +267,7 @@ class DaemonLink:
             )
         except OSError as exc:
             return f"Could not start hdspd ({exc}). {NOT_RUNNING_HINT}"
-        _log.info("started hdspd (pid %d)", self.started_daemon.pid)
+        self._log.info("hdsp: started hdspd (pid %d)", self.started_daemon.pid)
         return "Starting hdspd…"
 
     # ---- commands -------------------------------------------------------------------
@@ -297,17 +308,17 @@ class DaemonLink:
         self, sink: FeedSink, since: int | None, scope: anyio.CancelScope
     ) -> None:
         with scope:
-            send, receive = anyio.create_memory_object_stream[_Frame](FEED_BUFFER)
+            send, receive = anyio.create_memory_object_stream[_Frame](self._feed_buffer)
             written = since
 
-            def put(frame: _Frame) -> None:
-                try:
-                    send.send_nowait(frame)
-                except anyio.WouldBlock:
+            async def put(frame: _Frame) -> None:
+                with anyio.move_on_after(self._stall_limit) as waited:
+                    await send.send(frame)
+                if waited.cancelled_caught:
                     resume = "" if written is None else f"?since={written}"
                     sink.close_sink(
                         CLOSE_FELL_BEHIND,
-                        f"this window fell behind by {FEED_BUFFER} messages; "
+                        f"this window stopped reading for {self._stall_limit:g} s; "
                         f"reconnect with hdsp/events{resume}",
                     )
                     scope.cancel()
@@ -324,13 +335,13 @@ class DaemonLink:
                     pass
                 tg.cancel_scope.cancel()
 
-    async def _feed_state(self, put: Callable[[_Frame], None]) -> None:
+    async def _feed_state(self, put: Callable[[_Frame], Awaitable[None]]) -> None:
         seen: tuple[LinkState, str | None] | None = None
         while True:
             changed = self._changed
             if (self.state, self.hint) != seen:
                 seen = (self.state, self.hint)
-                put(_connection_frame(*seen))
+                await put(_connection_frame(*seen))
             await changed.wait()
 
     async def _wait_client(self) -> Client:
@@ -340,7 +351,7 @@ class DaemonLink:
 
     async def _feed_events(
         self,
-        put: Callable[[_Frame], None],
+        put: Callable[[_Frame], Awaitable[None]],
         since: int | None,
         sink: FeedSink,
         scope: anyio.CancelScope,
@@ -353,7 +364,7 @@ class DaemonLink:
                     last = (await client.status()).head_seq  # live from here on, gap-free
                 async with client.events(since_seq=last, buffer=STREAM_BUFFER) as stream:
                     async for event in stream:
-                        put(_event_frame(event))
+                        await put(_event_frame(event))
                         if event.seq is not None:
                             last = event.seq
             except CursorExpired as exc:
@@ -365,6 +376,10 @@ class DaemonLink:
                 scope.cancel()
                 return
             except (ClientError, DaemonDown) as exc:
-                _log.debug("event feed interrupted (%s); resuming after seq %s", type(exc), last)
+                self._log.debug(
+                    "hdsp: an event feed was interrupted (%s); resuming after seq %s",
+                    type(exc),
+                    last,
+                )
             if self._client is client and self.state == LinkState.CONNECTED:
                 await anyio.sleep(RETRY_FIRST)  # the stream ended on a live link: not in a loop
