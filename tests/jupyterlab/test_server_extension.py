@@ -5,8 +5,11 @@ tasks against the scripted fake model: what the browser's half relies on
 from __future__ import annotations
 
 import json
+import os
+import select
 import signal
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -224,3 +227,32 @@ async def test_the_events_socket_refuses_a_bad_since(lab: Lab) -> None:
     with pytest.raises(HTTPClientError) as refused:
         await lab.events(since=-1)
     assert refused.value.code == 400
+
+
+async def test_with_start_daemon_set_the_extension_starts_hdspd_itself(
+    daemon_process: DaemonProcess, workspace: Path
+) -> None:
+    # The daemon's own environment (its data dir, the fake model), but no daemon.
+    hdsp_env = {k: v for k, v in daemon_process.env.items() if k.startswith("HDSP_")}
+    server = JupyterProcess(
+        daemon_process.root,
+        hdsp_runtime_dir=daemon_process.runtime_dir,
+        root_dir=workspace,
+        config={"HdspExtension": {"start_daemon": True}},
+        env=hdsp_env | {"XDG_DATA_HOME": str(daemon_process.root / "xdg-data")},
+    )
+    with server:
+        lab = Lab(server)
+        try:
+            await read_until(await lab.events(), connection("connected"))
+            status = await lab.status()
+            assert status["status"]["dataDir"] == str(daemon_process.data_dir)
+        finally:
+            lab.close()
+            async with connect(daemon_process.runtime_dir, name="test") as client:
+                exited = os.pidfd_open((await client.status()).pid)
+                await client.shutdown()
+            try:  # (a pidfd is readable once its process has ended)
+                assert select.select([exited], [], [], 30)[0], "hdspd did not exit"
+            finally:
+                os.close(exited)
