@@ -16,8 +16,9 @@ LABEXT_BUILT := $(LABEXT)/package.json
 NPM_STAMP    := $(FRONTEND)/node_modules/.hdsp-lockfile-sha256
 FRONTEND_SRC := $(wildcard $(FRONTEND)/src/*) $(wildcard $(FRONTEND)/style/*) \
                 $(FRONTEND)/package.json $(FRONTEND)/tsconfig.json
-LABEXT_LINK  = mkdir -p $(VENV)/share/jupyter/labextensions && \
-               ln -sfn $(CURDIR)/$(LABEXT) $(VENV)/share/jupyter/labextensions/hdsp-jupyterlab
+# (The folder is the npm name, @hdsp/jupyterlab: JupyterLab serves it by that name.)
+LABEXT_LINK  = mkdir -p $(VENV)/share/jupyter/labextensions/@hdsp && \
+               ln -sfn $(CURDIR)/$(LABEXT) $(VENV)/share/jupyter/labextensions/@hdsp/jupyterlab
 # ---- end of the frontend block ---------------------------------------------------
 
 .PHONY: run test lint typecheck schema demo bench bench-quick clean labext wire-types

@@ -20,6 +20,29 @@ export const APPROVAL_SWITCHES = [
 
 export type ApprovalKey = (typeof APPROVAL_SWITCHES)[number]['key'];
 
+/** Where the panel remembers the open task, so that a reload shows it again. */
+export const OPEN_TASK_KEY = 'hdsp:open-task';
+
+function remembered(): string | null {
+  try {
+    return window.localStorage.getItem(OPEN_TASK_KEY);
+  } catch {
+    return null; // storage disabled
+  }
+}
+
+function remember(taskId: string | null): void {
+  try {
+    if (taskId === null) {
+      window.localStorage.removeItem(OPEN_TASK_KEY);
+    } else {
+      window.localStorage.setItem(OPEN_TASK_KEY, taskId);
+    }
+  } catch {
+    // storage disabled: a reload shows the task list instead
+  }
+}
+
 export class PanelModel {
   private state: ViewState = initialState();
   private readonly listeners = new Set<() => void>();
@@ -71,6 +94,10 @@ export class PanelModel {
       WebSocket: this.api.settings.WebSocket
     });
     this.socket.start();
+    const again = remembered();
+    if (again !== null) {
+      this.dispatch({ type: 'open', taskId: again });
+    }
     await this.refresh();
   }
 
@@ -143,6 +170,10 @@ export class PanelModel {
       });
       this.dispatch({ type: 'snapshot', snapshot });
     } catch (error) {
+      if (error instanceof CommandError && error.code === 'task_not_found') {
+        remember(null);
+        this.dispatch({ type: 'open', taskId: null });
+      }
       this.fail(error);
     }
   }
@@ -150,6 +181,7 @@ export class PanelModel {
   // ---- what the buttons do ---------------------------------------------------
 
   async openTask(taskId: string | null): Promise<void> {
+    remember(taskId);
     this.dispatch({ type: 'open', taskId });
     this.dispatch({ type: 'error', message: null });
     await this.reloadOpenTask();

@@ -140,7 +140,8 @@ function ToolCard(props: { message: ClineMessage; auto: boolean }): JSX.Element 
       </div>
       {args && <div className="hdsp-tool-args">{args}</div>}
       {tool.command && <pre className="hdsp-command">$ {tool.command}</pre>}
-      {tool.code && <Code code={tool.code} />}
+      {/* An auto-approved run shows its code in the cell card that follows. */}
+      {tool.code && !(props.auto && tool.tool === 'execute_code') && <Code code={tool.code} />}
       {tool.diff ? (
         <Diff diff={tool.diff} />
       ) : (
