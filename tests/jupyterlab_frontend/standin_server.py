@@ -35,9 +35,7 @@ class _Status(APIHandler):
     def get(self) -> None:
         rec = _recording()
         self.finish(
-            json.dumps(
-                {"daemon": "running", "hint": None, "status": {"headSeq": rec["sinceSeq"]}}
-            )
+            json.dumps({"daemon": "running", "hint": None, "status": {"headSeq": rec["sinceSeq"]}})
         )
 
 
@@ -63,7 +61,12 @@ class _Command(APIHandler):
             self.set_status(409)
             self.finish(
                 json.dumps(
-                    {"error": {"code": "invalid_state", "message": f"The stand-in does not run {name}."}}
+                    {
+                        "error": {
+                            "code": "invalid_state",
+                            "message": f"The stand-in does not run {name}.",
+                        }
+                    }
                 )
             )
             return

@@ -89,7 +89,12 @@ export class PanelModel {
     this.socket = new EventSocket({
       url: () => this.api.eventsUrl(this.state.lastSeq),
       onFrame: frame => this.onFrame(frame),
-      onOpen: () => this.dispatch({ type: 'socket', state: 'open' }),
+      onOpen: () => {
+        this.dispatch({ type: 'socket', state: 'open' });
+        if (this.state.connection.state !== 'connected') {
+          void this.refreshStatus();
+        }
+      },
       onClose: () => this.dispatch({ type: 'socket', state: 'closed' }),
       WebSocket: this.api.settings.WebSocket
     });

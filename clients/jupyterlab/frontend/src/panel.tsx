@@ -270,9 +270,11 @@ function MessageView(props: { message: ClineMessage; task: OpenTask; prompt: boo
     if (m.ask === 'completion_result' && !m.text) {
       return null;
     }
+    const waiting = props.task.pendingAsk?.ts === m.ts;
     return (
       <div {...common} className="hdsp-message hdsp-message-ask">
-        <AskSummary message={m} />
+        {/* The ask that waits shows once, with its buttons, where it was asked. */}
+        {waiting ? <AskBox key={m.ts} ask={props.task.pendingAsk!} /> : <AskSummary message={m} />}
         {answered}
       </div>
     );
@@ -565,7 +567,9 @@ function Conversation(props: { task: OpenTask }): JSX.Element {
       {messages.map(m => (
         <MessageView key={m.ts} message={m} task={props.task} prompt={m.ts === firstText} />
       ))}
-      {props.task.pendingAsk && <AskBox key={props.task.pendingAsk.ts} ask={props.task.pendingAsk} />}
+      {props.task.pendingAsk && props.task.messages[props.task.pendingAsk.ts] === undefined && (
+        <AskBox key={props.task.pendingAsk.ts} ask={props.task.pendingAsk} />
+      )}
       <Queue task={props.task} />
       <div ref={end} />
     </div>

@@ -522,7 +522,13 @@ export function reduce(state: ViewState, action: Action, now: number = Date.now(
       }
       // The first status says where the log stands: the socket resumes from there.
       const lastSeq = state.lastSeq === 0 && action.status ? action.status.headSeq : state.lastSeq;
-      return { ...state, status: action.status, lastSeq };
+      // A running daemon means the link is up, whether or not a connection
+      // frame said so yet (a fresh socket, a reload).
+      const connection =
+        state.connection.state === 'connected'
+          ? state.connection
+          : connectionView(state.connection, 'connected', null);
+      return { ...state, status: action.status, lastSeq, connection };
     }
     case 'tasks': {
       // The list as the daemon has it, plus rows only events told of so far.

@@ -332,9 +332,16 @@ describe('the connection banner', () => {
     expect(fromStatus.connection.text).toBe(hint);
   });
 
-  it('a lost browser socket shows as reconnecting', () => {
+  it('a lost browser socket shows as reconnecting, and a running daemon after it as reconnected', () => {
     const s = run(initialState(), conn('connected'), { type: 'socket', state: 'closed' });
     expect(s.connection.state).toBe('reconnecting');
+    const back = run(s, { type: 'socket', state: 'open' }, { type: 'status', daemon: 'running', hint: null, status: { headSeq: 3 } as never });
+    expect(back.connection).toMatchObject({ state: 'connected', text: 'Reconnected to hdspd' });
+  });
+
+  it('the first status of a running daemon says connected', () => {
+    const s = run(initialState(), { type: 'status', daemon: 'running', hint: null, status: { headSeq: 0 } as never });
+    expect(s.connection).toMatchObject({ state: 'connected', text: 'Connected to hdspd' });
   });
 
   it('the first status says where the event stream resumes', () => {
