@@ -10,6 +10,7 @@ run's frames. Not shipped, not a test; see `python -m tests.jupyterlab_frontend.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,20 @@ _FIXTURE = (
 
 
 def _recording() -> dict[str, Any]:
+    """The recording, cut after the first event named $HDSP_STANDIN_UNTIL if set
+    (e.g. `taskInteractive`: the panel then shows the ask waiting)."""
     data: dict[str, Any] = json.loads(_FIXTURE.read_text())
+    until = os.environ.get("HDSP_STANDIN_UNTIL")
+    if until:
+        names = [f["event"]["data"]["eventName"] for f in data["frames"]]
+        data["frames"] = data["frames"][: names.index(until) + 1]
+        data["snapshot"] = {
+            **data["snapshot"],
+            "messages": [],
+            "pendingAsk": None,
+            "state": "running",
+            "headSeq": data["sinceSeq"],
+        }
     return data
 
 

@@ -147,8 +147,9 @@ export class PanelModel {
 
   async refreshTasks(): Promise<void> {
     try {
+      const asOf = this.state.lastSeq;
       const list = await this.api.command({ commandName: 'ListTasks', data: { limit: 200 } });
-      this.dispatch({ type: 'tasks', tasks: list.tasks });
+      this.dispatch({ type: 'tasks', tasks: list.tasks, asOf });
     } catch (error) {
       this.fail(error);
     }

@@ -85,6 +85,8 @@ export interface ViewState {
   lastSeq: number;
   /** Tasks, newest first. */
   tasks: TaskRow[];
+  /** Per task: the seq of the last durable event that changed its row. */
+  rowSeq: Record<string, number>;
   open: OpenTask | null;
   profiles: ProfileList | null;
   status: StatusResult | null;
@@ -96,7 +98,8 @@ export type Action =
   | { type: 'frame'; frame: SocketFrame }
   | { type: 'socket'; state: 'open' | 'closed' }
   | { type: 'status'; daemon: 'running' | 'down'; hint: string | null; status: StatusResult | null }
-  | { type: 'tasks'; tasks: HistoryItem[] }
+  /** A ListTasks reply; `asOf`: the last seq applied when it was asked for. */
+  | { type: 'tasks'; tasks: HistoryItem[]; asOf?: number }
   | { type: 'open'; taskId: string | null }
   | { type: 'snapshot'; snapshot: TaskSnapshot }
   | { type: 'profiles'; profiles: ProfileList }
@@ -109,6 +112,7 @@ export function initialState(): ViewState {
     connection: { state: 'connecting', text: 'Connecting to hdspd…', hint: null, reconnected: false },
     lastSeq: 0,
     tasks: [],
+    rowSeq: {},
     open: null,
     profiles: null,
     status: null,
@@ -342,6 +346,10 @@ function payloadTaskId(event: TaskEvent): string | null {
   return null;
 }
 
+function isUsage(value: unknown): value is TokenUsage {
+  return value !== null && typeof value === 'object' && typeof (value as TokenUsage).totalTokensIn === 'number';
+}
+
 function usageChange(usage: TokenUsage): Partial<TaskRow> {
   return {
     tokensIn: usage.totalTokensIn,
@@ -368,7 +376,10 @@ function applyEvent(state: ViewState, event: TaskEvent, now: number): ViewState 
   if (eventState !== undefined) {
     tasks = updateRow(tasks, taskId, { state: eventState }, now);
   }
-  if (data.eventName === 'taskTokenUsageUpdated' || data.eventName === 'taskCompleted') {
+  if (
+    (data.eventName === 'taskTokenUsageUpdated' || data.eventName === 'taskCompleted') &&
+    isUsage(data.payload[1])
+  ) {
     tasks = updateRow(tasks, taskId, usageChange(data.payload[1]), now);
   }
   if (data.eventName === 'message') {
@@ -378,7 +389,10 @@ function applyEvent(state: ViewState, event: TaskEvent, now: number): ViewState 
       tasks = updateRow(tasks, taskId, { task: message.text ?? '' }, now);
     }
   }
-  const withTasks = tasks === next.tasks ? next : { ...next, tasks };
+  const withTasks =
+    tasks === next.tasks
+      ? next
+      : { ...next, tasks, rowSeq: seq !== null ? { ...next.rowSeq, [taskId]: seq } : next.rowSeq };
   const open = withTasks.open;
   if (open === null || open.taskId !== taskId) {
     return withTasks;
@@ -421,12 +435,12 @@ function applyToTask(task: OpenTask, event: TaskEvent): OpenTask {
         ...t,
         pendingAsk: data.eventName === 'taskActive' || data.eventName === 'taskStarted' ? t.pendingAsk : null,
         retry: data.eventName === 'taskAborted' || data.eventName === 'taskCompleted' ? null : t.retry,
-        usage: data.eventName === 'taskCompleted' ? data.payload[1] : t.usage
+        usage: data.eventName === 'taskCompleted' && isUsage(data.payload[1]) ? data.payload[1] : t.usage
       };
     case 'queuedMessagesUpdated':
-      return { ...t, queue: data.payload[1] };
+      return Array.isArray(data.payload[1]) ? { ...t, queue: data.payload[1] } : t;
     case 'taskTokenUsageUpdated':
-      return { ...t, usage: data.payload[1] };
+      return isUsage(data.payload[1]) ? { ...t, usage: data.payload[1] } : t;
     case 'executionOutput': {
       const { executionId, outputs } = data.payload[0];
       const before = t.outputs[executionId] ?? [];
@@ -439,10 +453,11 @@ function applyToTask(task: OpenTask, event: TaskEvent): OpenTask {
 
 function applySnapshot(state: ViewState, snap: TaskSnapshot): ViewState {
   const taskId = snap.item.id;
-  const tasks = updateRow(state.tasks, taskId, { ...snap.item, state: snap.state }, snap.item.ts);
   const previous = state.open;
   if (previous === null || previous.taskId !== taskId) {
-    return { ...state, tasks }; // a snapshot of a task no longer open
+    // A snapshot of a task no longer open: its row, unless events were newer.
+    const tasks = state.lastSeq > snap.headSeq ? state.tasks : updateRow(state.tasks, taskId, { ...snap.item, state: snap.state }, snap.item.ts);
+    return { ...state, tasks };
   }
   let task: OpenTask = {
     ...emptyTask(taskId),
@@ -480,6 +495,16 @@ function applySnapshot(state: ViewState, snap: TaskSnapshot): ViewState {
   if (pending !== null && previous.lastSeq <= snap.headSeq) {
     task = { ...task, pendingAsk: pending };
   }
+  const newer = previous.lastSeq > snap.headSeq;
+  const tasks = updateRow(
+    state.tasks,
+    taskId,
+    newer ? { ...snap.item, state: task.state, ...usageChange(previous.usage ?? task.usage!) } : { ...snap.item, state: snap.state },
+    snap.item.ts
+  );
+  if (newer && previous.usage !== null) {
+    task = { ...task, usage: previous.usage };
+  }
   return { ...state, tasks, open: task };
 }
 
@@ -495,7 +520,14 @@ export function reduce(state: ViewState, action: Action, now: number = Date.now(
         };
       }
       if (frame.kind === 'event') {
-        return applyEvent(state, frame.event, now);
+        try {
+          return applyEvent(state, frame.event, now);
+        } catch (error) {
+          // An event this panel cannot read (a newer daemon, a broken frame):
+          // skip it, as the protocol says of unknown events, and say so.
+          console.warn('hdsp: an event the panel cannot read was skipped', frame.event, error);
+          return state;
+        }
       }
       return state;
     }
@@ -531,10 +563,27 @@ export function reduce(state: ViewState, action: Action, now: number = Date.now(
       return { ...state, status: action.status, lastSeq, connection };
     }
     case 'tasks': {
-      // The list as the daemon has it, plus rows only events told of so far.
+      // The list as the daemon has it, plus rows only events told of so far;
+      // a row that events changed after the list was asked for keeps their word.
+      const asOf = action.asOf ?? 0;
+      const byId = new Map(state.tasks.map(t => [t.id, t]));
       const listed = new Set(action.tasks.map(t => t.id));
+      const rows = action.tasks.map(t => {
+        const mine = byId.get(t.id);
+        if (mine === undefined || (state.rowSeq[t.id] ?? 0) <= asOf) {
+          return t;
+        }
+        return {
+          ...t,
+          state: mine.state,
+          tokensIn: mine.tokensIn,
+          tokensOut: mine.tokensOut,
+          totalCost: mine.totalCost,
+          task: t.task || mine.task
+        };
+      });
       const extra = state.tasks.filter(t => !listed.has(t.id));
-      return { ...state, tasks: sortTasks([...action.tasks, ...extra]) };
+      return { ...state, tasks: sortTasks([...rows, ...extra]) };
     }
     case 'open':
       if (action.taskId === null) {

@@ -149,6 +149,17 @@ describe('snapshots', () => {
     expect(messagesOf(s.open!)[0].text).toBe('newer');
   });
 
+  it('a snapshot older than the events applied leaves the row and the state as the events left them', () => {
+    const s = run(
+      openState(),
+      simple('taskCreated', 9),
+      simple('taskInteractive', 10),
+      { type: 'snapshot', snapshot: snapshot([], 8) }
+    );
+    expect(s.open!.state).toBe('interactive');
+    expect(s.tasks.find(t => t.id === T)?.state).toBe('interactive');
+  });
+
   it('a snapshot of a task no longer open changes only its row', () => {
     let s = run(openState(), { type: 'open', taskId: OTHER });
     s = run(s, { type: 'snapshot', snapshot: snapshot([{ ts: 10, type: 'say', say: 'text', text: 'x' }], 8) });
@@ -297,6 +308,17 @@ describe('the task list', () => {
     expect(s.tasks.map(t => t.id)).toEqual([OTHER, 'x', T]); // OTHER dated now (1000)
   });
 
+  it('a list asked for before events that changed a row keeps their word', () => {
+    let s = run(initialState(), { type: 'tasks', tasks: [row(T, 100, 1, { state: 'running' })] });
+    const asOf = s.lastSeq;
+    const usage = { totalTokensIn: 1, totalTokensOut: 2, totalCost: 0, contextTokens: 1 };
+    s = run(s, ev({ eventName: 'taskCompleted', payload: [T, usage, {}, { isSubtask: false }] }, 5));
+    s = run(s, { type: 'tasks', tasks: [row(T, 100, 1, { state: 'running', task: 'listed' })], asOf });
+    expect(s.tasks[0]).toMatchObject({ state: 'completed', task: 'listed' });
+    s = run(s, { type: 'tasks', tasks: [row(T, 100, 1, { state: 'idle' })], asOf: 5 });
+    expect(s.tasks[0].state).toBe('idle');
+  });
+
   it('state events change the badge; unknown events change nothing', () => {
     const s = run(initialState(), { type: 'tasks', tasks: [row(T, 100, 1, { state: 'running' })] }, simple('taskSomethingNew', 1), simple('taskIdle', 2));
     expect(s.tasks[0].state).toBe('idle');
@@ -309,6 +331,21 @@ describe('the task list', () => {
     expect(filterTasks(tasks, 'COMPLETED').map(t => t.id)).toEqual([T]);
     expect(filterTasks(tasks, '11111111').map(t => t.id)).toEqual([OTHER]);
     expect(filterTasks(tasks, '  ')).toHaveLength(2);
+  });
+});
+
+describe('events the panel cannot read', () => {
+  it('are skipped without losing what was shown', () => {
+    const before = run(openState(), msg({ ts: 10, type: 'say', say: 'text', text: 'kept' }, 'created', 1));
+    const broken = [
+      simple('taskCompleted', 2), // no usage in its payload
+      ev({ eventName: 'message', payload: [] } as never, 3),
+      ev({ eventName: 'queuedMessagesUpdated', payload: [T, 'not a list'] } as never, 4),
+      ev({ eventName: 'someFutureEvent', payload: [{ x: 1 }] } as never, 5)
+    ];
+    const after = run(before, ...broken);
+    expect(messagesOf(after.open!).map(m => m.text)).toEqual(['kept']);
+    expect(after.open!.queue).toEqual([]);
   });
 });
 
