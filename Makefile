@@ -4,18 +4,36 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint typecheck schema demo bench bench-quick clean lab browser-deps chromium
+# ---- JupyterLab panel, frontend half (clients/jupyterlab/frontend) -------------
+# The prebuilt labextension: npm ci from the committed lockfile, then tsc and
+# JupyterLab's builder (@jupyter/builder, all Node: no Python needed), into
+# clients/jupyterlab/labextension. A wheel carries it as data files
+# (pyproject's [tool.setuptools.data-files]); an editable install cannot, so the
+# venv gets a link, as `jupyter labextension develop` makes.
+FRONTEND     := clients/jupyterlab/frontend
+LABEXT       := clients/jupyterlab/labextension
+LABEXT_BUILT := $(LABEXT)/package.json
+NPM_STAMP    := $(FRONTEND)/node_modules/.hdsp-lockfile-sha256
+FRONTEND_SRC := $(wildcard $(FRONTEND)/src/*) $(wildcard $(FRONTEND)/style/*) \
+                $(FRONTEND)/package.json $(FRONTEND)/tsconfig.json
+# (The folder is the npm name, @hdsp/jupyterlab: JupyterLab serves it by that name.)
+LABEXT_LINK  = mkdir -p $(VENV)/share/jupyter/labextensions/@hdsp && \
+               ln -sfn $(CURDIR)/$(LABEXT) $(VENV)/share/jupyter/labextensions/@hdsp/jupyterlab
+# ---- end of the frontend block ---------------------------------------------------
 
-run: $(STAMP)
+.PHONY: run test lint typecheck schema demo bench bench-quick clean labext wire-types lab browser-deps chromium
+
+run: $(STAMP) labext
 	$(BIN)/hdspd
 
-test: $(STAMP) browser-deps lint
+test: $(STAMP) labext browser-deps lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml | $(LABEXT_BUILT)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(LABEXT_LINK)
 	touch $(STAMP)
 
 lint: $(STAMP) typecheck
@@ -50,6 +68,7 @@ bench-quick: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .typecheck build dist *.egg-info
+	rm -rf $(FRONTEND)/node_modules $(FRONTEND)/lib $(FRONTEND)/tsconfig.tsbuildinfo $(LABEXT)
 
 # ---- labserver (issue 16): the JupyterLab plugin's browser tests and `make lab` ----
 # The browser tests (tests/jupyterlab/test_browser.py) run Galata from
@@ -77,9 +96,25 @@ chromium:
 
 # JupyterLab with hdsp's plugin on a sample workspace; hdspd is started first
 # when `hdsp daemon status` says it is not running (the plugin reconnects by itself).
-lab: $(STAMP)
+lab: $(STAMP) labext
 	@if $(BIN)/hdsp daemon status >/dev/null 2>&1; then echo "hdspd is running"; else \
 		mkdir -p "$$(dirname "$(LAB_LOG)")"; echo "starting hdspd (log: $(LAB_LOG))"; \
 		nohup $(BIN)/hdspd >>"$(LAB_LOG)" 2>&1 & fi
 	$(BIN)/jupyter lab --ServerApp.root_dir="$(abspath $(LAB_DIR))" \
 		--ServerApp.jpserver_extensions="hdsp.client.jupyterlab=True" $(LAB_ARGS)
+
+# ---- JupyterLab panel, frontend half: targets -----------------------------------
+labext: $(LABEXT_BUILT)
+
+# The same stamp tests/jupyterlab_frontend/frontend.py writes: one npm ci per lockfile.
+$(NPM_STAMP): $(FRONTEND)/package-lock.json
+	cd $(FRONTEND) && npm ci --no-audit --no-fund --loglevel=error
+	printf %s "$$(sha256sum $(FRONTEND)/package-lock.json | cut -d' ' -f1)" > $@
+
+$(LABEXT_BUILT): $(NPM_STAMP) $(FRONTEND_SRC)
+	cd $(FRONTEND) && npm run --silent build
+	touch $@
+
+# The panel's TypeScript wire types, from protocol/schema.json (after `make schema`).
+wire-types: $(NPM_STAMP)
+	cd $(FRONTEND) && npm run --silent generate:types
