@@ -20,8 +20,12 @@ export async function request(name: string, body = ''): Promise<string> {
 /** Open the hdsp panel and wait until it is connected to hdspd. */
 export async function openPanel(page: Page): Promise<void> {
   await page.waitForFunction(() => (window as any).jupyterapp?.commands?.hasCommand('hdsp:open-panel'));
+  // After the layout is restored: a restored layout would otherwise show another
+  // sidebar over the panel (a page loaded without Galata's fixture restores one).
   await page.evaluate(async () => {
-    await (window as any).jupyterapp.commands.execute('hdsp:open-panel');
+    const app = (window as any).jupyterapp;
+    await app.restored;
+    await app.commands.execute('hdsp:open-panel');
   });
   await expect(page.getByTestId('hdsp-panel')).toBeVisible();
   await expect(page.getByTestId('hdsp-connection')).toHaveAttribute('data-state', 'connected');
