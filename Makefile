@@ -21,7 +21,7 @@ LABEXT_LINK  = mkdir -p $(VENV)/share/jupyter/labextensions/@hdsp && \
                ln -sfn $(CURDIR)/$(LABEXT) $(VENV)/share/jupyter/labextensions/@hdsp/jupyterlab
 # ---- end of the frontend block ---------------------------------------------------
 
-.PHONY: run test lint typecheck schema demo bench bench-quick clean labext wire-types lab browser-deps chromium
+.PHONY: run test lint typecheck schema demo bench bench-quick clean labext wire-types lab browser-deps chromium screenshots
 
 run: $(STAMP) labext
 	$(BIN)/hdspd
@@ -93,6 +93,12 @@ chromium:
 		echo "make: the browser tests need chromium and apt could not install it;" \
 			"install it (apt-get install -y chromium) or set CHROMIUM=/path/to/chromium" >&2; \
 		exit 1; }
+
+# The README's screenshots of the panel mid-task (browser scenarios 1-3), taken
+# by the browser tests into clients/jupyterlab/screenshots (commit them).
+screenshots: $(STAMP) labext browser-deps
+	HDSP_SCREENSHOT_DIR=$(CURDIR)/clients/jupyterlab/screenshots $(BIN)/python -m pytest \
+		tests/jupyterlab/test_browser.py -q -k "scenario_1 or scenario_2 or scenario_3"
 
 # JupyterLab with hdsp's plugin on a sample workspace; hdspd is started first
 # when `hdsp daemon status` says it is not running (the plugin reconnects by itself).

@@ -194,9 +194,9 @@ STREAMED = (
 
 
 def streamed_reply(gate: threading.Event) -> FakeReply:
-    """STREAMED in small chunks, held after the role chunk and two pieces of text
-    until `gate` is set, then a completion."""
-    return (FakeReply.text(STREAMED, chunk_size=4) + done(STREAMED)).held_after(3, gate)
+    """STREAMED in small chunks, held after the role chunk and a dozen pieces of
+    text (about half of it) until `gate` is set, then a completion."""
+    return (FakeReply.text(STREAMED, chunk_size=4) + done(STREAMED)).held_after(13, gate)
 
 
 def test_scenario_1_a_task_streams_its_text_and_completes(
@@ -204,6 +204,7 @@ def test_scenario_1_a_task_streams_its_text_and_completes(
 ) -> None:
     gate = threading.Event()
     spec.env["HDSP_STREAMED_TEXT"] = STREAMED
+    spec.env["HDSP_HELD_TEXT"] = STREAMED[:40]  # what shows while the stream is held
     fake_openai.script(streamed_reply(gate))
     spec.start("task.spec.ts")
     spec.serve("release-stream", lambda body: gate.set())
@@ -258,13 +259,12 @@ def tiny_png() -> str:
 def test_scenario_3_live_output_an_image_and_stop_interrupts_a_long_cell(
     daemon: DaemonProcess, fake_openai: FakeOpenAI, spec: Spec, workspace: Path
 ) -> None:
-    release = workspace / "release-loop"
     loop = (
         "import os, time\n"
         "for i in range(3):\n"
         "    print(f'tick {i}', flush=True)\n"
         "    time.sleep(0.4)\n"
-        f"while not os.path.exists({str(release)!r}):  # the browser test writes it\n"
+        "while not os.path.exists('release-loop'):  # the browser test writes it\n"
         "    time.sleep(0.05)\n"
         "print('loop done')\n"
     )

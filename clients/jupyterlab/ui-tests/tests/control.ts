@@ -81,7 +81,10 @@ export async function openTaskId(page: Page): Promise<string> {
 export async function screenshot(page: Page, name: string): Promise<void> {
   const dir = process.env.HDSP_SCREENSHOT_DIR || process.env.HDSP_UI_OUTPUT!;
   fs.mkdirSync(dir, { recursive: true });
-  await page.screenshot({ path: path.join(dir, `${name}.png`) });
+  // The sidebar as wide as a person would drag it to read a task (shell's
+  // left | main | right split), then the picture of the panel.
+  await page.evaluate(() => (window as any).jupyterapp.shell._hsplitPanel?.setRelativeSizes([0.5, 0.5, 0]));
+  await page.getByTestId('hdsp-panel').screenshot({ path: path.join(dir, `${name}.png`) });
 }
 
 /** The messages of the open task as the page shows them, in order. */

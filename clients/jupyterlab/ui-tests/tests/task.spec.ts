@@ -19,6 +19,8 @@ test('a task started in the panel streams its text and completes', async ({ page
   expect(seen.length).toBeLessThan(text.length);
   expect(text.startsWith(seen)).toBe(true);
   await expect(page.getByTestId('hdsp-task-state')).toHaveText(/running/i);
+  // The stream is held after about half of the text: all of that shows, still partial.
+  await expect(partial.first()).toContainText(process.env.HDSP_HELD_TEXT!);
   await screenshot(page, 'scenario-1-streaming');
 
   // The rest of the stream: the text grows, then is final, and the task completes.
