@@ -171,13 +171,17 @@ def test_scenario_1_a_task_streams_its_text_and_completes(
         "y is always one more than x."
     )
     spec.env["HDSP_STREAMED_TEXT"] = text
-    # Streamed slowly enough that the panel shows it part-way.
+    # Streamed at reading pace (about 3 s in all), so the panel shows it part-way.
     fake_openai.script(
-        FakeReply.text(text, chunk_size=2).slow_first_byte(0.1)
-        + FakeReply.tool_calls([ToolCall("attempt_completion", json.dumps({"result": text}))])
+        (
+            FakeReply.text(text, chunk_size=4)
+            + FakeReply.tool_calls([ToolCall("attempt_completion", json.dumps({"result": text}))])
+        ).paced(0.1)
     )
     out = spec.run("task.spec.ts")
     assert "HDSP_FIRST_TOKEN_MS=" in out, out
+    # The prompt-to-first-token time on screen, for the closing note.
+    print(next(line for line in out.splitlines() if "HDSP_FIRST_TOKEN_MS=" in line))
 
 
 @needs_frontend
