@@ -67,6 +67,9 @@ RETRY_MAX = 2.0
 #: Seconds a reconnecting link waits for the daemon's handshake before it drops the
 #: connection and connects anew (a daemon that is back but never acknowledged us).
 REHANDSHAKE_LIMIT = 30.0
+#: Seconds between two starts of hdspd (`start_daemon`), so one that cannot start
+#: is not started again and again.
+RESPAWN_INTERVAL = 30.0
 #: Seconds a command from the browser may wait for its reply.
 COMMAND_TIMEOUT = 30.0
 
@@ -150,6 +153,7 @@ class DaemonLink:
         self._started = anyio.Event()
         #: The hdspd this link started (`start_daemon`), if any.
         self.started_daemon: subprocess.Popen[bytes] | None = None
+        self._spawned_at: float | None = None
 
     # ---- state ------------------------------------------------------------------
 
@@ -253,6 +257,11 @@ class DaemonLink:
         daemon outlives this server, as one started by hand would."""
         if self.started_daemon is not None and self.started_daemon.poll() is None:
             return "Starting hdspd…"
+        now = anyio.current_time()
+        if self._spawned_at is not None and now - self._spawned_at < RESPAWN_INTERVAL:
+            code = None if self.started_daemon is None else self.started_daemon.returncode
+            return f"hdspd exited (code {code}) after it was started; {NOT_RUNNING_HINT}"
+        self._spawned_at = now
         env = dict(os.environ) | self._daemon_env
         if self._runtime_dir is not None:
             env["HDSP_RUNTIME_DIR"] = os.fspath(self._runtime_dir)

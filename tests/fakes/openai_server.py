@@ -119,6 +119,8 @@ class Reply:
     content_type: str = "text/plain; charset=utf-8"
     #: Seconds before the status line; None: never (until the client leaves).
     first_byte_delay: float | None = 0.0
+    #: Seconds between two SSE events (a model that streams at reading pace).
+    event_interval: float = 0.0
     fault: Fault | None = None
     #: How many SSE events go out before the fault.
     fault_at: int = 0
@@ -289,6 +291,10 @@ class Reply:
         """Drop the connection after `events` events, mid-response."""
         return dataclasses.replace(self, fault="cut", fault_at=events)
 
+    def paced(self, seconds: float) -> Reply:
+        """The same reply with `seconds` between its SSE events."""
+        return dataclasses.replace(self, event_interval=seconds)
+
     def hang_after(self, events: int) -> Reply:
         """Send `events` events, then block until the client disconnects or the fake closes."""
         return dataclasses.replace(self, fault="hang", fault_at=events)
@@ -396,6 +402,12 @@ class FakeOpenAI(ScriptedServer[Reply]):
                 if not self._hold(exchange, reply.hold):
                     return
             if position < len(events):
+                if (
+                    position
+                    and reply.event_interval
+                    and not self._pause(exchange, reply.event_interval)
+                ):
+                    return
                 exchange.send_raw(events[position])
         exchange.end_stream()
 
