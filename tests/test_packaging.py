@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -465,8 +466,9 @@ def test_wheel_installs_and_runs_in_a_clean_venv(tmp_path: Path) -> None:
     venv = tmp_path / "venv"
     run([sys.executable, "-m", "venv", venv])
     bin_dir = venv / "bin"
-    # Dependencies come from the index; pip's cache keeps repeated runs quick.
-    run([bin_dir / "python", "-m", "pip", "install", "--quiet", wheel])
+    # Dependencies come from the index; pip's cache keeps repeated runs quick. The
+    # `lab` extra: the JupyterLab plugin's modules import jupyter_server.
+    run([bin_dir / "python", "-m", "pip", "install", "--quiet", f"{wheel}[lab]"])
 
     # Run from an unrelated directory, so nothing is imported from the source tree.
     outside = tmp_path / "elsewhere"
@@ -493,7 +495,7 @@ def test_wheel_installs_and_runs_in_a_clean_venv(tmp_path: Path) -> None:
             ".__init__", ""
         )
         for root, pkg in (("protocol", "protocol"), ("daemon", "daemon"), ("clients", "client"))
-        for p in (REPO / root).rglob("*.py")
+        for p in python_files(REPO / root)
         if p.name != "__main__.py"
     )
     imported = run(
@@ -509,3 +511,22 @@ def test_wheel_installs_and_runs_in_a_clean_venv(tmp_path: Path) -> None:
         cwd=outside,
     )
     assert imported.strip() == str(len(expected))
+
+    # labserver (issue 16): installing hdsp enables its jupyter_server extension
+    # (the enable file in etc/jupyter/jupyter_server_config.d), and it loads.
+    env = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "VIRTUAL_ENV"}}
+    env |= {"JUPYTER_CONFIG_DIR": str(tmp_path / "jupyter-config"), "JUPYTER_PLATFORM_DIRS": "1"}
+    listed = subprocess.run(
+        [bin_dir / "jupyter", "server", "extension", "list"],
+        cwd=outside,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    report = re.sub(r"\x1b\[[0-9;]*m", "", listed.stdout + listed.stderr)  # (colours, stderr)
+    venv_config = f"Config dir: {venv / 'etc' / 'jupyter'}"
+    assert venv_config in report, report
+    section = report.partition(venv_config)[2].partition("Config dir:")[0]
+    assert "hdsp.client.jupyterlab enabled" in section, report
+    assert re.search(r"hdsp\.client\.jupyterlab\s+OK", section), report

@@ -1,6 +1,7 @@
 """The streaming reply view: what one model request has produced so far, shown
 live as partial `text` and `reasoning` messages (at most every
-PARTIAL_INTERVAL seconds) and assembled, when it ends, into the assistant
+PARTIAL_INTERVAL seconds, and what was held back shows when the interval is
+over, even if the stream pauses) and assembled, when it ends, into the assistant
 message of the API history.
 """
 
@@ -59,6 +60,10 @@ class StreamedReply:
         self.usage = UsageChunk()
         self.stop_reason: str | None = None
         self._last_partial = 0.0
+        #: Set when the interval held back text from the partial messages.
+        self._held_back = anyio.Event()
+        self._streamed = False
+        self._showing = anyio.Lock()
 
     async def stream(self, provider: Provider, request: ModelRequest) -> None:
         """Stream the reply to `request`; while it has not begun, say that the task
@@ -67,6 +72,7 @@ class StreamedReply:
         error: ProviderError | None = None
         async with anyio.create_task_group() as tg:
             tg.start_soon(show_wait, self._messages, wait, name="wait for the model")
+            tg.start_soon(self._show_held_back, name="show the text held back")
             try:
                 async with provider.stream(request) as chunks:
                     wait.accepted = True
@@ -78,6 +84,8 @@ class StreamedReply:
                 error = exc  # raised outside the task group, not in an ExceptionGroup
             finally:
                 wait.end("failed" if error is not None else "stopped")
+                self._streamed = True
+                self._held_back.set()
         if error is not None:
             raise error
 
@@ -86,9 +94,10 @@ class StreamedReply:
             case TextDelta(text=delta):
                 if self.reasoning_msg is not None and self.reasoning_msg.partial:
                     # Reasoning is over once the answer begins.
-                    self.reasoning_msg = await self._messages.update(
-                        self.reasoning_msg, text=self.reasoning, partial=False
-                    )
+                    async with self._showing:
+                        self.reasoning_msg = await self._messages.update(
+                            self.reasoning_msg, text=self.reasoning, partial=False
+                        )
                 self.text += delta
                 self.text_msg = await self._show(Say.TEXT, self.text_msg, self.text)
             case ReasoningDelta(text=delta, signature=signature):
@@ -109,16 +118,37 @@ class StreamedReply:
 
     async def _show(self, say: Say, message: ClineMessage | None, text: str) -> ClineMessage:
         """The partial message `message` (new if None) showing `text`, if it is time."""
-        if message is None:
-            message = await self._messages.say(say, text, partial=True)
-        elif not message.partial:  # a retry takes over the broken attempt's
-            message = await self._messages.update(message, text=text, partial=True)
-        elif time.monotonic() - self._last_partial >= PARTIAL_INTERVAL:
-            message = await self._messages.update(message, text=text)
-        else:
+        async with self._showing:
+            if message is None:
+                message = await self._messages.say(say, text, partial=True)
+            elif not message.partial:  # a retry takes over the broken attempt's
+                message = await self._messages.update(message, text=text, partial=True)
+            elif time.monotonic() - self._last_partial >= PARTIAL_INTERVAL:
+                message = await self._messages.update(message, text=text)
+            else:
+                self._held_back.set()
+                return message
+            self._last_partial = time.monotonic()
             return message
-        self._last_partial = time.monotonic()
-        return message
+
+    async def _show_held_back(self) -> None:
+        """Show the text the interval held back once the interval is over, so that a
+        model that pauses mid-reply (before a tool call, or just slow) is seen to
+        have said everything it sent; until the stream ends."""
+        while True:
+            await self._held_back.wait()
+            if self._streamed:
+                return
+            self._held_back = anyio.Event()
+            await anyio.sleep(max(0.0, self._last_partial + PARTIAL_INTERVAL - time.monotonic()))
+            async with self._showing:
+                if self._streamed:
+                    return
+                for attr, text in (("text_msg", self.text), ("reasoning_msg", self.reasoning)):
+                    message: ClineMessage | None = getattr(self, attr)
+                    if message is not None and message.partial and message.text != text:
+                        setattr(self, attr, await self._messages.update(message, text=text))
+                self._last_partial = time.monotonic()
 
     async def finish(self) -> None:
         """Finish the messages left partial, with all the text they got."""

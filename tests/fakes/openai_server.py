@@ -15,6 +15,7 @@ with hdsp's demo server, :mod:`hdsp.daemon.llm.demo`), and misbehaves on request
             Reply.unauthorized_echoing_key(),        # 401 quoting the request's key back
             Reply.plain_status(503, "Down for maintenance"),  # a proxy's text, not JSON
             Reply.accept_and_hang(),                 # reads the request, never answers
+            Reply.text("Hello world").held_after(2, gate),  # waits for gate.set() there
         )
         ...  # the SDK at fake.base_url ("http://127.0.0.1:PORT/v1")
         fake.wait_for_requests(2)                    # or: await fake.wait_for_requests_async(2)
@@ -30,7 +31,8 @@ with ``+``; faults are either whole replies (:meth:`Reply.status`,
 streamed one (``.cut_after(n)`` (FIN), ``.reset_after(n)`` (TCP RST),
 ``.end_after(n)`` (a clean end, mid-reply), ``.unframed_after(n)`` (broken chunked
 framing), ``.hang_after(n)``, ``.malformed_after(n)``, ``.error_after(n)``,
-``.slow_first_byte(s)``, ``.without_usage()``, ``.with_finish_reason(r)``), where
+``.slow_first_byte(s)``, ``.without_usage()``, ``.with_finish_reason(r)``,
+``.held_after(n, gate)`` (a pause until the test sets a :class:`threading.Event`)), where
 ``n`` counts the SSE events sent first (the role chunk is event 0).
 
 Run it by hand, serving default replies: ``python -m tests.fakes.openai_server --port 8089``.
@@ -39,6 +41,7 @@ Run it by hand, serving default replies: ``python -m tests.fakes.openai_server -
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -117,9 +120,14 @@ class Reply:
     content_type: str = "text/plain; charset=utf-8"
     #: Seconds before the status line; None: never (until the client leaves).
     first_byte_delay: float | None = 0.0
+    #: Seconds between two SSE events (a model that streams at reading pace).
+    event_interval: float = 0.0
     fault: Fault | None = None
     #: How many SSE events go out before the fault.
     fault_at: int = 0
+    #: Not None: after `hold_at` SSE events, wait until the test sets this event.
+    hold: threading.Event | None = None
+    hold_at: int = 0
     error_message: str = _ERROR_MESSAGES[500]
     #: Replace ``{key}`` in the error body's message with the request's API key
     #: (the ``Authorization: Bearer`` value), as some servers quote it back.
@@ -284,6 +292,10 @@ class Reply:
         """Drop the connection after `events` events, mid-response."""
         return dataclasses.replace(self, fault="cut", fault_at=events)
 
+    def paced(self, seconds: float) -> Reply:
+        """The same reply with `seconds` between its SSE events."""
+        return dataclasses.replace(self, event_interval=seconds)
+
     def hang_after(self, events: int) -> Reply:
         """Send `events` events, then block until the client disconnects or the fake closes."""
         return dataclasses.replace(self, fault="hang", fault_at=events)
@@ -309,6 +321,11 @@ class Reply:
     def unframed_after(self, events: int) -> Reply:
         """Send `events` events, then bytes that break the HTTP chunked framing."""
         return dataclasses.replace(self, fault="unframed", fault_at=events)
+
+    def held_after(self, events: int, gate: threading.Event) -> Reply:
+        """Send `events` events, then wait until `gate` is set (the test releases
+        the stream when it has seen what it wanted part-way), then the rest."""
+        return dataclasses.replace(self, hold=gate, hold_at=events)
 
     def slow_first_byte(self, seconds: float) -> Reply:
         """Wait `seconds` before the status line (less if the client leaves)."""
@@ -444,9 +461,27 @@ class FakeOpenAI(ScriptedServer[Reply]):
             if reply.fault is not None and position == reply.fault_at:
                 self._fault(exchange, reply)
                 return
+            if reply.hold is not None and position == reply.hold_at:
+                if not self._hold(exchange, reply.hold):
+                    return
             if position < len(events):
+                if (
+                    position
+                    and reply.event_interval
+                    and not self._pause(exchange, reply.event_interval)
+                ):
+                    return
                 exchange.send_raw(events[position])
         exchange.end_stream()
+
+    def _hold(self, exchange: ChatExchange, gate: threading.Event) -> bool:
+        """Wait for `gate`; False (connection dropped) if the client left or the
+        fake closes first. The event is checked every 50 ms between waits that
+        also watch the client's socket."""
+        while not gate.is_set():
+            if not self._pause(exchange, 0.05):
+                return False
+        return True
 
     def _fault(self, exchange: ChatExchange, reply: Reply) -> None:
         if reply.fault == "cut":

@@ -3,12 +3,18 @@ messages, then one assistant message for the API history, with its cost."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
+import anyio
 import pytest
 
 from hdsp.daemon.conversation import (
+    Chunk,
     ModelInfo,
+    ModelRequest,
     ReasoningBlock,
     ReasoningDelta,
     StopChunk,
@@ -18,9 +24,10 @@ from hdsp.daemon.conversation import (
     ToolUseBlock,
     UsageChunk,
 )
+from hdsp.daemon.tasks.messages import TaskMessages
 from hdsp.daemon.tasks.reply import StreamedReply
-from hdsp.protocol import HistoryItem, Say
-from tests.support.task_parts import open_parts
+from hdsp.protocol import ClineMessage, HistoryItem, Say
+from tests.support.task_parts import TASK_ID, open_parts
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -116,3 +123,57 @@ async def test_a_retry_takes_over_the_broken_attempts_messages(tmp_path: Path) -
             (Say.REASONING, ""),
             (Say.TEXT, "A whole answer"),
         ]
+
+
+class PausingProvider:
+    """A model that sends `deltas` at once, then pauses until `go` is set."""
+
+    model = "pausing"
+
+    def __init__(self, deltas: list[str]) -> None:
+        self.deltas = deltas
+        self.go = anyio.Event()
+
+    def info(self) -> ModelInfo:
+        return ModelInfo()
+
+    @asynccontextmanager
+    async def stream(self, request: ModelRequest) -> AsyncIterator[AsyncIterator[Chunk]]:
+        async def chunks() -> AsyncIterator[Chunk]:
+            for delta in self.deltas:
+                yield TextDelta(text=delta)
+            await self.go.wait()
+            yield StopChunk(reason="end_turn")
+
+        yield chunks()
+
+    async def aclose(self) -> None:
+        pass
+
+
+async def test_text_held_back_by_the_interval_shows_when_the_model_pauses(
+    tmp_path: Path,
+) -> None:
+    async with open_parts(tmp_path) as parts:
+        shown = anyio.Event()
+
+        class Watched(TaskMessages):
+            async def update(self, message: ClineMessage, **changes: Any) -> ClineMessage:
+                new = await super().update(message, **changes)
+                if new.partial and new.text == "Hello, world":
+                    shown.set()
+                return new
+
+        messages = Watched(TASK_ID, parts.store, parts.journal, parts.deps.clock)
+        reply = StreamedReply(messages)
+        provider = PausingProvider(["Hel", "lo", ", world"])
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(reply.stream, provider, ModelRequest(system="", messages=[]))
+            # The deltas came within PARTIAL_INTERVAL; the model now says nothing,
+            # and all it sent shows anyway (before: "Hel" until the stream ended).
+            with anyio.fail_after(5):
+                await shown.wait()
+            provider.go.set()
+        await reply.finish()
+        stored = await parts.stored_messages()
+        assert [(m.text, m.partial) for m in stored] == [("Hello, world", False)]

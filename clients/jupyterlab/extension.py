@@ -1,0 +1,63 @@
+"""The jupyter_server extension: settings, handlers, and the task that owns the
+link to hdspd from the server's start to its stop."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+from jupyter_server.extension.application import ExtensionApp
+from jupyter_server.serverapp import ServerApp
+from traitlets import Bool, Unicode
+
+from .handlers import handlers
+from .link import DaemonLink
+
+__all__ = ["HdspExtension"]
+
+
+class HdspExtension(ExtensionApp):
+    """hdsp's JupyterLab plugin, server half: a relay to the user's hdspd."""
+
+    name = "hdsp"
+    load_other_extensions = True
+
+    start_daemon = Bool(
+        False,
+        config=True,
+        help="Start hdspd (in the background, outliving this server) when it is not running.",
+    )
+    hdsp_runtime_dir = Unicode(
+        None,
+        allow_none=True,
+        config=True,
+        help="hdspd's runtime dir (by default HDSP_RUNTIME_DIR or the per-user one).",
+    )
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.link: DaemonLink | None = None
+        #: The one asyncio task that hosts the link's task group (asyncio has no
+        #: task group that outlives a call; this is its root, cancelled on stop).
+        self._runner: asyncio.Task[None] | None = None
+
+    def initialize_settings(self) -> None:
+        self.link = DaemonLink(self.hdsp_runtime_dir, start_daemon=self.start_daemon, log=self.log)
+
+    def initialize_handlers(self) -> None:
+        assert self.link is not None
+        self.handlers.extend(handlers(self.link))
+
+    async def _start_jupyter_server_extension(self, serverapp: ServerApp) -> None:
+        link = self.link
+        assert link is not None
+        self._runner = asyncio.get_running_loop().create_task(link.run(), name="hdsp-link")
+        await link.wait_started()
+
+    async def stop_extension(self) -> None:
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            runner.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await runner

@@ -1,0 +1,711 @@
+/**
+ * The panel's React view. It reads the model's state and calls its commands;
+ * the `data-testid`s are the page's contract with the browser tests
+ * (clients/jupyterlab/CONTRACT.md). Model text and kernel output go through
+ * JupyterLab's rendermime as untrusted (sanitized HTML, no script); everything
+ * else from the daemon is shown as text.
+ */
+import { MimeModel, IRenderMimeRegistry } from '@jupyterlab/rendermime';
+import { Widget } from '@lumino/widgets';
+import React, { useEffect, useMemo, useRef, useState, useSyncExternalStore } from 'react';
+
+import { APPROVAL_SWITCHES, ApprovalKey, PanelModel } from './model';
+import {
+  answeredBy,
+  blobImage,
+  cellOf,
+  fence,
+  imageSrc,
+  outputBundle,
+  QUIET_SAYS,
+  STATE_WORDS,
+  toolOf,
+  verdict
+} from './messages';
+import { filterTasks, messagesOf, OpenTask, TaskRow, ViewState } from './state';
+import type { ClineMessage, KernelOutput } from './wire';
+
+interface Props {
+  model: PanelModel;
+  rendermime: IRenderMimeRegistry;
+}
+
+const Ctx = React.createContext<Props | null>(null);
+
+function useProps(): Props {
+  const props = React.useContext(Ctx);
+  if (props === null) {
+    throw new Error('hdsp panel: no context');
+  }
+  return props;
+}
+
+// ---- rendermime ----------------------------------------------------------------
+
+/** A mime bundle rendered by rendermime, untrusted. */
+function MimeView(props: { bundle: Record<string, unknown>; className?: string }): JSX.Element | null {
+  const { rendermime, model } = useProps();
+  const host = useRef<HTMLDivElement>(null);
+  const blob = blobImage(props.bundle);
+  const mimeType = blob ? null : rendermime.preferredMimeType(props.bundle as never, 'ensure');
+  const text = JSON.stringify(props.bundle);
+  useEffect(() => {
+    if (!mimeType || !host.current) {
+      return;
+    }
+    const renderer = rendermime.createRenderer(mimeType);
+    Widget.attach(renderer, host.current);
+    void renderer.renderModel(
+      new MimeModel({ data: JSON.parse(text), trusted: false })
+    );
+    return () => {
+      if (renderer.isAttached) {
+        Widget.detach(renderer);
+      }
+      renderer.dispose();
+    };
+  }, [mimeType, text]);
+  if (blob) {
+    return (
+      <div className={props.className}>
+        <img src={model.api.blobUrl(blob.sha256)} alt="output image" />
+      </div>
+    );
+  }
+  if (!mimeType) {
+    return <div className={props.className}>[{Object.keys(props.bundle).join(', ') || 'no output'}]</div>;
+  }
+  return <div className={props.className} ref={host} />;
+}
+
+function Markdown(props: { text: string; className?: string }): JSX.Element {
+  return <MimeView bundle={{ 'text/markdown': props.text }} className={props.className} />;
+}
+
+function Code(props: { code: string; language?: string }): JSX.Element {
+  return <Markdown text={fence(props.code, props.language)} className="hdsp-code" />;
+}
+
+function Outputs(props: { outputs: KernelOutput[] }): JSX.Element {
+  return (
+    <div data-testid="hdsp-output" className="hdsp-output">
+      {props.outputs.map((o, i) => (
+        <MimeView
+          key={i}
+          bundle={outputBundle(o)}
+          className={o.outputType === 'error' || o.name === 'stderr' ? 'hdsp-output-error' : undefined}
+        />
+      ))}
+    </div>
+  );
+}
+
+// ---- pieces --------------------------------------------------------------------
+
+function Diff(props: { diff: string }): JSX.Element {
+  return (
+    <pre data-testid="hdsp-diff" className="hdsp-diff">
+      {props.diff.split('\n').map((line, i) => {
+        let cls = '';
+        if (line.startsWith('+') && !line.startsWith('+++')) {
+          cls = 'hdsp-diff-add';
+        } else if (line.startsWith('-') && !line.startsWith('---')) {
+          cls = 'hdsp-diff-del';
+        } else if (line.startsWith('@@')) {
+          cls = 'hdsp-diff-hunk';
+        }
+        return (
+          <div key={i} className={cls}>
+            {line || ' '}
+          </div>
+        );
+      })}
+    </pre>
+  );
+}
+
+function ToolCard(props: { message: ClineMessage; auto: boolean }): JSX.Element {
+  const tool = toolOf(props.message);
+  if (tool === null) {
+    return <div className="hdsp-tool-card">{props.message.text}</div>;
+  }
+  const args = Object.keys(tool.args).length ? JSON.stringify(tool.args) : '';
+  return (
+    <div data-testid="hdsp-tool-card" data-tool={tool.tool} className="hdsp-tool-card">
+      <div className="hdsp-tool-head">
+        <span className="hdsp-tool-name">{tool.tool}</span>
+        {tool.path && <span className="hdsp-tool-path">{tool.path}</span>}
+        {props.auto && <span className="hdsp-tool-auto">auto-approved</span>}
+        {props.message.isProtected && <span className="hdsp-tool-auto">protected path</span>}
+      </div>
+      {args && <div className="hdsp-tool-args">{args}</div>}
+      {tool.command && <pre className="hdsp-command">$ {tool.command}</pre>}
+      {/* An auto-approved run shows its code in the cell card that follows. */}
+      {tool.code && !(props.auto && tool.tool === 'execute_code') && <Code code={tool.code} />}
+      {tool.diff ? (
+        <Diff diff={tool.diff} />
+      ) : (
+        tool.content !== null && <pre className="hdsp-content">{tool.content}</pre>
+      )}
+    </div>
+  );
+}
+
+function CommandCard(props: { message: ClineMessage }): JSX.Element {
+  return (
+    <div data-testid="hdsp-tool-card" data-tool="execute_command" className="hdsp-tool-card">
+      <div className="hdsp-tool-head">
+        <span className="hdsp-tool-name">command</span>
+        {props.message.cwd && <span className="hdsp-tool-path">in {props.message.cwd}</span>}
+      </div>
+      <pre className="hdsp-command">$ {props.message.text}</pre>
+    </div>
+  );
+}
+
+function CellCard(props: { message: ClineMessage; task: OpenTask }): JSX.Element {
+  const cell = cellOf(props.message);
+  if (cell === null) {
+    return <pre>{props.message.text}</pre>;
+  }
+  const live = cell.executionId ? props.task.outputs[cell.executionId] : undefined;
+  // The live stream holds every output uncut; the message's own list is cut.
+  const outputs = live !== undefined && (cell.status === 'running' || cell.omitted > 0) ? live : cell.outputs;
+  return (
+    <div data-testid="hdsp-tool-card" data-tool="execute_code" className="hdsp-tool-card hdsp-cell">
+      <div className="hdsp-tool-head">
+        <span className="hdsp-tool-name">In [{cell.executionCount ?? ' '}]</span>
+        <span className={`hdsp-cell-status hdsp-cell-${cell.status}`}>{cell.status}</span>
+      </div>
+      <Code code={cell.code} />
+      <Outputs outputs={outputs} />
+      {cell.omitted > 0 && live === undefined && (
+        <div className="hdsp-note">[{cell.omitted.toLocaleString()} characters not kept]</div>
+      )}
+      {cell.kernelRestarted && <div className="hdsp-note">The kernel restarted: its variables are gone.</div>}
+    </div>
+  );
+}
+
+function Images(props: { images: string[] | null | undefined }): JSX.Element | null {
+  const { model } = useProps();
+  if (!props.images || props.images.length === 0) {
+    return null;
+  }
+  return (
+    <div className="hdsp-images">
+      {props.images.map((img, i) => {
+        const src = imageSrc(img, sha => model.api.blobUrl(sha));
+        return src ? <img key={i} src={src} alt="image" /> : null;
+      })}
+    </div>
+  );
+}
+
+function AskSummary(props: { message: ClineMessage }): JSX.Element {
+  const m = props.message;
+  const kind = m.ask ?? '';
+  if (kind === 'command') {
+    return (
+      <>
+        <div className="hdsp-ask-title">Run this command?</div>
+        <CommandCard message={m} />
+      </>
+    );
+  }
+  if (kind === 'followup') {
+    const data = (() => {
+      try {
+        return JSON.parse(m.text ?? '');
+      } catch {
+        return null;
+      }
+    })();
+    return <Markdown text={String(data?.question ?? m.text ?? '')} />;
+  }
+  if (toolOf(m) !== null) {
+    return (
+      <>
+        <div className="hdsp-ask-title">Allow this?</div>
+        <ToolCard message={m} auto={false} />
+      </>
+    );
+  }
+  if (kind === 'api_req_failed') {
+    return <div className="hdsp-ask-title">The model request failed; retry? {m.text}</div>;
+  }
+  if (kind === 'resume_task' || kind === 'resume_completed_task') {
+    return <div className="hdsp-ask-title">Resume the task?</div>;
+  }
+  return (
+    <div className="hdsp-ask-title">
+      {kind}: {m.text}
+    </div>
+  );
+}
+
+function MessageView(props: { message: ClineMessage; task: OpenTask; prompt: boolean }): JSX.Element | null {
+  const m = props.message;
+  const common = {
+    'data-testid': 'hdsp-message',
+    'data-ts': String(m.ts),
+    'data-type': m.type,
+    'data-partial': m.partial ? 'true' : 'false',
+    ...(m.type === 'ask' ? { 'data-ask': m.ask ?? '' } : { 'data-say': m.say ?? '' })
+  };
+  if (m.type === 'ask') {
+    const answered = m.isAnswered ? (
+      <div data-testid="hdsp-ask-answered" className="hdsp-ask-answered">
+        {verdict(m.answer)}
+        {answeredBy(m)}
+      </div>
+    ) : null;
+    if (m.ask === 'command_output') {
+      return (
+        <div {...common} className="hdsp-message">
+          <pre className="hdsp-command-output">{m.text}</pre>
+        </div>
+      );
+    }
+    if (m.ask === 'completion_result' && !m.text) {
+      return null;
+    }
+    const waiting = props.task.pendingAsk?.ts === m.ts;
+    return (
+      <div {...common} className="hdsp-message hdsp-message-ask">
+        {/* The ask that waits shows once, with its buttons, where it was asked. */}
+        {waiting ? <AskBox key={m.ts} ask={props.task.pendingAsk!} /> : <AskSummary message={m} />}
+        {answered}
+      </div>
+    );
+  }
+  const say = m.say ?? '';
+  if (QUIET_SAYS.has(say) || say === 'api_req_retry_delayed') {
+    return null; // bookkeeping (the retry countdown shows in the header)
+  }
+  let body: React.ReactNode;
+  switch (say) {
+    case 'text':
+      body = props.prompt ? (
+        <div className="hdsp-user">{m.text}</div>
+      ) : (
+        <Markdown text={m.text ?? ''} className="hdsp-text" />
+      );
+      break;
+    case 'user_feedback':
+      body = <div className="hdsp-user">{m.text}</div>;
+      break;
+    case 'reasoning':
+      body = (
+        <details className="hdsp-reasoning">
+          <summary>{m.partial ? 'Thinking…' : 'Reasoning'}</summary>
+          <div className="hdsp-reasoning-text">{m.text}</div>
+        </details>
+      );
+      break;
+    case 'tool':
+      body = <ToolCard message={m} auto={true} />;
+      break;
+    case 'command_output':
+      body = <pre className="hdsp-command-output">{m.text}</pre>;
+      break;
+    case 'cell_output':
+      body = <CellCard message={m} task={props.task} />;
+      break;
+    case 'completion_result':
+      body = (
+        <div className="hdsp-result">
+          <div className="hdsp-result-head">Result</div>
+          <Markdown text={m.text ?? ''} />
+        </div>
+      );
+      break;
+    case 'error':
+      body = (
+        <div data-testid="hdsp-error" className="hdsp-error">
+          {m.text}
+        </div>
+      );
+      break;
+    case 'sliding_window_truncation':
+      body = <div className="hdsp-note">Context truncated: the oldest messages were left out of the request (the history keeps them).</div>;
+      break;
+    case 'condense_context':
+    case 'condense_context_error':
+      body = <div className="hdsp-note">Context condensed{m.text ? `: ${m.text}` : ''}</div>;
+      break;
+    case 'kernel_culled':
+      body = <div className="hdsp-note">{m.text || 'The kernel was shut down after being idle.'}</div>;
+      break;
+    case 'image':
+      body = null;
+      break;
+    default:
+      body = (
+        <div className="hdsp-note">
+          [{say}] {m.text}
+        </div>
+      );
+  }
+  return (
+    <div {...common} className={`hdsp-message hdsp-say-${say}`}>
+      {body}
+      <Images images={m.images} />
+    </div>
+  );
+}
+
+function AskBox(props: { ask: ClineMessage }): JSX.Element {
+  const { model } = useProps();
+  const [reason, setReason] = useState('');
+  const [busy, setBusy] = useState(false);
+  const ask = props.ask;
+  const followup = ask.ask === 'followup';
+  const suggestions: string[] = useMemo(() => {
+    if (!followup) {
+      return [];
+    }
+    try {
+      const data = JSON.parse(ask.text ?? '');
+      return Array.isArray(data?.suggest)
+        ? data.suggest.map((s: unknown) => (typeof s === 'string' ? s : String((s as { answer?: string })?.answer ?? '')))
+        : [];
+    } catch {
+      return [];
+    }
+  }, [ask.text, followup]);
+  const run = (response: 'yesButtonClicked' | 'noButtonClicked' | 'messageResponse', text?: string) => {
+    setBusy(true);
+    void model.respond(ask.ts, response, text).finally(() => setBusy(false));
+  };
+  const approve = () => run('yesButtonClicked');
+  const deny = () => run('noButtonClicked', reason);
+  const answer = (text: string) => run('messageResponse', text);
+  const onKey = (e: React.KeyboardEvent) => {
+    const inField = (e.target as HTMLElement).tagName === 'TEXTAREA';
+    if (e.key === 'Enter' && (e.ctrlKey || e.metaKey)) {
+      e.preventDefault();
+      approve();
+    } else if (inField && e.key === 'Enter' && !e.shiftKey) {
+      e.preventDefault();
+      if (followup) {
+        answer(reason);
+      } else {
+        deny();
+      }
+    } else if (!inField && (e.key === 'y' || e.key === 'Y')) {
+      e.preventDefault();
+      approve();
+    } else if (!inField && (e.key === 'n' || e.key === 'N')) {
+      e.preventDefault();
+      deny();
+    }
+  };
+  return (
+    <div
+      data-testid="hdsp-ask"
+      data-ask-ts={String(ask.ts)}
+      data-ask={ask.ask ?? ''}
+      className="hdsp-ask"
+      tabIndex={0}
+      onKeyDown={onKey}
+    >
+      <AskSummary message={ask} />
+      {suggestions.length > 0 && (
+        <div className="hdsp-suggestions">
+          {suggestions.map((s, i) => (
+            <button key={i} className="jp-Button hdsp-button" disabled={busy} onClick={() => answer(s)}>
+              {s}
+            </button>
+          ))}
+        </div>
+      )}
+      <textarea
+        data-testid="hdsp-deny-reason"
+        className="hdsp-reason"
+        rows={2}
+        value={reason}
+        placeholder={followup ? 'Your answer (Enter sends)' : 'Why not? (optional; Enter denies with it)'}
+        onChange={e => setReason(e.target.value)}
+      />
+      <div className="hdsp-ask-buttons">
+        {followup && (
+          <button className="jp-Button hdsp-button" disabled={busy || !reason.trim()} onClick={() => answer(reason)}>
+            Answer
+          </button>
+        )}
+        <button
+          data-testid="hdsp-approve"
+          className="jp-Button jp-mod-accept hdsp-button"
+          disabled={busy}
+          title="Approve (Y, or Ctrl+Enter)"
+          onClick={approve}
+        >
+          {followup ? 'Yes' : 'Approve'}
+        </button>
+        <button
+          data-testid="hdsp-deny"
+          className="jp-Button jp-mod-warn hdsp-button"
+          disabled={busy}
+          title="Deny, with the reason if one is written (N)"
+          onClick={deny}
+        >
+          {reason.trim() && !followup ? 'Deny with reason' : followup ? 'No' : 'Deny'}
+        </button>
+      </div>
+    </div>
+  );
+}
+
+// ---- the big parts -------------------------------------------------------------
+
+function ConnectionBanner(props: { state: ViewState }): JSX.Element {
+  const c = props.state.connection;
+  return (
+    <div data-testid="hdsp-connection" data-state={c.state === 'connecting' ? 'reconnecting' : c.state} className={`hdsp-connection hdsp-connection-${c.state}`}>
+      {c.text}
+    </div>
+  );
+}
+
+function TaskList(props: { state: ViewState }): JSX.Element {
+  const { model } = useProps();
+  const [query, setQuery] = useState('');
+  const tasks = filterTasks(props.state.tasks, query);
+  const openId = props.state.open?.taskId;
+  return (
+    <div className="hdsp-tasks">
+      <input
+        data-testid="hdsp-task-search"
+        className="hdsp-search"
+        type="search"
+        placeholder="Search tasks"
+        value={query}
+        onChange={e => setQuery(e.target.value)}
+      />
+      <ul data-testid="hdsp-task-list" className="hdsp-task-list">
+        {tasks.map((t: TaskRow) => (
+          <li
+            key={t.id}
+            data-testid="hdsp-task-item"
+            data-task-id={t.id}
+            data-state={t.state ?? ''}
+            className={`hdsp-task-item${t.id === openId ? ' hdsp-selected' : ''}`}
+            onClick={() => void model.openTask(t.id)}
+            title={t.workspace ?? ''}
+          >
+            <span className={`hdsp-badge hdsp-badge-${t.state ?? 'unknown'}`}>{t.state ?? '…'}</span>
+            <span className="hdsp-task-number">{t.number ? `#${t.number}` : ''}</span>
+            <span className="hdsp-task-text">{t.task || t.id.slice(0, 8)}</span>
+          </li>
+        ))}
+        {tasks.length === 0 && <li className="hdsp-note">{query ? 'No task matches.' : 'No tasks yet.'}</li>}
+      </ul>
+    </div>
+  );
+}
+
+function TaskHeader(props: { task: OpenTask; row: TaskRow | undefined }): JSX.Element {
+  const { model } = useProps();
+  const t = props.task;
+  const state = t.state ?? props.row?.state ?? null;
+  const usage = t.usage;
+  const tokensIn = usage?.totalTokensIn ?? props.row?.tokensIn ?? 0;
+  const tokensOut = usage?.totalTokensOut ?? props.row?.tokensOut ?? 0;
+  const cost = usage?.totalCost ?? props.row?.totalCost ?? 0;
+  const live = state === 'running' || state === 'interactive';
+  const resumable = state === 'resumable' || state === 'aborted' || state === 'completed' || state === 'idle';
+  return (
+    <div className="hdsp-task-header">
+      <div className="hdsp-task-title">
+        <span data-testid="hdsp-task-state" className={`hdsp-badge hdsp-badge-${state ?? 'unknown'}`} title={STATE_WORDS[state ?? ''] ?? ''}>
+          {state ?? '…'}
+        </span>
+        <span className="hdsp-task-text">{props.row?.task ?? ''}</span>
+      </div>
+      <div className="hdsp-task-meta">
+        <span data-testid="hdsp-tokens">
+          {tokensIn.toLocaleString()} in · {tokensOut.toLocaleString()} out
+        </span>
+        <span data-testid="hdsp-cost">${cost.toFixed(4)}</span>
+        {live && (
+          <button data-testid="hdsp-stop" className="jp-Button jp-mod-warn hdsp-button" onClick={() => void model.stop()} title="Cancel the task and interrupt its code">
+            Stop
+          </button>
+        )}
+        {resumable && (
+          <button className="jp-Button hdsp-button" onClick={() => void model.resume()} title="Continue the task where it stopped">
+            Resume
+          </button>
+        )}
+        <button className="jp-Button hdsp-button" onClick={() => void model.close()} title="Close: stop it and let go of its kernel (the history stays)">
+          Close
+        </button>
+      </div>
+      {t.retry && (
+        <div data-testid="hdsp-retry" className="hdsp-retry">
+          {t.retry.problem} — retry {t.retry.attempt ?? ''} in {t.retry.secondsLeft ?? '?'} s
+        </div>
+      )}
+      {t.waiting && <div className="hdsp-note">{t.waiting}</div>}
+    </div>
+  );
+}
+
+function Conversation(props: { task: OpenTask }): JSX.Element {
+  const end = useRef<HTMLDivElement>(null);
+  const messages = messagesOf(props.task);
+  const firstText = messages.find(m => m.type === 'say' && m.say === 'text')?.ts;
+  const count = messages.length;
+  const lastText = messages[count - 1]?.text?.length ?? 0;
+  useEffect(() => {
+    end.current?.scrollIntoView?.({ block: 'end' });
+  }, [count, lastText, props.task.pendingAsk?.ts]);
+  return (
+    <div data-testid="hdsp-conversation" className="hdsp-conversation">
+      {!props.task.loaded && count === 0 && <div className="hdsp-note">Loading…</div>}
+      {messages.map(m => (
+        <MessageView key={m.ts} message={m} task={props.task} prompt={m.ts === firstText} />
+      ))}
+      {props.task.pendingAsk && props.task.messages[props.task.pendingAsk.ts] === undefined && (
+        <AskBox key={props.task.pendingAsk.ts} ask={props.task.pendingAsk} />
+      )}
+      <Queue task={props.task} />
+      <div ref={end} />
+    </div>
+  );
+}
+
+function Queue(props: { task: OpenTask }): JSX.Element | null {
+  const { model } = useProps();
+  if (props.task.queue.length === 0) {
+    return null;
+  }
+  return (
+    <div className="hdsp-queue">
+      <div className="hdsp-note">Queued for when the current turn ends:</div>
+      {props.task.queue.map(q => (
+        <div key={q.id} data-testid="hdsp-queued-item" className="hdsp-queued-item">
+          <span>{q.text}</span>
+          <button data-testid="hdsp-queued-delete" className="jp-Button hdsp-button" title="Delete this queued message" onClick={() => void model.deleteQueued(q.id)}>
+            ✕
+          </button>
+        </div>
+      ))}
+    </div>
+  );
+}
+
+function Composer(props: { state: ViewState }): JSX.Element {
+  const { model } = useProps();
+  const [text, setText] = useState('');
+  const [sending, setSending] = useState(false);
+  const [profile, setProfile] = useState<string | null>(model.profile);
+  const [approvals, setApprovals] = useState(model.approvals);
+  const open = props.state.open;
+  const profiles = props.state.profiles;
+  const send = () => {
+    if (!text.trim() || sending) {
+      return;
+    }
+    setSending(true);
+    void model.send(text).then(ok => {
+      setSending(false);
+      if (ok) {
+        setText('');
+      }
+    });
+  };
+  return (
+    <div className="hdsp-composer">
+      {open === null && (
+        <div className="hdsp-options">
+          <label className="hdsp-profile-label">
+            Profile{' '}
+            <select
+              data-testid="hdsp-profile"
+              value={profile ?? ''}
+              onChange={e => {
+                const name = e.target.value || null;
+                setProfile(name);
+                model.setProfile(name);
+              }}
+            >
+              <option value="">{profiles?.current ? `current (${profiles.current})` : 'current'}</option>
+              {(profiles?.profiles ?? []).map(p => (
+                <option key={p.name} value={p.name}>
+                  {p.name} — {p.provider} {p.model}
+                </option>
+              ))}
+            </select>
+          </label>
+          <div data-testid="hdsp-auto-approve" className="hdsp-auto-approve" title="What this new task may do without asking">
+            Without asking:
+            {APPROVAL_SWITCHES.map(s => (
+              <label key={s.key}>
+                <input
+                  type="checkbox"
+                  data-key={s.key}
+                  checked={approvals[s.key as ApprovalKey]}
+                  onChange={e => {
+                    const next = { ...approvals, [s.key]: e.target.checked };
+                    setApprovals(next);
+                    model.setApproval(s.key, e.target.checked);
+                  }}
+                />
+                {s.label}
+              </label>
+            ))}
+          </div>
+        </div>
+      )}
+      <textarea
+        data-testid="hdsp-prompt"
+        className="hdsp-prompt"
+        rows={3}
+        value={text}
+        placeholder={open === null ? 'Ask hdsp to do something (Enter sends, Shift+Enter a new line)' : 'A message to this task (Enter sends)'}
+        onChange={e => setText(e.target.value)}
+        onKeyDown={e => {
+          if (e.key === 'Enter' && !e.shiftKey) {
+            e.preventDefault();
+            send();
+          }
+        }}
+      />
+      <button data-testid="hdsp-send" className="jp-Button jp-mod-accept hdsp-button" disabled={sending || !text.trim()} onClick={send}>
+        {open === null ? 'Start task' : 'Send'}
+      </button>
+    </div>
+  );
+}
+
+export function Panel(props: Props): JSX.Element {
+  const state = useSyncExternalStore(props.model.subscribe, props.model.getState);
+  const open = state.open;
+  const row = open ? state.tasks.find(t => t.id === open.taskId) : undefined;
+  return (
+    <Ctx.Provider value={props}>
+      <div data-testid="hdsp-panel" className="hdsp-panel">
+        <ConnectionBanner state={state} />
+        <div className="hdsp-toolbar">
+          <button data-testid="hdsp-new-task" className="jp-Button hdsp-button" onClick={() => void props.model.openTask(null)}>
+            New task
+          </button>
+        </div>
+        <TaskList state={state} />
+        {state.error && (
+          <div data-testid="hdsp-error" className="hdsp-error" role="alert">
+            {state.error}
+            <button className="hdsp-dismiss" title="Dismiss" onClick={() => props.model.dispatch({ type: 'error', message: null })}>
+              ✕
+            </button>
+          </div>
+        )}
+        {open && <TaskHeader task={open} row={row} />}
+        {open && <Conversation task={open} />}
+        <Composer state={state} />
+      </div>
+    </Ctx.Provider>
+  );
+}

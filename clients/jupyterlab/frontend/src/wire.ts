@@ -1,0 +1,1805 @@
+/* eslint-disable */
+/**
+ * The hdsp wire protocol's types, generated from protocol/schema.json by
+ * scripts/generate-wire-types.mjs (npm run generate:types). Do not edit by hand:
+ * change the Python types, run `make schema`, then `make wire-types`.
+ */
+
+/**
+ * A frame a client sends on `control`, told apart by `type`.
+ */
+export type ClientMessage = Connect | TaskCommand | Disconnect;
+/**
+ * Jupyter's execution states plus what the daemon knows about the process.
+ */
+export type KernelState = 'busy' | 'dead' | 'idle' | 'restarting' | 'starting';
+/**
+ * Where a task is; Roo's classification plus hdsp's terminal states.
+ */
+export type TaskState = 'aborted' | 'completed' | 'idle' | 'interactive' | 'paused' | 'resumable' | 'running';
+export type StorageState = 'failing' | 'ok' | 'readOnly';
+export type ErrorCode =
+  | 'already_answered'
+  | 'blob_not_found'
+  | 'cursor_expired'
+  | 'internal'
+  | 'invalid_request'
+  | 'invalid_state'
+  | 'kernel_not_found'
+  | 'not_connected'
+  | 'overloaded'
+  | 'shutting_down'
+  | 'storage_unavailable'
+  | 'task_busy'
+  | 'task_not_found'
+  | 'too_large'
+  | 'unavailable'
+  | 'unknown_client'
+  | 'unknown_command'
+  | 'unsupported_version';
+/**
+ * What went wrong, for programs.
+ */
+export type ErrorCode1 =
+  | 'already_answered'
+  | 'blob_not_found'
+  | 'cursor_expired'
+  | 'internal'
+  | 'invalid_request'
+  | 'invalid_state'
+  | 'kernel_not_found'
+  | 'not_connected'
+  | 'overloaded'
+  | 'shutting_down'
+  | 'storage_unavailable'
+  | 'task_busy'
+  | 'task_not_found'
+  | 'too_large'
+  | 'unavailable'
+  | 'unknown_client'
+  | 'unknown_command'
+  | 'unsupported_version';
+/**
+ * Any frame on the wire; `$defs` names each type (protocol/README.md).
+ */
+export type HdspFrame = ClientMessage | ServerMessage;
+/**
+ * A frame the daemon sends: Ack and Reply on `control`, TaskEvent on `events` (the second frame, after the topic); told apart by `type`.
+ */
+export type ServerMessage = Ack | Reply | TaskEvent;
+export type StorageState1 = 'failing' | 'ok' | 'readOnly';
+
+/**
+ * Every type of the wire by its name in schema.json (an index, not a message).
+ */
+export interface HdspWire {
+  Ack: Ack;
+  AckData: AckData;
+  AttachKernel: AttachKernel;
+  BlobData: BlobData;
+  CancelTask: CancelTask;
+  ClientInfo: ClientInfo;
+  ClientMessage: ClientMessage;
+  ClineMessage: ClineMessage;
+  CloseTask: CloseTask;
+  CommandResults: CommandResults;
+  CommandsResponse: CommandsResponse;
+  CompletedInfo: CompletedInfo;
+  Connect: Connect;
+  DaemonShuttingDown: DaemonShuttingDown;
+  DeleteProfile: DeleteProfile;
+  DeleteQueuedMessage: DeleteQueuedMessage;
+  DeleteSecret: DeleteSecret;
+  Disconnect: Disconnect;
+  Discovery: Discovery;
+  ErrorCode: ErrorCode;
+  ErrorInfo: ErrorInfo;
+  EventsSynced: EventsSynced;
+  ExecuteCode: ExecuteCode;
+  ExecutionOutput: ExecutionOutput;
+  ExecutionOutputData: ExecutionOutputData;
+  ExecutionResult: ExecutionResult;
+  ExportSettings: ExportSettings;
+  GetBlob: GetBlob;
+  GetBlobData: GetBlobData;
+  GetModels: GetModels;
+  GetModelsData: GetModelsData1;
+  GetSettings: GetSettings;
+  GetStatus: GetStatus;
+  GetTask: GetTask;
+  GetTaskData: GetTaskData;
+  GetTaskPage: GetTaskPage;
+  GetTaskPageData: GetTaskPageData;
+  HdspFrame: HdspFrame;
+  HistoryItem: HistoryItem;
+  ImportResult: ImportResult;
+  ImportSettings: ImportSettings;
+  ImportSettingsData: ImportSettingsData;
+  InterruptKernel: InterruptKernel;
+  KernelInfo: KernelInfo;
+  KernelList: KernelList;
+  KernelOutput: KernelOutput;
+  KernelRef: KernelRef;
+  KernelShutdown: KernelShutdown;
+  KernelStarted: KernelStarted;
+  KernelState: KernelState;
+  KernelStatus: KernelStatus;
+  ListKernels: ListKernels;
+  ListProfiles: ListProfiles;
+  ListTasks: ListTasks;
+  ListTasksData: ListTasksData1;
+  MessageEvent: MessageEvent;
+  MessagePayload: MessagePayload;
+  ModelEntry: ModelEntry;
+  ModelList: ModelList;
+  ModelsResponse: ModelsResponse;
+  ModesResponse: ModesResponse;
+  Ping: Ping;
+  Pong: Pong;
+  ProfileData: ProfileData1;
+  ProfileInfo: ProfileInfo;
+  ProfileList: ProfileList;
+  ProfileNameData: ProfileNameData;
+  ProgressStatus: ProgressStatus;
+  QueuedMessage: QueuedMessage;
+  QueuedMessagesUpdated: QueuedMessagesUpdated;
+  Rejection: Rejection;
+  Replay: Replay;
+  ReplayData: ReplayData;
+  ReplayPage: ReplayPage;
+  Reply: Reply;
+  RespondToAsk: RespondToAsk;
+  RespondToAskData: RespondToAskData;
+  RestartKernel: RestartKernel;
+  ResumeTask: ResumeTask;
+  SandboxStatus: SandboxStatus;
+  SaveProfile: SaveProfile;
+  SaveProfileData: SaveProfileData;
+  SecretInfo: SecretInfo;
+  SecretNameData: SecretNameData;
+  SelectProfile: SelectProfile;
+  SendMessage: SendMessage;
+  SendMessageData: SendMessageData1;
+  ServerMessage: ServerMessage;
+  SetSecret: SetSecret;
+  SetSecretData: SetSecretData;
+  SettingsChange: SettingsChange;
+  SettingsChanged: SettingsChanged;
+  SettingsExport: SettingsExport;
+  SettingsView: SettingsView;
+  Shutdown: Shutdown;
+  ShutdownKernel: ShutdownKernel;
+  StartKernel: StartKernel;
+  StartNewTask: StartNewTask;
+  StartNewTaskData: StartNewTaskData;
+  StatusResult: StatusResult;
+  StorageChanged: StorageChanged;
+  StorageHealth: StorageHealth;
+  StorageState: StorageState1;
+  TaskAborted: TaskAborted;
+  TaskActive: TaskActive;
+  TaskAskResponded: TaskAskResponded;
+  TaskClosed: TaskClosed;
+  TaskCommand: TaskCommand;
+  TaskCompleted: TaskCompleted;
+  TaskConfiguration: TaskConfiguration1;
+  TaskCreated: TaskCreated;
+  TaskDelegated: TaskDelegated;
+  TaskDelegationCompleted: TaskDelegationCompleted;
+  TaskDelegationResumed: TaskDelegationResumed;
+  TaskEvent: TaskEvent;
+  TaskFocused: TaskFocused;
+  TaskIdle: TaskIdle;
+  TaskInteractive: TaskInteractive;
+  TaskList: TaskList;
+  TaskModeSwitched: TaskModeSwitched;
+  TaskPage: TaskPage;
+  TaskPaused: TaskPaused;
+  TaskRef: TaskRef;
+  TaskResumable: TaskResumable;
+  TaskSnapshot: TaskSnapshot;
+  TaskSpawned: TaskSpawned;
+  TaskStarted: TaskStarted;
+  TaskState: TaskState;
+  TaskTokenUsageUpdated: TaskTokenUsageUpdated;
+  TaskToolFailed: TaskToolFailed;
+  TaskUnfocused: TaskUnfocused;
+  TaskUnpaused: TaskUnpaused;
+  TokenUsage: TokenUsage;
+  ToolUsageEntry: ToolUsageEntry | undefined;
+  UpdateSettings: UpdateSettings;
+  UpdateSettingsData: UpdateSettingsData;
+}
+export interface Ack {
+  data: AckData;
+  origin?: 'server';
+  type: 'Ack';
+}
+export interface AckData {
+  /**
+   * Optional features: "replay" (the Replay command), "events.prevSeq" (durable events carry prevSeq), "events.sync" (sync probes on the events socket are answered with eventsSynced).
+   */
+  capabilities?: string[];
+  /**
+   * This session's id: put it in every TaskCommand sent on this connection. A new Connect (after the daemon restarted, say) gives a new one.
+   */
+  clientId: string;
+  /**
+   * The newest `seq` in the event log when the client connected: Replay from here to get every durable event after the handshake.
+   */
+  headSeq: number;
+  /**
+   * The largest frame, in bytes, the daemon reads on control; a larger one gets too_large. 0: not stated (a daemon older than the limit).
+   */
+  maxMessageSize?: number;
+  /**
+   * The daemon's process id.
+   */
+  pid: number;
+  /**
+   * The daemon's parent's process id.
+   */
+  ppid: number;
+  /**
+   * The protocol version the daemon speaks.
+   */
+  protocolVersion: number;
+  /**
+   * The daemon's package version.
+   */
+  serverVersion: string;
+}
+/**
+ * Use a kernel that runs already (a notebook's, from Jupyter's runtime dir).
+ */
+export interface AttachKernel {
+  commandName: 'AttachKernel';
+  connectionFile: string;
+}
+export interface BlobData {
+  /**
+   * base64 of the bytes from `offset` on (all of the rest when it fits).
+   */
+  data?: string;
+  /**
+   * E.g. "image/png"; "" when the writer did not say (bare base64 from a client).
+   */
+  mediaType: string;
+  /**
+   * Where `data` begins in the blob.
+   */
+  offset?: number;
+  /**
+   * The blob's sha256.
+   */
+  sha256: string;
+  /**
+   * Bytes of the whole blob.
+   */
+  size: number;
+}
+export interface CancelTask {
+  commandName: 'CancelTask';
+  taskId: string;
+}
+export interface ClientInfo {
+  /**
+   * What sort of frontend: "cli", "library", "jupyterlab", "script", ...
+   */
+  kind?: string;
+  name: string;
+  /**
+   * The client's process id (the daemon is on the same machine): a session whose process has ended is forgotten, even without a Disconnect.
+   */
+  pid?: number | null;
+  version: string;
+}
+/**
+ * The handshake: the first frame a client sends on `control`.
+ */
+export interface Connect {
+  client: ClientInfo;
+  origin?: 'client';
+  /**
+   * The protocol version the client speaks (1); another gets unsupported_version.
+   */
+  protocolVersion: number;
+  type: 'Connect';
+}
+/**
+ * A command; the daemon answers it with a `Reply` carrying the same requestId.
+ */
+export interface TaskCommand {
+  /**
+   * The `clientId` of the Ack this connection received; another value, or none yet, gets not_connected.
+   */
+  clientId: string;
+  /**
+   * One of these, told apart by the value of `commandName`.
+   */
+  data:
+    | StartNewTask
+    | CancelTask
+    | CloseTask
+    | ResumeTask
+    | SendMessage
+    | RespondToAsk
+    | DeleteQueuedMessage
+    | ListTasks
+    | GetTask
+    | GetTaskPage
+    | Replay
+    | Ping
+    | GetStatus
+    | Shutdown
+    | ListKernels
+    | StartKernel
+    | AttachKernel
+    | InterruptKernel
+    | RestartKernel
+    | ShutdownKernel
+    | ExecuteCode
+    | GetSettings
+    | UpdateSettings
+    | ListProfiles
+    | SaveProfile
+    | DeleteProfile
+    | SelectProfile
+    | SetSecret
+    | DeleteSecret
+    | ExportSettings
+    | ImportSettings
+    | GetModels
+    | GetBlob;
+  origin?: 'client';
+  /**
+   * Chosen by the client, unique among its commands in flight; the `Reply` carries it back.
+   */
+  requestId: string;
+  type: 'TaskCommand';
+}
+export interface StartNewTask {
+  commandName: 'StartNewTask';
+  data: StartNewTaskData;
+}
+export interface StartNewTaskData {
+  configuration?: TaskConfiguration;
+  images?: string[] | null;
+  newTab?: boolean | null;
+  text: string;
+}
+/**
+ * The part of Roo's settings object that a new task reads. Other keys are
+ * accepted and ignored.
+ */
+export interface TaskConfiguration {
+  /**
+   * hdsp: the daemon refuses `/`, its user's home directory itself and its own data and runtime dirs as a workspace (the agent reads a workspace freely) unless this is set, by a person who named one of them on purpose.
+   */
+  allowBroadWorkspace?: boolean;
+  /**
+   * Name of the provider profile to use (Roo's apiConfigName).
+   */
+  apiConfigName?: string | null;
+  /**
+   * Auto-approval settings for this task only (hdsp's ApprovalSettings fields, or Roo's names such as alwaysAllowWrite), over the daemon's settings.
+   */
+  approvals?: {} | null;
+  /**
+   * A kernel (ListKernels) the task's code runs in; by default the task starts its own on first use, in its workspace.
+   */
+  kernelId?: string | null;
+  mode?: string | null;
+  /**
+   * Directory the agent works in (absolute). Clients send their own working directory when the user names none; without one the daemon uses its own working directory, unless that is a directory it refuses (see below).
+   */
+  workspace?: string | null;
+}
+export interface CloseTask {
+  commandName: 'CloseTask';
+  taskId: string;
+}
+export interface ResumeTask {
+  commandName: 'ResumeTask';
+  /**
+   * The task id, as in Roo.
+   */
+  data: string;
+}
+export interface SendMessage {
+  commandName: 'SendMessage';
+  data?: SendMessageData;
+  taskId: string;
+}
+export interface SendMessageData {
+  images?: string[] | null;
+  text?: string | null;
+}
+/**
+ * Answer a waiting ask. The first valid answer wins; later ones are refused
+ * with `already_answered`, and `taskAskResponded` tells every client.
+ */
+export interface RespondToAsk {
+  commandName: 'RespondToAsk';
+  data: RespondToAskData;
+  taskId: string;
+}
+export interface RespondToAskData {
+  /**
+   * `ts` of the ask being answered: the ClineMessage with type "ask" that is the snapshot's `pendingAsk`, or the newest ask of the task's message events.
+   */
+  askTs: number;
+  images?: string[] | null;
+  /**
+   * Roo's ClineAskResponse: "yesButtonClicked", "noButtonClicked", "messageResponse" or "objectResponse".
+   */
+  response: 'messageResponse' | 'noButtonClicked' | 'objectResponse' | 'yesButtonClicked';
+  text?: string | null;
+}
+/**
+ * Remove a message that waits in a task's queue (Roo: data is its id).
+ */
+export interface DeleteQueuedMessage {
+  commandName: 'DeleteQueuedMessage';
+  data: string;
+  taskId: string;
+}
+export interface ListTasks {
+  commandName: 'ListTasks';
+  data?: ListTasksData;
+}
+export interface ListTasksData {
+  /**
+   * `nextCursor` of the previous page; absent for the newest tasks.
+   */
+  cursor?: string | null;
+  /**
+   * Most tasks in one page, 1 to 1000 (else invalid_request).
+   */
+  limit?: number;
+}
+export interface GetTask {
+  commandName: 'GetTask';
+  data: GetTaskData;
+}
+export interface GetTaskData {
+  /**
+   * The task's id (`HistoryItem.id`).
+   */
+  taskId: string;
+}
+/**
+ * A page of a task's UI messages, oldest first: from `start` (or from after
+ * `cursor`) up to `limit` of them. Paging from start 0 until `nextCursor` is
+ * absent yields the messages `GetTask` returns, in the same order.
+ */
+export interface GetTaskPage {
+  commandName: 'GetTaskPage';
+  data: GetTaskPageData;
+}
+export interface GetTaskPageData {
+  /**
+   * `nextCursor` of the previous page: this page starts after that page's last message. Not together with `start`.
+   */
+  cursor?: string | null;
+  /**
+   * Most messages in the page.
+   */
+  limit?: number;
+  start?: number | null;
+  /**
+   * The task's id.
+   */
+  taskId: string;
+}
+export interface Replay {
+  commandName: 'Replay';
+  data: ReplayData;
+}
+export interface ReplayData {
+  /**
+   * Most events in one page; the daemon keeps it within 1..1000.
+   */
+  limit?: number;
+  /**
+   * Exclusive cursor: the page holds events with `seq` greater than this. 0 for the oldest kept; the `seq` of the last event seen, or the `headSeq` of an Ack or a snapshot, to continue from there. Older than the oldest kept: cursor_expired.
+   */
+  sinceSeq: number;
+  /**
+   * Only the events of this topic: a task id, or the empty string for the daemon-wide events; absent for all.
+   */
+  taskId?: string | null;
+}
+export interface Ping {
+  commandName: 'Ping';
+}
+export interface GetStatus {
+  commandName: 'GetStatus';
+}
+export interface Shutdown {
+  commandName: 'Shutdown';
+}
+export interface ListKernels {
+  commandName: 'ListKernels';
+}
+export interface StartKernel {
+  commandName: 'StartKernel';
+  /**
+   * Working directory of the kernel; the daemon's by default.
+   */
+  cwd?: string | null;
+  /**
+   * Kernelspec name; "python3" by default.
+   */
+  kernelName?: string | null;
+}
+export interface InterruptKernel {
+  commandName: 'InterruptKernel';
+  kernelId: string;
+}
+/**
+ * Restart a kernel hdsp started (also one that died); its state is lost.
+ */
+export interface RestartKernel {
+  commandName: 'RestartKernel';
+  kernelId: string;
+}
+/**
+ * Shut down a kernel hdsp started, or detach from an attached one (which
+ * keeps running).
+ */
+export interface ShutdownKernel {
+  commandName: 'ShutdownKernel';
+  kernelId: string;
+}
+/**
+ * Run code and answer when it is done, with its outputs. Outputs also stream
+ * as `executionOutput` events while it runs. Executions of one kernel run one at
+ * a time in the order they came.
+ */
+export interface ExecuteCode {
+  code: string;
+  commandName: 'ExecuteCode';
+  kernelId: string;
+  /**
+   * Seconds before the kernel is interrupted (and restarted if it does not stop); the daemon's default when absent.
+   */
+  timeout?: number | null;
+}
+export interface GetSettings {
+  commandName: 'GetSettings';
+}
+/**
+ * Change settings; an invalid result is refused whole, listing the fields.
+ */
+export interface UpdateSettings {
+  commandName: 'UpdateSettings';
+  data: UpdateSettingsData;
+}
+export interface UpdateSettingsData {
+  /**
+   * A JSON Merge Patch (RFC 7396) of the settings document: objects merge, `null` removes a key (its default applies), anything else replaces.
+   */
+  patch: {};
+}
+export interface ListProfiles {
+  commandName: 'ListProfiles';
+}
+export interface SaveProfile {
+  commandName: 'SaveProfile';
+  data: SaveProfileData;
+}
+export interface SaveProfileData {
+  profile: ProfileData;
+  /**
+   * Also make it the current profile.
+   */
+  select?: boolean;
+}
+/**
+ * Replaces a saved profile of the same name whole.
+ */
+export interface ProfileData {
+  /**
+   * The API's base URL; absent for the provider's own (OpenAI, Anthropic).
+   */
+  baseUrl?: string | null;
+  model: string;
+  name: string;
+  /**
+   * Provider options, e.g. `thinking_budget` (Anthropic), `reasoning_effort` (OpenAI), `max_tokens`, and the bounds on the server's silence in seconds: `first_byte_timeout` (before its response begins, default 30) and `idle_timeout` (between two events of a reply, default 120).
+   */
+  options?: {};
+  /**
+   * "anthropic", "openai", "openai-compatible" or "demo".
+   */
+  provider: string;
+  /**
+   * The NAME of the secret holding the API key (`SetSecret`), never a key.
+   */
+  secret?: string | null;
+}
+export interface DeleteProfile {
+  commandName: 'DeleteProfile';
+  data: ProfileNameData;
+}
+export interface ProfileNameData {
+  name: string;
+}
+/**
+ * Make a profile the one new tasks use when they name none.
+ */
+export interface SelectProfile {
+  commandName: 'SelectProfile';
+  data: ProfileNameData;
+}
+/**
+ * Store a secret in the daemon's keyring. The value is never echoed or logged.
+ */
+export interface SetSecret {
+  commandName: 'SetSecret';
+  data: SetSecretData;
+}
+export interface SetSecretData {
+  name: string;
+  value: string;
+}
+/**
+ * Remove a secret from the keyring (an environment variable stays in effect).
+ */
+export interface DeleteSecret {
+  commandName: 'DeleteSecret';
+  data: SecretNameData;
+}
+export interface SecretNameData {
+  name: string;
+}
+export interface ExportSettings {
+  commandName: 'ExportSettings';
+}
+/**
+ * Apply a settings document; parts that do not validate are left out and
+ * reported in the result, the rest is applied.
+ */
+export interface ImportSettings {
+  commandName: 'ImportSettings';
+  data: ImportSettingsData;
+}
+export interface ImportSettingsData {
+  /**
+   * True merges it into the current settings (JSON Merge Patch); False replaces them, with defaults for what it leaves out.
+   */
+  merge?: boolean;
+  /**
+   * A settings document, as `ExportSettings` gives it.
+   */
+  settings: {};
+}
+/**
+ * Roo's GetModels: the reply lists the models, and a daemon-wide
+ * `modelsResponse` event carries them too, keyed by model id.
+ */
+export interface GetModels {
+  commandName: 'GetModels';
+  data?: GetModelsData;
+}
+export interface GetModelsData {
+  /**
+   * Only this provider's models ("anthropic", "openai", ...).
+   */
+  provider?: string | null;
+}
+export interface GetBlob {
+  commandName: 'GetBlob';
+  data: GetBlobData;
+}
+export interface GetBlobData {
+  length?: number | null;
+  /**
+   * The first byte to send.
+   */
+  offset?: number;
+  /**
+   * The blob's sha256, 64 lowercase hex digits (from a reference).
+   */
+  sha256: string;
+}
+/**
+ * Sent by a client that is going away, so the daemon forgets it at once.
+ */
+export interface Disconnect {
+  /**
+   * The `clientId` of this connection's Ack.
+   */
+  clientId: string;
+  origin?: 'client';
+  type: 'Disconnect';
+}
+/**
+ * One UI message. `ts` (milliseconds) is its id within its task.
+ */
+export interface ClineMessage {
+  /**
+   * An answered ask: how it was answered (Roo's askResponse: yesButtonClicked, noButtonClicked, messageResponse, objectResponse).
+   */
+  answer?: string | null;
+  /**
+   * An answered ask: who answered (the client's name, or "timeout" when the approval policy answered for nobody, "resume" when resuming did).
+   */
+  answeredBy?: string | null;
+  apiProtocol?: ('anthropic' | 'openai') | null;
+  ask?: string | null;
+  checkpoint?: {} | null;
+  contextCondense?: {} | null;
+  contextTruncation?: {} | null;
+  conversationHistoryIndex?: number | null;
+  /**
+   * A `command` ask: the directory the command would run in (absolute).
+   */
+  cwd?: string | null;
+  images?: string[] | null;
+  isAnswered?: boolean | null;
+  isProtected?: boolean | null;
+  partial?: boolean | null;
+  progressStatus?: ProgressStatus | null;
+  reasoning?: string | null;
+  say?: string | null;
+  text?: string | null;
+  /**
+   * The tool call this message belongs to (its ask, its streamed output).
+   */
+  toolUseId?: string | null;
+  /**
+   * Milliseconds since the epoch, unique within the task: the message's id. An `updated` message event carries the ts of the message it replaces.
+   */
+  ts: number;
+  type: 'ask' | 'say';
+}
+export interface ProgressStatus {
+  icon?: string | null;
+  text?: string | null;
+}
+/**
+ * Not a message: the `result` of a Reply to command X, by X (its `commandName`).
+ */
+export interface CommandResults {
+  AttachKernel?: KernelInfo;
+  CancelTask?: TaskRef;
+  CloseTask?: TaskRef;
+  DeleteProfile?: ProfileList;
+  DeleteQueuedMessage?: TaskRef;
+  DeleteSecret?: SecretInfo;
+  ExecuteCode?: ExecutionResult;
+  ExportSettings?: SettingsExport;
+  GetBlob?: BlobData;
+  GetModels?: ModelList;
+  GetSettings?: SettingsView;
+  GetStatus?: StatusResult;
+  GetTask?: TaskSnapshot;
+  GetTaskPage?: TaskPage;
+  ImportSettings?: ImportResult;
+  InterruptKernel?: KernelRef;
+  ListKernels?: KernelList;
+  ListProfiles?: ProfileList;
+  ListTasks?: TaskList;
+  Ping?: Pong;
+  Replay?: ReplayPage;
+  RespondToAsk?: TaskRef;
+  RestartKernel?: KernelRef;
+  ResumeTask?: TaskRef;
+  SaveProfile?: ProfileInfo;
+  SelectProfile?: ProfileList;
+  SendMessage?: TaskRef;
+  SetSecret?: SecretInfo;
+  Shutdown?: null;
+  ShutdownKernel?: KernelRef;
+  StartKernel?: KernelInfo;
+  StartNewTask?: TaskRef;
+  UpdateSettings?: SettingsView;
+}
+export interface KernelInfo {
+  connectionFile?: string | null;
+  /**
+   * Working directory of the kernel process, when hdsp started it.
+   */
+  cwd?: string | null;
+  kernelId: string;
+  /**
+   * Kernelspec name ("python3"); for an attached kernel, its language if known.
+   */
+  kernelName: string;
+  /**
+   * True when hdsp started the kernel: it shuts it down when the daemon stops. An attached kernel (a notebook's) is only ever detached from.
+   */
+  owned: boolean;
+  status: KernelState;
+  /**
+   * Tasks whose code runs in this kernel.
+   */
+  taskIds?: string[];
+}
+export interface TaskRef {
+  /**
+   * SendMessage to a busy task: the message waits in the task's queue.
+   */
+  queued?: boolean | null;
+  state?: TaskState | null;
+  taskId: string;
+}
+export interface ProfileList {
+  /**
+   * The profile new tasks use when they name none; absent when there is none.
+   */
+  current?: string | null;
+  /**
+   * The file where the daemon's keyring keeps keys unencrypted, if it does (see `SecretInfo.plaintext_keyring`).
+   */
+  plaintextKeyring?: string | null;
+  profiles: ProfileInfo[];
+}
+/**
+ * A profile as the daemon uses it.
+ */
+export interface ProfileInfo {
+  baseUrl?: string | null;
+  /**
+   * True for the profile new tasks use when they name none.
+   */
+  current?: boolean;
+  model: string;
+  name: string;
+  options?: {};
+  provider: string;
+  secret?: string | null;
+  /**
+   * Whether the named secret has a value (keyring or environment); absent when the profile names no secret.
+   */
+  secretSet?: boolean | null;
+  /**
+   * "settings" (saved by a user), "builtin" (`demo`) or "environment" (the `default` profile made from HDSP_BASE_URL/HDSP_MODEL/HDSP_API_KEY).
+   */
+  source: 'builtin' | 'environment' | 'settings';
+}
+/**
+ * A secret by name: whether the daemon has a value for it, never the value.
+ */
+export interface SecretInfo {
+  /**
+   * Environment variables the daemon reads when the keyring has no value.
+   */
+  envVars?: string[];
+  /**
+   * Why the daemon could not tell whether it is set (the keyring failed).
+   */
+  error?: string | null;
+  isSet: boolean;
+  /**
+   * The keyring backend that stored it (its class, e.g. "keyring.backends.SecretService.Keyring"); set in the reply to SetSecret.
+   */
+  keyringBackend?: string | null;
+  name: string;
+  /**
+   * The file where the daemon's keyring keeps secrets unencrypted, when its backend is a plain-text file (keyrings.alt's PlaintextKeyring); absent otherwise.
+   */
+  plaintextKeyring?: string | null;
+  /**
+   * Where the value comes from: "keyring" or "environment"; absent when not set.
+   */
+  source?: ('environment' | 'keyring') | null;
+}
+export interface ExecutionResult {
+  executionCount?: number | null;
+  executionId: string;
+  kernelId: string;
+  /**
+   * The kernel did not stop after an interrupt and was restarted: its state is gone.
+   */
+  kernelRestarted?: boolean;
+  /**
+   * Every output, as a notebook keeps them: clear_output and update_display_data applied, consecutive stream text of one name merged.
+   */
+  outputs?: KernelOutput[];
+  /**
+   * ok, error (the code raised), timeout (stopped after its time limit), cancelled (stopped by a cancel), died (the kernel died), restarted (the kernel was restarted while the code ran).
+   */
+  status: 'cancelled' | 'died' | 'error' | 'ok' | 'restarted' | 'timeout';
+}
+/**
+ * One iopub output message: `outputType` is its msg_type.
+ */
+export interface KernelOutput {
+  /**
+   * display_data, update_display_data, execute_result: the mime bundle.
+   */
+  data?: {} | null;
+  /**
+   * display_data, update_display_data: the display this output shows or updates.
+   */
+  displayId?: string | null;
+  /**
+   * error: exception name, value and the traceback lines as the kernel sent them.
+   */
+  ename?: string | null;
+  evalue?: string | null;
+  executionCount?: number | null;
+  metadata?: {} | null;
+  /**
+   * stream: "stdout" or "stderr".
+   */
+  name?: string | null;
+  outputType: 'clear_output' | 'display_data' | 'error' | 'execute_result' | 'stream' | 'update_display_data';
+  /**
+   * stream: the text.
+   */
+  text?: string | null;
+  traceback?: string[] | null;
+  /**
+   * clear_output: clear when the next output arrives instead of now.
+   */
+  wait?: boolean | null;
+}
+/**
+ * A portable copy of the settings: secrets appear only as names.
+ */
+export interface SettingsExport {
+  /**
+   * The secret names the profiles refer to; set them on the new machine with `hdsp secret set NAME`.
+   */
+  secretNames?: string[];
+  settings: {};
+}
+export interface ModelList {
+  models: ModelEntry[];
+}
+/**
+ * One model of the daemon's model table (with the user's overrides).
+ */
+export interface ModelEntry {
+  cacheReadPrice?: number;
+  cacheWritePrice?: number;
+  contextWindow: number;
+  id: string;
+  /**
+   * USD per million tokens.
+   */
+  inputPrice?: number;
+  maxOutput: number;
+  outputPrice?: number;
+  provider: string;
+  /**
+   * "builtin" (hdsp's table) or "settings" (the user's `models` section).
+   */
+  source?: 'builtin' | 'settings';
+  supportsImages?: boolean;
+}
+/**
+ * The settings document, with secrets shown only as names.
+ */
+export interface SettingsView {
+  /**
+   * The settings file.
+   */
+  path: string;
+  /**
+   * Problems the daemon found in the file when it started (a corrupt file moved aside, parts it had to drop), for people to read.
+   */
+  problems?: string[];
+  /**
+   * Every secret name the settings refer to, plus the conventional ones ("anthropic", "openai", "default").
+   */
+  secrets: SecretInfo[];
+  settings: {};
+}
+export interface StatusResult {
+  clients: number;
+  dataDir: string;
+  headSeq: number;
+  pid: number;
+  /**
+   * The file where the daemon's keyring keeps secrets unencrypted, when its backend is a plain-text file; absent otherwise.
+   */
+  plaintextKeyring?: string | null;
+  protocolVersion: number;
+  runtimeDir: string;
+  /**
+   * None from a daemon older than the sandbox.
+   */
+  sandbox?: SandboxStatus | null;
+  serverVersion: string;
+  /**
+   * Whether the daemon can write its database now (see StorageState).
+   */
+  storage?: StorageHealth | null;
+  tasksRunning: number;
+  tasksTotal: number;
+  uptimeSeconds: number;
+}
+/**
+ * How shell commands and kernels are confined (`sandbox.*` settings).
+ */
+export interface SandboxStatus {
+  /**
+   * "bwrap" (bubblewrap: namespaces and a mount layout), "none" (mode off) or "unavailable" (then commands and kernels are refused, see `problem`).
+   */
+  mechanism?: string;
+  /**
+   * "workspace-write", "read-only" or "off".
+   */
+  mode: string;
+  /**
+   * Whether sandboxed code may use the network.
+   */
+  network?: boolean;
+  /**
+   * Why the sandbox cannot run, and how to fix it; None when it can.
+   */
+  problem?: string | null;
+}
+export interface StorageHealth {
+  /**
+   * What a person can do about it.
+   */
+  advice?: string | null;
+  /**
+   * What failed, in SQLite's words (e.g. "database or disk is full").
+   */
+  reason?: string | null;
+  /**
+   * Since when (milliseconds since the epoch); None while ok.
+   */
+  since?: number | null;
+  state?: StorageState;
+}
+export interface TaskSnapshot {
+  /**
+   * The newest `seq` this snapshot includes: Replay with this as `sinceSeq` (and the task's id) to get what happened after it.
+   */
+  headSeq: number;
+  item: HistoryItem;
+  /**
+   * Every UI message, including the current text of one still streaming.
+   */
+  messages: ClineMessage[];
+  /**
+   * The ask that waits for an answer, if any (also among `messages`).
+   */
+  pendingAsk?: ClineMessage | null;
+  /**
+   * Messages waiting for the task's current turn to end.
+   */
+  queue?: QueuedMessage[];
+  state: TaskState;
+}
+/**
+ * One row per task: Roo's HistoryItem, plus hdsp's `state`.
+ */
+export interface HistoryItem {
+  apiConfigName?: string | null;
+  awaitingChildId?: string | null;
+  cacheReads?: number | null;
+  cacheWrites?: number | null;
+  childIds?: string[] | null;
+  completedByChildId?: string | null;
+  completionResultSummary?: string | null;
+  delegatedToId?: string | null;
+  /**
+   * The task's id (a UUID).
+   */
+  id: string;
+  mode?: string | null;
+  /**
+   * 1 for the daemon's first task, then counting up.
+   */
+  number: number;
+  parentTaskId?: string | null;
+  rootTaskId?: string | null;
+  size?: number | null;
+  state?: TaskState | null;
+  status?: ('active' | 'completed' | 'delegated') | null;
+  /**
+   * The task's first message (its title).
+   */
+  task: string;
+  /**
+   * Input tokens the task's model requests used.
+   */
+  tokensIn?: number;
+  /**
+   * Output tokens the model generated.
+   */
+  tokensOut?: number;
+  /**
+   * Estimated cost in USD.
+   */
+  totalCost?: number;
+  /**
+   * When the task was created, ms since the epoch.
+   */
+  ts: number;
+  workspace?: string | null;
+}
+export interface QueuedMessage {
+  id: string;
+  images?: string[] | null;
+  text: string;
+  timestamp: number;
+}
+export interface TaskPage {
+  /**
+   * The newest `seq` this page includes; replay from here to continue.
+   */
+  headSeq: number;
+  /**
+   * The page's messages, oldest first (a message still streaming as it is now).
+   */
+  messages: ClineMessage[];
+  /**
+   * Pass as `cursor` for the next page; absent on the last page.
+   */
+  nextCursor?: string | null;
+  /**
+   * Index of the first of `messages` in the task's whole history.
+   */
+  start: number;
+  /**
+   * How many messages the task's history holds.
+   */
+  total: number;
+}
+export interface ImportResult {
+  /**
+   * Dotted paths of what was taken: top-level keys, "profiles.NAME", "models.NAME".
+   */
+  applied?: string[];
+  /**
+   * What was left out, and why; the rest was applied.
+   */
+  rejected?: Rejection[];
+  /**
+   * The settings after the import.
+   */
+  settings: {};
+}
+export interface Rejection {
+  /**
+   * Dotted path of what was left out: "profiles.work", "retry.max_attempts".
+   */
+  path: string;
+  reason: string;
+}
+export interface KernelRef {
+  kernelId: string;
+  status: KernelState;
+}
+export interface KernelList {
+  kernels: KernelInfo[];
+}
+export interface TaskList {
+  /**
+   * Pass as `cursor` to get the next (older) page; absent on the last page.
+   */
+  nextCursor?: string | null;
+  tasks: HistoryItem[];
+}
+export interface Pong {
+  /**
+   * The daemon's clock, in milliseconds since the epoch.
+   */
+  serverTime: number;
+}
+export interface ReplayPage {
+  /**
+   * Durable events, oldest first.
+   */
+  events: TaskEvent[];
+  /**
+   * The newest `seq` the daemon had written when it read this page (of any topic).
+   */
+  headSeq: number;
+  /**
+   * The page is full: more events may follow. Ask again with the last event's `seq` as `sinceSeq`.
+   */
+  more?: boolean;
+}
+/**
+ * The envelope of an event, published on the `events` socket under the topic
+ * of its task id (empty for daemon-wide events).
+ */
+export interface TaskEvent {
+  /**
+   * One of these, told apart by the value of `eventName`.
+   */
+  data:
+    | TaskCreated
+    | TaskStarted
+    | TaskCompleted
+    | TaskAborted
+    | TaskFocused
+    | TaskUnfocused
+    | TaskActive
+    | TaskInteractive
+    | TaskResumable
+    | TaskIdle
+    | TaskPaused
+    | TaskUnpaused
+    | TaskSpawned
+    | TaskDelegated
+    | TaskDelegationCompleted
+    | TaskDelegationResumed
+    | MessageEvent
+    | TaskModeSwitched
+    | TaskAskResponded
+    | QueuedMessagesUpdated
+    | TaskToolFailed
+    | TaskTokenUsageUpdated
+    | CommandsResponse
+    | ModesResponse
+    | ModelsResponse
+    | TaskClosed
+    | DaemonShuttingDown
+    | KernelStarted
+    | KernelStatus
+    | KernelShutdown
+    | ExecutionOutput
+    | SettingsChanged
+    | StorageChanged
+    | EventsSynced;
+  origin?: 'server';
+  /**
+   * `seq` of the previous durable event of the same topic (task id, or the empty daemon-wide topic); 0 for the topic's first. A client following one task has missed events exactly when prevSeq is greater than the last seq it saw of that task. On a live-only event: the last durable event of its topic published before it, so a client that has a later version of the message from the log can ignore it.
+   */
+  prevSeq?: number | null;
+  /**
+   * Roo's field for events relayed for another client; hdsp leaves it out.
+   */
+  relayClientId?: string | null;
+  /**
+   * Position of a durable event in the daemon's event log: global (all topics), starting at 1, gap-free, increasing in publication order. Absent on live-only events (partial message updates, executionOutput, busy/idle kernelStatus, a failing storageChanged, eventsSynced).
+   */
+  seq?: number | null;
+  type: 'TaskEvent';
+}
+export interface TaskCreated {
+  eventName: 'taskCreated';
+  /**
+   * @minItems 1
+   * @maxItems 1
+   */
+  payload: [string];
+}
+export interface TaskStarted {
+  eventName: 'taskStarted';
+  /**
+   * @minItems 1
+   * @maxItems 1
+   */
+  payload: [string];
+}
+export interface TaskCompleted {
+  eventName: 'taskCompleted';
+  /**
+   * @minItems 4
+   * @maxItems 4
+   */
+  payload: [
+    string,
+    TokenUsage,
+    {
+      [k: string]: ToolUsageEntry | undefined;
+    },
+    CompletedInfo
+  ];
+}
+export interface TokenUsage {
+  contextTokens: number;
+  totalCacheReads?: number | null;
+  totalCacheWrites?: number | null;
+  totalCost: number;
+  totalTokensIn: number;
+  totalTokensOut: number;
+}
+export interface ToolUsageEntry {
+  attempts: number;
+  failures: number;
+}
+export interface CompletedInfo {
+  isSubtask: boolean;
+}
+export interface TaskAborted {
+  eventName: 'taskAborted';
+  /**
+   * @minItems 1
+   * @maxItems 1
+   */
+  payload: [string];
+}
+export interface TaskFocused {
+  eventName: 'taskFocused';
+  /**
+   * @minItems 1
+   * @maxItems 1
+   */
+  payload: [string];
+}
+export interface TaskUnfocused {
+  eventName: 'taskUnfocused';
+  /**
+   * @minItems 1
+   * @maxItems 1
+   */
+  payload: [string];
+}
+export interface TaskActive {
+  eventName: 'taskActive';
+  /**
+   * @minItems 1
+   * @maxItems 1
+   */
+  payload: [string];
+}
+export interface TaskInteractive {
+  eventName: 'taskInteractive';
+  /**
+   * @minItems 1
+   * @maxItems 1
+   */
+  payload: [string];
+}
+export interface TaskResumable {
+  eventName: 'taskResumable';
+  /**
+   * @minItems 1
+   * @maxItems 1
+   */
+  payload: [string];
+}
+export interface TaskIdle {
+  eventName: 'taskIdle';
+  /**
+   * @minItems 1
+   * @maxItems 1
+   */
+  payload: [string];
+}
+export interface TaskPaused {
+  eventName: 'taskPaused';
+  /**
+   * @minItems 1
+   * @maxItems 1
+   */
+  payload: [string];
+}
+export interface TaskUnpaused {
+  eventName: 'taskUnpaused';
+  /**
+   * @minItems 1
+   * @maxItems 1
+   */
+  payload: [string];
+}
+/**
+ * [taskId, childId]
+ */
+export interface TaskSpawned {
+  eventName: 'taskSpawned';
+  /**
+   * @minItems 2
+   * @maxItems 2
+   */
+  payload: [string, string];
+}
+/**
+ * [parentId, childId]
+ */
+export interface TaskDelegated {
+  eventName: 'taskDelegated';
+  /**
+   * @minItems 2
+   * @maxItems 2
+   */
+  payload: [string, string];
+}
+/**
+ * [parentId, childId, completionResultSummary]
+ */
+export interface TaskDelegationCompleted {
+  eventName: 'taskDelegationCompleted';
+  /**
+   * @minItems 3
+   * @maxItems 3
+   */
+  payload: [string, string, string];
+}
+/**
+ * [parentId, childId]
+ */
+export interface TaskDelegationResumed {
+  eventName: 'taskDelegationResumed';
+  /**
+   * @minItems 2
+   * @maxItems 2
+   */
+  payload: [string, string];
+}
+export interface MessageEvent {
+  eventName: 'message';
+  /**
+   * @minItems 1
+   * @maxItems 1
+   */
+  payload: [MessagePayload];
+}
+export interface MessagePayload {
+  action: 'created' | 'updated';
+  message: ClineMessage;
+  taskId: string;
+}
+export interface TaskModeSwitched {
+  eventName: 'taskModeSwitched';
+  /**
+   * @minItems 2
+   * @maxItems 2
+   */
+  payload: [string, string];
+}
+export interface TaskAskResponded {
+  eventName: 'taskAskResponded';
+  /**
+   * @minItems 1
+   * @maxItems 1
+   */
+  payload: [string];
+}
+export interface QueuedMessagesUpdated {
+  eventName: 'queuedMessagesUpdated';
+  /**
+   * @minItems 2
+   * @maxItems 2
+   */
+  payload: [string, QueuedMessage[]];
+}
+/**
+ * [taskId, toolName, error]
+ */
+export interface TaskToolFailed {
+  eventName: 'taskToolFailed';
+  /**
+   * @minItems 3
+   * @maxItems 3
+   */
+  payload: [string, string, string];
+}
+export interface TaskTokenUsageUpdated {
+  eventName: 'taskTokenUsageUpdated';
+  /**
+   * @minItems 3
+   * @maxItems 3
+   */
+  payload: [
+    string,
+    TokenUsage,
+    {
+      [k: string]: ToolUsageEntry | undefined;
+    }
+  ];
+}
+export interface CommandsResponse {
+  eventName: 'commandsResponse';
+  /**
+   * @minItems 1
+   * @maxItems 1
+   */
+  payload: [unknown[]];
+}
+export interface ModesResponse {
+  eventName: 'modesResponse';
+  /**
+   * @minItems 1
+   * @maxItems 1
+   */
+  payload: [unknown[]];
+}
+export interface ModelsResponse {
+  eventName: 'modelsResponse';
+  /**
+   * @minItems 1
+   * @maxItems 1
+   */
+  payload: [{}];
+}
+/**
+ * The task was closed: it holds no resources until it is resumed.
+ */
+export interface TaskClosed {
+  eventName: 'taskClosed';
+  /**
+   * @minItems 1
+   * @maxItems 1
+   */
+  payload: [string];
+}
+/**
+ * The last event before the daemon exits: [reason]. Published daemon-wide.
+ */
+export interface DaemonShuttingDown {
+  eventName: 'daemonShuttingDown';
+  /**
+   * @minItems 1
+   * @maxItems 1
+   */
+  payload: [string];
+}
+/**
+ * hdsp started a kernel or attached to one: [kernel]. Daemon-wide.
+ */
+export interface KernelStarted {
+  eventName: 'kernelStarted';
+  /**
+   * @minItems 1
+   * @maxItems 1
+   */
+  payload: [KernelInfo];
+}
+/**
+ * [kernelId, status]. Daemon-wide. busy and idle flip with every execution
+ * and are live-only (ListKernels has the current one); starting, restarting and
+ * dead are durable.
+ */
+export interface KernelStatus {
+  eventName: 'kernelStatus';
+  /**
+   * @minItems 2
+   * @maxItems 2
+   */
+  payload: [string, KernelState];
+}
+/**
+ * hdsp shut the kernel down, or detached from one it did not start: [kernelId].
+ * Daemon-wide.
+ */
+export interface KernelShutdown {
+  eventName: 'kernelShutdown';
+  /**
+   * @minItems 1
+   * @maxItems 1
+   */
+  payload: [string];
+}
+/**
+ * Outputs of a running execution, a few per second at most. Live-only: the
+ * execution's result (a tool result, the cell_output message, the ExecuteCode
+ * reply) is what lasts. Published under the task's topic when a task runs the
+ * code, daemon-wide otherwise.
+ */
+export interface ExecutionOutput {
+  eventName: 'executionOutput';
+  /**
+   * @minItems 1
+   * @maxItems 1
+   */
+  payload: [ExecutionOutputData];
+}
+export interface ExecutionOutputData {
+  executionId: string;
+  kernelId: string;
+  /**
+   * The output messages that arrived since the previous event, in order.
+   */
+  outputs?: KernelOutput[];
+  /**
+   * The task whose tool call runs the code, if any (the event's topic).
+   */
+  taskId?: string | null;
+}
+/**
+ * Settings, a profile or a secret changed (never with a secret's value), or
+ * the daemon recovered from a corrupt settings file at start: [change].
+ * Daemon-wide.
+ */
+export interface SettingsChanged {
+  eventName: 'settingsChanged';
+  /**
+   * @minItems 1
+   * @maxItems 1
+   */
+  payload: [SettingsChange];
+}
+/**
+ * The payload of `settingsChanged`: what changed, never a secret's value.
+ *
+ * `reason` is one of "updated", "imported", "profileSaved", "profileDeleted",
+ * "profileSelected", "secretSet", "secretDeleted", or "recovered" (the daemon
+ * found the settings file corrupt or invalid at start; `message` says where the
+ * old file went). Clients re-read what they show with `GetSettings` or
+ * `ListProfiles`.
+ */
+export interface SettingsChange {
+  /**
+   * The client whose command made the change.
+   */
+  clientId?: string | null;
+  /**
+   * The profile new tasks use after the change.
+   */
+  currentProfile?: string | null;
+  /**
+   * Top-level settings keys that changed, or the names of the profile or secret.
+   */
+  keys?: string[];
+  message?: string | null;
+  reason: string;
+}
+/**
+ * The daemon's storage stopped or started taking writes: [health].
+ * Daemon-wide. A failure is live-only (it cannot be written: that is the
+ * failure), and GetStatus reports it to a client that connects later; the
+ * recovery is durable.
+ */
+export interface StorageChanged {
+  eventName: 'storageChanged';
+  /**
+   * @minItems 1
+   * @maxItems 1
+   */
+  payload: [StorageHealth];
+}
+/**
+ * The answer to a sync probe: [topic]. A client subscribes to a topic of its
+ * own that starts with `SYNC_PREFIX` ("\u0000sync."); the daemon publishes this
+ * on that topic once it sees the subscription, so every subscription the client
+ * made before it is in effect. Live-only, never in the log. A client subscribed
+ * to everything also receives other clients' probes: ignore topics that start
+ * with "\u0000".
+ */
+export interface EventsSynced {
+  eventName: 'eventsSynced';
+  /**
+   * The probe's topic (bytes that are not UTF-8 replaced by U+FFFD).
+   *
+   * @minItems 1
+   * @maxItems 1
+   */
+  payload: [string];
+}
+/**
+ * The discovery file, `hdspd.json` in the daemon's runtime dir: how a client
+ * finds the daemon's sockets. Written (mode 0600) once the sockets are bound,
+ * removed when the daemon exits.
+ */
+export interface Discovery {
+  /**
+   * ZeroMQ endpoint of the ROUTER socket (handshake, commands, replies): connect a DEALER (or a REQ) to it. `ipc://RUNTIME_DIR/control` today.
+   */
+  control: string;
+  /**
+   * ZeroMQ endpoint of the XPUB socket (events): connect a SUB (or an XSUB) to it. `ipc://RUNTIME_DIR/events` today.
+   */
+  events: string;
+  /**
+   * The daemon's process id; a file whose process is gone is stale (the daemon crashed).
+   */
+  pid: number;
+  /**
+   * The protocol version the daemon speaks.
+   */
+  protocolVersion: number;
+  /**
+   * Reserved: the daemon's public CURVE key (z85) for TCP endpoints. hdspd binds ipc:// endpoints only and leaves it out.
+   */
+  serverPublicKey?: string | null;
+  /**
+   * The daemon's package version.
+   */
+  serverVersion: string;
+  /**
+   * When the daemon started, in milliseconds since the epoch.
+   */
+  startedAt: number;
+}
+export interface ErrorInfo {
+  code: ErrorCode1;
+  /**
+   * Facts that go with the code (for `cursor_expired`: `oldestSeq`).
+   */
+  details?: {} | null;
+  /**
+   * What went wrong and what to do, for people.
+   */
+  message: string;
+  /**
+   * Where in the frame a decoding error was found, as `$.data.commandName`.
+   */
+  path?: string | null;
+}
+export interface GetModelsData1 {
+  /**
+   * Only this provider's models ("anthropic", "openai", ...).
+   */
+  provider?: string | null;
+}
+export interface Reply {
+  /**
+   * Why the command failed.
+   */
+  error?: ErrorInfo | null;
+  /**
+   * True: `result` is set; false: `error` is.
+   */
+  ok: boolean;
+  origin?: 'server';
+  /**
+   * The command's `requestId`; None when the frame was too broken to have one.
+   */
+  requestId: string | null;
+  /**
+   * The command's result, of the type its row names (`$defs.CommandResults`); null for Shutdown.
+   */
+  result?: {
+    [k: string]: unknown | undefined;
+  };
+  type: 'Reply';
+}
+export interface ListTasksData1 {
+  /**
+   * `nextCursor` of the previous page; absent for the newest tasks.
+   */
+  cursor?: string | null;
+  /**
+   * Most tasks in one page, 1 to 1000 (else invalid_request).
+   */
+  limit?: number;
+}
+/**
+ * A provider profile as a client writes it (`SaveProfile`).
+ */
+export interface ProfileData1 {
+  /**
+   * The API's base URL; absent for the provider's own (OpenAI, Anthropic).
+   */
+  baseUrl?: string | null;
+  model: string;
+  name: string;
+  /**
+   * Provider options, e.g. `thinking_budget` (Anthropic), `reasoning_effort` (OpenAI), `max_tokens`, and the bounds on the server's silence in seconds: `first_byte_timeout` (before its response begins, default 30) and `idle_timeout` (between two events of a reply, default 120).
+   */
+  options?: {};
+  /**
+   * "anthropic", "openai", "openai-compatible" or "demo".
+   */
+  provider: string;
+  /**
+   * The NAME of the secret holding the API key (`SetSecret`), never a key.
+   */
+  secret?: string | null;
+}
+export interface SendMessageData1 {
+  images?: string[] | null;
+  text?: string | null;
+}
+/**
+ * The part of Roo's settings object that a new task reads. Other keys are
+ * accepted and ignored.
+ */
+export interface TaskConfiguration1 {
+  /**
+   * hdsp: the daemon refuses `/`, its user's home directory itself and its own data and runtime dirs as a workspace (the agent reads a workspace freely) unless this is set, by a person who named one of them on purpose.
+   */
+  allowBroadWorkspace?: boolean;
+  /**
+   * Name of the provider profile to use (Roo's apiConfigName).
+   */
+  apiConfigName?: string | null;
+  /**
+   * Auto-approval settings for this task only (hdsp's ApprovalSettings fields, or Roo's names such as alwaysAllowWrite), over the daemon's settings.
+   */
+  approvals?: {} | null;
+  /**
+   * A kernel (ListKernels) the task's code runs in; by default the task starts its own on first use, in its workspace.
+   */
+  kernelId?: string | null;
+  mode?: string | null;
+  /**
+   * Directory the agent works in (absolute). Clients send their own working directory when the user names none; without one the daemon uses its own working directory, unless that is a directory it refuses (see below).
+   */
+  workspace?: string | null;
+}

@@ -1,0 +1,341 @@
+"""The panel in a real browser: Galata (Playwright) driving Debian's chromium against a
+real JupyterLab with hdsp's plugin, a real hdspd and the scripted fake model.
+
+Python owns the processes: each test starts them, scripts the model, and runs one
+spec of clients/jupyterlab/ui-tests/ (`npx playwright test <spec>`) with their
+addresses in the environment; a failing spec fails the test with Playwright's
+output. Without chromium or the npm packages the tests fail and say how to get
+them (`make test` installs both): nothing is skipped.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import jupyterlab
+import pytest
+from PIL import Image
+
+from tests.fakes.openai_server import FakeOpenAI, ToolCall
+from tests.fakes.openai_server import Reply as FakeReply
+from tests.support.cli_process import cli_env
+from tests.support.daemon_process import DaemonProcess
+from tests.support.jupyter_process import JupyterProcess
+from tests.support.terminal import Terminal
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+REPO = Path(__file__).resolve().parents[2]
+UI_TESTS = REPO / "clients" / "jupyterlab" / "ui-tests"
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+
+
+def browser_tools() -> None:
+    """Fail, saying what is missing, unless chromium and the npm packages are here."""
+    if shutil.which(CHROMIUM) is None:
+        pytest.fail(
+            f"No browser at {CHROMIUM}: the browser tests need Debian's chromium "
+            "(`apt-get install -y chromium`; `make test` installs it), or CHROMIUM=/path."
+        )
+    if not (UI_TESTS / "node_modules" / "@jupyterlab" / "galata").is_dir():
+        pytest.fail(
+            f"Galata is not installed in {UI_TESTS}: run `npm ci` there "
+            "(with PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1; `make test` does it)."
+        )
+
+
+@pytest.fixture
+def lab_process(
+    daemon_process: DaemonProcess, workspace: Path, request: pytest.FixtureRequest
+) -> Iterator[JupyterProcess]:
+    """JupyterLab as Galata expects it (its in-page helpers, the app exposed), with
+    the token kept: the specs send it as an Authorization header."""
+    proc = JupyterProcess(
+        daemon_process.root,
+        hdsp_runtime_dir=daemon_process.runtime_dir,
+        root_dir=workspace,
+        app="lab",
+        config={
+            "LabServerApp": {
+                "extra_labextensions_path": [str(Path(jupyterlab.__file__).parent / "galata")]
+            },
+            "LabApp": {
+                "expose_app_in_browser": True,
+                "workspaces_dir": str(daemon_process.root / "lab-workspaces"),
+            },
+        },
+    )
+    try:
+        yield proc
+    finally:
+        proc.stop()
+        failed = getattr(request.node, "rep_call", None)
+        if failed is not None and failed.failed:
+            print(f"---- jupyter lab stderr ----\n{proc.stderr()}")
+
+
+class Spec:
+    """One Galata spec, run by Playwright in a subprocess."""
+
+    def __init__(self, lab: JupyterProcess, output: Path, workspace: Path) -> None:
+        self.control = output / "control"
+        self.control.mkdir(parents=True)
+        self.output = output / "playwright"
+        self.env = {
+            **os.environ,
+            "HDSP_LAB_URL": lab.url.rstrip("/"),
+            "HDSP_LAB_TOKEN": lab.token,
+            "HDSP_CONTROL_DIR": str(self.control),
+            "HDSP_UI_OUTPUT": str(self.output),
+            "HDSP_WORKSPACE": str(workspace),
+            "CHROMIUM": CHROMIUM,
+            "PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD": "1",
+            "CI": "1",
+        }
+        self.proc: subprocess.Popen[str] | None = None
+
+    def start(self, spec: str) -> None:
+        self.proc = subprocess.Popen(
+            ["npx", "--no-install", "playwright", "test", f"tests/{spec}"],
+            cwd=UI_TESTS,
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+
+    def wait_for_request(self, name: str, timeout: float = 120) -> None:
+        """Wait until the spec asks for `name` (a file in the control dir)."""
+        assert self.proc is not None
+        deadline = time.monotonic() + timeout
+        while not (self.control / name).exists():
+            if self.proc.poll() is not None:
+                self.finish()  # fails, with the spec's output
+                raise AssertionError(f"the spec ended without asking for {name}")
+            assert time.monotonic() < deadline, f"the spec did not ask for {name}"
+            time.sleep(0.05)  # the spec writes the file when it is ready
+
+    def serve(self, name: str, action: Callable[[str], object] = lambda body: "") -> None:
+        """Wait until the spec asks for `name` (control.ts's `request`), do
+        `action(body)` and tell the spec it is done, with what it returned."""
+        self.wait_for_request(name)
+        result = action((self.control / name).read_text())
+        (self.control / f"{name}.tmp").write_text(str(result))
+        (self.control / f"{name}.tmp").rename(self.control / f"{name}.done")
+
+    def finish(self, timeout: float = 240) -> str:
+        assert self.proc is not None
+        try:
+            out, _ = self.proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            out, _ = self.proc.communicate()
+            raise AssertionError(f"the spec ran over {timeout} s:\n{out}") from None
+        assert self.proc.returncode == 0, f"the spec failed:\n{out}"
+        return out
+
+    def run(self, spec: str) -> str:
+        self.start(spec)
+        return self.finish()
+
+
+@pytest.fixture
+def spec(lab_process: JupyterProcess, tmp_path: Path, workspace: Path) -> Iterator[Spec]:
+    browser_tools()
+    lab_process.start()
+    runner = Spec(lab_process, tmp_path, workspace)
+    try:
+        yield runner
+    finally:
+        if runner.proc is not None and runner.proc.poll() is None:
+            runner.proc.kill()
+            runner.proc.communicate()
+
+
+def test_harness_jupyterlab_loads_and_the_page_reaches_the_extension(
+    daemon: DaemonProcess, spec: Spec
+) -> None:
+    out = spec.run("harness.spec.ts")
+    assert "1 passed" in out, out
+
+
+def call(name: str, **args: object) -> FakeReply:
+    return FakeReply.tool_calls([ToolCall(name, json.dumps(args))])
+
+
+def done(text: str = "Done.") -> FakeReply:
+    return call("attempt_completion", result=text)
+
+
+def printed(out: str, key: str) -> str:
+    """A `KEY=value` line the spec printed, printed again for pytest -s."""
+    line = next((line for line in out.splitlines() if f"{key}=" in line), None)
+    assert line is not None, f"the spec printed no {key}:\n{out}"
+    value = line.split(f"{key}=", 1)[1].strip()
+    print(f"{key}={value}")
+    return value
+
+
+STREAMED = (
+    "The file data.csv has two columns, x and y, and two rows of numbers; "
+    "y is always one more than x."
+)
+
+
+def streamed_reply(gate: threading.Event) -> FakeReply:
+    """STREAMED in small chunks, held after the role chunk and a dozen pieces of
+    text (about half of it) until `gate` is set, then a completion."""
+    return (FakeReply.text(STREAMED, chunk_size=4) + done(STREAMED)).held_after(13, gate)
+
+
+def test_scenario_1_a_task_streams_its_text_and_completes(
+    daemon: DaemonProcess, fake_openai: FakeOpenAI, spec: Spec, workspace: Path
+) -> None:
+    gate = threading.Event()
+    spec.env["HDSP_STREAMED_TEXT"] = STREAMED
+    spec.env["HDSP_HELD_TEXT"] = STREAMED[:40]  # what shows while the stream is held
+    fake_openai.script(streamed_reply(gate))
+    spec.start("task.spec.ts")
+    spec.serve("release-stream", lambda body: gate.set())
+    out = spec.finish()
+    panel_ms = float(printed(out, "HDSP_FIRST_TOKEN_MS"))
+
+    # The CLI's equivalent, same model script: `hdsp run` on a terminal, from its
+    # start to the first streamed text on the screen.
+    gate = threading.Event()
+    fake_openai.script(streamed_reply(gate))
+    started = time.monotonic()
+    term = Terminal(daemon.runtime_dir, "run", "--workspace", str(workspace), "Describe data.csv")
+    try:
+        # (It draws whole words of a reply still streaming: the first is enough.)
+        term.wait_for(
+            lambda: any(line.startswith("The") for line in term.lines), "the streamed text"
+        )
+        cli_ms = (time.monotonic() - started) * 1000
+        gate.set()
+        assert term.finish() == 0, term.text
+    finally:
+        term.close()
+    print(f"HDSP_CLI_FIRST_TOKEN_MS={cli_ms:.0f}")
+    print(f"first streamed token on screen: panel {panel_ms:.0f} ms, CLI {cli_ms:.0f} ms")
+
+
+def test_scenario_2_a_write_is_approved_and_another_denied_with_a_reason(
+    daemon: DaemonProcess, fake_openai: FakeOpenAI, spec: Spec, workspace: Path
+) -> None:
+    reason = "Keep that file, it is the only copy"
+    spec.env["HDSP_DENY_REASON"] = reason
+    fake_openai.script(
+        call("write_to_file", path="summary.md", content="# Summary\n\nx and y, y = x + 1.\n"),
+        call("write_to_file", path="delete-me.txt", content="gone\n"),
+        done("Wrote summary.md; left delete-me.txt alone."),
+    )
+    spec.run("approvals.spec.ts")
+    assert (workspace / "summary.md").read_text().startswith("# Summary")
+    assert not (workspace / "delete-me.txt").exists()
+    # The model received the reason with the denial.
+    results = [m for m in fake_openai.requests[2]["messages"] if m["role"] == "tool"]
+    assert reason in str(results[-1]["content"]), results[-1]
+
+
+def tiny_png() -> str:
+    image = Image.new("RGB", (40, 20), (200, 40, 40))
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG")
+    return base64.b64encode(buffer.getvalue()).decode()
+
+
+def test_scenario_3_live_output_an_image_and_stop_interrupts_a_long_cell(
+    daemon: DaemonProcess, fake_openai: FakeOpenAI, spec: Spec, workspace: Path
+) -> None:
+    loop = (
+        "import os, time\n"
+        "for i in range(3):\n"
+        "    print(f'tick {i}', flush=True)\n"
+        "    time.sleep(0.4)\n"
+        "while not os.path.exists('release-loop'):  # the browser test writes it\n"
+        "    time.sleep(0.05)\n"
+        "print('loop done')\n"
+    )
+    image = (
+        "import base64\n"
+        "from IPython.display import Image, display\n"
+        f"display(Image(data=base64.b64decode({tiny_png()!r})))\n"
+    )
+    long = "import time\nprint('long cell started', flush=True)\ntime.sleep(600)\n"
+    fake_openai.script(
+        call("execute_code", code=loop),
+        call("execute_code", code=image),
+        call("execute_code", code=long),
+        done(),
+    )
+    out = spec.run("kernel.spec.ts")
+    printed(out, "HDSP_STOP_MS")
+
+
+def test_scenario_4_a_reload_mid_task_loses_nothing_and_resumes_live(
+    daemon: DaemonProcess, fake_openai: FakeOpenAI, spec: Spec
+) -> None:
+    gate = threading.Event()
+    spec.env["HDSP_STREAMED_TEXT"] = STREAMED
+    fake_openai.script(
+        FakeReply.text("Looking at the data first.")
+        + FakeReply.tool_calls([ToolCall("read_file", json.dumps({"path": "data.csv"}))]),
+        streamed_reply(gate),
+    )
+    spec.start("reload.spec.ts")
+    spec.serve("release-stream", lambda body: gate.set())
+    spec.finish()
+
+
+def test_scenario_5_two_windows_and_the_cli_the_first_answer_wins(
+    daemon: DaemonProcess, fake_openai: FakeOpenAI, spec: Spec, workspace: Path
+) -> None:
+    held = threading.Event()
+    fake_openai.script(
+        call("write_to_file", path="first.txt", content="one\n"),
+        call("write_to_file", path="second.txt", content="two\n"),
+        (FakeReply.text("Leaving second.txt out.") + done()).held_after(2, held),
+    )
+
+    def hdsp_answer(task_id: str) -> int:
+        return subprocess.run(
+            [sys.executable, "-m", "hdsp.client", "answer", task_id, "--yes"],
+            env=cli_env(daemon.runtime_dir),
+            capture_output=True,
+            timeout=60,
+            check=False,
+        ).returncode
+
+    def late_answer(task_id: str) -> int:
+        # The denial went first: this --yes finds no ask (the model's next
+        # reply is held, so the task waits on nothing), and writes nothing.
+        code = hdsp_answer(task_id)
+        held.set()
+        return code
+
+    spec.start("two-windows.spec.ts")
+    spec.serve("cli-approve", hdsp_answer)
+    spec.serve("cli-approve-late", late_answer)
+    spec.finish()
+    assert (workspace / "first.txt").read_text() == "one\n"
+    assert not (workspace / "second.txt").exists()
+
+
+def test_scenario_6_the_panel_follows_an_hdspd_restart(daemon: DaemonProcess, spec: Spec) -> None:
+    spec.start("connection.spec.ts")
+    spec.wait_for_request("restart-hdspd")
+    daemon.stop(signal.SIGKILL)
+    daemon.start()
+    spec.finish()

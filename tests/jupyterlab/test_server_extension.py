@@ -1,0 +1,258 @@
+"""The server extension in a real Jupyter server, relaying to a real hdspd that runs
+tasks against the scripted fake model: what the browser's half relies on
+(clients/jupyterlab/CONTRACT.md)."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tornado.httpclient import HTTPClientError
+from tornado.websocket import WebSocketClientConnection
+
+from hdsp.client import connect
+from tests.fakes.openai_server import FakeOpenAI, ToolCall
+from tests.fakes.openai_server import Reply as FakeReply
+from tests.jupyterlab.conftest import Lab
+from tests.support.daemon_process import DaemonProcess
+from tests.support.events import logged_events
+from tests.support.jupyter_process import JupyterProcess
+
+# Each test starts hdspd and a Jupyter server (a few seconds each on a busy machine).
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
+
+Frame = dict[str, Any]
+
+
+def call(name: str, **args: Any) -> FakeReply:
+    return FakeReply.tool_calls([ToolCall(name, json.dumps(args))])
+
+
+def done(text: str = "done") -> FakeReply:
+    return call("attempt_completion", result=text)
+
+
+def event_name(frame: Frame) -> str | None:
+    if frame["kind"] != "event":
+        return None
+    return str(frame["event"]["data"]["eventName"])
+
+
+def completed(task_id: str) -> Callable[[Frame], bool]:
+    def check(frame: Frame) -> bool:
+        return (
+            event_name(frame) == "taskCompleted" and frame["event"]["data"]["payload"][0] == task_id
+        )
+
+    return check
+
+
+def connection(*states: str) -> Callable[[Frame], bool]:
+    return lambda frame: frame["kind"] == "connection" and frame["state"] in states
+
+
+async def read_until(ws: WebSocketClientConnection, stop: Callable[[Frame], bool]) -> list[Frame]:
+    """The socket's frames up to and including the first one `stop` accepts (the
+    test's timeout is the deadline)."""
+    got: list[Frame] = []
+    while True:
+        text = await ws.read_message()
+        assert text is not None, f"the socket closed ({ws.close_code} {ws.close_reason})"
+        frame = json.loads(text)
+        got.append(frame)
+        if stop(frame):
+            return got
+
+
+def seqs(frames: list[Frame]) -> list[int]:
+    return [f["event"]["seq"] for f in frames if f["kind"] == "event" and f["event"].get("seq")]
+
+
+async def start_task(lab: Lab, text: str = "look at the data") -> str:
+    code, body = await lab.command(
+        {"commandName": "StartNewTask", "data": {"text": text, "configuration": {}}}
+    )
+    assert code == 200, body
+    return str(body["result"]["taskId"])
+
+
+async def connected_socket(lab: Lab, since: int | None = None) -> WebSocketClientConnection:
+    ws = await lab.events(since)
+    await read_until(ws, connection("connected"))
+    return ws
+
+
+async def test_a_command_starts_a_task_and_the_socket_streams_it_to_the_end(
+    lab: Lab, fake_openai: FakeOpenAI
+) -> None:
+    fake_openai.script(call("read_file", path="data.csv"), done("finished"))
+    ws = await connected_socket(lab)
+    status = await lab.status()
+    assert status["daemon"] == "running" and status["hint"] is None
+    assert status["status"]["serverVersion"]
+
+    task_id = await start_task(lab)
+    frames = await read_until(ws, completed(task_id))
+    names = [event_name(f) for f in frames]
+    assert "taskCreated" in names and "message" in names
+    # The task ran in the Jupyter server's root dir: the model read its file.
+    tool_results = [
+        m["content"] for m in fake_openai.requests[1]["messages"] if m["role"] == "tool"
+    ]
+    assert "3,4" in tool_results[-1]
+    # Durable events come in order, each once.
+    got = seqs(frames)
+    assert got == sorted(set(got))
+
+    code, body = await lab.command({"commandName": "GetTask", "data": {"taskId": task_id}})
+    assert code == 200 and task_id in json.dumps(body["result"])
+    ws.close()
+
+
+async def test_a_socket_resumes_from_since_with_no_gap_and_no_duplicate(
+    lab: Lab, fake_openai: FakeOpenAI, daemon: DaemonProcess
+) -> None:
+    fake_openai.script(call("read_file", path="data.csv"), done("one"), done("two"))
+    ws = await connected_socket(lab, since=0)
+    first = await start_task(lab, "first")
+    before = await read_until(ws, completed(first))
+    ws.close()
+    cut = seqs(before)[len(seqs(before)) // 2]
+
+    # Events the socket did not see: a second task, run while no socket was open.
+    second = await start_task(lab, "second")
+    async with connect(daemon.runtime_dir, name="test") as client:
+        resumed = await connected_socket(lab, since=cut)
+        frames = await read_until(resumed, completed(second))
+        log = await logged_events(client)
+    assert seqs(frames) == [s for s in sorted(log) if s > cut][: len(seqs(frames))]
+    assert seqs(frames)[0] == cut + 1
+    resumed.close()
+
+
+async def test_requests_without_the_token_are_refused(lab: Lab) -> None:
+    for path, body in (
+        ("hdsp/status", None),
+        ("hdsp/command", {"command": {"commandName": "ListTasks", "data": {}}}),
+        ("hdsp/blob/" + "0" * 64, None),
+    ):
+        response = await lab.fetch(path, body=body, authenticated=False)
+        assert response.code == 403, (path, response.code)
+    with pytest.raises(HTTPClientError) as refused:
+        await lab.events(authenticated=False)
+    assert refused.value.code == 403
+
+
+async def test_commands_outside_the_allow_list_are_forbidden(
+    lab: Lab, daemon: DaemonProcess
+) -> None:
+    await connected_socket(lab)
+    for command in (
+        {"commandName": "Shutdown"},
+        {"commandName": "SetSecret", "data": {"name": "openai", "value": "sk-stolen"}},
+        {"commandName": "ExportSettings"},
+        {"commandName": "ImportSettings", "data": {"settings": {}}},
+        {"commandName": "ExecuteCode", "kernelId": "k", "code": "1"},
+    ):
+        code, body = await lab.command(command)
+        assert code == 403, (command, body)
+        assert "does not forward" in body["error"]["message"]
+    assert daemon.proc is not None and daemon.proc.poll() is None
+
+    code, body = await lab.command({"commandName": "NoSuchCommand"})
+    assert (code, body["error"]["code"]) == (400, "unknown_command")
+    response = await lab.fetch("hdsp/command", body=[1, 2])
+    assert response.code == 400
+    code, body = await lab.command({"commandName": "GetTask", "data": {"taskId": "nope"}})
+    assert (code, body["error"]["code"]) == (404, "task_not_found")
+    response = await lab.fetch("hdsp/blob/not-a-sha")
+    assert response.code == 400
+    response = await lab.fetch("hdsp/blob/" + "0" * 64)
+    assert response.code == 404
+
+
+async def test_with_hdspd_down_the_extension_says_so_and_links_up_when_it_starts(
+    jupyter_process: JupyterProcess, daemon_process: DaemonProcess
+) -> None:
+    jupyter_process.start()
+    lab = Lab(jupyter_process)
+    ws = await lab.events()
+    (down,) = await read_until(ws, connection("down"))
+    assert "hdspd" in down["hint"] and "start it" in down["hint"]
+    status = await lab.status()
+    assert status["daemon"] == "down" and "hdspd" in status["hint"]
+    code, body = await lab.command({"commandName": "ListTasks", "data": {}})
+    assert code == 503 and body["error"]["code"] == "unavailable"
+
+    daemon_process.start()
+    await read_until(ws, connection("connected"))
+    code, body = await lab.command({"commandName": "ListTasks", "data": {}})
+    assert code == 200, body
+    ws.close()
+
+
+async def test_a_restarted_hdspd_is_followed_and_the_missed_events_come_after_connected(
+    lab: Lab, fake_openai: FakeOpenAI, daemon: DaemonProcess
+) -> None:
+    fake_openai.script(done("before"), done("after"))
+    ws = await connected_socket(lab, since=0)
+    before = await start_task(lab, "before")
+    frames = await read_until(ws, completed(before))
+
+    daemon.stop(signal.SIGKILL)
+    frames += await read_until(ws, connection("reconnecting", "down"))
+    code, _ = await lab.command({"commandName": "ListTasks", "data": {}})
+    assert code == 503
+    daemon.start()
+    # A task that runs to its end before the extension is back: its events reach
+    # the socket only through the catch-up from the log.
+    async with connect(daemon.runtime_dir, name="test") as client:
+        ref = await client.start_task("after", workspace=lab.server.root_dir)
+        after = ref.task_id
+        rest = await read_until(ws, completed(after))
+        log = await logged_events(client)
+    states = [f["state"] for f in rest if f["kind"] == "connection"]
+    assert "connected" in states
+    assert seqs(frames + rest) == sorted(log)[: len(seqs(frames + rest))]
+    ws.close()
+
+
+async def test_the_events_socket_refuses_a_bad_since(lab: Lab) -> None:
+    with pytest.raises(HTTPClientError) as refused:
+        await lab.events(since=-1)
+    assert refused.value.code == 400
+
+
+async def test_with_start_daemon_set_the_extension_starts_hdspd_itself(
+    daemon_process: DaemonProcess, workspace: Path
+) -> None:
+    # The daemon's own environment (its data dir, the fake model), but no daemon.
+    hdsp_env = {k: v for k, v in daemon_process.env.items() if k.startswith("HDSP_")}
+    server = JupyterProcess(
+        daemon_process.root,
+        hdsp_runtime_dir=daemon_process.runtime_dir,
+        root_dir=workspace,
+        config={"HdspExtension": {"start_daemon": True}},
+        env=hdsp_env | {"XDG_DATA_HOME": str(daemon_process.root / "xdg-data")},
+    )
+    with server:
+        lab = Lab(server)
+        try:
+            await read_until(await lab.events(), connection("connected"))
+            status = await lab.status()
+            assert status["status"]["dataDir"] == str(daemon_process.data_dir)
+        finally:
+            lab.close()
+            async with connect(daemon_process.runtime_dir, name="test") as client:
+                exited = os.pidfd_open((await client.status()).pid)
+                await client.shutdown()
+            try:  # (a pidfd is readable once its process has ended)
+                assert select.select([exited], [], [], 30)[0], "hdspd did not exit"
+            finally:
+                os.close(exited)

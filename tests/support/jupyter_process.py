@@ -1,0 +1,160 @@
+"""Running a real Jupyter server (or JupyterLab) with hdsp's extension for tests.
+
+Jupyter's configuration, data and runtime dirs live under the test's root, so the
+developer's own Jupyter is never read or changed. The server picks a free port and
+writes it to its `jpserver-PID.json` in the runtime dir: the test
+waits for that file, then reads the URL and token from it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+__all__ = ["JupyterProcess"]
+
+EXTENSION = "hdsp.client.jupyterlab"
+
+
+class JupyterProcess:
+    def __init__(
+        self,
+        root: Path,
+        *,
+        hdsp_runtime_dir: Path,
+        root_dir: Path,
+        app: str = "server",
+        config: Mapping[str, Any] | None = None,
+        env: Mapping[str, str] | None = None,
+        args: Sequence[str] = (),
+    ) -> None:
+        self.root = root
+        self.hdsp_runtime_dir = hdsp_runtime_dir
+        self.root_dir = root_dir
+        self.app = app
+        self.config_dir = root / "jupyter-config"
+        self.runtime_dir = root / "jupyter-runtime"
+        self.stderr_path = root / f"jupyter-{app}.stderr"
+        self.token = os.urandom(16).hex()
+        self.extra_config = dict(config or {})
+        self.extra_env = dict(env or {})
+        self.args = list(args)
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.info: dict[str, Any] = {}
+
+    @property
+    def url(self) -> str:
+        """The server's base URL, ending in a slash."""
+        return str(self.info["url"])
+
+    @property
+    def ws_url(self) -> str:
+        return "ws" + self.url.removeprefix("http")
+
+    def start(self, timeout: float = 60.0) -> None:
+        self.config_dir.mkdir(parents=True, exist_ok=True)
+        self.runtime_dir.mkdir(parents=True, exist_ok=True)
+        # The extension is named here too, so these tests do not depend on how the
+        # package was installed (the wheel test checks the installed enable file).
+        server: dict[str, Any] = {"jpserver_extensions": {EXTENSION: True}}
+        config: dict[str, Any] = {"ServerApp": server}
+        for section, values in self.extra_config.items():
+            config.setdefault(section, {}).update(values)
+        for name in ("jupyter_server_config.json", "jupyter_lab_config.json"):
+            (self.config_dir / name).write_text(json.dumps(config))
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("HDSP_", "JUPYTER_"))}
+        env.update(
+            JUPYTER_CONFIG_DIR=str(self.config_dir),
+            JUPYTER_RUNTIME_DIR=str(self.runtime_dir),
+            JUPYTER_DATA_DIR=str(self.root / "jupyter-data"),
+            JUPYTER_PLATFORM_DIRS="1",
+            HDSP_RUNTIME_DIR=str(self.hdsp_runtime_dir),
+            PYTHON_KEYRING_BACKEND="keyrings.alt.file.PlaintextKeyring",
+            PYTHONUNBUFFERED="1",
+        )
+        env.update(self.extra_env)
+        module = "jupyterlab" if self.app == "lab" else "jupyter_server"
+        with open(self.stderr_path, "ab") as err:
+            self.proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    module,
+                    "--no-browser",
+                    "--ip=127.0.0.1",
+                    "--port=0",
+                    "--port-retries=0",
+                    f"--IdentityProvider.token={self.token}",
+                    f"--ServerApp.root_dir={self.root_dir}",
+                    # (CI runs as root; Jupyter refuses that unless told.)
+                    *(["--allow-root"] if os.geteuid() == 0 else []),
+                    *self.args,
+                ],
+                env=env,
+                cwd=self.root_dir,
+                stdin=subprocess.DEVNULL,
+                stdout=err,
+                stderr=err,
+            )
+        info_file = self.runtime_dir / f"jpserver-{self.proc.pid}.json"
+        deadline = time.monotonic() + timeout
+        while not info_file.exists():
+            if self.proc.poll() is not None:
+                raise AssertionError(
+                    f"jupyter {self.app} exited ({self.proc.returncode}):\n{self.stderr()}"
+                )
+            if time.monotonic() > deadline:
+                raise AssertionError(f"jupyter {self.app} did not start:\n{self.stderr()}")
+            time.sleep(0.05)  # the server writes the file as it starts
+        self.info = json.loads(info_file.read_text())
+        # The file is written just before the server binds its port (on its loop's
+        # first turn): wait until the port takes a connection.
+        while True:
+            try:
+                socket.create_connection((self.info["hostname"], self.info["port"]), 5).close()
+                return
+            except ConnectionRefusedError:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    raise AssertionError(
+                        f"jupyter {self.app} does not listen:\n{self.stderr()}"
+                    ) from None
+                time.sleep(0.05)
+
+    def stderr(self) -> str:
+        try:
+            return self.stderr_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def stop(self, timeout: float = 30.0) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+    def __enter__(self) -> JupyterProcess:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+        if exc is not None:
+            sys.stderr.write(f"---- jupyter {self.app} stderr ----\n{self.stderr()}\n")
