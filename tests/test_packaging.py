@@ -462,6 +462,15 @@ def test_wheel_installs_and_runs_in_a_clean_venv(tmp_path: Path) -> None:
     ):
         assert shipped in names, f"the wheel lacks {shipped}; check [tool.setuptools.package-data]"
     assert not any(name.startswith("tests/") for name in names)
+    # The prebuilt JupyterLab panel (`make labext` built it; `make test` runs it
+    # first), where JupyterLab looks for it: under its npm name. No Node.js needed.
+    panel = "hdsp-0.1.0.data/data/share/jupyter/labextensions/@hdsp/jupyterlab/"
+    with zipfile.ZipFile(wheel) as archive:
+        meta = json.loads(archive.read(panel + "package.json"))
+    assert meta["name"] == "@hdsp/jupyterlab"
+    entry = meta["jupyterlab"]["_build"]["load"]
+    assert panel + entry in names, f"the wheel lacks the panel's {entry}"
+    assert not any("node_modules" in name or "/frontend/" in name for name in names)
 
     venv = tmp_path / "venv"
     run([sys.executable, "-m", "venv", venv])
@@ -530,3 +539,16 @@ def test_wheel_installs_and_runs_in_a_clean_venv(tmp_path: Path) -> None:
     section = report.partition(venv_config)[2].partition("Config dir:")[0]
     assert "hdsp.client.jupyterlab enabled" in section, report
     assert re.search(r"hdsp\.client\.jupyterlab\s+OK", section), report
+
+    # ...and JupyterLab finds the panel, enabled and OK (it lists on stderr).
+    listed = subprocess.run(
+        [bin_dir / "jupyter", "labextension", "list"],
+        cwd=outside,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    report = re.sub(r"\x1b\[[0-9;]*m", "", listed.stdout + listed.stderr)
+    line = next((ln for ln in report.splitlines() if "@hdsp/jupyterlab" in ln), "")
+    assert "enabled" in line and "OK" in line, report
