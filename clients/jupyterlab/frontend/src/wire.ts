@@ -85,6 +85,7 @@ export interface HdspWire {
   CommandResults: CommandResults;
   CommandsResponse: CommandsResponse;
   CompletedInfo: CompletedInfo;
+  CondenseTask: CondenseTask;
   Connect: Connect;
   DaemonShuttingDown: DaemonShuttingDown;
   DeleteProfile: DeleteProfile;
@@ -92,6 +93,8 @@ export interface HdspWire {
   DeleteSecret: DeleteSecret;
   Disconnect: Disconnect;
   Discovery: Discovery;
+  EditMessage: EditMessage;
+  EditMessageData: EditMessageData;
   ErrorCode: ErrorCode;
   ErrorInfo: ErrorInfo;
   EventsSynced: EventsSynced;
@@ -100,6 +103,8 @@ export interface HdspWire {
   ExecutionOutputData: ExecutionOutputData;
   ExecutionResult: ExecutionResult;
   ExportSettings: ExportSettings;
+  ForkTask: ForkTask;
+  ForkTaskData: ForkTaskData;
   GetBlob: GetBlob;
   GetBlobData: GetBlobData;
   GetModels: GetModels;
@@ -152,6 +157,8 @@ export interface HdspWire {
   RespondToAskData: RespondToAskData;
   RestartKernel: RestartKernel;
   ResumeTask: ResumeTask;
+  RewindTask: RewindTask;
+  RewindTaskData: RewindTaskData;
   SandboxStatus: SandboxStatus;
   SaveProfile: SaveProfile;
   SaveProfileData: SaveProfileData;
@@ -197,6 +204,7 @@ export interface HdspWire {
   TaskPaused: TaskPaused;
   TaskRef: TaskRef;
   TaskResumable: TaskResumable;
+  TaskRewound: TaskRewound;
   TaskSnapshot: TaskSnapshot;
   TaskSpawned: TaskSpawned;
   TaskStarted: TaskStarted;
@@ -321,6 +329,10 @@ export interface TaskCommand {
     | StartNewTask
     | CancelTask
     | CloseTask
+    | CondenseTask
+    | RewindTask
+    | EditMessage
+    | ForkTask
     | ResumeTask
     | SendMessage
     | RespondToAsk
@@ -399,6 +411,69 @@ export interface CloseTask {
   commandName: 'CloseTask';
   taskId: string;
 }
+/**
+ * Condense a task's conversation now: the model summarises its older part,
+ * which the summary replaces in later requests (kept in the history). The task
+ * must not be working; a `condense_context` message (or
+ * `condense_context_error`) says how it went.
+ */
+export interface CondenseTask {
+  commandName: 'CondenseTask';
+  taskId: string;
+}
+/**
+ * Take a task's history back to one of its messages: the UI and API messages
+ * after it are removed (a running turn is cancelled first; kernel state is not
+ * rolled back), and what a removed summary or truncation hid comes back. A
+ * `taskRewound` event tells every client.
+ */
+export interface RewindTask {
+  commandName: 'RewindTask';
+  data: RewindTaskData;
+}
+export interface RewindTaskData {
+  /**
+   * Remove that message too (true), or keep it and remove what came after. The task's first message always stays.
+   */
+  include?: boolean;
+  taskId: string;
+  /**
+   * The UI message to rewind to.
+   */
+  ts: number;
+}
+/**
+ * Replace one of the user's messages and go on from there: rewind to it
+ * (removing it) and send `text` as the next message.
+ */
+export interface EditMessage {
+  commandName: 'EditMessage';
+  data: EditMessageData;
+}
+export interface EditMessageData {
+  images?: string[] | null;
+  taskId: string;
+  text: string;
+  /**
+   * A user_feedback message of the task.
+   */
+  ts: number;
+}
+/**
+ * A new task with the history of this one up to a message (inclusive); the
+ * original is not changed. The reply names the new task, which waits for a message.
+ */
+export interface ForkTask {
+  commandName: 'ForkTask';
+  data: ForkTaskData;
+}
+export interface ForkTaskData {
+  taskId: string;
+  /**
+   * The last UI message the new task keeps.
+   */
+  ts: number;
+}
 export interface ResumeTask {
   commandName: 'ResumeTask';
   /**
@@ -412,6 +487,10 @@ export interface SendMessage {
   taskId: string;
 }
 export interface SendMessageData {
+  /**
+   * To a task that is working: `queue` waits until its turn ends (then starts the next turn); `steer` joins the running turn, added to the conversation before its next model request (a `user_feedback` message shows where). A steered message the turn ends without is delivered as a queued one.
+   */
+  delivery?: 'queue' | 'steer';
   images?: string[] | null;
   text?: string | null;
 }
@@ -453,6 +532,10 @@ export interface ListTasksData {
    * `nextCursor` of the previous page; absent for the newest tasks.
    */
   cursor?: string | null;
+  /**
+   * Only the tasks whose id starts with this (how a person's short id is resolved), newest first; one page, without `cursor`.
+   */
+  idPrefix?: string | null;
   /**
    * Most tasks in one page, 1 to 1000 (else invalid_request).
    */
@@ -766,11 +849,14 @@ export interface CommandResults {
   AttachKernel?: KernelInfo;
   CancelTask?: TaskRef;
   CloseTask?: TaskRef;
+  CondenseTask?: TaskRef;
   DeleteProfile?: ProfileList;
   DeleteQueuedMessage?: TaskRef;
   DeleteSecret?: SecretInfo;
+  EditMessage?: TaskRef;
   ExecuteCode?: ExecutionResult;
   ExportSettings?: SettingsExport;
+  ForkTask?: TaskRef;
   GetBlob?: BlobData;
   GetModels?: ModelList;
   GetSettings?: SettingsView;
@@ -787,6 +873,7 @@ export interface CommandResults {
   RespondToAsk?: TaskRef;
   RestartKernel?: KernelRef;
   ResumeTask?: TaskRef;
+  RewindTask?: TaskRef;
   SaveProfile?: ProfileInfo;
   SelectProfile?: ProfileList;
   SendMessage?: TaskRef;
@@ -1119,6 +1206,7 @@ export interface HistoryItem {
   workspace?: string | null;
 }
 export interface QueuedMessage {
+  delivery?: ('queue' | 'steer') | null;
   id: string;
   images?: string[] | null;
   text: string;
@@ -1236,6 +1324,7 @@ export interface TaskEvent {
     | ModesResponse
     | ModelsResponse
     | TaskClosed
+    | TaskRewound
     | DaemonShuttingDown
     | KernelStarted
     | KernelStatus
@@ -1519,6 +1608,19 @@ export interface TaskClosed {
   payload: [string];
 }
 /**
+ * [taskId, ts]: the task's messages from `ts` on were removed (RewindTask,
+ * EditMessage): drop them from views; a message with an earlier ts that changed
+ * comes as its own `message` event.
+ */
+export interface TaskRewound {
+  eventName: 'taskRewound';
+  /**
+   * @minItems 2
+   * @maxItems 2
+   */
+  payload: [string, number];
+}
+/**
  * The last event before the daemon exits: [reason]. Published daemon-wide.
  */
 export interface DaemonShuttingDown {
@@ -1745,6 +1847,10 @@ export interface ListTasksData1 {
    */
   cursor?: string | null;
   /**
+   * Only the tasks whose id starts with this (how a person's short id is resolved), newest first; one page, without `cursor`.
+   */
+  idPrefix?: string | null;
+  /**
    * Most tasks in one page, 1 to 1000 (else invalid_request).
    */
   limit?: number;
@@ -1773,6 +1879,10 @@ export interface ProfileData1 {
   secret?: string | null;
 }
 export interface SendMessageData1 {
+  /**
+   * To a task that is working: `queue` waits until its turn ends (then starts the next turn); `steer` joins the running turn, added to the conversation before its next model request (a `user_feedback` message shows where). A steered message the turn ends without is delivered as a queued one.
+   */
+  delivery?: 'queue' | 'steer';
   images?: string[] | null;
   text?: string | null;
 }
