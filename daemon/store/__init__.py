@@ -12,6 +12,7 @@ from .store import INLINE_BYTES, Store
 from .writes import (
     append_api_message,
     delete_api_messages_from,
+    delete_ui_message,
     delete_ui_messages_from,
     insert_task,
     save_turn,
@@ -36,6 +37,7 @@ __all__ = [
     "Write",
     "append_api_message",
     "delete_api_messages_from",
+    "delete_ui_message",
     "delete_ui_messages_from",
     "insert_task",
     "integrity_check",

@@ -10,6 +10,7 @@ from .database import Write
 __all__ = [
     "append_api_message",
     "delete_api_messages_from",
+    "delete_ui_message",
     "delete_ui_messages_from",
     "insert_task",
     "latest_writes",
@@ -71,6 +72,11 @@ def save_ui_message(task_id: str, ts: int, body: bytes) -> Write:
 def delete_ui_messages_from(task_id: str, ts: int) -> Write:
     """Remove a task's UI messages from `ts` on (a rewind)."""
     return ("DELETE FROM ui_messages WHERE task_id = ? AND ts >= ?", (task_id, ts))
+
+
+def delete_ui_message(task_id: str, ts: int) -> Write:
+    """Remove one of a task's UI messages (DeleteMessage)."""
+    return ("DELETE FROM ui_messages WHERE task_id = ? AND ts = ?", (task_id, ts))
 
 
 def delete_api_messages_from(task_id: str, index: int) -> Write:

@@ -42,6 +42,7 @@ from hdsp.daemon.store import (
     TaskRow,
     Write,
     delete_api_messages_from,
+    delete_ui_message,
     delete_ui_messages_from,
     insert_task,
     save_ui_message,
@@ -62,6 +63,7 @@ from hdsp.protocol import (
     TaskClosed,
     TaskCreated,
     TaskList,
+    TaskMessagesDeleted,
     TaskPage,
     TaskRef,
     TaskResumable,
@@ -71,6 +73,7 @@ from hdsp.protocol import (
     ToolUsageEntry,
 )
 
+from .deletion import plan_delete
 from .deps import TaskDeps, TaskKernels
 from .rewind import RewindRefused, plan_rewind
 from .task import Task
@@ -646,6 +649,43 @@ class TaskManager:
             )
         await self.rewind(task_id, ts, include=True)
         return await self.send_message(task_id, SendMessageData(text=text, images=images))
+
+    async def delete_message(self, task_id: str, ts: int) -> TaskRef:
+        """Delete the user's message `ts` (see DeleteMessage): a running turn is
+        cancelled first, then the message goes from both histories (with a summary
+        that condensed it), in one transaction with the `taskMessagesDeleted`
+        event; the task is loaded again from the store."""
+        self._check_open()
+        task = await self._load(task_id)
+        try:
+            was_busy = task.busy
+            await task.stop()
+            ui, api = await self._history_of(task)
+            try:
+                plan = plan_delete(ui, api, ts)
+            except RewindRefused as exc:
+                raise CommandError(ErrorCode.INVALID_REQUEST, str(exc)) from None
+            writes: list[Write] = [delete_ui_message(task_id, gone) for gone in plan.ui_removed]
+            writes.append(delete_api_messages_from(task_id, plan.api_from))
+            for offset, message in enumerate(plan.api_tail):
+                writes.append(api_write(task_id, plan.api_from + offset, message)[1])
+            if was_busy:
+                # The turn was cancelled: nothing of it is to be resumed.
+                writes.append(turn_write(task_id, None))
+                item = msgspec.structs.replace(task.item, state=TaskState.IDLE)
+                writes.append(update_task(item))
+            await self.journal.emit(
+                TaskMessagesDeleted(payload=(task_id, plan.ui_removed)), *writes
+            )
+            await self._committed_unless_failing()
+        finally:
+            self.settle(task)
+        self._tasks.pop(task_id, None)
+        self._idle.pop(task_id, None)
+        task = await self._load(task_id)
+        self.settle(task)
+        log.info("message deleted", task_id=task_id, ts=ts, removed=len(plan.ui_removed))
+        return TaskRef(task_id=task_id, state=task.state)
 
     async def fork(self, task_id: str, ts: int) -> TaskRef:
         """A new task with the history of `task_id` up to its message `ts` (ForkTask)."""
