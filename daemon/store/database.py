@@ -373,6 +373,11 @@ class Database:
         ).fetchone()
         return int(row[0])
 
+    def queued_messages(self, task_id: str) -> bytes | None:
+        """The messages that wait for the task, as saved (see `save_queued`)."""
+        row = self._reader.execute("SELECT queued FROM tasks WHERE id = ?", (task_id,)).fetchone()
+        return None if row is None or row[0] is None else bytes(row[0])
+
     def open_turns(self) -> list[tuple[TaskRow, bytes | None]]:
         """Tasks whose last turn did not finish (daemon stopped or crashed), or
         that were running when it stopped, with their saved turn state."""

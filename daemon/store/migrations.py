@@ -50,6 +50,11 @@ MIGRATIONS: list[str] = [
         data        BLOB NOT NULL
     ) WITHOUT ROWID;
     """,
+    # 4: messages sent to a busy task that wait for it (a JSON list of
+    # QueuedMessage; NULL when none waits), so that a crash loses none.
+    """
+    ALTER TABLE tasks ADD COLUMN queued BLOB;
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

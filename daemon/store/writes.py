@@ -14,6 +14,7 @@ __all__ = [
     "delete_ui_messages_from",
     "insert_task",
     "latest_writes",
+    "save_queued",
     "save_turn",
     "save_ui_message",
     "update_task",
@@ -25,6 +26,7 @@ _UPSERT_API = (
     "ON CONFLICT (task_id, idx) DO UPDATE SET body = excluded.body"
 )
 _SAVE_TURN = "UPDATE tasks SET turn = ? WHERE id = ?"
+_SAVE_QUEUED = "UPDATE tasks SET queued = ? WHERE id = ?"
 _UPSERT_UI = (
     "INSERT INTO ui_messages (task_id, ts, body) VALUES (?, ?, ?) "
     "ON CONFLICT (task_id, ts) DO UPDATE SET body = excluded.body"
@@ -37,6 +39,7 @@ _KEYS: dict[str, tuple[int, ...]] = {
     _UPDATE_TASK: (2,),
     _UPSERT_API: (0, 1),
     _SAVE_TURN: (1,),
+    _SAVE_QUEUED: (1,),
     _UPSERT_UI: (0, 1),
 }
 
@@ -61,6 +64,11 @@ def append_api_message(task_id: str, index: int, body: bytes) -> Write:
 def save_turn(task_id: str, turn: bytes | None) -> Write:
     """Record where the task's unfinished turn stands (None: no turn is open)."""
     return (_SAVE_TURN, (turn, task_id))
+
+
+def save_queued(task_id: str, queued: bytes | None) -> Write:
+    """Record the messages that wait for the task (None: none waits)."""
+    return (_SAVE_QUEUED, (queued, task_id))
 
 
 def save_ui_message(task_id: str, ts: int, body: bytes) -> Write:

@@ -402,3 +402,57 @@ async def test_deleting_a_message_is_announced_keeps_the_history_valid_and_survi
         sent = [m.get("content") for m in small_model.requests[-2]["messages"]]
         assert "Step 2: read it again." not in sent
         assert "Step 1: read it again." in sent and "Step 3: read it again." in sent
+
+
+# ---- queued and steered messages across a crash ------------------------------------
+
+
+@pytest.mark.slow
+async def test_queued_and_steered_messages_survive_kill_9_and_are_delivered(
+    daemon: DaemonProcess, fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    workspace = _workspace(tmp_path)
+    held = threading.Event()
+
+    def model(body: dict[str, Any]) -> FakeReply:
+        if len(fake_openai.requests) == 1:
+            # The first request never gets its answer: the daemon dies meanwhile.
+            held.wait(60)
+        return FakeReply.text(f"Answered: {_last_user_text(body)}")
+
+    fake_openai.responder = model
+    try:
+        async with connect(daemon.runtime_dir, name="test") as client:
+            task_id = (await client.start_task("Look at sales_0.csv", workspace=workspace)).task_id
+            await fake_openai.wait_for_requests_async(1)
+            steer = await client.send_message(task_id, "Only the price column.", steer=True)
+            later = await client.send_message(task_id, "Then plot it.")
+            assert steer.queued and later.queued
+            waiting = [(m.text, m.delivery) for m in (await client.get_task(task_id)).queue]
+        assert waiting == [("Only the price column.", "steer"), ("Then plot it.", None)]
+        daemon.kill()
+    finally:
+        held.set()
+    daemon.start()
+    async with connect(daemon.runtime_dir, name="test") as client:
+        snap = await client.get_task(task_id)
+        assert [(m.text, m.delivery) for m in snap.queue] == waiting
+        # Resumed, the turn takes the steer before its request; when it ends, the
+        # queued message starts the next turn.
+        head = (await client.status()).head_seq
+        await client.resume_task(task_id)
+        completed = 0
+        with anyio.fail_after(60):
+            async with client.events(task_id, since_seq=head) as events:
+                async for event in events:
+                    completed += isinstance(event.data, TaskCompleted)
+                    if completed == 2:
+                        break
+        done = await client.get_task(task_id)
+    assert not done.queue
+    lasts = [_last_user_text(body) for body in fake_openai.requests[1:]]
+    assert lasts == ["Only the price column.", "Then plot it."]
+    assert [m.text for m in done.messages if m.say == Say.USER_FEEDBACK] == [
+        "Only the price column.",
+        "Then plot it.",
+    ]
