@@ -239,6 +239,16 @@ def _parser() -> argparse.ArgumentParser:
     add_task_argument(edit_parser)
     edit_parser.add_argument("ts", type=int, help="the ts of your message")
     edit_parser.add_argument("text")
+    delete = sub.add_parser(
+        "delete",
+        parents=[common],
+        help="delete one of your messages from a task's history",
+        description="Remove one of your messages (its ts: `hdsp show --json`) from the "
+        "task's history and from what the model is sent from now on; the model's answers "
+        "stay. A summary that condensed it goes too. A running turn is cancelled first.",
+    )
+    add_task_argument(delete)
+    delete.add_argument("ts", type=int, help="the ts of your message")
     fork = sub.add_parser(
         "fork", parents=[common], help="a new task with a task's history up to a message"
     )
@@ -517,6 +527,11 @@ class _Cli:
         task_id = await self.resolve(client, self.args.task)
         ref = await client.edit_message(task_id, self.args.ts, self.args.text)
         return self._ref_out(ref, "; your message was replaced and sent")
+
+    async def cmd_delete(self, client: Client) -> int:
+        task_id = await self.resolve(client, self.args.task)
+        ref = await client.delete_message(task_id, self.args.ts)
+        return self._ref_out(ref, "; your message was deleted")
 
     async def cmd_fork(self, client: Client) -> int:
         task_id = await self.resolve(client, self.args.task)

@@ -43,6 +43,8 @@ from hdsp.protocol import (
     CommandBase,
     CondenseTask,
     Connect,
+    DeleteMessage,
+    DeleteMessageData,
     DeleteQueuedMessage,
     Disconnect,
     EditMessage,
@@ -521,6 +523,11 @@ class Client:
         """Replace the user's message `ts` with `text` and go on from there."""
         data = EditMessageData(task_id=task_id, ts=ts, text=text, images=images)
         return await self.request(EditMessage(data=data))
+
+    async def delete_message(self, task_id: str, ts: int) -> TaskRef:
+        """Delete the user's message `ts` from the task's history (see DeleteMessage)."""
+        data = DeleteMessageData(task_id=task_id, ts=ts)
+        return await self.request(DeleteMessage(data=data))
 
     async def fork_task(self, task_id: str, ts: int) -> TaskRef:
         """A new task with this one's history up to its message `ts`: its TaskRef."""

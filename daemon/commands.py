@@ -30,6 +30,7 @@ from hdsp.protocol import (
     CloseTask,
     Command,
     CondenseTask,
+    DeleteMessage,
     DeleteProfile,
     DeleteQueuedMessage,
     DeleteSecret,
@@ -155,6 +156,8 @@ class Commands:
                 return await tasks.rewind(data.task_id, data.ts, include=data.include)
             case EditMessage(data=data):
                 return await tasks.edit_message(data.task_id, data.ts, data.text, data.images)
+            case DeleteMessage(data=data):
+                return await tasks.delete_message(data.task_id, data.ts)
             case ForkTask(data=data):
                 return await tasks.fork(data.task_id, data.ts)
             case CloseTask(task_id=task_id):

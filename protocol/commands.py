@@ -66,6 +66,8 @@ __all__ = [
     "CommandBase",
     "CommandSpec",
     "CondenseTask",
+    "DeleteMessage",
+    "DeleteMessageData",
     "DeleteQueuedMessage",
     "EditMessage",
     "EditMessageData",
@@ -338,6 +340,21 @@ class EditMessage(CommandBase["TaskRef"], tag="EditMessage", frozen=True):
     data: EditMessageData
 
 
+class DeleteMessageData(WireStruct, frozen=True):
+    task_id: str
+    ts: Annotated[int, Meta(description="A user_feedback message of the task.")]
+
+
+class DeleteMessage(CommandBase["TaskRef"], tag="DeleteMessage", frozen=True):
+    """Delete one of the user's messages (not the task's first): it goes from the
+    history and from what later requests send; the model's answers stay, and so do
+    tool results sent with it. A summary that condensed it goes too, and what the
+    summary hid comes back. A running turn is cancelled first. A
+    `taskMessagesDeleted` event tells every client."""
+
+    data: DeleteMessageData
+
+
 class ForkTaskData(WireStruct, frozen=True):
     task_id: str
     ts: Annotated[int, Meta(description="The last UI message the new task keeps.")]
@@ -425,6 +442,7 @@ Command = (
     | CondenseTask
     | RewindTask
     | EditMessage
+    | DeleteMessage
     | ForkTask
     | ResumeTask
     | SendMessage
@@ -649,6 +667,7 @@ _ROWS = (
     CommandSpec(CondenseTask, TaskRef, ordering=lambda c: c.task_id),
     CommandSpec(RewindTask, TaskRef, ordering=lambda c: c.data.task_id),
     CommandSpec(EditMessage, TaskRef, ordering=lambda c: c.data.task_id),
+    CommandSpec(DeleteMessage, TaskRef, ordering=lambda c: c.data.task_id),
     CommandSpec(ForkTask, TaskRef, ordering=lambda c: c.data.task_id),
     CommandSpec(SendMessage, TaskRef, ordering=lambda c: c.task_id),
     CommandSpec(RespondToAsk, TaskRef, ordering=lambda c: c.task_id),

@@ -51,6 +51,7 @@ __all__ = [
     "TaskFocused",
     "TaskIdle",
     "TaskInteractive",
+    "TaskMessagesDeleted",
     "TaskModeSwitched",
     "TaskPaused",
     "TaskResumable",
@@ -220,6 +221,13 @@ class TaskRewound(_EventBase, tag="taskRewound", frozen=True):
     payload: tuple[str, int]
 
 
+class TaskMessagesDeleted(_EventBase, tag="taskMessagesDeleted", frozen=True):
+    """[taskId, [ts, ...]]: these messages of the task were removed (DeleteMessage):
+    drop them from views; the others stay as they were."""
+
+    payload: tuple[str, list[int]]
+
+
 class DaemonShuttingDown(_EventBase, tag="daemonShuttingDown", frozen=True):
     """The last event before the daemon exits: [reason]. Published daemon-wide."""
 
@@ -315,6 +323,7 @@ Event = (
     | ModelsResponse
     | TaskClosed
     | TaskRewound
+    | TaskMessagesDeleted
     | DaemonShuttingDown
     | KernelStarted
     | KernelStatus

@@ -15,7 +15,14 @@ from typing import Any, overload
 
 import structlog
 
-from .blobs import BLOB_MARKER, MIN_BLOB_CHARS, Blob, extract_blobs, resolve_references
+from .blobs import (
+    BLOB_MARKER,
+    MIN_BLOB_CHARS,
+    Blob,
+    extract_blobs,
+    referenced_hashes,
+    resolve_references,
+)
 from .errors import StoreCorrupt, StoreError, StoreTooNew
 from .health import Fault, classify
 from .integrity import quick_check
@@ -240,7 +247,9 @@ class Database:
     def prune_events(self, before_ts: int, keep_last: int) -> int:
         """Delete events older than `before_ts` (ms) or beyond the newest
         `keep_last`; the newest event always stays, so `seq` never goes back.
-        Task histories are not touched. Returns how many were deleted."""
+        Task histories are not touched. Blobs that no record refers to any more
+        go in the same transaction (see `_drop_orphan_blobs`). Returns how many
+        events were deleted."""
         conn = self._writer
         head = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM events").fetchone()[0]
         by_count = head - max(keep_last, 1)
@@ -255,10 +264,13 @@ class Database:
         conn.execute("BEGIN IMMEDIATE")
         try:
             deleted = conn.execute("DELETE FROM events WHERE seq <= ?", (cutoff,)).rowcount
+            orphans = _drop_orphan_blobs(conn)
             conn.execute("COMMIT")
         except BaseException:
             _rollback(conn)
             raise
+        if orphans:
+            log.info("blobs no record refers to were dropped", blobs=orphans)
         return int(deleted)
 
     # ---- reading (reader thread) --------------------------------------------
@@ -419,6 +431,11 @@ class Database:
         ).fetchone()
         return int(row[0])
 
+    def queued_messages(self, task_id: str) -> bytes | None:
+        """The messages that wait for the task, as saved (see `save_queued`)."""
+        row = self._reader.execute("SELECT queued FROM tasks WHERE id = ?", (task_id,)).fetchone()
+        return None if row is None or row[0] is None else bytes(row[0])
+
     def open_turns(self) -> list[tuple[TaskRow, bytes | None]]:
         """Tasks whose last turn did not finish (daemon stopped or crashed), or
         that were running when it stopped, with their saved turn state."""
@@ -524,3 +541,25 @@ def _statements(script: str) -> list[str]:
     if buf.strip():
         raise StoreError(f"Incomplete statement in a migration: {buf.strip()[:80]}")
     return parts
+
+
+#: The records that may refer to blobs.
+_BLOB_RECORDS = ("ui_messages", "api_messages", "events")
+
+
+def _drop_orphan_blobs(conn: sqlite3.Connection) -> int:
+    """Delete the blobs no record refers to (in the caller's transaction): images
+    of messages a rewind or DeleteMessage removed, once the events that showed
+    them were pruned too (until then Replay still shows them). How many went."""
+    referenced: set[str] = set()
+    for table in _BLOB_RECORDS:
+        rows = conn.execute(f"SELECT body FROM {table} WHERE instr(body, ?) > 0", (BLOB_MARKER,))
+        for (body,) in rows:
+            referenced.update(referenced_hashes(bytes(body)))
+    orphans = [
+        (sha,) for (sha,) in conn.execute("SELECT sha256 FROM blobs") if sha not in referenced
+    ]
+    conn.executemany("DELETE FROM blobs WHERE sha256 = ?", orphans)
+    # Nobody owns what is gone: an image stored again later is owned anew.
+    conn.executemany("DELETE FROM task_blobs WHERE sha256 = ?", orphans)
+    return len(orphans)

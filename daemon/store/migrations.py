@@ -97,6 +97,11 @@ MIGRATIONS: list[Migration] = [
     """
     CREATE INDEX events_by_ts ON events(ts);
     """,
+    # 6: messages sent to a busy task that wait for it (a JSON list of
+    # QueuedMessage; NULL when none waits), so that a crash loses none.
+    """
+    ALTER TABLE tasks ADD COLUMN queued BLOB;
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -10,9 +10,11 @@ from .database import Write
 __all__ = [
     "append_api_message",
     "delete_api_messages_from",
+    "delete_ui_message",
     "delete_ui_messages_from",
     "insert_task",
     "latest_writes",
+    "save_queued",
     "save_turn",
     "save_ui_message",
     "update_task",
@@ -24,6 +26,7 @@ _UPSERT_API = (
     "ON CONFLICT (task_id, idx) DO UPDATE SET body = excluded.body"
 )
 _SAVE_TURN = "UPDATE tasks SET turn = ? WHERE id = ?"
+_SAVE_QUEUED = "UPDATE tasks SET queued = ? WHERE id = ?"
 _UPSERT_UI = (
     "INSERT INTO ui_messages (task_id, ts, body) VALUES (?, ?, ?) "
     "ON CONFLICT (task_id, ts) DO UPDATE SET body = excluded.body"
@@ -36,6 +39,7 @@ _KEYS: dict[str, tuple[int, ...]] = {
     _UPDATE_TASK: (2,),
     _UPSERT_API: (0, 1),
     _SAVE_TURN: (1,),
+    _SAVE_QUEUED: (1,),
     _UPSERT_UI: (0, 1),
 }
 
@@ -62,6 +66,11 @@ def save_turn(task_id: str, turn: bytes | None) -> Write:
     return (_SAVE_TURN, (turn, task_id))
 
 
+def save_queued(task_id: str, queued: bytes | None) -> Write:
+    """Record the messages that wait for the task (None: none waits)."""
+    return (_SAVE_QUEUED, (queued, task_id))
+
+
 def save_ui_message(task_id: str, ts: int, body: bytes) -> Write:
     """Store a UI message as it now is (the journal does so for each message event;
     a task, for the text of a message still streaming, which has no event)."""
@@ -71,6 +80,11 @@ def save_ui_message(task_id: str, ts: int, body: bytes) -> Write:
 def delete_ui_messages_from(task_id: str, ts: int) -> Write:
     """Remove a task's UI messages from `ts` on (a rewind)."""
     return ("DELETE FROM ui_messages WHERE task_id = ? AND ts >= ?", (task_id, ts))
+
+
+def delete_ui_message(task_id: str, ts: int) -> Write:
+    """Remove one of a task's UI messages (DeleteMessage)."""
+    return ("DELETE FROM ui_messages WHERE task_id = ? AND ts = ?", (task_id, ts))
 
 
 def delete_api_messages_from(task_id: str, index: int) -> Write:

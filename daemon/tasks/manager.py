@@ -44,8 +44,10 @@ from hdsp.daemon.store import (
     TaskRow,
     Write,
     delete_api_messages_from,
+    delete_ui_message,
     delete_ui_messages_from,
     insert_task,
+    save_queued,
     save_ui_message,
     update_task,
 )
@@ -64,6 +66,7 @@ from hdsp.protocol import (
     TaskClosed,
     TaskCreated,
     TaskList,
+    TaskMessagesDeleted,
     TaskPage,
     TaskRef,
     TaskResumable,
@@ -73,7 +76,9 @@ from hdsp.protocol import (
     ToolUsageEntry,
 )
 
+from .deletion import plan_delete
 from .deps import TaskDeps, TaskKernels
+from .queued import decode_queued
 from .rewind import RewindRefused, plan_rewind
 from .task import Task
 from .turn import TurnState, api_write, turn_decoder, turn_write, user_content
@@ -146,20 +151,20 @@ def _restore(task: Task, carry: TaskCarry) -> None:
 
 def _read_task(
     db: Database, task_id: str, max_bytes: int | None = None
-) -> tuple[TaskRow | None, list[bytes], int] | None:
-    """A task's row, API history and newest message ts, with one trip to the
-    reader; None if its history passes `max_bytes` (if given)."""
+) -> tuple[TaskRow | None, list[bytes], int, bytes | None] | None:
+    """A task's row, API history, newest message ts and queued messages, with one
+    trip to the reader; None if its history passes `max_bytes` (if given)."""
     row = db.get_task(task_id)
     if row is None:
-        return None, [], 0
+        return None, [], 0, None
     bodies = db.api_messages(task_id, max_bytes)
     if bodies is None:
         return None
-    return row, bodies, db.last_message_ts(task_id)
+    return row, bodies, db.last_message_ts(task_id), db.queued_messages(task_id)
 
 
-def _read_history(db: Database, task_id: str) -> tuple[list[bytes], int]:
-    return db.api_messages(task_id), db.last_message_ts(task_id)
+def _read_history(db: Database, task_id: str) -> tuple[list[bytes], int, bytes | None]:
+    return db.api_messages(task_id), db.last_message_ts(task_id), db.queued_messages(task_id)
 
 
 class TaskManager:
@@ -391,7 +396,7 @@ class TaskManager:
             item, state = task.item, task.state
             queue = list(task.queue)
         else:
-            queue = []
+            queue = decode_queued(await self.store.read(self.store.db.queued_messages, task_id))
         pending = task.pending_ask if task is not None else None
         return TaskSnapshot(
             item=item,
@@ -546,6 +551,8 @@ class TaskManager:
             if task.busy:
                 # Queued, or, to steer, taken by the running turn before its next request.
                 await task.queue.put(data)
+                # A reply that says queued is a promise: a crash must not break it.
+                await self._committed_unless_failing()
                 return TaskRef(task_id=task_id, state=task.state, queued=True)
             task.start_turn(self._require_tg(), message=data)
             return TaskRef(task_id=task_id, state=TaskState.RUNNING)
@@ -646,6 +653,8 @@ class TaskManager:
             for index, message in plan.restored.items():
                 writes.append(api_write(task_id, index, message)[1])
             writes.append(turn_write(task_id, None))
+            # What waited for the task went with the rewind.
+            writes.append(save_queued(task_id, None))
             item = msgspec.structs.replace(task.item, state=TaskState.IDLE)
             writes.append(update_task(item))
             await self.journal.emit(
@@ -678,6 +687,43 @@ class TaskManager:
             )
         await self.rewind(task_id, ts, include=True)
         return await self.send_message(task_id, SendMessageData(text=text, images=images))
+
+    async def delete_message(self, task_id: str, ts: int) -> TaskRef:
+        """Delete the user's message `ts` (see DeleteMessage): a running turn is
+        cancelled first, then the message goes from both histories (with a summary
+        that condensed it), in one transaction with the `taskMessagesDeleted`
+        event; the task is loaded again from the store."""
+        self._check_open()
+        task = await self._load(task_id)
+        try:
+            was_busy = task.busy
+            await task.stop()
+            ui, api = await self._history_of(task)
+            try:
+                plan = plan_delete(ui, api, ts)
+            except RewindRefused as exc:
+                raise CommandError(ErrorCode.INVALID_REQUEST, str(exc)) from None
+            writes: list[Write] = [delete_ui_message(task_id, gone) for gone in plan.ui_removed]
+            writes.append(delete_api_messages_from(task_id, plan.api_from))
+            for offset, message in enumerate(plan.api_tail):
+                writes.append(api_write(task_id, plan.api_from + offset, message)[1])
+            if was_busy:
+                # The turn was cancelled: nothing of it is to be resumed.
+                writes.append(turn_write(task_id, None))
+                item = msgspec.structs.replace(task.item, state=TaskState.IDLE)
+                writes.append(update_task(item))
+            await self.journal.emit(
+                TaskMessagesDeleted(payload=(task_id, plan.ui_removed)), *writes
+            )
+            await self._committed_unless_failing()
+        finally:
+            self.settle(task)
+        self._tasks.pop(task_id, None)
+        self._idle.pop(task_id, None)
+        task = await self._load(task_id)
+        self.settle(task)
+        log.info("message deleted", task_id=task_id, ts=ts, removed=len(plan.ui_removed))
+        return TaskRef(task_id=task_id, state=task.state)
 
     async def fork(self, task_id: str, ts: int) -> TaskRef:
         """A new task with the history of `task_id` up to its message `ts` (ForkTask)."""
@@ -790,11 +836,19 @@ class TaskManager:
             ErrorCode.TASK_NOT_FOUND, f"No task {task_id!r}; `hdsp tasks` lists the tasks."
         )
 
-    def _task_from_row(self, row: TaskRow, bodies: list[bytes], last_ts: int) -> Task:
+    def _task_from_row(
+        self, row: TaskRow, bodies: list[bytes], last_ts: int, queued: bytes | None
+    ) -> Task:
         item = _item_decoder.decode(row[4])
         api = [_api_decoder.decode(b) for b in bodies]
         task = Task(
-            self.deps, item, api=api, state=TaskState(row[3]), last_ts=last_ts, settle=self.settle
+            self.deps,
+            item,
+            api=api,
+            state=TaskState(row[3]),
+            last_ts=last_ts,
+            settle=self.settle,
+            queued=decode_queued(queued),
         )
         carry = self._carried.pop(task.id, None)
         if carry is not None:
@@ -815,21 +869,21 @@ class TaskManager:
             if found is None:  # the reader is busy, or the history long: on a thread
                 found = await self.store.read(_read_task, self.store.db, task_id)
             assert found is not None
-            row, bodies, last_ts = found
+            row, bodies, last_ts, queued = found
             if row is None:
                 raise self._not_found(task_id)
             task = self._tasks.get(task_id)  # loaded by another command meanwhile?
             if task is None:
-                task = self._tasks[task_id] = self._task_from_row(row, bodies, last_ts)
+                task = self._tasks[task_id] = self._task_from_row(row, bodies, last_ts, queued)
         self._idle.pop(task_id, None)
         return task
 
     async def _load_row(self, row: TaskRow) -> Task:
         task_id = row[0]
-        bodies, last_ts = await self.store.read(_read_history, self.store.db, task_id)
+        bodies, last_ts, queued = await self.store.read(_read_history, self.store.db, task_id)
         task = self._tasks.get(task_id)  # loaded by another command meanwhile?
         if task is None:
-            task = self._tasks[task_id] = self._task_from_row(row, bodies, last_ts)
+            task = self._tasks[task_id] = self._task_from_row(row, bodies, last_ts, queued)
         self._idle.pop(task_id, None)
         return task
 

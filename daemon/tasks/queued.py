@@ -1,6 +1,10 @@
 """Messages that wait for a busy task: a bounded queue every client sees
 (`queuedMessagesUpdated`); the next turn takes the oldest when one ends, and the
 running turn takes those sent to steer it before its next model request.
+
+The queue is stored with each change, in the transaction of its event: a daemon
+that is killed loses none of it, and a task loaded again (after a restart) has
+it back.
 """
 
 from __future__ import annotations
@@ -8,24 +12,44 @@ from __future__ import annotations
 import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterator
+from typing import Protocol
+
+import msgspec
 
 from hdsp.daemon.errors import CommandError
+from hdsp.daemon.store import Write, save_queued
 from hdsp.protocol import ErrorCode, Event, QueuedMessage, QueuedMessagesUpdated, SendMessageData
 
-__all__ = ["MAX_QUEUED", "MessageQueue"]
+__all__ = ["MAX_QUEUED", "MessageQueue", "decode_queued"]
 
 #: Messages that may wait for a busy task.
 MAX_QUEUED = 32
 
+_encoder = msgspec.json.Encoder()
+_decoder = msgspec.json.Decoder(list[QueuedMessage])
+
+
+def decode_queued(body: bytes | None) -> list[QueuedMessage]:
+    """The queue as `save_queued` stored it (empty for None)."""
+    return [] if body is None else _decoder.decode(body)
+
+
+class _Emit(Protocol):
+    def __call__(self, event: Event, *writes: Write) -> Awaitable[None]: ...
+
 
 class MessageQueue:
     def __init__(
-        self, task_id: str, emit: Callable[[Event], Awaitable[None]], clock: Callable[[], int]
+        self,
+        task_id: str,
+        emit: _Emit,
+        clock: Callable[[], int],
+        saved: list[QueuedMessage] | None = None,
     ) -> None:
         self.task_id = task_id
         self._emit = emit
         self._clock = clock
-        self._messages: deque[QueuedMessage] = deque()
+        self._messages: deque[QueuedMessage] = deque(saved or ())
 
     def __iter__(self) -> Iterator[QueuedMessage]:
         return iter(self._messages)
@@ -80,4 +104,9 @@ class MessageQueue:
         return [SendMessageData(text=m.text, images=m.images, delivery="steer") for m in steered]
 
     async def _published(self) -> None:
-        await self._emit(QueuedMessagesUpdated(payload=(self.task_id, list(self._messages))))
+        messages = list(self._messages)
+        body = _encoder.encode(messages) if messages else None
+        await self._emit(
+            QueuedMessagesUpdated(payload=(self.task_id, messages)),
+            save_queued(self.task_id, body),
+        )

@@ -48,6 +48,7 @@ from hdsp.protocol import (
     CompletedInfo,
     Event,
     HistoryItem,
+    QueuedMessage,
     Say,
     SendMessageData,
     TaskAborted,
@@ -90,6 +91,7 @@ class Task:
         last_ts: int = 0,
         *,
         settle: Callable[[Task], None] = lambda task: None,
+        queued: list[QueuedMessage] | None = None,
     ) -> None:
         self._deps = deps
         #: Called when a turn is over: the owner may unload an idle task.
@@ -111,7 +113,7 @@ class Task:
         self._open_turn_saved = False
         #: Text a person gave while resuming, for the next model request.
         self._feedback: list[str] = []
-        self.queue = MessageQueue(item.id, self.messages.emit, deps.clock)
+        self.queue = MessageQueue(item.id, self.messages.emit, deps.clock, queued)
         self.context_tokens = 0
         self.budget = ContextBudget()
 

@@ -268,6 +268,28 @@ async def test_resume_close_cancel_and_config_set_say_what_they_do(
     assert r.returncode == ExitCode.OK and r.stdout.strip() == "3"
 
 
+async def test_delete_removes_one_of_your_messages_and_refuses_the_models(
+    daemon: DaemonProcess, fake_openai: FakeOpenAI, client: Client, tmp_path: Path
+) -> None:
+    fake_openai.script(FakeReply.text("first answer"), FakeReply.text("second answer"))
+    task_id, head = await start(client, "hi", tmp_path)
+    await wait_for_end(client, task_id, head)
+    head = (await client.status()).head_seq
+    await client.send_message(task_id, "an aside to forget")
+    await wait_for_end(client, task_id, head)
+    snap = await client.get_task(task_id)
+    aside = next(m for m in snap.messages if m.text == "an aside to forget")
+    answer = next(m for m in snap.messages if m.text == "second answer")
+    short = task_id[:8]
+
+    r = await run_hdsp(daemon.runtime_dir, "delete", short, str(answer.ts))
+    assert r.returncode != ExitCode.OK and "only your own messages" in r.stderr
+    r = await run_hdsp(daemon.runtime_dir, "delete", short, str(aside.ts))
+    assert r.returncode == ExitCode.OK and "your message was deleted" in r.stdout
+    after = await client.get_task(task_id)
+    assert after.messages == [m for m in snap.messages if m.ts != aside.ts]
+
+
 Lines = BufferedByteReceiveStream
 
 

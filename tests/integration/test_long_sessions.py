@@ -18,11 +18,11 @@ import msgspec
 import pytest
 
 from hdsp.client import Client, CommandFailed, connect
-from hdsp.daemon.conversation import ApiMessage
+from hdsp.daemon.conversation import ApiMessage, TextBlock
 from hdsp.daemon.llm.openai_compat import to_chat_messages
 from hdsp.daemon.llm.tokens import count_chat_tokens, encoding_for_model
 from hdsp.daemon.tasks.budget import SUMMARY_PROMPT
-from hdsp.protocol import Say, TaskCompleted
+from hdsp.protocol import Say, TaskCompleted, TaskMessagesDeleted
 from tests.fakes.openai_server import FakeOpenAI, ToolCall
 from tests.fakes.openai_server import Reply as FakeReply
 from tests.support.daemon_process import DaemonProcess, short_tmp_dir
@@ -351,3 +351,108 @@ async def test_edit_and_fork_are_durable_across_kill_9(
         await _turn(client, fork.task_id, "Step 3 in the fork.")
         sent = [m.get("content") for m in small_model.requests[-2]["messages"]]
         assert "Step 2: read it again." in sent and "Step 3: read it again." not in sent
+
+
+# ---- delete one message ----------------------------------------------------------
+
+
+def _texts_sent(history: list[ApiMessage]) -> list[str]:
+    return [b.text for m in history for b in m.content if isinstance(b, TextBlock)]
+
+
+@pytest.mark.slow
+async def test_deleting_a_message_is_announced_keeps_the_history_valid_and_survives_kill_9(
+    long_daemon: DaemonProcess, small_model: FakeOpenAI, tmp_path: Path
+) -> None:
+    workspace = _workspace(tmp_path)
+    async with connect(long_daemon.runtime_dir, name="test") as client:
+        head = (await client.status()).head_seq
+        task_id = (await client.start_task("Analyse the sales files.", workspace=workspace)).task_id
+        with anyio.fail_after(60):
+            await collect_turn(client, task_id, head, until=(TaskCompleted,))
+        for turn in range(1, 4):
+            await _turn(client, task_id, f"Step {turn}: read it again.")
+        snap = await client.get_task(task_id)
+        step2 = _feedback(snap.messages)["Step 2: read it again."]
+        before = _api_history(long_daemon, task_id)
+        head = (await client.status()).head_seq
+        ref = await client.delete_message(task_id, step2)
+        with anyio.fail_after(30):
+            events = await collect_turn(client, task_id, head, until=(TaskMessagesDeleted,))
+        assert events[-1].data == TaskMessagesDeleted(payload=(task_id, [step2]))
+        deleted = await client.get_task(task_id)
+        # Only the user's own messages, and never the task's first.
+        for ts in (snap.messages[0].ts, snap.messages[-1].ts):
+            with pytest.raises(CommandFailed):
+                await client.delete_message(task_id, ts)
+    assert ref.state == snap.state
+    assert deleted.messages == [m for m in snap.messages if m.ts != step2]
+    after = _api_history(long_daemon, task_id)
+    assert len(after) == len(before) - 1
+    assert "Step 2: read it again." not in _texts_sent(after)
+    assert [m for m in before if "Step 2: read it again." not in _texts_sent([m])] == after
+
+    long_daemon.kill()
+    long_daemon.start()
+    async with connect(long_daemon.runtime_dir, name="test") as client:
+        assert (await client.get_task(task_id)).messages == deleted.messages
+        # It goes on without it: the provider takes the history (every tool call
+        # still has its result) and the deleted words are not sent.
+        await _turn(client, task_id, "Step 4: read it again.")
+        sent = [m.get("content") for m in small_model.requests[-2]["messages"]]
+        assert "Step 2: read it again." not in sent
+        assert "Step 1: read it again." in sent and "Step 3: read it again." in sent
+
+
+# ---- queued and steered messages across a crash ------------------------------------
+
+
+@pytest.mark.slow
+async def test_queued_and_steered_messages_survive_kill_9_and_are_delivered(
+    daemon: DaemonProcess, fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    workspace = _workspace(tmp_path)
+    held = threading.Event()
+
+    def model(body: dict[str, Any]) -> FakeReply:
+        if len(fake_openai.requests) == 1:
+            # The first request never gets its answer: the daemon dies meanwhile.
+            held.wait(60)
+        return FakeReply.text(f"Answered: {_last_user_text(body)}")
+
+    fake_openai.responder = model
+    try:
+        async with connect(daemon.runtime_dir, name="test") as client:
+            task_id = (await client.start_task("Look at sales_0.csv", workspace=workspace)).task_id
+            await fake_openai.wait_for_requests_async(1)
+            steer = await client.send_message(task_id, "Only the price column.", steer=True)
+            later = await client.send_message(task_id, "Then plot it.")
+            assert steer.queued and later.queued
+            waiting = [(m.text, m.delivery) for m in (await client.get_task(task_id)).queue]
+        assert waiting == [("Only the price column.", "steer"), ("Then plot it.", None)]
+        daemon.kill()
+    finally:
+        held.set()
+    daemon.start()
+    async with connect(daemon.runtime_dir, name="test") as client:
+        snap = await client.get_task(task_id)
+        assert [(m.text, m.delivery) for m in snap.queue] == waiting
+        # Resumed, the turn takes the steer before its request; when it ends, the
+        # queued message starts the next turn.
+        head = (await client.status()).head_seq
+        await client.resume_task(task_id)
+        completed = 0
+        with anyio.fail_after(60):
+            async with client.events(task_id, since_seq=head) as events:
+                async for event in events:
+                    completed += isinstance(event.data, TaskCompleted)
+                    if completed == 2:
+                        break
+        done = await client.get_task(task_id)
+    assert not done.queue
+    lasts = [_last_user_text(body) for body in fake_openai.requests[1:]]
+    assert lasts == ["Only the price column.", "Then plot it."]
+    assert [m.text for m in done.messages if m.say == Say.USER_FEEDBACK] == [
+        "Only the price column.",
+        "Then plot it.",
+    ]

@@ -12,7 +12,13 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from hdsp.daemon.store import Database, append_api_message, insert_task, save_ui_message
+from hdsp.daemon.store import (
+    Database,
+    append_api_message,
+    delete_ui_message,
+    insert_task,
+    save_ui_message,
+)
 from hdsp.daemon.store.blobs import MIN_BLOB_CHARS, extract_blobs, resolve_references
 from hdsp.daemon.store.database import _statements
 from hdsp.daemon.store.integrity import integrity_check
@@ -141,6 +147,39 @@ def test_an_image_in_three_records_and_sent_twice_is_stored_once(db: Database) -
     assert db.blob("0" * 64, 0, 10) is None
     db.close()
     assert integrity_check(db.path).ok
+
+
+def test_an_image_no_record_shows_any_more_goes_when_its_events_are_pruned(
+    db: Database,
+) -> None:
+    other_raw = os.urandom(30_000)
+    other_url = "data:image/png;base64," + base64.b64encode(other_raw).decode()
+    other_sha = hashlib.sha256(other_raw).hexdigest()
+    shown = msgspec.json.encode({"type": "TaskEvent", "data": {"message": {"images": [_URL]}}})
+    db.commit(
+        [save_ui_message("t", 1, _ui(1, images=[_URL])), save_ui_message("t", 2, _ui(2))],
+        [(1, "t", 1, shown)],
+    )
+    db.commit([save_ui_message("t", 3, _ui(3, images=[other_url]))], [(2, "t", 2, b"{}")])
+
+    def blobs() -> set[str]:
+        conn = sqlite3.connect(db.path)
+        try:
+            return {sha for (sha,) in conn.execute("SELECT sha256 FROM blobs")}
+        finally:
+            conn.close()
+
+    # DeleteMessage removed the message with the image: the event that showed it
+    # still does (Replay), so the image stays.
+    db.commit([delete_ui_message("t", 1)], [(3, "t", 3, b"{}")])
+    assert db.prune_events(before_ts=0, keep_last=3) == 0
+    assert blobs() == {_SHA, other_sha}
+    # Once that event is pruned nothing refers to it: it goes; the other stays.
+    assert db.prune_events(before_ts=10, keep_last=1) == 2
+    assert blobs() == {other_sha}
+    assert db.ui_message("t", 3) == _ui(3, images=[other_url])
+    assert integrity_check(db.path).ok
+    db.close()
 
 
 def test_the_full_check_reports_a_record_whose_blob_is_missing(db: Database) -> None:
