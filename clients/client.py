@@ -294,7 +294,7 @@ class Client:
                 if self._ack_waiter is not None:
                     self._ack_waiter.reply = msg  # type: ignore[assignment]
                     self._ack_waiter.done.set()
-                elif self._info is not None and not self._closed:
+                elif self._info is not None and not self._closed and not self._lost.is_set():
                     # The answer to a Connect said again while the daemon was
                     # slow: the daemon now knows this client by its clientId.
                     self._accept(msg.data)
