@@ -180,6 +180,8 @@ class Client:
         #: Messages from the daemon that this client could not decode (skipped).
         self.unreadable = 0
         self._handshaking = anyio.Lock()
+        #: Whether the control socket's connection is up (as its monitor last said).
+        self._connection_up = True
         #: The re-handshake under way (cancelled when the daemon goes away again).
         self._rehandshake_scope: anyio.CancelScope | None = None
         #: When the re-handshake under way sent its first Connect (monotonic).
@@ -239,6 +241,7 @@ class Client:
             event = parse_monitor_message(await monitor.recv_multipart())["event"]
             if event == zmq.EVENT_DISCONNECTED:
                 lost = True
+                self._connection_up = False
                 self._lost.set()
                 stale = self.ack
                 if self._acked.is_set():
@@ -250,6 +253,7 @@ class Client:
                     pending.done.set()
             elif event == zmq.EVENT_CONNECTED and lost:
                 lost = False
+                self._connection_up = True
                 # In a task of its own: it retries for as long as the connection
                 # is up, and this watcher must see the connection drop meanwhile.
                 self._tg.start_soon(self._rehandshake, stale)
@@ -455,8 +459,8 @@ class Client:
         taken. The connection dropping ends the attempt; the next one starts
         when it is back."""
         async with self._handshaking:
-            if self._info is None or self._closed:
-                return
+            if self._info is None or self._closed or not self._connection_up:
+                return  # (the next connection starts a re-handshake of its own)
             if self._acked.is_set() and self.ack is not stale:
                 return  # someone else did it meanwhile
             if self._acked.is_set():
