@@ -150,6 +150,8 @@ STREAM_BUFFER = 10_000
 _EVENT_BATCH = 256
 #: A stream quiet for this long checks the log for events it may have missed.
 IDLE_CHECK = 5.0
+#: The longest a re-handshake waits before it says Connect again.
+HANDSHAKE_BACKOFF_MAX = 60.0
 
 
 class _Pending:
@@ -187,8 +189,19 @@ class Client:
         #: Messages from the daemon that this client could not decode (skipped).
         self.unreadable = 0
         self._handshaking = anyio.Lock()
+        #: Whether the control socket's connection is up (as its monitor last said).
+        self._connection_up = True
+        #: The re-handshake under way (cancelled when the daemon goes away again).
+        self._rehandshake_scope: anyio.CancelScope | None = None
+        #: When the re-handshake under way sent its first Connect (monotonic).
+        self._handshake_since: float | None = None
+        #: Why the daemon refused the last re-handshake, if it did.
+        self._handshake_refused: CommandFailed | None = None
         #: Seconds a command may wait for its reply; None waits for ever.
         self.timeout: float | None = 30.0
+        #: Seconds to wait for the Ack of a re-handshake before saying Connect
+        #: again (then twice as long each time, up to `HANDSHAKE_BACKOFF_MAX`).
+        self.handshake_timeout: float = 10.0
 
     @property
     def client_id(self) -> str:
@@ -212,12 +225,18 @@ class Client:
         if isinstance(reply, Reply) and reply.error is not None:
             raise CommandFailed.from_info(reply.error)
         assert isinstance(reply, Ack)
-        self.ack = reply.data
         self._info = info
+        self._accept(reply.data)
+        return reply.data
+
+    def _accept(self, ack: AckData) -> None:
+        """The daemon acknowledged this client (its latest Connect wins: each
+        Connect replaces the session the daemon keeps for this socket)."""
+        self.ack = ack
+        self._handshake_refused = None
         if self._lost.is_set():
             self._lost = anyio.Event()
         self._acked.set()
-        return reply.data
 
     async def _watch_connection(self, monitor: zmq.asyncio.Socket) -> None:
         """Follow the control socket's connection: when the daemon goes away, fail
@@ -231,16 +250,22 @@ class Client:
             event = parse_monitor_message(await monitor.recv_multipart())["event"]
             if event == zmq.EVENT_DISCONNECTED:
                 lost = True
+                self._connection_up = False
                 self._lost.set()
                 stale = self.ack
                 if self._acked.is_set():
                     self._acked = anyio.Event()
+                if self._rehandshake_scope is not None:
+                    self._rehandshake_scope.cancel()  # its Connect went with the connection
                 for pending in self._pending.values():
                     pending.lost = True
                     pending.done.set()
             elif event == zmq.EVENT_CONNECTED and lost:
                 lost = False
-                await self._rehandshake(stale)
+                self._connection_up = True
+                # In a task of its own: it retries for as long as the connection
+                # is up, and this watcher must see the connection drop meanwhile.
+                self._tg.start_soon(self._rehandshake, stale)
 
     @property
     def connected(self) -> bool:
@@ -282,6 +307,10 @@ class Client:
                 if self._ack_waiter is not None:
                     self._ack_waiter.reply = msg  # type: ignore[assignment]
                     self._ack_waiter.done.set()
+                elif self._info is not None and not self._closed and not self._lost.is_set():
+                    # The answer to a Connect said again while the daemon was
+                    # slow: the daemon now knows this client by its clientId.
+                    self._accept(msg.data)
             elif isinstance(msg, Reply):
                 pending = self._pending.get(msg.request_id or "")
                 if pending is None and msg.request_id is None and self._ack_waiter is not None:
@@ -379,6 +408,16 @@ class Client:
                     f"hdspd went away while {name} waited for its reply ({waited:.3g} s "
                     "after it was sent); it may or may not have been carried out."
                 )
+            if self._handshake_refused is not None and not self._acked.is_set():
+                raise self._handshake_refused
+            since = self._handshake_since
+            if since is not None and not self._acked.is_set():
+                sent = f"sent {tries} time(s) without a reply" if tries else "not sent"
+                raise ConnectionLost(
+                    f"hdspd is connected but has not answered the handshake for "
+                    f"{time.monotonic() - since:.3g} s (overloaded or stopped?); the client "
+                    f"keeps saying Connect ({name} was {sent})."
+                )
             if went_away or not self._acked.is_set():
                 sent = f"sent {tries} time(s) without a reply" if tries else "not sent"
                 raise ConnectionLost(
@@ -423,19 +462,52 @@ class Client:
 
     async def _rehandshake(self, stale: AckData | None) -> None:
         """Say Connect again (a restarted daemon does not know this client), unless
-        it was done already since the caller saw the `stale` Ack fail."""
+        it was done already since the caller saw the `stale` Ack fail.
+
+        A daemon slow to answer (overloaded, stopped in a debugger) is waited for
+        as long as the connection is up: Connect is said again after
+        `handshake_timeout`, then after twice as long each time (up to
+        `HANDSHAKE_BACKOFF_MAX`), and whichever Ack comes, however late, is
+        taken. The connection dropping ends the attempt; the next one starts
+        when it is back."""
         async with self._handshaking:
-            if self._info is None or self._closed:
-                return
+            if self._info is None or self._closed or not self._connection_up:
+                return  # (the next connection starts a re-handshake of its own)
             if self._acked.is_set() and self.ack is not stale:
                 return  # someone else did it meanwhile
             if self._acked.is_set():
                 self._acked = anyio.Event()  # (waiters of a cleared one keep theirs)
+            frame = encode(Connect(protocol_version=PROTOCOL_VERSION, client=self._info))
+            waiter = self._ack_waiter = _Pending()
+            self._handshake_since = time.monotonic()
+            wait = self.handshake_timeout
             try:
-                with anyio.fail_after(10):
-                    await self._handshake(self._info)
-            except (TimeoutError, CommandFailed):
+                with anyio.CancelScope() as self._rehandshake_scope:
+                    while True:
+                        await self._control.send(frame)
+                        with anyio.move_on_after(wait):
+                            await waiter.done.wait()
+                            break
+                        _log.warning(
+                            "hdspd has not answered the handshake for %.3g s; saying Connect again",
+                            time.monotonic() - self._handshake_since,
+                        )
+                        wait = min(wait * 2, HANDSHAKE_BACKOFF_MAX)
+            finally:
+                self._ack_waiter = None
+                self._rehandshake_scope = None
+                self._handshake_since = None
+            reply = waiter.reply
+            if reply is None:
+                return  # the connection dropped (or the client closed) first
+            if isinstance(reply, Reply):
+                info = reply.error
+                if info is not None:
+                    self._handshake_refused = CommandFailed.from_info(info)
+                    _log.warning("hdspd refused the handshake: %s", info.message)
                 return
+            assert isinstance(reply, Ack)
+            self._accept(reply.data)
             self.reconnects += 1
             for stream in list(self._streams):
                 stream._resync()

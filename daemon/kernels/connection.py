@@ -60,7 +60,9 @@ _HANDSHAKE_RETRY = 0.5
 #: machine), and a PUB socket drops what does not fit: outputs, and the idle
 #: status that ends an execution, which then waits out its time limit. Bounded
 #: all the same (about 100 MB of small messages). The kernel's own PUB queue
-#: (1,000) can still overflow if the kernel's I/O thread starves: not ours.
+#: fills while our I/O thread is starved: a kernel hdsp starts queues without
+#: bound (see :mod:`.kernel_command`); one we attach to may drop (ZeroMQ's
+#: 1,000).
 IOPUB_QUEUE = 100_000
 #: How long to wait for the stdin connection of a kernel we attach to, which
 #: may have been made before we could watch for it.

@@ -61,6 +61,8 @@ class KernelProcess:
     ) -> None:
         from jupyter_client.manager import AsyncKernelManager
 
+        from .manager import LaunchingKernelManager, UnboundedIopubKernelManager
+
         self.kernel_id = kernel_id
         self.kernel_name = kernel_name
         self.workdir = workdir
@@ -79,15 +81,13 @@ class KernelProcess:
         }
         km: AsyncKernelManager
         if launcher is not None:
-            from .manager import LaunchingKernelManager
-
             km = LaunchingKernelManager(
                 launcher=launcher, workdir=Path(workdir), sockets=sockets, **options
             )
             self._env = launcher.kernel_environment()
             self._env.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
         else:
-            km = AsyncKernelManager(**options)
+            km = UnboundedIopubKernelManager(**options)
             self._env = kernel_environment()
         km.shutdown_wait_time = _SHUTDOWN_WAIT
         self._km = km

@@ -10,7 +10,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from hdsp.client import Client, DaemonNotRunning, connect, sync
+from hdsp.client import Client, ConnectionLost, DaemonNotRunning, connect, sync
 from hdsp.protocol import TaskCompleted, TaskEvent
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.openai_server import Reply as FakeReply
@@ -169,3 +169,39 @@ async def test_an_unreadable_event_is_counted_and_logged_not_dropped_silently(
         pub.close(0)
         ctx.term()
     assert "cannot read" in caplog.text
+
+
+@pytest.mark.slow
+async def test_a_late_answer_to_a_re_handshake_is_taken(daemon: DaemonProcess) -> None:
+    """A restarted daemon that answers the client's Connect after the client's
+    handshake timeout (here: stopped with SIGSTOP) is not given up on: a command
+    meanwhile says what is happening, and once the daemon answers, commands work."""
+    async with connect(daemon.runtime_dir) as c:
+        c.handshake_timeout = 0.2
+        assert daemon.stop() == 0
+        await c.wait_connection_lost()
+        # No await between the start and the stop: the client's Connect (sent by
+        # its event loop) reaches a daemon that does not answer.
+        daemon.start()
+        assert daemon.proc is not None
+        daemon.proc.send_signal(signal.SIGSTOP)
+        try:
+            # ZeroMQ reconnects with backoff: wait (each ping waits for a reply,
+            # up to its deadline) until the client has said Connect to the
+            # stopped daemon, then make sure its handshake timeout passes.
+            c.timeout = 1.0
+            with anyio.fail_after(20):
+                while True:
+                    with pytest.raises(ConnectionLost) as refused:
+                        await c.ping()
+                    if "not answered the handshake" in str(refused.value):
+                        break
+            with pytest.raises(ConnectionLost, match="not answered the handshake"):
+                await c.ping()
+        finally:
+            daemon.proc.send_signal(signal.SIGCONT)
+        c.timeout = 30.0
+        with anyio.fail_after(20):
+            await c.ping()
+        assert c.connected and c.reconnects == 1
+        await c.list_tasks()

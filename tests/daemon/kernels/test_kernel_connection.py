@@ -185,3 +185,39 @@ async def test_no_output_is_lost_while_the_reader_waits(process: KernelProcess) 
         request = await run(conn, code, Request(on_stdin))
     assert go_on.is_set()
     assert request.stream_text() == "".join(f"{i}\n" for i in range(lines))
+
+
+async def test_the_kernel_queues_its_output_for_a_stalled_subscriber(
+    process: KernelProcess,
+) -> None:
+    # When the daemon's ZeroMQ I/O thread is starved (a loaded machine), its
+    # subscription stops taking messages and the kernel's PUB socket queues
+    # them; what does not fit is dropped for good. A subscriber that queues
+    # one message stands for that I/O thread: every line must still arrive
+    # once it reads again.
+    import zmq
+
+    lines = 5_000
+    kc = process.client()
+    kc.context.setsockopt(zmq.RCVHWM, 1)
+    kc.start_channels(shell=True, iopub=True, stdin=False, hb=False, control=False)
+    try:
+        with anyio.fail_after(60):
+            await kc.wait_for_ready(timeout=60)  # the subscription is live
+            msg_id = kc.execute(f"for i in range({lines}):\n    print(i, flush=True)")
+            # The reply comes after the last line was published (and queued).
+            reply = await kc.get_shell_msg()
+            while reply["parent_header"].get("msg_id") != msg_id:
+                reply = await kc.get_shell_msg()
+            text: list[str] = []
+            while True:
+                msg = await kc.get_iopub_msg()
+                if msg["parent_header"].get("msg_id") != msg_id:
+                    continue
+                if msg["msg_type"] == "stream":
+                    text.append(msg["content"]["text"])
+                elif msg["msg_type"] == "status" and (msg["content"]["execution_state"] == "idle"):
+                    break
+    finally:
+        kc.stop_channels()
+    assert "".join(text) == "".join(f"{i}\n" for i in range(lines))
