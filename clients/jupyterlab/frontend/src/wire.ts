@@ -88,6 +88,8 @@ export interface HdspWire {
   CondenseTask: CondenseTask;
   Connect: Connect;
   DaemonShuttingDown: DaemonShuttingDown;
+  DeleteMessage: DeleteMessage;
+  DeleteMessageData: DeleteMessageData;
   DeleteProfile: DeleteProfile;
   DeleteQueuedMessage: DeleteQueuedMessage;
   DeleteSecret: DeleteSecret;
@@ -199,6 +201,7 @@ export interface HdspWire {
   TaskIdle: TaskIdle;
   TaskInteractive: TaskInteractive;
   TaskList: TaskList;
+  TaskMessagesDeleted: TaskMessagesDeleted;
   TaskModeSwitched: TaskModeSwitched;
   TaskPage: TaskPage;
   TaskPaused: TaskPaused;
@@ -332,6 +335,7 @@ export interface TaskCommand {
     | CondenseTask
     | RewindTask
     | EditMessage
+    | DeleteMessage
     | ForkTask
     | ResumeTask
     | SendMessage
@@ -454,6 +458,24 @@ export interface EditMessageData {
   images?: string[] | null;
   taskId: string;
   text: string;
+  /**
+   * A user_feedback message of the task.
+   */
+  ts: number;
+}
+/**
+ * Delete one of the user's messages (not the task's first): it goes from the
+ * history and from what later requests send; the model's answers stay, and so do
+ * tool results sent with it. A summary that condensed it goes too, and what the
+ * summary hid comes back. A running turn is cancelled first. A
+ * `taskMessagesDeleted` event tells every client.
+ */
+export interface DeleteMessage {
+  commandName: 'DeleteMessage';
+  data: DeleteMessageData;
+}
+export interface DeleteMessageData {
+  taskId: string;
   /**
    * A user_feedback message of the task.
    */
@@ -850,6 +872,7 @@ export interface CommandResults {
   CancelTask?: TaskRef;
   CloseTask?: TaskRef;
   CondenseTask?: TaskRef;
+  DeleteMessage?: TaskRef;
   DeleteProfile?: ProfileList;
   DeleteQueuedMessage?: TaskRef;
   DeleteSecret?: SecretInfo;
@@ -1325,6 +1348,7 @@ export interface TaskEvent {
     | ModelsResponse
     | TaskClosed
     | TaskRewound
+    | TaskMessagesDeleted
     | DaemonShuttingDown
     | KernelStarted
     | KernelStatus
@@ -1619,6 +1643,18 @@ export interface TaskRewound {
    * @maxItems 2
    */
   payload: [string, number];
+}
+/**
+ * [taskId, [ts, ...]]: these messages of the task were removed (DeleteMessage):
+ * drop them from views; the others stay as they were.
+ */
+export interface TaskMessagesDeleted {
+  eventName: 'taskMessagesDeleted';
+  /**
+   * @minItems 2
+   * @maxItems 2
+   */
+  payload: [string, number[]];
 }
 /**
  * The last event before the daemon exits: [reason]. Published daemon-wide.
