@@ -437,6 +437,15 @@ function applyToTask(task: OpenTask, event: TaskEvent): OpenTask {
         retry: data.eventName === 'taskAborted' || data.eventName === 'taskCompleted' ? null : t.retry,
         usage: data.eventName === 'taskCompleted' && isUsage(data.payload[1]) ? data.payload[1] : t.usage
       };
+    case 'taskRewound': {
+      // Every message from ts on is gone (a rewind, or an edit resent from there).
+      const from = data.payload[1];
+      return typeof from === 'number' ? withoutMessages(t, ts => ts >= from) : t;
+    }
+    case 'taskMessagesDeleted': {
+      const gone = data.payload[1];
+      return Array.isArray(gone) ? withoutMessages(t, ts => gone.includes(ts)) : t;
+    }
     case 'queuedMessagesUpdated':
       return Array.isArray(data.payload[1]) ? { ...t, queue: data.payload[1] } : t;
     case 'taskTokenUsageUpdated':
@@ -449,6 +458,19 @@ function applyToTask(task: OpenTask, event: TaskEvent): OpenTask {
     default:
       return t;
   }
+}
+
+/** The task without the messages whose ts `gone` picks (a waiting ask among them goes too). */
+function withoutMessages(task: OpenTask, gone: (ts: number) => boolean): OpenTask {
+  const messages: Record<number, MessageEntry> = {};
+  for (const [key, entry] of Object.entries(task.messages)) {
+    if (!gone(Number(key))) {
+      messages[Number(key)] = entry;
+    }
+  }
+  const order = task.order.filter(ts => !gone(ts));
+  const pendingAsk = task.pendingAsk !== null && gone(task.pendingAsk.ts) ? null : task.pendingAsk;
+  return { ...task, messages, order, pendingAsk };
 }
 
 function applySnapshot(state: ViewState, snap: TaskSnapshot): ViewState {

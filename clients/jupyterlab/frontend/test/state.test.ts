@@ -121,6 +121,31 @@ describe('messages keyed by ts', () => {
   });
 });
 
+describe('taking messages back', () => {
+  it('a rewind drops every message from its ts on', () => {
+    const s = run(
+      openState(),
+      msg({ ts: 10, type: 'say', say: 'text', text: 'a' }, 'created', 1),
+      msg({ ts: 20, type: 'say', say: 'user_feedback', text: 'b' }, 'created', 2),
+      msg({ ts: 30, type: 'ask', ask: 'tool', text: 'c' }, 'created', 3),
+      ev({ eventName: 'taskRewound', payload: [T, 20] } as TaskEvent['data'], 4)
+    );
+    expect(messagesOf(s.open!).map(m => m.text)).toEqual(['a']);
+    expect(s.open!.pendingAsk).toBeNull();
+  });
+
+  it('a deletion drops only the messages it names', () => {
+    const s = run(
+      openState(),
+      msg({ ts: 10, type: 'say', say: 'text', text: 'a' }, 'created', 1),
+      msg({ ts: 20, type: 'say', say: 'user_feedback', text: 'b' }, 'created', 2),
+      msg({ ts: 30, type: 'say', say: 'text', text: 'c' }, 'created', 3),
+      ev({ eventName: 'taskMessagesDeleted', payload: [T, [20]] } as TaskEvent['data'], 4)
+    );
+    expect(messagesOf(s.open!).map(m => m.text)).toEqual(['a', 'c']);
+  });
+});
+
 describe('snapshots', () => {
   const snapshot = (messages: ClineMessage[], headSeq: number, extra: Partial<TaskSnapshot> = {}): TaskSnapshot => ({
     item: row(T, 100, 1, { state: 'running' }),
