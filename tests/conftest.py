@@ -10,7 +10,7 @@ import pytest
 
 from hdsp.client import Client, connect
 from tests.fakes.openai_server import FakeOpenAI
-from tests.support.daemon_process import DaemonProcess, short_tmp_dir
+from tests.support.daemon_process import DaemonProcess, call_failed, short_tmp_dir
 
 
 @pytest.fixture
@@ -59,12 +59,7 @@ def daemon_process(
     try:
         yield proc
     finally:
-        if proc.proc is not None and proc.proc.poll() is None:
-            proc.stop()
-        failed = getattr(request.node, "rep_call", None)
-        if failed is not None and failed.failed:
-            print(f"---- hdspd stderr ----\n{proc.stderr()}")
-        proc.cleanup()
+        proc.finish(show_log=call_failed(request))
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ from hdsp.daemon.tasks.budget import SUMMARY_PROMPT
 from hdsp.protocol import Say, TaskCompleted, TaskMessagesDeleted
 from tests.fakes.openai_server import FakeOpenAI, ToolCall
 from tests.fakes.openai_server import Reply as FakeReply
-from tests.support.daemon_process import DaemonProcess, short_tmp_dir
+from tests.support.daemon_process import DaemonProcess, call_failed, short_tmp_dir
 from tests.support.events import collect_turn
 
 MODEL = "gpt-4o-small-window"
@@ -84,12 +84,7 @@ def long_daemon(small_model: FakeOpenAI, request: pytest.FixtureRequest) -> Iter
     try:
         yield proc
     finally:
-        if proc.proc is not None and proc.proc.poll() is None:
-            proc.stop()
-        failed = getattr(request.node, "rep_call", None)
-        if failed is not None and failed.failed:
-            print(f"---- hdspd stderr ----\n{proc.stderr()}")
-        proc.cleanup()
+        proc.finish(show_log=call_failed(request))
 
 
 def _workspace(tmp_path: Path) -> Path:

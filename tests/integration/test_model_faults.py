@@ -34,7 +34,7 @@ from hdsp.protocol import (
 from tests.fakes import anthropic_server, openai_server
 from tests.fakes.anthropic_server import FakeAnthropic, ToolUse
 from tests.fakes.openai_server import FakeOpenAI, ToolCall
-from tests.support.daemon_process import DaemonProcess, short_tmp_dir
+from tests.support.daemon_process import DaemonProcess, call_failed, short_tmp_dir
 from tests.support.events import collect_turn, texts
 
 pytestmark = pytest.mark.slow
@@ -308,11 +308,7 @@ def own_daemon(
 
     yield start
     for daemon in started:
-        daemon.stop()
-        failed = getattr(request.node, "rep_call", None)
-        if failed is not None and failed.failed:
-            print(f"---- hdspd stderr ----\n{daemon.stderr()}")
-        daemon.cleanup()
+        daemon.finish(show_log=call_failed(request))
 
 
 async def test_a_silent_server_shows_a_waiting_message_and_times_out_at_the_first_byte_bound(

@@ -31,7 +31,7 @@ from hdsp.protocol import (
     encode,
 )
 from tests.fakes.openai_server import FakeOpenAI
-from tests.support.daemon_process import DaemonProcess, short_tmp_dir
+from tests.support.daemon_process import DaemonProcess, call_failed, short_tmp_dir
 from tests.support.events import collect_turn
 
 pytestmark = pytest.mark.timeout(60)
@@ -53,12 +53,7 @@ def running_daemon(
     try:
         yield proc
     finally:
-        if proc.proc is not None and proc.proc.poll() is None:
-            proc.stop()
-        failed = getattr(request.node, "rep_call", None)
-        if failed is not None and failed.failed:
-            print(f"---- hdspd stderr ----\n{proc.stderr()}")
-        proc.cleanup()
+        proc.finish(show_log=call_failed(request))
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
 
-__all__ = ["DaemonProcess", "short_tmp_dir"]
+__all__ = ["DaemonProcess", "call_failed", "short_tmp_dir"]
 
 
 def short_tmp_dir() -> Path:
@@ -157,3 +157,19 @@ class DaemonProcess:
 
     def cleanup(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
+
+    def finish(self, *, show_log: bool) -> None:
+        """End a test's daemon: stop it if it runs, print its log when the test
+        failed (`show_log`), remove its files."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.stop()
+        if show_log:
+            print(f"---- hdspd stderr ----\n{self.stderr()}")
+        self.cleanup()
+
+
+def call_failed(request: object) -> bool:
+    """Whether the test of a pytest `request` failed in its call (conftest's hook
+    records the report as `rep_call`)."""
+    report = getattr(getattr(request, "node", None), "rep_call", None)
+    return report is not None and bool(report.failed)
