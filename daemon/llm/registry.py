@@ -321,11 +321,14 @@ class Providers:
             await built.provider.aclose()
 
     def warm(self) -> None:
-        """Import the provider SDKs and choose the keyring backend (blocking): run on
-        a worker thread once the daemon is ready, so that neither start-up nor the
-        first task waits for them."""
-        _load_module("openai-compatible")
-        _load_module("anthropic")
+        """Import the SDKs of the providers the profiles use and choose the keyring
+        backend (blocking): run on a worker thread once the daemon is ready, so that
+        neither start-up nor the first task waits for them. An SDK no profile uses
+        is not imported (the anthropic SDK alone costs about a second of CPU and
+        tens of MB); a profile added later imports its SDK on its first request,
+        on a worker thread as always."""
+        for kind in sorted({p.provider for p in self.profiles.all().values()}):
+            _load_module(kind)
         if self.secrets is not None:
             self.secrets.warm()
 

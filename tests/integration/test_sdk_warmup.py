@@ -83,3 +83,44 @@ async def test_a_task_waiting_for_the_sdk_import_is_cancelled_at_once(
         with anyio.fail_after(10):
             turn = await collect_turn(c, ref.task_id, head)
         assert isinstance(turn[-1].data, TaskAborted)
+
+
+async def test_the_warm_up_imports_no_sdk_that_no_profile_uses(
+    daemon_process: DaemonProcess,
+) -> None:
+    """The test daemon's only model profile is OpenAI-compatible: the warm-up ends
+    without starting to import the anthropic SDK (a held import would stop it)."""
+    hold = ImportHold("anthropic", daemon_process.root)
+    daemon_process.extra_env.update(hold.env)
+    daemon_process.start()
+    try:
+        await anyio.to_thread.run_sync(
+            daemon_process.wait_for_log, "provider SDKs loaded; start-up objects frozen"
+        )
+    finally:
+        hold.release()
+
+
+@pytest.mark.slow
+async def test_the_warm_up_imports_the_sdk_of_a_saved_anthropic_profile(
+    daemon_process: DaemonProcess,
+) -> None:
+    daemon_process.start()
+    async with connect(daemon_process.runtime_dir) as c:
+        await c.set_secret("anthropic-test", "sk-ant-test-secret-value")
+        await c.save_profile(
+            "claude",
+            provider="anthropic",
+            model="claude-test",
+            base_url="http://127.0.0.1:9/",
+            secret="anthropic-test",
+        )
+    assert daemon_process.stop() == 0
+    hold = ImportHold("anthropic", daemon_process.root)
+    daemon_process.extra_env.update(hold.env)
+    daemon_process.start()
+    try:
+        with anyio.fail_after(20):
+            assert await hold.wait_held() != "MainThread"
+    finally:
+        hold.release()
