@@ -34,6 +34,7 @@ from hdsp.protocol import (
     DeleteProfile,
     DeleteQueuedMessage,
     DeleteSecret,
+    DiffCheckpoints,
     EditMessage,
     ErrorCode,
     ExecuteCode,
@@ -49,6 +50,7 @@ from hdsp.protocol import (
     ImportSettings,
     InterruptKernel,
     KernelList,
+    ListCheckpoints,
     ListKernels,
     ListProfiles,
     ListTasks,
@@ -60,6 +62,7 @@ from hdsp.protocol import (
     ReplayPage,
     RespondToAsk,
     RestartKernel,
+    RestoreCheckpoint,
     ResumeTask,
     RewindTask,
     SaveProfile,
@@ -160,6 +163,13 @@ class Commands:
                 return await tasks.delete_message(data.task_id, data.ts)
             case ForkTask(data=data):
                 return await tasks.fork(data.task_id, data.ts)
+            # ---- checkpoints
+            case ListCheckpoints(data=data):
+                return await tasks.list_checkpoints(data.task_id)
+            case DiffCheckpoints(data=data):
+                return await tasks.diff_checkpoints(data)
+            case RestoreCheckpoint(data=data):
+                return await tasks.restore_checkpoint(data)
             case CloseTask(task_id=task_id):
                 return await tasks.close(task_id)
             case ResumeTask(data=task_id):
