@@ -222,6 +222,7 @@ class ShadowRepo:
             self.nested |= nested
             self._write_excludes()
         paths: list[str] = []
+        to_add: list[str] = []
         for xy, path in entries:
             if path.endswith("/"):
                 continue
@@ -237,11 +238,13 @@ class ShadowRepo:
                     )
                     continue
             paths.append(path)
+            if xy[1] != " ":  # the file differs from the index (or is new to it)
+                to_add.append(path)
         head = await self.head()
         if not paths and head is not None:
             return SavedTree(head, [], notes)
-        if paths:
-            spec = b"\0".join(os.fsencode(p) for p in paths) + b"\0"
+        if to_add:
+            spec = b"\0".join(os.fsencode(p) for p in to_add) + b"\0"
             await self.git("add", "-A", "--pathspec-from-file=-", "--pathspec-file-nul", input=spec)
         await self.git("commit", "--quiet", "--no-verify", "--allow-empty", "-m", message)
         commit = await self.head()
