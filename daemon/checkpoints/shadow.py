@@ -246,9 +246,13 @@ class ShadowRepo:
         if to_add:
             spec = b"\0".join(os.fsencode(p) for p in to_add) + b"\0"
             await self.git("add", "-A", "--pathspec-from-file=-", "--pathspec-file-nul", input=spec)
-        await self.git("commit", "--quiet", "--no-verify", "--allow-empty", "-m", message)
-        commit = await self.head()
-        assert commit is not None
+        # The index's tree as a commit on HEAD: plumbing, which (unlike `git
+        # commit`) does not look at the work tree again.
+        _, tree = await self.git("write-tree")
+        parent = ["-p", head] if head is not None else []
+        _, out = await self.git("commit-tree", tree.decode().strip(), *parent, "-m", message)
+        commit = out.decode().strip()
+        await self.git("update-ref", "HEAD", commit)
         return SavedTree(commit, sorted(paths), notes)
 
     # ---- reading ----------------------------------------------------------------
