@@ -237,7 +237,12 @@ class Commands:
             case ExecuteCode(kernel_id=kernel_id, code=code, timeout=timeout):
                 if timeout is not None and timeout <= 0:
                     raise CommandError(ErrorCode.INVALID_REQUEST, "timeout must be above 0.")
-                return await kernels.execute(kernel_id, code, time_limit=timeout)
+                result = await kernels.execute(kernel_id, code, time_limit=timeout)
+                # Code a person ran in a task's kernel is part of its state: it goes
+                # in the task's execution log, for a restore that replays it.
+                for task_id in kernels.kernel_info(kernel_id).task_ids or []:
+                    await tasks.record_execution(task_id, result, code)
+                return result
             # ---- the daemon
             case Ping():
                 # The server answers Ping where it receives it (a liveness probe

@@ -70,6 +70,7 @@ from hdsp.protocol import (
     ClineMessage,
     DiffCheckpointsData,
     ErrorCode,
+    ExecutionResult,
     HistoryItem,
     KernelReplay,
     RespondToAskData,
@@ -722,6 +723,19 @@ class TaskManager:
             return await service.diff(data.task_id, workspace, data.checkpoint, data.to)
         except (GitFailed, WorkspaceRefused, TimeoutError) as exc:
             raise CommandError(ErrorCode.INVALID_STATE, f"No diff: {exc}") from None
+
+    async def record_execution(self, task_id: str, result: ExecutionResult, code: str) -> None:
+        """Write code a client ran in the task's kernel (ExecuteCode) to the task's
+        execution log."""
+        if self.deps.checkpoints is not None:
+            await self.deps.checkpoints.record_execution(
+                task_id,
+                result.kernel_id,
+                code,
+                result.status,
+                result.execution_count,
+                result.kernel_restarted,
+            )
 
     async def restore_checkpoint(self, data: RestoreCheckpointData) -> CheckpointRestoreResult:
         """Restore a checkpoint's files, history or both (see RestoreCheckpoint):
