@@ -122,6 +122,9 @@ class ShadowRepo:
         self.exclude = list(exclude)
         #: Nested repositories found, relative to the workspace (with a trailing /).
         self.nested: set[str] = set()
+        #: Files the last save left out by size: a restore leaves them as they are
+        #: (their present content is in no checkpoint, so nothing may overwrite it).
+        self.unsaved: list[str] = []
         self._env = _clean_environment(self.git_dir)
         self._ready = False
 
@@ -211,7 +214,9 @@ class ShadowRepo:
         """Commit the workspace as it is; with nothing changed, the last commit."""
         if not self._ready:
             await self.open()
+        self._write_excludes()  # (the settings' patterns may have changed)
         notes: list[str] = []
+        unsaved: list[str] = []
         entries = await self._status()
         # A folder that shows whole among untracked files with -uall is a nested
         # repository: leave it to its own git.
@@ -236,10 +241,12 @@ class ShadowRepo:
                         f"{path} ({size:,} bytes) is over the checkpoint size limit "
                         f"({self.max_file_bytes:,} bytes): not saved."
                     )
+                    unsaved.append(path)
                     continue
             paths.append(path)
             if xy[1] != " ":  # the file differs from the index (or is new to it)
                 to_add.append(path)
+        self.unsaved = unsaved
         head = await self.head()
         if not paths and head is not None:
             return SavedTree(head, [], notes)
@@ -284,7 +291,17 @@ class ShadowRepo:
     async def restore(self, commit: str) -> list[str]:
         """Set the workspace's files (those checkpoints keep) to `commit`'s; the
         caller saved the present state first. Returns the paths that changed."""
-        changed = [path for _, path in await self.changes(commit, None)]
+        kept = set(self.unsaved)
+        changed = [path for _, path in await self.changes(commit, None) if path not in kept]
         if changed:
-            await self.git("restore", f"--source={commit}", "--staged", "--worktree", "--", ":/")
+            spec = b"\0".join(os.fsencode(p) for p in changed) + b"\0"
+            await self.git(
+                "restore",
+                f"--source={commit}",
+                "--staged",
+                "--worktree",
+                "--pathspec-from-file=-",
+                "--pathspec-file-nul",
+                input=spec,
+            )
         return changed

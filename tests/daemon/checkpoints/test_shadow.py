@@ -108,3 +108,18 @@ async def test_opening_a_refused_workspace_raises_a_clear_error(
     with pytest.raises(WorkspaceRefused, match="home directory"):
         await repo.save("x")
     assert not (tmp_path / ".git").exists()
+
+
+async def test_a_file_grown_over_the_limit_is_never_overwritten_by_a_restore(
+    workspace: Path, tmp_path: Path
+) -> None:
+    repo = ShadowRepo(tmp_path / "data", workspace, max_file_bytes=100)
+    (workspace / "data.bin").write_bytes(b"small")
+    first = await repo.save("one")
+    (workspace / "data.bin").write_bytes(b"x" * 500)  # its present content: in no checkpoint
+    (workspace / "a.txt").write_text("changed\n")
+    saved = await repo.save("two")
+    assert any("data.bin" in note for note in saved.notes)
+    assert await repo.restore(first.commit) == ["a.txt"]
+    assert (workspace / "data.bin").read_bytes() == b"x" * 500
+    assert (workspace / "a.txt").read_text() == "a\n"
