@@ -205,7 +205,10 @@ class CheckpointService:
             executions=executions,
         )
         if announce is not None:
-            text = f"checkpoint {number}: {reason}"
+            # (The call it comes before shows next to it: the text names no tool.)
+            text = f"checkpoint {number} saved"
+            if saved.changed:
+                text += f": {len(saved.changed)} file(s) changed since the one before"
             message_ts = await announce(text, self._field(info))
             info = msgspec.structs.replace(info, message_ts=message_ts)
         await self._journal.emit(CheckpointSaved(payload=(task_id, info)), self._write(info))

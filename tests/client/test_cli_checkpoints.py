@@ -48,7 +48,7 @@ async def test_list_diff_restore_and_replay_from_the_command_line(
     assert "\x1b" not in r.stdout and "+two\\x1b[31m" in r.stdout  # escaped
 
     r = await run_hdsp(daemon.runtime_dir, "show", short)
-    assert "checkpoint 1: before write_to_file" in r.stdout
+    assert "checkpoint 1 saved" in r.stdout and "checkpoint 2 saved: 1 file(s) changed" in r.stdout
 
     r = await run_hdsp(daemon.runtime_dir, "restore", short, "3", "--with-kernel", "--yes")
     assert r.returncode == ExitCode.OK, r.stderr + r.stdout
