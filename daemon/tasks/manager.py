@@ -831,7 +831,8 @@ class TaskManager:
                 "cells": cells,
             }
         )
-        task = await self._load(task_id := data.task_id)
+        task_id = data.task_id
+        task = await self._load(task_id)
         try:
             answer = await task.asks.ask(Ask.TOOL, text)
             if answer.approved:

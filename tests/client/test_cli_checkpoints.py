@@ -15,7 +15,8 @@ from tests.support.daemon_process import DaemonProcess
 from tests.support.events import collect_turn
 from tests.support.scripted_turns import call, done, start
 
-pytestmark = pytest.mark.slow
+# Real git, a real daemon (two for the kill -9) and kernels: slow on a loaded machine.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
 
 async def test_list_diff_restore_and_replay_from_the_command_line(

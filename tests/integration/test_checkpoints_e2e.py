@@ -30,7 +30,8 @@ from tests.support.daemon_process import DaemonProcess
 from tests.support.events import collect_turn
 from tests.support.scripted_turns import call, done, start
 
-pytestmark = pytest.mark.slow
+# Real git, a real daemon (two for the kill -9) and kernels: slow on a loaded machine.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
 ALLOW = {
     "always_allow_write": True,
