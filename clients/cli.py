@@ -27,6 +27,7 @@ from hdsp.protocol import (
 
 from .asks_command import add_asks_parser
 from .chat import add_chat_parser
+from .checkpoints_command import add_checkpoints_parsers
 from .client import Client, connect
 from .completion import add_completion_parser, autocomplete, print_completion
 from .console import use_color
@@ -272,6 +273,7 @@ def _parser() -> argparse.ArgumentParser:
     _settings_parsers(sub, common)
     add_asks_parser(sub, common)
     add_kernels_parser(sub, common)
+    add_checkpoints_parsers(sub, common)
     add_chat_parser(sub, common)
     add_completion_parser(sub, common)
     return p

@@ -16,11 +16,11 @@ import os
 import time
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar, cast
+from typing import Any, Literal, TypeVar, cast
 
 import anyio
 import anyio.lowlevel
@@ -37,6 +37,9 @@ from hdsp.protocol import (
     AttachKernel,
     BlobData,
     CancelTask,
+    CheckpointDiff,
+    CheckpointList,
+    CheckpointRestoreResult,
     ClientInfo,
     CloseTask,
     Command,
@@ -46,6 +49,8 @@ from hdsp.protocol import (
     DeleteMessage,
     DeleteMessageData,
     DeleteQueuedMessage,
+    DiffCheckpoints,
+    DiffCheckpointsData,
     Disconnect,
     EditMessage,
     EditMessageData,
@@ -66,6 +71,8 @@ from hdsp.protocol import (
     KernelInfo,
     KernelList,
     KernelRef,
+    ListCheckpoints,
+    ListCheckpointsData,
     ListKernels,
     ListTasks,
     ListTasksData,
@@ -78,6 +85,8 @@ from hdsp.protocol import (
     RespondToAsk,
     RespondToAskData,
     RestartKernel,
+    RestoreCheckpoint,
+    RestoreCheckpointData,
     ResumeTask,
     RewindTask,
     RewindTaskData,
@@ -604,6 +613,38 @@ class Client:
     async def fork_task(self, task_id: str, ts: int) -> TaskRef:
         """A new task with this one's history up to its message `ts`: its TaskRef."""
         return await self.request(ForkTask(data=ForkTaskData(task_id=task_id, ts=ts)))
+
+    async def list_checkpoints(self, task_id: str) -> CheckpointList:
+        """The task's checkpoints, oldest first (see ListCheckpoints)."""
+        return await self.request(ListCheckpoints(data=ListCheckpointsData(task_id=task_id)))
+
+    async def diff_checkpoints(
+        self, task_id: str, checkpoint: int, to: int | None = None
+    ) -> CheckpointDiff:
+        """What changed from checkpoint `checkpoint` to `to` (None: to the files now)."""
+        data = DiffCheckpointsData(task_id=task_id, checkpoint=checkpoint, to=to)
+        return await self.request(DiffCheckpoints(data=data))
+
+    async def restore_checkpoint(
+        self,
+        task_id: str,
+        checkpoint: int,
+        *,
+        restore: Literal["files", "history", "both"] = "files",
+        with_kernel: bool = False,
+        skip: Sequence[int] = (),
+        timeout: float | None = None,
+    ) -> CheckpointRestoreResult:
+        """Restore a checkpoint (see RestoreCheckpoint). With `with_kernel`, the
+        reply waits for someone to answer the task's replay ask."""
+        data = RestoreCheckpointData(
+            task_id=task_id,
+            checkpoint=checkpoint,
+            restore=restore,
+            with_kernel=with_kernel,
+            skip=list(skip),
+        )
+        return await self.request(RestoreCheckpoint(data=data), timeout=timeout)
 
     async def resume_task(self, task_id: str) -> TaskRef:
         return await self.request(ResumeTask(data=task_id))

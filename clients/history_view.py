@@ -56,7 +56,6 @@ _QUIET_SAYS = frozenset(
         "api_req_finished",
         "api_req_deleted",
         "api_req_waiting",
-        "checkpoint_saved",
     }
 )
 
@@ -282,6 +281,8 @@ class HistoryView:
                     self._write(self._fold(summary), _DIM, indent="  ")
         elif say == "condense_context_error":
             self._write(f"context not condensed: {text}", _YELLOW)
+        elif say in ("checkpoint_saved", "checkpoint_restored"):
+            self._write(text, _DIM if say == "checkpoint_saved" else _YELLOW)
         elif say == "kernel_culled":
             self._write(text or "the kernel was shut down after being idle", _DIM)
         elif say == "image":

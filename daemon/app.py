@@ -64,6 +64,7 @@ from .store import STARTUP_CHECK_SECONDS, Journal, Store, StoreError
 
 if TYPE_CHECKING:
     from .approvals import ApprovalPolicy
+    from .checkpoints import CheckpointService
     from .commands import Commands
     from .kernels import KernelService
     from .tasks import TaskManager
@@ -100,6 +101,7 @@ class _Engine:
     task_manager: type[TaskManager]
     commands: type[Commands]
     tools: ToolRegistry
+    checkpoint_service: type[CheckpointService]
 
 
 def _load_engine(sandbox: Sandbox) -> _Engine:
@@ -107,13 +109,21 @@ def _load_engine(sandbox: Sandbox) -> _Engine:
     that the sandbox works: the bulk of the start-up's CPU time, run on a worker
     thread after READY."""
     from .approvals import ApprovalPolicy
+    from .checkpoints import CheckpointService
     from .commands import Commands
     from .kernels import KernelService
     from .tasks import TaskManager
     from .tools import default_tools
 
     _report_sandbox(sandbox)
-    return _Engine(ApprovalPolicy, KernelService, TaskManager, Commands, default_tools(sandbox))
+    return _Engine(
+        ApprovalPolicy,
+        KernelService,
+        TaskManager,
+        Commands,
+        default_tools(sandbox),
+        CheckpointService,
+    )
 
 
 def _report_sandbox(sandbox: Sandbox) -> None:
@@ -329,6 +339,14 @@ class Daemon:
             task_busy=lambda task_id: self.tasks.is_busy(task_id),
             on_culled=lambda task_id, note: self.tasks.note_kernel_culled(task_id, note),
         )
+        checkpoints = engine.checkpoint_service(
+            self.store,
+            self.journal,
+            self.paths.data_dir / "checkpoints",
+            lambda: store.settings.checkpoints,
+            clock=lambda: int(time.time() * 1000),
+            kernels=self.kernels,
+        )
         self.tasks = engine.task_manager(
             self.store,
             self.journal,
@@ -337,6 +355,7 @@ class Daemon:
             approvals=engine.approval_policy(settings.approvals),
             retry_policy=RetryPolicy.from_settings(settings.retry),
             kernels=self.kernels,
+            checkpoints=checkpoints,
             private_dirs=(self.paths.data_dir, self.paths.runtime_dir),
         )
         await tg.start(self.kernels.run)

@@ -34,6 +34,7 @@ from hdsp.protocol import (
     DeleteProfile,
     DeleteQueuedMessage,
     DeleteSecret,
+    DiffCheckpoints,
     EditMessage,
     ErrorCode,
     ExecuteCode,
@@ -49,6 +50,7 @@ from hdsp.protocol import (
     ImportSettings,
     InterruptKernel,
     KernelList,
+    ListCheckpoints,
     ListKernels,
     ListProfiles,
     ListTasks,
@@ -60,6 +62,7 @@ from hdsp.protocol import (
     ReplayPage,
     RespondToAsk,
     RestartKernel,
+    RestoreCheckpoint,
     ResumeTask,
     RewindTask,
     SaveProfile,
@@ -160,6 +163,13 @@ class Commands:
                 return await tasks.delete_message(data.task_id, data.ts)
             case ForkTask(data=data):
                 return await tasks.fork(data.task_id, data.ts)
+            # ---- checkpoints
+            case ListCheckpoints(data=data):
+                return await tasks.list_checkpoints(data.task_id)
+            case DiffCheckpoints(data=data):
+                return await tasks.diff_checkpoints(data)
+            case RestoreCheckpoint(data=data):
+                return await tasks.restore_checkpoint(data)
             case CloseTask(task_id=task_id):
                 return await tasks.close(task_id)
             case ResumeTask(data=task_id):
@@ -227,7 +237,12 @@ class Commands:
             case ExecuteCode(kernel_id=kernel_id, code=code, timeout=timeout):
                 if timeout is not None and timeout <= 0:
                     raise CommandError(ErrorCode.INVALID_REQUEST, "timeout must be above 0.")
-                return await kernels.execute(kernel_id, code, time_limit=timeout)
+                result = await kernels.execute(kernel_id, code, time_limit=timeout)
+                # Code a person ran in a task's kernel is part of its state: it goes
+                # in the task's execution log, for a restore that replays it.
+                for task_id in kernels.kernel_info(kernel_id).task_ids or []:
+                    await tasks.record_execution(task_id, result, code)
+                return result
             # ---- the daemon
             case Ping():
                 # The server answers Ping where it receives it (a liveness probe

@@ -28,6 +28,8 @@ these where they are met, with ``raise ... from exc``::
     │   ├── KernelDead             invalid_state
     │   ├── KernelNotOwned         invalid_state
     │   └── KernelOverloaded       overloaded
+    ├── GitFailed                  internal    checkpoints/shadow.py: a shadow git command failed
+    ├── WorkspaceRefused           invalid_request  checkpoints/shadow.py: no checkpoints there
     └── DispatcherFull             overloaded  server/dispatch.py: too many commands wait
 
 Errors that never reach a reply, since they are handled where they are met:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from .blobs import *  # noqa: F403
 from .blobs import __all__ as _blobs_all
+from .checkpoints import *  # noqa: F403
+from .checkpoints import __all__ as _checkpoints_all
 from .codec import (
     INT64_MAX,
     INT64_MIN,
@@ -69,5 +71,6 @@ __all__ = [
     *_events_all,
     *_history_all,
     *_kernels_all,
+    *_checkpoints_all,
     *_settings_all,
 ]

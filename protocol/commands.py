@@ -20,6 +20,14 @@ from msgspec import Meta
 
 from ._base import CommandBase, WireStruct
 from .blobs import BlobData, GetBlob
+from .checkpoints import (
+    CheckpointDiff,
+    CheckpointList,
+    CheckpointRestoreResult,
+    DiffCheckpoints,
+    ListCheckpoints,
+    RestoreCheckpoint,
+)
 from .events import QueuedMessage, TaskEvent
 from .history import ClineMessage, HistoryItem, TaskState
 from .kernels import (
@@ -474,6 +482,9 @@ Command = (
     | ImportSettings
     | GetModels
     | GetBlob
+    | ListCheckpoints
+    | DiffCheckpoints
+    | RestoreCheckpoint
 )
 
 
@@ -712,6 +723,12 @@ _ROWS = (
     CommandSpec(ImportSettings, ImportResult, idempotent=True),
     CommandSpec(GetModels, ModelList, idempotent=True, without_storage=True),
     CommandSpec(GetBlob, BlobData, idempotent=True, without_storage=True),
+    # Checkpoints (issue 20). A restore with the kernel waits for an answer to its
+    # ask, which comes as a RespondToAsk ordered by the same task: so it runs
+    # concurrently (the checkpoint service orders work on one workspace itself).
+    CommandSpec(ListCheckpoints, CheckpointList, idempotent=True),
+    CommandSpec(DiffCheckpoints, CheckpointDiff, idempotent=True),
+    CommandSpec(RestoreCheckpoint, CheckpointRestoreResult),
 )
 
 #: The table: each command's row, by its `commandName`.

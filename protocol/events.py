@@ -14,6 +14,7 @@ from msgspec import Meta
 
 from ._base import SERVER_ORIGIN as _SERVER
 from ._base import WireStruct
+from .checkpoints import CheckpointInfo
 from .history import ClineMessage, TokenUsage, ToolUsage
 from .kernels import ExecutionOutputData, KernelInfo, KernelState
 from .settings import SettingsChange
@@ -21,6 +22,8 @@ from .storage import StorageHealth, StorageState
 
 __all__ = [
     "SYNC_PREFIX",
+    "CheckpointRestored",
+    "CheckpointSaved",
     "CommandsResponse",
     "CompletedInfo",
     "DaemonShuttingDown",
@@ -228,6 +231,19 @@ class TaskMessagesDeleted(_EventBase, tag="taskMessagesDeleted", frozen=True):
     payload: tuple[str, list[int]]
 
 
+class CheckpointSaved(_EventBase, tag="checkpointSaved", frozen=True):
+    """[taskId, checkpoint]: a checkpoint of the task's workspace was taken."""
+
+    payload: tuple[str, CheckpointInfo]
+
+
+class CheckpointRestored(_EventBase, tag="checkpointRestored", frozen=True):
+    """[taskId, checkpoint, mode]: the task's files ("files"), history ("history")
+    or both ("both") were restored to the checkpoint."""
+
+    payload: tuple[str, CheckpointInfo, str]
+
+
 class DaemonShuttingDown(_EventBase, tag="daemonShuttingDown", frozen=True):
     """The last event before the daemon exits: [reason]. Published daemon-wide."""
 
@@ -324,6 +340,8 @@ Event = (
     | TaskClosed
     | TaskRewound
     | TaskMessagesDeleted
+    | CheckpointSaved
+    | CheckpointRestored
     | DaemonShuttingDown
     | KernelStarted
     | KernelStatus

@@ -91,6 +91,9 @@ class Say(enum.StrEnum):
     #: What a tool call gave back (final, once per call that ran); the text is a
     #: `ToolResultText`.
     TOOL_RESULT = "tool_result"
+    #: A checkpoint was restored (issue 20); the text says what came back, the
+    #: `checkpoint` field holds the checkpoint's number and what was restored.
+    CHECKPOINT_RESTORED = "checkpoint_restored"
 
 
 class ToolResultText(WireStruct, frozen=True):

@@ -179,6 +179,7 @@ DAEMON_LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"sandbox"}),
     frozenset({"tools"}),
     frozenset({"approvals"}),
+    frozenset({"checkpoints"}),
     frozenset({"tasks"}),
     frozenset({"commands"}),
     frozenset({"app", "__main__"}),

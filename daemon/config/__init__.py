@@ -21,6 +21,7 @@ from .secrets import (
 )
 from .service import ConfigService
 from .settings import (
+    CheckpointSettings,
     ModelInfoOverride,
     ProviderProfile,
     Settings,
@@ -33,6 +34,7 @@ __all__ = [
     "DEFAULT_PROFILE",
     "DEMO_PROFILE",
     "ApprovalSettings",
+    "CheckpointSettings",
     "ConfigService",
     "InvalidSecret",
     "ModelInfoOverride",

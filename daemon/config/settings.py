@@ -57,6 +57,7 @@ from .secrets import SECRET_NAME_PATTERN
 __all__ = [
     "PROFILE_NAME_PATTERN",
     "SETTINGS_VERSION",
+    "CheckpointSettings",
     "FieldError",
     "KernelSettings",
     "ModelInfoOverride",
@@ -232,6 +233,20 @@ class SandboxSettings(_Section):
     bwrap_path: str = Field(default="bwrap", min_length=1)
 
 
+class CheckpointSettings(_Section):
+    """Checkpoints of the agent's workspace (see :mod:`hdsp.daemon.checkpoints`)."""
+
+    #: Take a checkpoint before every change the agent makes.
+    enabled: bool = True
+    #: Files bigger than this (bytes) are left out of checkpoints, with a note.
+    max_file_bytes: int = Field(default=10 * 1024 * 1024, ge=0)
+    #: More gitignore patterns left out of checkpoints (beside the workspace's
+    #: .gitignore files and its .hdspignore).
+    exclude: list[str] = []
+    #: How long one git command may take (seconds).
+    git_timeout_seconds: float = Field(default=60.0, gt=0)
+
+
 class Settings(_Section):
     """The whole settings document (``settings.json``)."""
 
@@ -246,6 +261,7 @@ class Settings(_Section):
     approvals: ApprovalSettings = Field(default_factory=ApprovalSettings)
     kernels: KernelSettings = KernelSettings()
     sandbox: SandboxSettings = SandboxSettings()
+    checkpoints: CheckpointSettings = CheckpointSettings()
 
     @model_validator(mode="before")
     @classmethod

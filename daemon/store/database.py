@@ -505,6 +505,11 @@ class Database:
             return None
         return str(row[0]), int(row[1]), bytes(row[2] or b"")
 
+    def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """The rows of one SELECT on the reader connection (for parts that keep
+        tables of their own, such as checkpoints)."""
+        return self._reader.execute(sql, params).fetchall()
+
     def task_count(self) -> int:
         """How many tasks there are, without counting them: no task is ever deleted,
         so the rowids SQLite gave them run 1, 2, ... and the biggest is the count

@@ -102,6 +102,23 @@ MIGRATIONS: list[Migration] = [
     """
     ALTER TABLE tasks ADD COLUMN queued BLOB;
     """,
+    # 7: checkpoints (issue 20): each a commit of its workspace's shadow git
+    # repository, tied to its task and the message that shows it; and the code
+    # each task ran in its kernel, in order, for a restore that replays it.
+    """
+    CREATE TABLE checkpoints (
+        task_id  TEXT NOT NULL,
+        number   INTEGER NOT NULL,         -- 1, 2, ... within the task
+        body     BLOB NOT NULL,            -- CheckpointInfo, JSON
+        PRIMARY KEY (task_id, number)
+    ) WITHOUT ROWID;
+    CREATE TABLE kernel_executions (
+        task_id  TEXT NOT NULL,
+        seq      INTEGER NOT NULL,         -- 1, 2, ... within the task
+        body     BLOB NOT NULL,            -- ExecutionRecord, JSON
+        PRIMARY KEY (task_id, seq)
+    ) WITHOUT ROWID;
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

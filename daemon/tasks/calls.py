@@ -10,6 +10,7 @@ mistakes, and the last call with its repetitions.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -22,9 +23,10 @@ import structlog
 
 from hdsp.daemon.approvals import Decision
 from hdsp.daemon.bounded_text import BoundedText
+from hdsp.daemon.checkpoints import CheckpointService, GitFailed, WorkspaceRefused
 from hdsp.daemon.conversation import ImageBlock, TextBlock
 from hdsp.daemon.scrubber import scrubber
-from hdsp.daemon.tools import AskAnswer, ToolCategory, ToolContext, ToolError, ToolResult
+from hdsp.daemon.tools import AskAnswer, Tool, ToolCategory, ToolContext, ToolError, ToolResult
 from hdsp.protocol import (
     Ask,
     AskResponse,
@@ -67,6 +69,9 @@ _RESULT_SHOWN_BY_TOOL = frozenset({ToolCategory.COMPLETION, ToolCategory.FOLLOWU
 #: commits after the saved turn state anyway: they need no flush before they run.
 _EFFECTS_IN_HISTORY = frozenset({ToolCategory.COMPLETION, ToolCategory.FOLLOWUP})
 
+#: Tools that change the workspace or a kernel: a checkpoint comes before each call.
+_CHANGES = frozenset({ToolCategory.WRITE, ToolCategory.EXECUTE, ToolCategory.COMMAND})
+
 _result_encoder = msgspec.json.Encoder()
 
 
@@ -87,12 +92,14 @@ class CallContext:
         messages: TaskMessages,
         asks: AskBox,
         kernels: TaskKernels | None,
+        checkpoints: CheckpointService | None = None,
     ) -> None:
         self._task_id = task_id
         self._workspace = workspace
         self._messages = messages
         self._asks = asks
         self._kernels = kernels
+        self._checkpoints = checkpoints
 
     @property
     def task_id(self) -> str:
@@ -116,6 +123,9 @@ class CallContext:
     def service(self, name: str) -> Any:
         if name == "kernels" and self._kernels is not None:
             return self._kernels
+        if name == "execution_log" and self._checkpoints is not None:
+            # The task's kernel execution log (issue 20): what ran where, in order.
+            return functools.partial(self._checkpoints.record_execution, self._task_id)
         raise KeyError(name)
 
 
@@ -130,7 +140,7 @@ class ToolCalls:
     ) -> None:
         #: What the tools this task runs see of it.
         self.context: ToolContext = CallContext(
-            messages.task_id, workspace, messages, asks, deps.kernels
+            messages.task_id, workspace, messages, asks, deps.kernels, deps.checkpoints
         )
         self._ctx = self.context
         self._deps = deps
@@ -248,6 +258,7 @@ class ToolCalls:
         if tool.category not in _EFFECTS_IN_HISTORY:
             # Durable before the tool acts: after a crash, "running" means it may have.
             await self._deps.journal.flush()
+        await self._checkpoint(tool)
         self._messages.tool_use_id = call.id
         try:
             result = await tool.execute(self._ctx, call.arguments)
@@ -263,6 +274,31 @@ class ToolCalls:
             self._messages.tool_use_id = None
             self._asks.timeout = None
         await self.finish(call, result)
+
+    async def _checkpoint(self, tool: Tool) -> None:
+        """A checkpoint of the workspace before a call that may change it (issue
+        20), shown as a `checkpoint_saved` message. A workspace that cannot have
+        one is said once per task; a failed checkpoint is said, and the call runs."""
+        service = self._deps.checkpoints
+        if service is None or tool.category not in _CHANGES or not service.enabled:
+            return
+        task_id, workspace = self._ctx.task_id, self._ctx.workspace
+        why = service.refusal(workspace)
+        if why is not None:
+            if task_id not in service.refused_told:
+                service.refused_told.add(task_id)
+                await self._messages.say(Say.ERROR, why)
+            return
+
+        async def announce(text: str, checkpoint: dict[str, Any]) -> int:
+            message = await self._messages.say(Say.CHECKPOINT_SAVED, text, checkpoint=checkpoint)
+            return message.ts
+
+        try:
+            await service.save(task_id, workspace, f"before {tool.name}", announce)
+        except (GitFailed, WorkspaceRefused, TimeoutError) as exc:
+            log.warning("checkpoint failed", error=str(exc))
+            await self._messages.say(Say.ERROR, f"No checkpoint before {tool.name}: {exc}")
 
     async def finish(self, call: CallState, result: ToolResult, *, shown: bool = True) -> None:
         """Record `result` as the call's, and count a mistake if it is an error;

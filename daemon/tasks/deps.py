@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Protocol
 
 from hdsp.daemon.approvals import ApprovalPolicy
+from hdsp.daemon.checkpoints import CheckpointService
 from hdsp.daemon.llm.registry import Providers
 from hdsp.daemon.llm.retry import DEFAULT_RETRY_POLICY, RetryPolicy
 from hdsp.daemon.store import Journal, Store
@@ -62,6 +63,8 @@ class TaskDeps:
     approvals: ApprovalPolicy
     retry_policy: RetryPolicy = DEFAULT_RETRY_POLICY
     kernels: TaskKernels | None = None
+    #: Checkpoints of the workspace before each change (issue 20); None: none.
+    checkpoints: CheckpointService | None = None
     mistake_limit: int = MISTAKE_LIMIT
     clock: Callable[[], int] = now_ms
     closing: Callable[[], bool] = field(default=lambda: False)

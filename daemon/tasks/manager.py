@@ -14,6 +14,7 @@ tasks that work, not with every task it has run since it started.
 
 from __future__ import annotations
 
+import json
 import os
 import pwd
 import time
@@ -30,6 +31,12 @@ import structlog
 from anyio.abc import TaskGroup, TaskStatus
 
 from hdsp.daemon.approvals import ApprovalPolicy
+from hdsp.daemon.checkpoints import (
+    CheckpointService,
+    GitFailed,
+    WorkspaceRefused,
+    skip_reason,
+)
 from hdsp.daemon.config import ProfileNotFound
 from hdsp.daemon.conversation import ApiMessage
 from hdsp.daemon.errors import CommandError
@@ -56,15 +63,24 @@ from hdsp.protocol import (
     MAX_TASK_PAGE,
     Ask,
     AskResponse,
+    CheckpointDiff,
+    CheckpointInfo,
+    CheckpointList,
+    CheckpointRestoreResult,
     ClineMessage,
+    DiffCheckpointsData,
     ErrorCode,
+    ExecutionResult,
     HistoryItem,
+    KernelReplay,
     RespondToAskData,
+    RestoreCheckpointData,
     Say,
     SendMessageData,
     StartNewTaskData,
     TaskClosed,
     TaskCreated,
+    TaskIdle,
     TaskList,
     TaskMessagesDeleted,
     TaskPage,
@@ -178,6 +194,7 @@ class TaskManager:
         approvals: ApprovalPolicy | None = None,
         retry_policy: RetryPolicy | None = None,
         kernels: TaskKernels | None = None,
+        checkpoints: CheckpointService | None = None,
         default_workspace: str | None = None,
         private_dirs: Sequence[Path] = (),
     ) -> None:
@@ -191,6 +208,7 @@ class TaskManager:
             approvals=approvals if approvals is not None else ApprovalPolicy(),
             retry_policy=retry_policy or DEFAULT_RETRY_POLICY,
             kernels=kernels,
+            checkpoints=checkpoints,
             closing=lambda: self._closing,
         )
         self.store = store
@@ -671,6 +689,161 @@ class TaskManager:
         log.info("task rewound", task_id=task_id, ts=ts, include=include)
         return TaskRef(task_id=task_id, state=task.state)
 
+    # ---- checkpoints (issue 20) --------------------------------------------------
+
+    def _checkpoint_service(self) -> CheckpointService:
+        if self.deps.checkpoints is None:
+            raise CommandError(ErrorCode.INVALID_STATE, "This hdsp daemon keeps no checkpoints.")
+        return self.deps.checkpoints
+
+    async def _workspace_of(self, task_id: str) -> Path:
+        task = await self._load(task_id)
+        try:
+            return task.workspace
+        finally:
+            self.settle(task)
+
+    async def list_checkpoints(self, task_id: str) -> CheckpointList:
+        service = self._checkpoint_service()
+        workspace = await self._workspace_of(task_id)
+        why = service.refusal(workspace) or (
+            None if service.enabled else "Checkpoints are off (settings: checkpoints.enabled)."
+        )
+        return CheckpointList(
+            task_id=task_id,
+            checkpoints=await service.checkpoints(task_id),
+            enabled=why is None,
+            note=why,
+        )
+
+    async def diff_checkpoints(self, data: DiffCheckpointsData) -> CheckpointDiff:
+        service = self._checkpoint_service()
+        workspace = await self._workspace_of(data.task_id)
+        try:
+            return await service.diff(data.task_id, workspace, data.checkpoint, data.to)
+        except (GitFailed, WorkspaceRefused, TimeoutError) as exc:
+            raise CommandError(ErrorCode.INVALID_STATE, f"No diff: {exc}") from None
+
+    async def record_execution(self, task_id: str, result: ExecutionResult, code: str) -> None:
+        """Write code a client ran in the task's kernel (ExecuteCode) to the task's
+        execution log."""
+        if self.deps.checkpoints is not None:
+            await self.deps.checkpoints.record_execution(
+                task_id,
+                result.kernel_id,
+                code,
+                result.status,
+                result.execution_count,
+                result.kernel_restarted,
+            )
+
+    async def restore_checkpoint(self, data: RestoreCheckpointData) -> CheckpointRestoreResult:
+        """Restore a checkpoint's files, history or both (see RestoreCheckpoint):
+        a running turn is cancelled first; the history is rewound to the
+        checkpoint's message; the files are restored after a checkpoint of them
+        as they are (the undo); with the kernel, its executions are replayed once
+        the user approves them in an ask of the task."""
+        self._check_open()
+        service = self._checkpoint_service()
+        task_id = data.task_id
+        info = await service.checkpoint(task_id, data.checkpoint)
+        task = await self._load(task_id)
+        try:
+            await task.stop()
+            workspace = task.workspace
+        finally:
+            self.settle(task)
+        rewound = False
+        if data.restore in ("history", "both"):
+            if info.message_ts is None:
+                raise CommandError(
+                    ErrorCode.INVALID_STATE,
+                    f"Checkpoint {info.number} has no message to rewind the history to.",
+                )
+            await self.rewind(task_id, info.message_ts, include=True)
+            rewound = True
+        undo = None
+        files: list[str] = []
+        if data.restore in ("files", "both"):
+            task = await self._load(task_id)
+            try:
+
+                async def announce(text: str, checkpoint: dict[str, object]) -> int:
+                    message = await task.messages.say(
+                        Say.CHECKPOINT_SAVED, text, checkpoint=checkpoint
+                    )
+                    return message.ts
+
+                undo, files = await service.restore_files(task_id, workspace, info, announce)
+            except (GitFailed, WorkspaceRefused, TimeoutError) as exc:
+                raise CommandError(ErrorCode.INVALID_STATE, f"Not restored: {exc}") from None
+            finally:
+                self.settle(task)
+        kernel = await self._replay_kernel(data, info, workspace) if data.with_kernel else None
+        result = CheckpointRestoreResult(
+            task_id=task_id,
+            checkpoint=info.number,
+            restore=data.restore,
+            undo_checkpoint=undo.number if undo is not None else None,
+            files=files,
+            rewound=rewound,
+            kernel=kernel,
+        )
+        task = await self._load(task_id)
+        try:
+            await task.messages.say(
+                Say.CHECKPOINT_RESTORED,
+                _restored_text(result),
+                checkpoint={
+                    "number": info.number,
+                    "restore": data.restore,
+                    "files": files,
+                    "undo": result.undo_checkpoint,
+                },
+            )
+        finally:
+            self.settle(task)
+        await service.announce_restored(info, data.restore)
+        log.info("checkpoint restored", task_id=task_id, number=info.number, mode=data.restore)
+        return result
+
+    async def _replay_kernel(
+        self, data: RestoreCheckpointData, info: CheckpointInfo, workspace: Path
+    ) -> KernelReplay:
+        """Ask the user to approve the replay (showing the cells), then replay."""
+        service = self._checkpoint_service()
+        plan = await service.replay_plan(info)
+        cells = []
+        for record in plan:
+            cell: dict[str, object] = {"seq": record.seq, "code": record.code}
+            reason = skip_reason(record, data.skip)
+            if reason is not None:
+                cell["skip"] = reason
+            cells.append(cell)
+        text = json.dumps(
+            {
+                "tool": "replay_kernel",
+                "checkpoint": info.number,
+                "note": (
+                    "Restart the task's kernel (its variables are lost) and run these "
+                    "cells again, in order."
+                ),
+                "cells": cells,
+            }
+        )
+        task_id = data.task_id
+        task = await self._load(task_id)
+        try:
+            answer = await task.asks.ask(Ask.TOOL, text)
+            if answer.approved:
+                replay = await service.replay(task_id, workspace, plan, data.skip)
+            else:
+                replay = KernelReplay(approved=False, error="The user did not approve the replay.")
+            await task.set_state(TaskState.IDLE, TaskIdle(payload=(task_id,)))
+        finally:
+            self.settle(task)
+        return replay
+
     async def edit_message(
         self, task_id: str, ts: int, text: str, images: list[str] | None
     ) -> TaskRef:
@@ -913,3 +1086,27 @@ class TaskManager:
         carry = _carry(task)
         if carry is not None:
             self._carried[task.id] = carry
+
+
+def _restored_text(result: CheckpointRestoreResult) -> str:
+    """The `checkpoint_restored` message's text: what came back."""
+    parts = [f"restored checkpoint {result.checkpoint} ({result.restore})"]
+    if result.restore != "history":
+        parts.append(f"{len(result.files)} file(s) changed")
+    if result.undo_checkpoint is not None:
+        parts.append(f"undo: restore checkpoint {result.undo_checkpoint}")
+    if result.rewound:
+        parts.append("history rewound")
+    replay = result.kernel
+    if replay is not None:
+        if not replay.approved:
+            parts.append("kernel not replayed (not approved)")
+        elif replay.failed_at is not None:
+            parts.append(f"kernel replay stopped at execution {replay.failed_at}: {replay.error}")
+        elif replay.error:
+            parts.append(f"kernel not replayed: {replay.error}")
+        else:
+            ran = sum(e.status == "ok" for e in replay.executions)
+            names = ", ".join(v.name for v in replay.variables[:20]) or "none"
+            parts.append(f"kernel replayed {ran} execution(s); variables: {names}")
+    return "; ".join(parts)

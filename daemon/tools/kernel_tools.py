@@ -198,6 +198,18 @@ async def run_code(ctx: ToolContext, code: str, *, time_limit: float | None = No
         raise
     final = _cell_text(kernel.kernel_id, code, result.status, live[0] if live else None, result)
     await ctx.update(message, text=final, partial=False)
+    try:
+        record = ctx.service("execution_log")
+    except KeyError:
+        pass
+    else:  # the task's execution log, for a restore that replays it (issue 20)
+        await record(
+            kernel.kernel_id,
+            code,
+            result.status,
+            result.execution_count,
+            result.kernel_restarted,
+        )
     return CodeRun(kernel=kernel, result=result, time_limit=limit)
 
 

@@ -13,8 +13,7 @@ export const QUIET_SAYS = new Set([
   'api_req_finished',
   'api_req_deleted',
   'api_req_waiting',
-  'api_req_retried',
-  'checkpoint_saved'
+  'api_req_retried'
 ]);
 
 export function jsonObject(text: string | null | undefined): Record<string, unknown> | null {

@@ -334,6 +334,11 @@ function MessageView(props: { message: ClineMessage; task: OpenTask; prompt: boo
     case 'condense_context_error':
       body = <div className="hdsp-note">Context condensed{m.text ? `: ${m.text}` : ''}</div>;
       break;
+    case 'checkpoint_saved':
+    case 'checkpoint_restored':
+      // Checkpoints (issue 20): one line; `hdsp diff` / `hdsp restore` act on them.
+      body = <div className="hdsp-note hdsp-checkpoint">{m.text}</div>;
+      break;
     case 'kernel_culled':
       body = <div className="hdsp-note">{m.text || 'The kernel was shut down after being idle.'}</div>;
       break;

@@ -78,6 +78,12 @@ export interface HdspWire {
   AttachKernel: AttachKernel;
   BlobData: BlobData;
   CancelTask: CancelTask;
+  CheckpointDiff: CheckpointDiff;
+  CheckpointInfo: CheckpointInfo;
+  CheckpointList: CheckpointList;
+  CheckpointRestoreResult: CheckpointRestoreResult;
+  CheckpointRestored: CheckpointRestored;
+  CheckpointSaved: CheckpointSaved;
   ClientInfo: ClientInfo;
   ClientMessage: ClientMessage;
   ClineMessage: ClineMessage;
@@ -93,6 +99,8 @@ export interface HdspWire {
   DeleteProfile: DeleteProfile;
   DeleteQueuedMessage: DeleteQueuedMessage;
   DeleteSecret: DeleteSecret;
+  DiffCheckpoints: DiffCheckpoints;
+  DiffCheckpointsData: DiffCheckpointsData;
   Disconnect: Disconnect;
   Discovery: Discovery;
   EditMessage: EditMessage;
@@ -105,6 +113,7 @@ export interface HdspWire {
   ExecutionOutputData: ExecutionOutputData;
   ExecutionResult: ExecutionResult;
   ExportSettings: ExportSettings;
+  FileChange: FileChange;
   ForkTask: ForkTask;
   ForkTaskData: ForkTaskData;
   GetBlob: GetBlob;
@@ -127,10 +136,14 @@ export interface HdspWire {
   KernelList: KernelList;
   KernelOutput: KernelOutput;
   KernelRef: KernelRef;
+  KernelReplay: KernelReplay;
   KernelShutdown: KernelShutdown;
   KernelStarted: KernelStarted;
   KernelState: KernelState;
   KernelStatus: KernelStatus;
+  KernelVariable: KernelVariable;
+  ListCheckpoints: ListCheckpoints;
+  ListCheckpointsData: ListCheckpointsData;
   ListKernels: ListKernels;
   ListProfiles: ListProfiles;
   ListTasks: ListTasks;
@@ -154,10 +167,13 @@ export interface HdspWire {
   Replay: Replay;
   ReplayData: ReplayData;
   ReplayPage: ReplayPage;
+  ReplayedExecution: ReplayedExecution;
   Reply: Reply;
   RespondToAsk: RespondToAsk;
   RespondToAskData: RespondToAskData;
   RestartKernel: RestartKernel;
+  RestoreCheckpoint: RestoreCheckpoint;
+  RestoreCheckpointData: RestoreCheckpointData;
   ResumeTask: ResumeTask;
   RewindTask: RewindTask;
   RewindTaskData: RewindTaskData;
@@ -293,6 +309,137 @@ export interface CancelTask {
   commandName: 'CancelTask';
   taskId: string;
 }
+export interface CheckpointDiff {
+  checkpoint: number;
+  files?: FileChange[];
+  taskId: string;
+  /**
+   * The other checkpoint; absent: the workspace as it is now.
+   */
+  to?: number | null;
+}
+export interface FileChange {
+  binary?: boolean;
+  /**
+   * A unified diff of a text file; for a notebook, its changes cell by cell (sources and outputs); empty for a binary file. Untrusted text.
+   */
+  diff?: string;
+  notebook?: boolean;
+  path: string;
+  status: 'added' | 'deleted' | 'modified';
+}
+export interface CheckpointInfo {
+  /**
+   * Files that changed since the task's previous checkpoint.
+   */
+  changed?: string[];
+  /**
+   * The shadow repository's commit (hex).
+   */
+  commit: string;
+  /**
+   * Kernel executions the task had recorded when it was taken.
+   */
+  executions?: number;
+  /**
+   * The task's `checkpoint_saved` message that shows it.
+   */
+  messageTs?: number | null;
+  /**
+   * What was left out (files over the size limit, nested repositories).
+   */
+  notes?: string[];
+  /**
+   * The checkpoint's number within its task, from 1.
+   */
+  number: number;
+  /**
+   * Why it was taken ("before write_to_file", "before restore").
+   */
+  reason: string;
+  taskId: string;
+  /**
+   * When it was taken (milliseconds since the epoch).
+   */
+  ts: number;
+}
+export interface CheckpointList {
+  checkpoints?: CheckpointInfo[];
+  /**
+   * Whether checkpoints are taken for this task's workspace.
+   */
+  enabled?: boolean;
+  /**
+   * Why checkpoints are off, when they are.
+   */
+  note?: string | null;
+  taskId: string;
+}
+export interface CheckpointRestoreResult {
+  checkpoint: number;
+  /**
+   * Files the restore changed.
+   */
+  files?: string[];
+  kernel?: KernelReplay | null;
+  restore: 'both' | 'files' | 'history';
+  rewound?: boolean;
+  taskId: string;
+  /**
+   * The checkpoint of the state before the restore: restore it to undo.
+   */
+  undoCheckpoint?: number | null;
+}
+export interface KernelReplay {
+  approved: boolean;
+  error?: string | null;
+  executions?: ReplayedExecution[];
+  /**
+   * The seq of the execution that failed, if one did.
+   */
+  failedAt?: number | null;
+  variables?: KernelVariable[];
+}
+export interface ReplayedExecution {
+  code: string;
+  note?: string | null;
+  /**
+   * Its place in the task's execution log.
+   */
+  seq: number;
+  status: 'error' | 'not_run' | 'ok' | 'skipped';
+}
+export interface KernelVariable {
+  name: string;
+  /**
+   * A short repr (untrusted text).
+   */
+  summary?: string;
+  type: string;
+}
+/**
+ * [taskId, checkpoint, mode]: the task's files ("files"), history ("history")
+ * or both ("both") were restored to the checkpoint.
+ */
+export interface CheckpointRestored {
+  eventName: 'checkpointRestored';
+  /**
+   * @minItems 3
+   * @maxItems 3
+   */
+  payload: [string, CheckpointInfo, string];
+}
+/**
+ * [taskId, checkpoint]: a checkpoint of the task's workspace was taken.
+ */
+export interface CheckpointSaved {
+  eventName: 'checkpointSaved';
+  /**
+   * @minItems 2
+   * @maxItems 2
+   */
+  payload: [string, CheckpointInfo];
+}
 export interface ClientInfo {
   /**
    * What sort of frontend: "cli", "library", "jupyterlab", "script", ...
@@ -366,7 +513,10 @@ export interface TaskCommand {
     | ExportSettings
     | ImportSettings
     | GetModels
-    | GetBlob;
+    | GetBlob
+    | ListCheckpoints
+    | DiffCheckpoints
+    | RestoreCheckpoint;
   origin?: 'client';
   /**
    * Chosen by the client, unique among its commands in flight; the `Reply` carries it back.
@@ -810,6 +960,57 @@ export interface GetBlobData {
   sha256: string;
 }
 /**
+ * A task's checkpoints, oldest first, with what changed at each.
+ */
+export interface ListCheckpoints {
+  commandName: 'ListCheckpoints';
+  data: ListCheckpointsData;
+}
+export interface ListCheckpointsData {
+  taskId: string;
+}
+/**
+ * What changed between two checkpoints (or a checkpoint and now), file by
+ * file; notebooks cell by cell.
+ */
+export interface DiffCheckpoints {
+  commandName: 'DiffCheckpoints';
+  data: DiffCheckpointsData;
+}
+export interface DiffCheckpointsData {
+  checkpoint: number;
+  taskId: string;
+  /**
+   * Compare with this checkpoint; absent: with the workspace now.
+   */
+  to?: number | null;
+}
+/**
+ * Restore a checkpoint. A checkpoint of the state before is taken first, so
+ * that the restore can itself be undone. With `withKernel` the reply comes once
+ * the replay is approved (or denied) and done.
+ */
+export interface RestoreCheckpoint {
+  commandName: 'RestoreCheckpoint';
+  data: RestoreCheckpointData;
+}
+export interface RestoreCheckpointData {
+  checkpoint: number;
+  /**
+   * files: the workspace's files; history: rewind the task to the message of the checkpoint; both.
+   */
+  restore?: 'both' | 'files' | 'history';
+  /**
+   * Executions (by seq) not to replay: they are skipped with a note.
+   */
+  skip?: number[];
+  taskId: string;
+  /**
+   * Also restart the task's kernel and replay its executions up to the checkpoint, after the user approves them (an ask of the task).
+   */
+  withKernel?: boolean;
+}
+/**
  * Sent by a client that is going away, so the daemon forgets it at once.
  */
 export interface Disconnect {
@@ -876,6 +1077,7 @@ export interface CommandResults {
   DeleteProfile?: ProfileList;
   DeleteQueuedMessage?: TaskRef;
   DeleteSecret?: SecretInfo;
+  DiffCheckpoints?: CheckpointDiff;
   EditMessage?: TaskRef;
   ExecuteCode?: ExecutionResult;
   ExportSettings?: SettingsExport;
@@ -888,6 +1090,7 @@ export interface CommandResults {
   GetTaskPage?: TaskPage;
   ImportSettings?: ImportResult;
   InterruptKernel?: KernelRef;
+  ListCheckpoints?: CheckpointList;
   ListKernels?: KernelList;
   ListProfiles?: ProfileList;
   ListTasks?: TaskList;
@@ -895,6 +1098,7 @@ export interface CommandResults {
   Replay?: ReplayPage;
   RespondToAsk?: TaskRef;
   RestartKernel?: KernelRef;
+  RestoreCheckpoint?: CheckpointRestoreResult;
   ResumeTask?: TaskRef;
   RewindTask?: TaskRef;
   SaveProfile?: ProfileInfo;
@@ -1349,6 +1553,8 @@ export interface TaskEvent {
     | TaskClosed
     | TaskRewound
     | TaskMessagesDeleted
+    | CheckpointSaved
+    | CheckpointRestored
     | DaemonShuttingDown
     | KernelStarted
     | KernelStatus

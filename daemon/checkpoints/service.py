@@ -1,0 +1,295 @@
+"""The checkpoint service: one shadow repository per workspace (work on one is
+serialised by a lock), checkpoints numbered per task and kept in the store with
+the `checkpointSaved` event that announces them, the tasks' kernel execution
+logs, and the diffs and file restores the commands ask for.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Awaitable, Callable, Collection
+from pathlib import Path
+from typing import Any
+
+import anyio
+import msgspec
+import structlog
+
+from hdsp.daemon.config import CheckpointSettings
+from hdsp.daemon.errors import CommandError
+from hdsp.daemon.kernels import KernelService
+from hdsp.daemon.store import Journal, Store, Write
+from hdsp.protocol import (
+    CheckpointDiff,
+    CheckpointInfo,
+    CheckpointRestored,
+    CheckpointSaved,
+    ErrorCode,
+    FileChange,
+    KernelReplay,
+)
+
+from .executions import ExecutionRecord, replay_plan
+from .notebook_diff import notebook_diff
+from .replay import replay_kernel
+from .shadow import ShadowRepo, refusal
+
+__all__ = ["Announce", "CheckpointService"]
+
+log = structlog.get_logger("hdsp.checkpoints")
+
+#: Shows a saved checkpoint in the task's history: (text, checkpoint field) ->
+#: the message's ts.
+Announce = Callable[[str, dict[str, Any]], Awaitable[int]]
+
+_INSERT_CHECKPOINT = "INSERT INTO checkpoints (task_id, number, body) VALUES (?, ?, ?)"
+_INSERT_EXECUTION = "INSERT INTO kernel_executions (task_id, seq, body) VALUES (?, ?, ?)"
+
+_info_decoder = msgspec.json.Decoder(CheckpointInfo)
+_record_decoder = msgspec.json.Decoder(ExecutionRecord)
+_encoder = msgspec.json.Encoder()
+
+#: Diff text kept per file (characters).
+DIFF_LIMIT = 200_000
+
+
+def _cut(text: str) -> str:
+    if len(text) <= DIFF_LIMIT:
+        return text
+    return text[:DIFF_LIMIT] + f"\n[... {len(text) - DIFF_LIMIT:,} more characters ...]"
+
+
+class CheckpointService:
+    def __init__(
+        self,
+        store: Store,
+        journal: Journal,
+        root: Path,
+        settings: Callable[[], CheckpointSettings],
+        clock: Callable[[], int],
+        kernels: KernelService | None = None,
+    ) -> None:
+        #: The kernels a restore "with kernel" restarts and replays into.
+        self.kernels = kernels
+        self._store = store
+        self._journal = journal
+        self._root = root
+        self._settings = settings
+        self._clock = clock
+        self._repos: dict[Path, ShadowRepo] = {}
+        self._locks: dict[Path, anyio.Lock] = {}
+        #: The last checkpoint number and execution seq of each task seen.
+        self._numbers: dict[str, int] = {}
+        self._seqs: dict[str, int] = {}
+        #: Tasks told already that their workspace has no checkpoints.
+        self.refused_told: set[str] = set()
+
+    @property
+    def enabled(self) -> bool:
+        return self._settings().enabled
+
+    def refusal(self, workspace: Path) -> str | None:
+        return refusal(workspace)
+
+    def _repo(self, workspace: Path) -> tuple[ShadowRepo, anyio.Lock]:
+        real = Path(os.path.realpath(workspace))
+        settings = self._settings()
+        repo = self._repos.get(real)
+        if repo is None:
+            repo = self._repos[real] = ShadowRepo(
+                self._root,
+                real,
+                max_file_bytes=settings.max_file_bytes,
+                exclude=settings.exclude,
+            )
+            self._locks[real] = anyio.Lock()
+        repo.max_file_bytes = settings.max_file_bytes
+        repo.exclude = list(settings.exclude)
+        return repo, self._locks[real]
+
+    def _deadline(self) -> float:
+        return self._settings().git_timeout_seconds
+
+    # ---- the store ----------------------------------------------------------------
+
+    async def _last(self, table: str, key: str, task_id: str, cache: dict[str, int]) -> int:
+        if task_id not in cache:
+            await self._journal.flush_for_read()
+            rows = await self._store.read(
+                self._store.db.rows, f"SELECT max({key}) FROM {table} WHERE task_id = ?", (task_id,)
+            )
+            cache[task_id] = int(rows[0][0] or 0)
+        return cache[task_id]
+
+    async def checkpoints(self, task_id: str) -> list[CheckpointInfo]:
+        await self._journal.flush_for_read()
+        rows = await self._store.read(
+            self._store.db.rows,
+            "SELECT body FROM checkpoints WHERE task_id = ? ORDER BY number",
+            (task_id,),
+        )
+        return [_info_decoder.decode(bytes(body)) for (body,) in rows]
+
+    async def checkpoint(self, task_id: str, number: int) -> CheckpointInfo:
+        await self._journal.flush_for_read()
+        rows = await self._store.read(
+            self._store.db.rows,
+            "SELECT body FROM checkpoints WHERE task_id = ? AND number = ?",
+            (task_id, number),
+        )
+        if not rows:
+            raise CommandError(
+                ErrorCode.INVALID_REQUEST,
+                f"Task {task_id} has no checkpoint {number} (`hdsp checkpoints` lists them).",
+            )
+        return _info_decoder.decode(bytes(rows[0][0]))
+
+    async def executions(self, task_id: str, upto: int) -> list[ExecutionRecord]:
+        await self._journal.flush_for_read()
+        rows = await self._store.read(
+            self._store.db.rows,
+            "SELECT body FROM kernel_executions WHERE task_id = ? AND seq <= ? ORDER BY seq",
+            (task_id, upto),
+        )
+        return [_record_decoder.decode(bytes(body)) for (body,) in rows]
+
+    async def replay_plan(self, info: CheckpointInfo) -> list[ExecutionRecord]:
+        return replay_plan(await self.executions(info.task_id, info.executions))
+
+    # ---- recording ------------------------------------------------------------
+
+    async def record_execution(
+        self,
+        task_id: str,
+        kernel_id: str,
+        code: str,
+        status: str,
+        execution_count: int | None = None,
+        kernel_restarted: bool = False,
+    ) -> ExecutionRecord:
+        seq = await self._last("kernel_executions", "seq", task_id, self._seqs) + 1
+        self._seqs[task_id] = seq
+        record = ExecutionRecord(
+            seq=seq,
+            kernel_id=kernel_id,
+            code=code,
+            status=status,
+            execution_count=execution_count,
+            kernel_restarted=kernel_restarted,
+            ts=self._clock(),
+        )
+        await self._journal.write((_INSERT_EXECUTION, (task_id, seq, _encoder.encode(record))))
+        return record
+
+    async def save(
+        self, task_id: str, workspace: Path, reason: str, announce: Announce | None = None
+    ) -> CheckpointInfo:
+        """Take a checkpoint of `workspace` for `task_id` (raises WorkspaceRefused,
+        GitFailed); `announce` shows it in the task's history first."""
+        repo, lock = self._repo(workspace)
+        async with lock:
+            with anyio.fail_after(self._deadline()):
+                saved = await repo.save(f"{reason} (task {task_id})")
+            number = await self._last("checkpoints", "number", task_id, self._numbers) + 1
+            self._numbers[task_id] = number
+        executions = await self._last("kernel_executions", "seq", task_id, self._seqs)
+        info = CheckpointInfo(
+            task_id=task_id,
+            number=number,
+            ts=self._clock(),
+            commit=saved.commit,
+            reason=reason,
+            changed=saved.changed,
+            notes=saved.notes,
+            executions=executions,
+        )
+        if announce is not None:
+            # (The call it comes before shows next to it: the text names no tool.)
+            text = f"checkpoint {number} saved"
+            if saved.changed:
+                text += f": {len(saved.changed)} file(s) changed since the one before"
+            message_ts = await announce(text, self._field(info))
+            info = msgspec.structs.replace(info, message_ts=message_ts)
+        await self._journal.emit(CheckpointSaved(payload=(task_id, info)), self._write(info))
+        log.info("checkpoint saved", task_id=task_id, number=number, changed=len(saved.changed))
+        return info
+
+    @staticmethod
+    def _field(info: CheckpointInfo) -> dict[str, Any]:
+        """The `checkpoint` field of the task's message about it."""
+        return {
+            "number": info.number,
+            "commit": info.commit,
+            "reason": info.reason,
+            "changed": info.changed,
+            "notes": info.notes,
+        }
+
+    @staticmethod
+    def _write(info: CheckpointInfo) -> Write:
+        return (_INSERT_CHECKPOINT, (info.task_id, info.number, _encoder.encode(info)))
+
+    # ---- diff and restore -----------------------------------------------------------
+
+    async def diff(
+        self, task_id: str, workspace: Path, number: int, to: int | None
+    ) -> CheckpointDiff:
+        old = await self.checkpoint(task_id, number)
+        new = await self.checkpoint(task_id, to) if to is not None else None
+        repo, lock = self._repo(workspace)
+        files: list[FileChange] = []
+        async with lock:
+            with anyio.fail_after(self._deadline() * 4):
+                if new is None:
+                    # The workspace now: staged (and committed) as a checkpoint would be.
+                    await repo.save(f"diff of checkpoint {number} (task {task_id})")
+                target = new.commit if new is not None else None
+                for letter, path in await repo.changes(old.commit, target):
+                    files.append(await self._file_change(repo, old.commit, target, letter, path))
+        return CheckpointDiff(task_id=task_id, checkpoint=number, to=to, files=files)
+
+    async def _file_change(
+        self, repo: ShadowRepo, old: str, new: str | None, letter: str, path: str
+    ) -> FileChange:
+        status = {"A": "added", "D": "deleted"}.get(letter, "modified")
+        if path.endswith(".ipynb"):
+            before = await repo.show(old, path)
+            after = await repo.show(new, path)
+            text = notebook_diff(before, after)
+            if text is not None:
+                return FileChange(path=path, status=status, diff=_cut(text), notebook=True)  # type: ignore[arg-type]
+        text = await repo.unified_diff(old, new, path)
+        binary = "Binary files" in text.split("@@", 1)[0]
+        return FileChange(
+            path=path,
+            status=status,  # type: ignore[arg-type]
+            diff="" if binary else _cut(text),
+            binary=binary,
+        )
+
+    async def restore_files(
+        self, task_id: str, workspace: Path, info: CheckpointInfo, announce: Announce | None
+    ) -> tuple[CheckpointInfo, list[str]]:
+        """Save the present state (the undo checkpoint), then set the files to
+        `info`'s. Returns the undo checkpoint and the files that changed."""
+        undo = await self.save(
+            task_id, workspace, f"before restoring checkpoint {info.number}", announce
+        )
+        repo, lock = self._repo(workspace)
+        async with lock:
+            with anyio.fail_after(self._deadline() * 4):
+                changed = await repo.restore(info.commit)
+        return undo, changed
+
+    async def replay(
+        self, task_id: str, workspace: Path, plan: list[ExecutionRecord], skip: Collection[int]
+    ) -> KernelReplay:
+        """Restart the task's kernel and replay `plan` (the caller got approval)."""
+        if self.kernels is None:
+            return KernelReplay(approved=True, error="This hdsp daemon runs no kernels.")
+        record = functools.partial(self.record_execution, task_id)
+        return await replay_kernel(record, self.kernels, task_id, workspace, plan, skip)
+
+    async def announce_restored(self, info: CheckpointInfo, mode: str) -> None:
+        await self._journal.emit(CheckpointRestored(payload=(info.task_id, info, mode)))

@@ -1,0 +1,307 @@
+"""The shadow repository of one workspace: a git repository in hdsp's data dir
+whose work tree is the workspace (seed 001, "체크포인트 시스템"), driven with the
+real `git` binary.
+
+- Its GIT_DIR lives in the data dir; `core.worktree` names the workspace. The
+  environment's GIT_* variables never reach git (a GIT_DIR or GIT_WORK_TREE of
+  the daemon's environment would point it at the user's repository), nor the
+  user's or the system's git config, hooks or templates.
+- The user's own `.git` is never read or written: git skips every path named
+  `.git`, and a nested repository (a folder with a `.git` of its own) is left
+  out, with a note, through the repository's `info/exclude`.
+- What is left out: the workspace's `.gitignore` files (git reads them), its
+  `.hdspignore` (`core.excludesFile`), the patterns of the settings, and files
+  over the size limit (with a note).
+- Saving is cheap when little changed: `git status` (the index's stat data and
+  git's untracked cache; fsmonitor off) finds what changed, and only those
+  paths are staged; when nothing changed no commit is made.
+- Restoring never moves HEAD back: the index and the files are set to the
+  checkpoint's tree (`git restore --source`), and the next save commits that
+  state on top, so every checkpoint stays reachable.
+
+Every git command runs as a subprocess through anyio, never through a shell;
+callers bound it with a deadline.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import anyio
+
+from hdsp.daemon.errors import HdspError
+from hdsp.protocol import ErrorCode
+
+__all__ = [
+    "REFUSED_WORKSPACES",
+    "GitFailed",
+    "SavedTree",
+    "ShadowRepo",
+    "WorkspaceRefused",
+    "refusal",
+]
+
+#: Folders (relative to the home directory) whose shadow repository would take in
+#: a person's whole life: refused, as Roo refuses them.
+REFUSED_WORKSPACES = ("", "Desktop", "Documents", "Downloads")
+
+#: An empty commit message body's author.
+_IDENTITY = ("hdsp", "hdsp@localhost")
+
+
+class WorkspaceRefused(HdspError):
+    """The workspace cannot have a shadow repository (the home directory, /)."""
+
+    code = ErrorCode.INVALID_REQUEST
+
+
+class GitFailed(HdspError):
+    """A git command of the shadow repository failed (its stderr in the message)."""
+
+
+def refusal(workspace: Path) -> str | None:
+    """Why `workspace` may not have a shadow repository, or None."""
+    real = Path(os.path.realpath(workspace))
+    home = Path(os.path.realpath(Path.home()))
+    if real == Path(real.anchor):
+        return f"Checkpoints are off: the workspace {real} is the file system's root."
+    for name in REFUSED_WORKSPACES:
+        if real == (home / name if name else home):
+            what = "your home directory" if not name else f"your {name} folder"
+            return (
+                f"Checkpoints are off: the workspace {real} is {what}, too much to keep "
+                "copies of. Start the task in a project folder to have checkpoints."
+            )
+    return None
+
+
+def _clean_environment(git_dir: Path) -> dict[str, str]:
+    """The daemon's environment without anything that steers git, plus the shadow
+    repository's GIT_DIR and no user or system config."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update(
+        GIT_DIR=str(git_dir),
+        GIT_CONFIG_NOSYSTEM="1",
+        GIT_CONFIG_GLOBAL=os.devnull,
+        GIT_TERMINAL_PROMPT="0",
+        GIT_OPTIONAL_LOCKS="0",
+        LC_ALL="C",
+    )
+    return env
+
+
+@dataclass
+class SavedTree:
+    """What a save gave: the commit, the paths it changed, what it left out."""
+
+    commit: str
+    changed: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+class ShadowRepo:
+    """The shadow repository of `workspace`, under `root` (hdsp's data dir's
+    `checkpoints` folder). Not safe for concurrent use: its owner serialises."""
+
+    def __init__(
+        self,
+        root: Path,
+        workspace: Path,
+        *,
+        max_file_bytes: int,
+        exclude: Sequence[str] = (),
+    ) -> None:
+        self.workspace = Path(os.path.realpath(workspace))
+        key = hashlib.sha256(os.fsencode(self.workspace)).hexdigest()[:24]
+        self.git_dir = root / key
+        self.max_file_bytes = max_file_bytes
+        self.exclude = list(exclude)
+        #: Nested repositories found, relative to the workspace (with a trailing /).
+        self.nested: set[str] = set()
+        #: Files the last save left out by size: a restore leaves them as they are
+        #: (their present content is in no checkpoint, so nothing may overwrite it).
+        self.unsaved: list[str] = []
+        self._env = _clean_environment(self.git_dir)
+        self._ready = False
+
+    # ---- git ------------------------------------------------------------------
+
+    async def git(
+        self, *args: str, input: bytes | None = None, check: bool = True
+    ) -> tuple[int, bytes]:
+        """Run `git args...` on the shadow repository; its stdout (and exit code)."""
+        command = ["git", "-c", "core.fsmonitor=false", *args]
+        try:
+            done = await anyio.run_process(
+                command, input=input, cwd=self.workspace, env=self._env, check=False
+            )
+        except OSError as exc:
+            raise GitFailed(f"git could not run: {exc}. Is git installed?") from exc
+        if check and done.returncode != 0:
+            stderr = done.stderr.decode(errors="replace").strip()
+            raise GitFailed(f"git {args[0]} failed ({done.returncode}): {stderr[-2000:]}")
+        return done.returncode, done.stdout
+
+    async def open(self) -> None:
+        """Create the repository on first use; refresh its excludes every time."""
+        if refusal(self.workspace) is not None:
+            raise WorkspaceRefused(refusal(self.workspace) or "")
+        if not self.workspace.is_dir():
+            raise GitFailed(f"The workspace {self.workspace} is not a folder.")
+        if not (self.git_dir / "HEAD").exists():
+            self.git_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            empty = self.git_dir.parent / ".template"
+            empty.mkdir(exist_ok=True, mode=0o700)
+            await self.git("init", "--quiet", f"--template={empty}")
+            settings = {
+                "core.worktree": str(self.workspace),
+                "core.bare": "false",
+                "core.autocrlf": "false",
+                "core.filemode": "true",
+                "core.symlinks": "true",
+                "core.untrackedCache": "true",
+                "core.fsmonitor": "false",
+                "core.quotepath": "false",
+                "core.hooksPath": os.devnull,
+                "commit.gpgsign": "false",
+                "gc.auto": "0",
+                "user.name": _IDENTITY[0],
+                "user.email": _IDENTITY[1],
+                "core.excludesFile": str(self.workspace / ".hdspignore"),
+            }
+            for key, value in settings.items():
+                await self.git("config", key, value)
+            (self.git_dir / "workspace").write_text(str(self.workspace) + "\n")
+        self._write_excludes()
+        self._ready = True
+
+    def _write_excludes(self) -> None:
+        info = self.git_dir / "info"
+        info.mkdir(exist_ok=True)
+        lines = [
+            "# Written by hdsp: what checkpoints leave out (besides .gitignore, .hdspignore).",
+            ".git",
+            *self.exclude,
+            *sorted("/" + n for n in self.nested),
+        ]
+        text = "\n".join(lines) + "\n"
+        path = info / "exclude"
+        if not path.exists() or path.read_text() != text:
+            path.write_text(text)
+
+    # ---- saving ---------------------------------------------------------------
+
+    async def head(self) -> str | None:
+        code, out = await self.git("rev-parse", "--verify", "-q", "HEAD^{commit}", check=False)
+        return out.decode().strip() if code == 0 else None
+
+    async def _status(self) -> list[tuple[str, str]]:
+        """(XY, path) of every changed, deleted or untracked file."""
+        _, out = await self.git(
+            "status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames"
+        )
+        entries = []
+        for record in out.split(b"\0"):
+            if len(record) > 3:
+                entries.append((record[:2].decode(), os.fsdecode(record[3:])))
+        return entries
+
+    async def save(self, message: str) -> SavedTree:
+        """Commit the workspace as it is; with nothing changed, the last commit."""
+        if not self._ready:
+            await self.open()
+        self._write_excludes()  # (the settings' patterns may have changed)
+        notes: list[str] = []
+        unsaved: list[str] = []
+        entries = await self._status()
+        # A folder that shows whole among untracked files with -uall is a nested
+        # repository: leave it to its own git.
+        nested = {p for _, p in entries if p.endswith("/")}
+        if nested - self.nested:
+            for path in sorted(nested - self.nested):
+                notes.append(f"{path} is a git repository of its own: not in checkpoints.")
+            self.nested |= nested
+            self._write_excludes()
+        paths: list[str] = []
+        to_add: list[str] = []
+        for xy, path in entries:
+            if path.endswith("/"):
+                continue
+            if xy != " D" and xy != "D ":
+                try:
+                    size = (self.workspace / path).lstat().st_size
+                except OSError:
+                    size = 0
+                if size > self.max_file_bytes:
+                    notes.append(
+                        f"{path} ({size:,} bytes) is over the checkpoint size limit "
+                        f"({self.max_file_bytes:,} bytes): not saved."
+                    )
+                    unsaved.append(path)
+                    continue
+            paths.append(path)
+            if xy[1] != " ":  # the file differs from the index (or is new to it)
+                to_add.append(path)
+        self.unsaved = unsaved
+        head = await self.head()
+        if not paths and head is not None:
+            return SavedTree(head, [], notes)
+        if to_add:
+            spec = b"\0".join(os.fsencode(p) for p in to_add) + b"\0"
+            await self.git("add", "-A", "--pathspec-from-file=-", "--pathspec-file-nul", input=spec)
+        # The index's tree as a commit on HEAD: plumbing, which (unlike `git
+        # commit`) does not look at the work tree again.
+        _, tree = await self.git("write-tree")
+        parent = ["-p", head] if head is not None else []
+        _, out = await self.git("commit-tree", tree.decode().strip(), *parent, "-m", message)
+        commit = out.decode().strip()
+        await self.git("update-ref", "HEAD", commit)
+        return SavedTree(commit, sorted(paths), notes)
+
+    # ---- reading ----------------------------------------------------------------
+
+    async def changes(self, old: str, new: str | None) -> list[tuple[str, str]]:
+        """(status letter A/M/D, path) between two commits, or a commit and the
+        files now (new None: the caller saved first, so the index is the files)."""
+        args = ["diff", "--name-status", "-z", "--no-renames", old]
+        args += [new] if new is not None else ["--cached"]
+        _, out = await self.git(*args)
+        parts = [p for p in out.split(b"\0") if p]
+        return [
+            (parts[i].decode()[:1], os.fsdecode(parts[i + 1])) for i in range(0, len(parts) - 1, 2)
+        ]
+
+    async def show(self, commit: str | None, path: str) -> bytes | None:
+        """A file's bytes at `commit` (None: in the index), or None if absent."""
+        code, out = await self.git("cat-file", "blob", f"{commit or ''}:{path}", check=False)
+        return out if code == 0 else None
+
+    async def unified_diff(self, old: str, new: str | None, path: str) -> str:
+        args = ["diff", "--no-color", "--no-ext-diff", "-U3", old]
+        args += [new] if new is not None else ["--cached"]
+        _, out = await self.git(*args, "--", path)
+        return out.decode(errors="replace")
+
+    # ---- restoring --------------------------------------------------------------
+
+    async def restore(self, commit: str) -> list[str]:
+        """Set the workspace's files (those checkpoints keep) to `commit`'s; the
+        caller saved the present state first. Returns the paths that changed."""
+        kept = set(self.unsaved)
+        changed = [path for _, path in await self.changes(commit, None) if path not in kept]
+        if changed:
+            spec = b"\0".join(os.fsencode(p) for p in changed) + b"\0"
+            await self.git(
+                "restore",
+                f"--source={commit}",
+                "--staged",
+                "--worktree",
+                "--pathspec-from-file=-",
+                "--pathspec-file-nul",
+                input=spec,
+            )
+        return changed

@@ -1,0 +1,125 @@
+"""The shadow repository with the real git: it never reads or writes the user's
+repository (whatever GIT_* the environment says), leaves out nested
+repositories, ignored and oversized files with notes, refuses the home
+directory, and restores byte for byte."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from hdsp.daemon.checkpoints import ShadowRepo, WorkspaceRefused, refusal
+
+
+def _git(repo: Path, *args: str) -> bytes:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update(GIT_CONFIG_GLOBAL=os.devnull, GIT_OPTIONAL_LOCKS="0")
+    return subprocess.run(
+        ["git", "-C", str(repo), "-c", "user.name=u", "-c", "user.email=u@x", *args],
+        env=env,
+        check=True,
+        capture_output=True,
+    ).stdout
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "a.txt").write_text("a\n")
+    (ws / ".gitignore").write_text("*.log\n")
+    (ws / ".hdspignore").write_text("secret/\n")
+    (ws / "x.log").write_text("log\n")
+    (ws / "secret").mkdir()
+    (ws / "secret" / "k").write_text("k")
+    _git(ws, "init", "-q")
+    _git(ws, "add", "-A")
+    _git(ws, "commit", "-qm", "user")
+    return ws
+
+
+async def test_the_environment_s_git_variables_never_reach_the_user_s_repository(
+    workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GIT_DIR", str(workspace / ".git"))
+    monkeypatch.setenv("GIT_WORK_TREE", str(workspace))
+    monkeypatch.setenv("GIT_INDEX_FILE", str(workspace / ".git" / "index"))
+    head, index = _git(workspace, "rev-parse", "HEAD"), (workspace / ".git" / "index").read_bytes()
+    repo = ShadowRepo(tmp_path / "data", workspace, max_file_bytes=3)
+    (workspace / "big.bin").write_bytes(b"12345")
+    saved = await repo.save("one")
+    assert saved.changed == ["a.txt"]  # the rest is over the 3-byte limit
+    assert any("big.bin" in note and "size limit" in note for note in saved.notes)
+    assert _git(workspace, "rev-parse", "HEAD") == head
+    assert (workspace / ".git" / "index").read_bytes() == index
+    assert repo.git_dir.is_relative_to(tmp_path / "data")
+    # Nothing changed: no new commit.
+    assert (await repo.save("two")).commit == saved.commit
+
+
+async def test_a_nested_repository_is_left_to_its_own_git(workspace: Path, tmp_path: Path) -> None:
+    nested = workspace / "sub"
+    nested.mkdir()
+    _git(nested, "init", "-q")
+    (nested / "n.txt").write_text("n")
+    repo = ShadowRepo(tmp_path / "data", workspace, max_file_bytes=10**6)
+    saved = await repo.save("one")
+    assert any(note.startswith("sub/ is a git repository") for note in saved.notes)
+    (nested / "n.txt").write_text("changed")
+    assert (await repo.save("two")).changed == []
+    assert (nested / ".git" / "HEAD").exists()
+
+
+async def test_restore_brings_files_back_and_removes_new_ones(
+    workspace: Path, tmp_path: Path
+) -> None:
+    repo = ShadowRepo(tmp_path / "data", workspace, max_file_bytes=10**6)
+    first = await repo.save("one")
+    (workspace / "a.txt").write_bytes(b"\x00binary\r\n")
+    (workspace / "new.txt").write_text("new")
+    (workspace / "dir").mkdir()
+    (workspace / "dir" / "deep.txt").write_text("deep")
+    await repo.save("two")
+    changed = await repo.restore(first.commit)
+    assert sorted(changed) == ["a.txt", "dir/deep.txt", "new.txt"]
+    assert (workspace / "a.txt").read_text() == "a\n"
+    assert not (workspace / "new.txt").exists() and not (workspace / "dir").exists()
+    assert (workspace / "x.log").read_text() == "log\n"  # ignored: never touched
+    assert (workspace / "secret" / "k").read_text() == "k"
+
+
+def test_home_desktop_documents_and_root_are_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    for place in (tmp_path, tmp_path / "Desktop", tmp_path / "Documents", Path("/")):
+        assert refusal(place) is not None, place
+    assert refusal(tmp_path / "project") is None
+
+
+async def test_opening_a_refused_workspace_raises_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    repo = ShadowRepo(tmp_path / ".local" / "hdsp", tmp_path, max_file_bytes=1)
+    with pytest.raises(WorkspaceRefused, match="home directory"):
+        await repo.save("x")
+    assert not (tmp_path / ".git").exists()
+
+
+async def test_a_file_grown_over_the_limit_is_never_overwritten_by_a_restore(
+    workspace: Path, tmp_path: Path
+) -> None:
+    repo = ShadowRepo(tmp_path / "data", workspace, max_file_bytes=100)
+    (workspace / "data.bin").write_bytes(b"small")
+    first = await repo.save("one")
+    (workspace / "data.bin").write_bytes(b"x" * 500)  # its present content: in no checkpoint
+    (workspace / "a.txt").write_text("changed\n")
+    saved = await repo.save("two")
+    assert any("data.bin" in note for note in saved.notes)
+    assert await repo.restore(first.commit) == ["a.txt"]
+    assert (workspace / "data.bin").read_bytes() == b"x" * 500
+    assert (workspace / "a.txt").read_text() == "a\n"
