@@ -121,6 +121,37 @@ def _refusal(exc: BaseException) -> BaseException | None:
     return None
 
 
+def _keep_out_unused_modules(log_format: str) -> None:
+    """Stop libraries the daemon uses from importing optional modules it never
+    uses, whose imports are most of the CPU between exec and the first answered
+    command (measured with `python -X importtime`):
+
+    - jsonschema imports rfc3987_syntax when it is installed (jupyter-events
+      brings it in) for its "iri" format, and that module builds a lark parser
+      at import: about 1.4 s of CPU. The tool registry checks no formats (its
+      validators have no format checker).
+    - structlog imports rich for its console renderer's tracebacks: unused when
+      the logs are JSON lines, which format exceptions as plain text.
+
+    A module set to None in sys.modules raises ImportError when imported, which
+    is how both libraries learn that an optional module is absent."""
+    unused = ["rfc3987_syntax"]
+    console = log_format == "console" or (log_format == "auto" and _is_terminal(sys.stderr))
+    if not console:
+        unused.append("rich")
+    for name in unused:
+        sys.modules.setdefault(name, None)  # type: ignore[assignment]
+
+
+def _is_terminal(stream: object) -> bool:
+    """As `logs` decides whether the format "auto" means console lines."""
+    isatty = getattr(stream, "isatty", None)
+    try:
+        return bool(isatty()) if isatty is not None else False
+    except (OSError, ValueError):  # closed or detached stream
+        return False
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "check":
@@ -140,6 +171,7 @@ def main(argv: list[str] | None = None) -> int:
             print(installed_message(result))
         return 0
 
+    _keep_out_unused_modules(args.log_format)
     from .app import Daemon, Retention
     from .logs import configure_logging
     from .paths import resolve_paths
