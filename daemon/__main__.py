@@ -140,7 +140,7 @@ def _keep_out_unused_modules(log_format: str) -> None:
     if not console:
         unused.append("rich")
     for name in unused:
-        sys.modules.setdefault(name, None)  # type: ignore[assignment]
+        sys.modules.setdefault(name, None)  # type: ignore[arg-type]
 
 
 def _is_terminal(stream: object) -> bool:
