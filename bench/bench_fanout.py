@@ -438,6 +438,9 @@ async def run_turns(*, quick: bool) -> Result:
     # Like for like: every frame read, on both sides (see the module doc).
     result.ratios["frames/raw"] = (frames / elapsed / statistics.median(raw), 0.4, ">=")
     result.ratios["durable/raw"] = (rate / statistics.median(raw), 0.4, ">=")
+    # Whether the fan-out keeps up with what the turns make: frames delivered to
+    # every subscriber per second over frames published per second (1: no lag).
+    result.ratios["delivered/produced"] = (produced / elapsed, 0.9, ">=")
     return result
 
 
