@@ -25,10 +25,16 @@ keeps its history in a fresh database of its own; the baseline's kernel used to
 write to ~/.ipython/profile_default/history.sqlite, shared by every kernel on
 the machine (every test run's), whose writes hold the lock the next execution
 needs. So the baseline's kernel gets a fresh IPYTHONDIR of its own too.
+
+Like-for-like processes: hdspd moves the objects of its start-up out of the
+cyclic garbage collector's sight (`gc.freeze`); the lean client, in this
+process with every benchmark's imports, would otherwise pay for full
+collections over them. So this process freezes them too while it measures.
 """
 
 from __future__ import annotations
 
+import gc
 import os
 import shutil
 import tempfile
@@ -127,6 +133,8 @@ async def measure(
     direct: list[float] = []
     lean: list[float] = []
     # A private history database, as the sandboxed kernel has (see the module doc).
+    gc.collect()
+    gc.freeze()  # as hdspd does after its start-up (see the module doc)
     await km.start_kernel(cwd=str(root), env={**os.environ, "IPYTHONDIR": str(root / "ipython")})
     kc = km.client()
     kc.start_channels(hb=False)
@@ -148,6 +156,7 @@ async def measure(
         kc.stop_channels()
         await km.shutdown_kernel(now=True)
         shutil.rmtree(root, ignore_errors=True)
+        gc.unfreeze()
     return hdsp, direct, lean
 
 
