@@ -45,8 +45,6 @@ __all__ = ["run"]
 TASK = "bench-journal"
 TEXT = "The mean of column x is 4.2; here is how it was computed. " * 3
 BATCH = 1024
-MORE = int(zmq.NOBLOCK | zmq.SNDMORE)
-LAST = int(zmq.NOBLOCK)
 
 
 def _message(i: int) -> ClineMessage:
@@ -64,11 +62,8 @@ async def _journal_rate(path: Path, endpoint: str, n: int) -> float:
     pub.setsockopt(zmq.SNDHWM, 100_000)
     pub.bind(endpoint)
 
-    now = zmq.Socket.shadow(pub.underlying)
-
     async def publish(topic: bytes, body: bytes) -> None:  # as `Server.publish` does
-        now.send(topic, MORE)
-        now.send(body, LAST)
+        await pub.send_multipart((topic, body))
 
     try:
         async with Store.open(path) as store:

@@ -87,10 +87,6 @@ _FRAMES_PER_TURN = 32
 _HEARTBEAT_IVL_MS = 10_000
 _HEARTBEAT_TIMEOUT_MS = 30_000
 
-#: Flags of `Server.publish`'s sends, as ints (see there).
-_SEND_MORE_NOW = int(zmq.NOBLOCK | zmq.SNDMORE)
-_SEND_NOW = int(zmq.NOBLOCK)
-
 #: What the control socket's monitor reports.
 _CONNECTION_EVENTS = zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED
 
@@ -137,8 +133,6 @@ class Server:
         self._router: zmq.asyncio.Socket | None = None
         self._connections: zmq.Socket[bytes] | None = None
         self._pub: zmq.asyncio.Socket | None = None
-        #: The same socket, for sends that never wait (see `publish`).
-        self._pub_now: zmq.Socket[bytes] | None = None
         self._accepting = True
         self.subscriptions = SubscriptionGuard(
             endpoint=events_endpoint,
@@ -171,7 +165,6 @@ class Server:
                 if endpoint.startswith("ipc://"):
                     os.chmod(endpoint.removeprefix("ipc://"), 0o600)
             self._router, self._pub = router, pub
-            self._pub_now = zmq.Socket.shadow(pub.underlying)
             async with anyio.create_task_group() as tg:
                 await tg.start(self.dispatcher.run)
                 tg.start_soon(self.subscriptions.run, pub)
@@ -179,7 +172,7 @@ class Server:
                 task_status.started()
                 await self._receive_loop(router)
         finally:
-            self._router = self._pub = self._connections = self._pub_now = None
+            self._router = self._pub = self._connections = None
             router.close(linger=0)
             if monitor is not None:
                 monitor.close(linger=0)
@@ -232,20 +225,10 @@ class Server:
         self._accepting = False
 
     async def publish(self, topic: bytes, body: bytes) -> None:
-        if self._pub_now is None:
-            return
-        # PUB never blocks: a subscriber past its high-water mark misses events
-        # and repairs the gap with Replay. So the send goes straight to the socket
-        # (a non-blocking send through the zmq.asyncio socket costs a future and
-        # a wake-up of the loop per event: most of a journal batch's publish).
-        try:
-            # Two sends with int flags: send_multipart's enum flag arithmetic costs
-            # three times the send itself. A message's frames go out together.
-            self._pub_now.send(topic, _SEND_MORE_NOW)
-            self._pub_now.send(body, _SEND_NOW)
-        except zmq.Again:  # an XPUB without XPUB_NODROP drops instead; kept safe
-            if self._pub is not None:
-                await self._pub.send_multipart((topic, body))
+        if self._pub is not None:
+            # PUB never blocks: a subscriber past its high-water mark misses events
+            # and repairs the gap with Replay.
+            await self._pub.send_multipart((topic, body))
 
     async def _on_subscribe(self, topic: bytes) -> None:
         if topic.startswith(SYNC_PREFIX):
