@@ -15,7 +15,16 @@ hdsp.client's burst reading, every event decoded):
   against the zero-latency fake model of bench_scale), not from a loop inside the
   daemon; 4 subscriber processes follow every topic. Timed from the first
   StartNewTask until every subscriber has the last durable event. Baseline: as
-  many raw frames of the events' mean size, same subscribers.
+  many raw frames of the events' mean size, same subscribers. Counted alike:
+  the subscribers read every frame a turn publishes, durable events and
+  live-only partial updates, as the raw side reads every frame; so the ratio
+  is frames/s against frames/s (`frames/raw`). Durable events/s against raw
+  frames/s (`durable/raw`, the earlier figure) counts on one side only part of
+  what was read. Either way the hdsp side is capped by how fast turns make
+  events (each turn a model request, a tool call, the history), the raw side by
+  nothing but the sockets: `producer_frames_per_s` reports the rate the turns
+  published at, to tell a fan-out that cannot keep up (delivered < produced)
+  from turns that make few events.
 
 Old (`event fan-out`, kept for comparison with earlier figures; not like for
 like): hdsp: a real daemon in its own process emits a burst of a task's message events
@@ -346,13 +355,14 @@ async def run_fair(*, quick: bool, processes: bool) -> Result:
 # ---- fair: events from real task turns ----------------------------------------------
 
 
-async def _turn_events(tasks: int, turns_each: int) -> tuple[float, int, int, int]:
+async def _turn_events(tasks: int, turns_each: int) -> tuple[float, float, int, int, int]:
     """Tasks driven by a zero-latency fake model (`bench_scale._FakeModel`): start
     `tasks` at once, then send each `turns_each - 1` more messages, one turn of
     each task at a time, all tasks concurrently; CLIENTS subscribers (own processes)
     follow every topic. Timed from the first StartNewTask until every subscriber
-    has the last durable event. Returns (seconds, durable events, frames, bytes)
-    as the first subscriber saw them."""
+    has the last durable event. Returns (seconds, seconds until the last turn
+    ended as the driving client saw it, durable events, frames, bytes) as the
+    first subscriber saw them."""
     from .bench_scale import _API_KEY, _APPROVALS, _MODEL, _FakeModel, _Turns
 
     async with _FakeModel() as fake:
@@ -388,6 +398,7 @@ async def _turn_events(tasks: int, turns_each: int) -> tuple[float, int, int, in
                     async with anyio.create_task_group() as work:
                         for i in range(tasks):
                             work.start_soon(task, i)
+                    produced = time.perf_counter() - t0
                     head = (await client.status()).head_seq
                     after = await subs.wait("seq", head)
                     elapsed = time.perf_counter() - t0
@@ -399,12 +410,12 @@ async def _turn_events(tasks: int, turns_each: int) -> tuple[float, int, int, in
                 await anyio.to_thread.run_sync(daemon.stop)
             daemon.cleanup()
     first, base = after[0], min(before)
-    return elapsed, first[1] - base[1], first[0] - base[0], first[2] - base[2]
+    return elapsed, produced, first[1] - base[1], first[0] - base[0], first[2] - base[2]
 
 
 async def run_turns(*, quick: bool) -> Result:
     tasks, turns_each = (4, 3) if quick else (8, 10)
-    elapsed, durable, frames, size = await _turn_events(tasks, turns_each)
+    elapsed, produced, durable, frames, size = await _turn_events(tasks, turns_each)
     mean_size = max(1, size // max(1, frames))
     # The baseline: as many frames of the mean size, raw, to subscribers in
     # processes with the same reading code.
@@ -420,10 +431,16 @@ async def run_turns(*, quick: bool) -> Result:
         hdsp={
             "durable_events_per_s": Figure.of([rate], "ev/s"),
             "frames_per_s": Figure.of([frames / elapsed], "frames/s"),
+            "producer_frames_per_s": Figure.of([frames / produced], "frames/s"),
         },
         baseline={"raw_pubsub": Figure.of(raw, "msg/s")},
     )
+    # Like for like: every frame read, on both sides (see the module doc).
+    result.ratios["frames/raw"] = (frames / elapsed / statistics.median(raw), 0.4, ">=")
     result.ratios["durable/raw"] = (rate / statistics.median(raw), 0.4, ">=")
+    # Whether the fan-out keeps up with what the turns make: frames delivered to
+    # every subscriber per second over frames published per second (1: no lag).
+    result.ratios["delivered/produced"] = (produced / elapsed, 0.9, ">=")
     return result
 
 

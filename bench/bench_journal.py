@@ -62,7 +62,7 @@ async def _journal_rate(path: Path, endpoint: str, n: int) -> float:
     pub.setsockopt(zmq.SNDHWM, 100_000)
     pub.bind(endpoint)
 
-    async def publish(topic: bytes, body: bytes) -> None:
+    async def publish(topic: bytes, body: bytes) -> None:  # as `Server.publish` does
         await pub.send_multipart((topic, body))
 
     try:

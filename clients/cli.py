@@ -12,7 +12,7 @@ import json
 import os
 import sys
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
@@ -34,11 +34,15 @@ from .console import use_color
 from .errors import ClientError, CommandFailed, DaemonNotRunning
 from .escape import escape_controls
 from .exit_codes import ExitCode, exit_code_table
-from .follow import TaskFollower
 from .history_view import HistoryView
 from .kernels_command import add_kernels_parser
 from .render import Renderer
 from .task_ids import add_task_argument, resolve_task_id
+
+if TYPE_CHECKING:
+    # Imported where a command follows a task: the live view brings in rich, a
+    # large share of the start-up of commands that never draw it (`hdsp tasks`).
+    from .follow import TaskFollower
 
 __all__ = ["main"]
 
@@ -358,6 +362,8 @@ class _Cli:
         our_message: str | None = None,
     ) -> TaskFollower:
         """What follows a task live for this command (see clients/follow.py)."""
+        from .follow import TaskFollower
+
         return TaskFollower(
             client,
             task_id,

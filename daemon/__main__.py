@@ -121,6 +121,53 @@ def _refusal(exc: BaseException) -> BaseException | None:
     return None
 
 
+#: jsonschema's optional format checkers (see `_keep_out_unused_modules`); idna,
+#: which httpx needs, is not one of them here.
+_FORMAT_CHECKERS = (
+    "rfc3987_syntax",
+    "rfc3987",
+    "rfc3986_validator",
+    "rfc3339_validator",
+    "isoduration",
+    "fqdn",
+    "webcolors",
+    "uri_template",
+    "jsonpointer",
+)
+
+
+def _keep_out_unused_modules(log_format: str) -> None:
+    """Stop libraries the daemon uses from importing optional modules it never
+    uses, whose imports are most of the CPU between exec and the first answered
+    command (measured with `python -X importtime`):
+
+    - jsonschema imports the checkers of string formats that are installed
+      (jupyter-events brings them in): rfc3987_syntax, for "iri", builds a lark
+      parser at import, about 1.4 s of CPU; the others (arrow through
+      isoduration among them) about 35 ms. The tool registry checks no
+      formats (its validators have no format checker).
+    - structlog imports rich for its console renderer's tracebacks: unused when
+      the logs are JSON lines, which format exceptions as plain text.
+
+    A module set to None in sys.modules raises ImportError when imported, which
+    is how both libraries learn that an optional module is absent."""
+    unused = [*_FORMAT_CHECKERS]
+    console = log_format == "console" or (log_format == "auto" and _is_terminal(sys.stderr))
+    if not console:
+        unused.append("rich")
+    for name in unused:
+        sys.modules.setdefault(name, None)  # type: ignore[arg-type]
+
+
+def _is_terminal(stream: object) -> bool:
+    """As `logs` decides whether the format "auto" means console lines."""
+    isatty = getattr(stream, "isatty", None)
+    try:
+        return bool(isatty()) if isatty is not None else False
+    except (OSError, ValueError):  # closed or detached stream
+        return False
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "check":
@@ -140,6 +187,7 @@ def main(argv: list[str] | None = None) -> int:
             print(installed_message(result))
         return 0
 
+    _keep_out_unused_modules(args.log_format)
     from .app import Daemon, Retention
     from .logs import configure_logging
     from .paths import resolve_paths

@@ -174,6 +174,9 @@ class OpenAICompatibleProvider(SdkProvider[AsyncOpenAI]):
         self._reasoning = is_reasoning_model(model)
         #: Sent to reasoning models only: others refuse the parameter.
         self._reasoning_effort = reasoning_effort if self._reasoning else None
+        #: The model has no OpenAI tokenizer (found by the first count, on a thread:
+        #: the tokenizer's first load blocks).
+        self._no_tokenizer = False
 
     @asynccontextmanager
     async def stream(self, request: ModelRequest) -> AsyncGenerator[AsyncIterator[Chunk]]:
@@ -231,9 +234,13 @@ class OpenAICompatibleProvider(SdkProvider[AsyncOpenAI]):
         """OpenAI's tokenizer of the model, if it is one of OpenAI's (a local
         server's model has none: None)."""
 
+        if self._no_tokenizer:
+            return None  # known from the first count: no trip to a thread per turn
+
         def count() -> int | None:
             encoding = encoding_for_model(self._model)
             if encoding is None:
+                self._no_tokenizer = True
                 return None
             tools = to_chat_tools(request.tools) if request.tools else None
             messages = to_chat_messages(request.system, request.messages)

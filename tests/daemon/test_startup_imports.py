@@ -1,0 +1,30 @@
+"""hdspd keeps out the optional modules its libraries would import at start-up
+and it never uses (see `hdsp.daemon.__main__._keep_out_unused_modules`): most of
+the CPU between exec and the first answered command was spent on them."""
+
+from __future__ import annotations
+
+import re
+
+from hdsp.client import connect
+from hdsp.protocol import ListTasks, ListTasksData
+from tests.support.daemon_process import DaemonProcess
+
+
+def _imported(stderr: str) -> set[str]:
+    """Modules Python's import-time log shows as loaded (a module kept out with
+    None in sys.modules is never loaded, so neither are its submodules)."""
+    return set(re.findall(r"^import time:\s+\d+ \|\s+\d+ \|\s*(\S+)$", stderr, re.M))
+
+
+async def test_the_daemon_answers_without_loading_format_checkers_or_rich(
+    daemon_process: DaemonProcess,
+) -> None:
+    daemon_process.extra_env["PYTHONPROFILEIMPORTTIME"] = "1"
+    daemon_process.start()  # JSON logs, as the test harness asks
+    async with connect(daemon_process.runtime_dir, name="test") as client:
+        # A command that needs the engine: the tool registry, with jsonschema, is up.
+        await client.request(ListTasks(data=ListTasksData(limit=1)))
+    loaded = _imported(daemon_process.stderr())
+    assert "jsonschema.validators" in loaded  # the log is read right
+    assert not {"rfc3987_syntax.syntax_helpers", "arrow.arrow", "rich.console"} & loaded
