@@ -139,7 +139,7 @@ def _skipped(cell: Any) -> bool:
     return "skip-execution" in cell.get("metadata", {}).get("tags", [])
 
 
-async def _run_with_nbclient(nb: Any, folder: Path, root: Path, timeout: float) -> None:
+async def _run_with_nbclient(nb: Any, folder: Path, root: Path, cell_limit: float) -> None:
     km = AsyncKernelManager(
         kernel_name="python3",
         transport="ipc",
@@ -149,7 +149,7 @@ async def _run_with_nbclient(nb: Any, folder: Path, root: Path, timeout: float) 
     client = NotebookClient(
         nb,
         km=km,
-        timeout=int(timeout),
+        timeout=int(cell_limit),
         interrupt_on_timeout=True,
         allow_errors=True,
         resources={"metadata": {"path": str(folder)}},
@@ -163,7 +163,7 @@ async def _run_with_nbclient(nb: Any, folder: Path, root: Path, timeout: float) 
         await km.shutdown_kernel(now=True)
 
 
-async def _run_with_hdsp(name: str, workspace: Path, timeout: float) -> Any:
+async def _run_with_hdsp(name: str, workspace: Path, cell_limit: float) -> Any:
     tracker = NotebookTracker()
     read, run = ReadNotebook(tracker), RunCell(tracker)
     async with running_service() as (svc, _):
@@ -172,7 +172,7 @@ async def _run_with_hdsp(name: str, workspace: Path, timeout: float) -> Any:
         nb = _nbf.read(str(workspace / name), as_version=4)
         for index, cell in enumerate(nb.cells):
             if cell.cell_type == "code" and not _skipped(cell):
-                await run.execute(ctx, {"path": name, "index": index, "timeout": timeout})
+                await run.execute(ctx, {"path": name, "index": index, "timeout": cell_limit})
     return _nbf.read(str(workspace / name), as_version=4)
 
 
