@@ -77,6 +77,8 @@ class NotebookDisplays:
 
 
 def _node(value: dict[str, Any]) -> Any:
-    from nbformat import from_dict
+    """`value` as nbformat keeps a mime bundle (a NotebookNode)."""
+    import nbformat
 
-    return from_dict(value)
+    nbf: Any = nbformat  # (nbformat's functions carry no annotations)
+    return nbf.from_dict(value)
