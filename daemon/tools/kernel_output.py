@@ -4,8 +4,10 @@ The model gets text and images, never megabytes: `render_for_model` keeps the
 head and the tail of long text and says how much it left out (counting what the
 kernel's bounded stream buffers dropped before), strips ANSI colour codes from
 tracebacks, shows a line redrawn with carriage returns (a progress bar) in its
-last state, and passes PNG and JPEG images as image blocks, scaled down to what a
-provider takes (`hdsp.daemon.llm.images`).
+last state, and passes PNG and JPEG images as image blocks, scaled down to what
+the history keeps (`hdsp.daemon.llm.images`: each request then fits them to its
+provider's limits, or puts a text note in their place for a model that takes no
+images).
 """
 
 from __future__ import annotations
