@@ -112,7 +112,8 @@ class KernelOutput(WireStruct, frozen=True):
         str | None,
         Meta(
             description=(
-                "display_data, update_display_data: the display this output shows or updates."
+                "display_data, execute_result, update_display_data: the display this output "
+                "shows or updates (the message's transient display_id)."
             )
         ),
     ] = None
@@ -164,6 +165,17 @@ class ExecutionResult(WireStruct, frozen=True):
             )
         ),
     ] = False
+    display_updates: Annotated[
+        list[KernelOutput],
+        Meta(
+            description=(
+                "For each display id the execution's messages carried, the last data it got "
+                "(as update_display_data outputs): outputs of earlier cells that show one of "
+                "these display ids now show this data, as Jupyter updates a display wherever "
+                "it is shown."
+            )
+        ),
+    ] = []
 
 
 class ExecutionOutputData(WireStruct, frozen=True):

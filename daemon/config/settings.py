@@ -118,6 +118,10 @@ class ProfileOptions(_Section):
     context_buffer: int = Field(default=10, ge=0, le=50)
     #: False: never ask the model for a summary; reduce by truncating instead.
     auto_condense: bool = True
+    #: Whether the model takes images (plots, pasted pictures); None: as the model
+    #: table (or the settings' `models` entry) says. False: each image reaches the
+    #: model as a short text note instead.
+    supports_images: bool | None = None
 
     def stream_timeouts(self) -> StreamTimeouts:
         """These options' bounds on a server's silences."""

@@ -197,4 +197,5 @@ class Execution:
             execution_count=self.execution_count,
             outputs=self.outputs.outputs(),
             kernel_restarted=self.kernel_restarted,
+            display_updates=self.outputs.display_updates,
         )

@@ -1,12 +1,24 @@
 """Outputs of an execution: from iopub messages to `KernelOutput`s, kept the way a
 notebook keeps them, whole for the result and previewed for clients.
 
-A notebook's outputs are not the list of messages: `clear_output` empties them
-(at once, or before the next output with `wait`), `update_display_data` rewrites
-the output that showed the same display id, and consecutive stream text of one
-name is one output. `OutputList` applies those rules as messages arrive, keeping
-stream text as a list of chunks so that a 100 MB stream costs no quadratic
-copying, bounded to its head and tail (:mod:`hdsp.daemon.bounded_text`).
+A notebook's outputs are not the list of messages. `OutputList` applies the
+messaging spec's rules as messages arrive, the way nbclient (and JupyterLab)
+keep a cell's outputs:
+
+- `clear_output` empties them at once; with `wait` it empties them just before
+  the next output arrives (stream, display, result or error), so a
+  `clear_output(wait=True)` that nothing follows leaves the old outputs;
+- a message that carries a display id in its `transient` (`display_data`,
+  `execute_result`, `update_display_data`) rewrites the data and metadata of
+  every output shown so far with that id; `update_display_data` is never an
+  output of its own, and does not trigger a pending clear;
+- consecutive stream text of one name is one output.
+
+Outputs of other cells can show the same display id (a handle made in one cell
+and updated in the next): `OutputList.display_updates` keeps the last data each
+display id got, for whoever keeps those cells (the notebook tools) to apply.
+Stream text is kept as a list of chunks so that a 100 MB stream costs no
+quadratic copying, bounded to its head and tail (:mod:`hdsp.daemon.bounded_text`).
 
 What a model reads of outputs is the kernel tools' business
 (:mod:`hdsp.daemon.tools.kernel_output`): this package knows no model.
@@ -57,12 +69,11 @@ def output_from_message(msg: Mapping[str, Any]) -> KernelOutput | None:
         case "stream":
             return KernelOutput(output_type="stream", name=c.get("name"), text=c.get("text", ""))
         case "display_data" | "update_display_data":
-            transient = c.get("transient") or {}
             return KernelOutput(
                 output_type=kind,
                 data=c.get("data", {}),
                 metadata=c.get("metadata") or {},
-                display_id=transient.get("display_id"),
+                display_id=_display_id(c),
             )
         case "execute_result":
             return KernelOutput(
@@ -70,6 +81,7 @@ def output_from_message(msg: Mapping[str, Any]) -> KernelOutput | None:
                 data=c.get("data", {}),
                 metadata=c.get("metadata") or {},
                 execution_count=c.get("execution_count"),
+                display_id=_display_id(c),
             )
         case "error":
             return KernelOutput(
@@ -80,6 +92,15 @@ def output_from_message(msg: Mapping[str, Any]) -> KernelOutput | None:
             )
         case _:  # clear_output
             return KernelOutput(output_type="clear_output", wait=bool(c.get("wait", False)))
+
+
+def _display_id(content: Mapping[str, Any]) -> str | None:
+    """The display id in a message's `transient` (which may be missing or null)."""
+    transient = content.get("transient")
+    if not isinstance(transient, Mapping):
+        return None
+    value = transient.get("display_id")
+    return value if isinstance(value, str) and value else None
 
 
 #: Characters of stream text an execution keeps per output (its head and tail).
@@ -104,9 +125,17 @@ class OutputList:
     def __init__(self) -> None:
         self._items: list[_Item] = []
         self._clear_pending = False
+        self._updates: dict[str, KernelOutput] = {}
 
     def __len__(self) -> int:
         return len(self._items)
+
+    @property
+    def display_updates(self) -> list[KernelOutput]:
+        """For each display id a message of this execution carried, the last data
+        it got, as an `update_display_data` output (in the order the ids first
+        came): what outputs of other cells that show the id must now show."""
+        return list(self._updates.values())
 
     def add(self, out: KernelOutput) -> None:
         kind = out.output_type
@@ -117,20 +146,10 @@ class OutputList:
                 self._items.clear()
                 self._clear_pending = False
             return
+        if out.display_id is not None and kind != "stream":
+            self._update_display(out)
         if kind == "update_display_data":
-            # Rewrites what earlier outputs of the same display show; never an
-            # output of its own (nbformat has no such output type).
-            for i, item in enumerate(self._items):
-                if isinstance(item, KernelOutput) and (
-                    item.display_id is not None and item.display_id == out.display_id
-                ):
-                    self._items[i] = KernelOutput(
-                        output_type=item.output_type,
-                        data=out.data,
-                        metadata=out.metadata,
-                        display_id=item.display_id,
-                        execution_count=item.execution_count,
-                    )
+            # Never an output of its own (nbformat has no such output type).
             return
         if self._clear_pending:
             self._items.clear()
@@ -143,6 +162,22 @@ class OutputList:
             last.buffer.append(out.text or "")
             return
         self._items.append(out)
+
+    def _update_display(self, out: KernelOutput) -> None:
+        """Show `out`'s data in every output so far with its display id (before a
+        pending clear, as nbclient does: those may be about to go)."""
+        display_id = out.display_id
+        assert display_id is not None
+        update = KernelOutput(
+            output_type="update_display_data",
+            data=out.data,
+            metadata=out.metadata,
+            display_id=display_id,
+        )
+        self._updates[display_id] = update  # (a dict keeps the first place of a key)
+        for i, item in enumerate(self._items):
+            if isinstance(item, KernelOutput) and item.display_id == display_id:
+                self._items[i] = msgspec.structs.replace(item, data=out.data, metadata=out.metadata)
 
     def outputs(self) -> list[KernelOutput]:
         """Every output, whole."""

@@ -41,7 +41,7 @@ import secrets
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, Literal, cast
+from typing import Any, ClassVar, Literal, cast
 
 import anthropic
 import httpx2
@@ -95,6 +95,7 @@ from .errors import (
     server_text,
     status_error,
 )
+from .images import ANTHROPIC_LIMITS, ImageLimits
 from .models import lookup_model
 from .sdk import (
     DEFAULT_TIMEOUT,
@@ -158,6 +159,8 @@ class AnthropicProvider(SdkProvider[AsyncAnthropic]):
     `timeouts` bound the server's silences (:class:`StreamTimeouts`).
     """
 
+    image_limits: ClassVar[ImageLimits] = ANTHROPIC_LIMITS
+
     def __init__(
         self,
         model: str,
@@ -217,7 +220,7 @@ class AnthropicProvider(SdkProvider[AsyncAnthropic]):
         body: dict[str, Any] = {
             "model": self._model,
             "max_tokens": max_tokens,
-            "messages": to_anthropic_messages(request.messages),
+            "messages": to_anthropic_messages(await self._model_messages(request.messages)),
             "stream": True,
         }
         system = to_anthropic_system(request.system)
@@ -255,7 +258,7 @@ class AnthropicProvider(SdkProvider[AsyncAnthropic]):
             return None
         body: dict[str, Any] = {
             "model": self._model,
-            "messages": to_anthropic_messages(request.messages),
+            "messages": to_anthropic_messages(await self._model_messages(request.messages)),
         }
         system = to_anthropic_system(request.system)
         if system:

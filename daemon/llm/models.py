@@ -120,10 +120,13 @@ PROVIDER_FAMILIES: Mapping[str, str] = {
 }
 
 #: What a model found nowhere gets: generous enough to work, priced at zero.
+#: Images are sent to it: a server whose model takes none refuses them, and the
+#: task retries without (:func:`hdsp.daemon.llm.images.image_refused`); a model
+#: the table or the settings mark ``supports_images=False`` gets text notes instead.
 DEFAULT_MODEL_INFO: Mapping[str, ModelInfo] = {
     # Every Claude model takes images and has at least 200k tokens of context.
     "anthropic": ModelInfo(context_window=200_000, max_output=8_192, supports_images=True),
-    "openai": ModelInfo(context_window=128_000, max_output=8_192),
+    "openai": ModelInfo(context_window=128_000, max_output=8_192, supports_images=True),
 }
 
 _ROUTER_PREFIX = re.compile(r"^.*/")  # openrouter's "anthropic/", litellm's "openai/"

@@ -30,7 +30,7 @@ import secrets
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import anyio.to_thread
 import httpx2
@@ -83,6 +83,7 @@ from .errors import (
     server_text,
     status_error,
 )
+from .images import OPENAI_LIMITS, ImageLimits
 from .sdk import (
     DEFAULT_TIMEOUT,
     SdkProvider,
@@ -147,6 +148,8 @@ class OpenAICompatibleProvider(SdkProvider[AsyncOpenAI]):
     `timeouts` bound the server's silences (:class:`StreamTimeouts`).
     """
 
+    image_limits: ClassVar[ImageLimits] = OPENAI_LIMITS
+
     def __init__(
         self,
         model: str,
@@ -161,7 +164,9 @@ class OpenAICompatibleProvider(SdkProvider[AsyncOpenAI]):
     ) -> None:
         super().__init__(
             model=model,
-            info=model_info if model_info is not None else ModelInfo(known=False),
+            info=model_info
+            if model_info is not None
+            else ModelInfo(known=False, supports_images=True),
             name=name,
             key_hint=key_hint,
             has_key=api_key is not None,
@@ -195,7 +200,9 @@ class OpenAICompatibleProvider(SdkProvider[AsyncOpenAI]):
         # retries, errors and the stream are the SDK's as with create().
         body: dict[str, Any] = {
             "model": self._model,
-            "messages": to_chat_messages(request.system, request.messages),
+            "messages": to_chat_messages(
+                request.system, await self._model_messages(request.messages)
+            ),
             "stream": True,
             "stream_options": {"include_usage": True},
         }
@@ -236,6 +243,7 @@ class OpenAICompatibleProvider(SdkProvider[AsyncOpenAI]):
 
         if self._no_tokenizer:
             return None  # known from the first count: no trip to a thread per turn
+        sent = await self._model_messages(request.messages)
 
         def count() -> int | None:
             encoding = encoding_for_model(self._model)
@@ -243,7 +251,7 @@ class OpenAICompatibleProvider(SdkProvider[AsyncOpenAI]):
                 self._no_tokenizer = True
                 return None
             tools = to_chat_tools(request.tools) if request.tools else None
-            messages = to_chat_messages(request.system, request.messages)
+            messages = to_chat_messages(request.system, sent)
             return count_chat_tokens(encoding, messages, tools)
 
         return await anyio.to_thread.run_sync(count)

@@ -238,6 +238,9 @@ class Providers:
         max_tokens = profile.options.max_tokens
         if max_tokens is not None:
             info = msgspec.structs.replace(info, max_output=max_tokens)
+        images = profile.options.supports_images
+        if images is not None:
+            info = msgspec.structs.replace(info, supports_images=images)
         return info
 
     async def _read_key(self, name: str, profile: ProviderProfile) -> str | None:

@@ -9,14 +9,15 @@ import os
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any, Generic, Literal, Protocol, TypeVar
+from typing import Any, ClassVar, Generic, Literal, Protocol, TypeVar
 
 import anyio
 import httpx2
 
-from hdsp.daemon.conversation import Chunk, ModelInfo, StreamTimeouts
+from hdsp.daemon.conversation import ApiMessage, Chunk, ModelInfo, StreamTimeouts
 
 from .errors import AuthenticationFailed, NetworkError
+from .images import DEFAULT_LIMITS, ImageLimits, has_images, images_for_model
 
 __all__ = [
     "CLOSE_TIMEOUT",
@@ -142,6 +143,18 @@ class SdkProvider(Generic[ClientT]):
 
     def info(self) -> ModelInfo:
         return self._info
+
+    #: The largest images the provider's API makes use of (:mod:`.images`).
+    image_limits: ClassVar[ImageLimits] = DEFAULT_LIMITS
+
+    async def _model_messages(self, messages: list[ApiMessage]) -> list[ApiMessage]:
+        """`messages` with their images as this model takes them: fitted to the
+        provider's `image_limits`, or as text notes when the model takes no
+        images (`ModelInfo.supports_images`). Images are decoded in a worker thread."""
+        if not has_images(messages):
+            return messages
+        limits = self.image_limits if self._info.supports_images else None
+        return await anyio.to_thread.run_sync(images_for_model, messages, limits)
 
     async def aclose(self) -> None:
         await self._client.close()

@@ -4,8 +4,10 @@ The model gets text and images, never megabytes: `render_for_model` keeps the
 head and the tail of long text and says how much it left out (counting what the
 kernel's bounded stream buffers dropped before), strips ANSI colour codes from
 tracebacks, shows a line redrawn with carriage returns (a progress bar) in its
-last state, and passes PNG and JPEG images as image blocks, scaled down to what a
-provider takes (`hdsp.daemon.llm.images`).
+last state, and passes PNG and JPEG images as image blocks, scaled down to what
+the history keeps (`hdsp.daemon.llm.images`: each request then fits them to its
+provider's limits, or puts a text note in their place for a model that takes no
+images).
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+import msgspec
 
 from hdsp.daemon.bounded_text import DROPPED_LINE
 from hdsp.daemon.conversation import ImageBlock, TextBlock
@@ -82,13 +86,26 @@ def render_for_model(
     *,
     text_limit: int = 20_000,
     max_images: int = 4,
+    display_updates: Sequence[KernelOutput] = (),
 ) -> list[TextBlock | ImageBlock]:
     """What the model reads of `outputs`: one text (head and tail when long),
-    then up to `max_images` images."""
+    then up to `max_images` images. `display_updates` that no output of
+    `outputs` shows (a display made by an earlier execution, updated by this
+    one) are read after them, each under a line that says so."""
     parts: list[str] = []
     images: list[ImageBlock] = []
     skipped_images = 0
-    for out in outputs:
+    shown_here = {o.display_id for o in outputs if o.display_id is not None}
+    elsewhere = [
+        msgspec.structs.replace(u, output_type="display_data")
+        for u in display_updates
+        if u.display_id is not None and u.display_id not in shown_here
+    ]
+    for index, out in enumerate([*outputs, *elsewhere]):
+        if index >= len(outputs):
+            parts.append(
+                f"[display {out.display_id} of an earlier execution, updated; it now shows:]"
+            )
         match out.output_type:
             case "stream":
                 text = out.text or ""

@@ -92,7 +92,12 @@ class CodeRun:
                 "The kernel did not stop when interrupted, so it was restarted: every "
                 "variable and import is gone."
             )
-        blocks = render_for_model(r.outputs, text_limit=text_limit, max_images=max_images)
+        blocks = render_for_model(
+            r.outputs,
+            text_limit=text_limit,
+            max_images=max_images,
+            display_updates=r.display_updates,
+        )
         first = blocks[0]
         assert isinstance(first, TextBlock)
         body = first.text or ("(no output)" if r.status in ("ok", "error") else "")

@@ -41,6 +41,7 @@ from hdsp.protocol import ExecutionResult, KernelOutput
 
 from .base import Tool, ToolCategory, ToolContext, ToolError, ToolResult
 from .kernel_tools import run_code
+from .notebook_displays import NotebookDisplays
 from .workspace import Located, Workspace
 
 if TYPE_CHECKING:
@@ -513,11 +514,18 @@ class RunCell(_NotebookTool):
     category: ClassVar[ToolCategory] = ToolCategory.EXECUTE
 
     def __init__(
-        self, tracker: NotebookTracker, *, text_limit: int = 20_000, max_images: int = 4
+        self,
+        tracker: NotebookTracker,
+        *,
+        text_limit: int = 20_000,
+        max_images: int = 4,
+        displays: NotebookDisplays | None = None,
     ) -> None:
         super().__init__(tracker)
         self.text_limit = text_limit
         self.max_images = max_images
+        #: Which outputs show each display id (updated from any cell, as in Jupyter).
+        self.displays = displays if displays is not None else NotebookDisplays()
 
     async def execute(self, ctx: ToolContext, args: Mapping[str, Any]) -> ToolResult:
         path = await self._path(ctx, args)
@@ -554,8 +562,14 @@ class RunCell(_NotebookTool):
         cell = nb.cells[index]
         cell.outputs = [notebook_output(o) for o in result.outputs]
         cell.execution_count = result.execution_count
+        updated = self.displays.apply(ctx.task_id, path.key, nb, index, result)
         await self._save(ctx, path, nb, digest)
-        return f"The outputs and execution count were saved to cell {index} of {rel}."
+        also = (
+            f" The code updated {updated} display output(s) of other cells, saved too."
+            if updated
+            else ""
+        )
+        return f"The outputs and execution count were saved to cell {index} of {rel}.{also}"
 
 
 def notebook_tools(tracker: NotebookTracker | None = None) -> list[Tool]:

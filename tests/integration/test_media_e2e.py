@@ -22,7 +22,7 @@ from tests.support.events import collect_turn
 from tests.support.model_requests import image_urls
 from tests.support.noise_pictures import noise_plot_code
 from tests.support.scripted_turns import call
-from tests.support.stored_database import blob_sizes, stored_bytes
+from tests.support.stored_database import blob_sizes, read_database, stored_bytes
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
@@ -68,21 +68,27 @@ async def test_a_30_mb_png_reaches_the_model_scaled_and_is_not_stored_whole(
     media_type, _, data = url.removeprefix("data:").partition(";base64,")
     assert len(data) <= 5_000_000, "over Anthropic's 5 MB of base64"
     with Image.open(io.BytesIO(base64.b64decode(data))) as seen:
-        assert max(seen.size) == 1568 and media_type in ("image/png", "image/jpeg")
+        # An OpenAI-compatible model: within 2048 x 2048, then 768 on the short side.
+        assert seen.size == (1228, 768) and media_type in ("image/png", "image/jpeg")
     # The clients' copy names the image instead of carrying 40 MB of base64.
     cells = [m.text or "" for m in snap.messages if m.say == "cell_output"]
     assert "left out of this view" in cells[-1] and max(len(c) for c in cells) < 1_000_000
     # Before: the image went into the database three times (DB 4.5 -> 166 MB);
     # then the fitted copy went into the API history as base64 (0.9 MB). Now the
     # fitted copy is stored once, as bytes, in the blobs table; the records refer
-    # to it, and GetBlob gives it back as the model saw it.
-    fitted = base64.b64decode(data)
+    # to it, and GetBlob gives it back. It is the largest any provider uses (2048
+    # px on the long side): each request scales it to its own provider's limits.
+    with read_database(daemon) as db:
+        ((digest, kept),) = db.execute("SELECT sha256, data FROM blobs").fetchall()
     grew = stored_bytes(daemon) - stored_before
-    print(f"stored bytes: {stored_before:,} -> {stored_before + grew:,}; fitted {len(fitted):,}")
-    assert grew < len(fitted) + 200_000, f"the database grew {grew:,} bytes"
-    assert blob_sizes(daemon) == [len(fitted)]
+    print(f"stored bytes: {stored_before:,} -> {stored_before + grew:,}; kept {len(kept):,}")
+    assert grew < len(kept) + 200_000, f"the database grew {grew:,} bytes"
+    assert blob_sizes(daemon) == [len(kept)]
+    with Image.open(io.BytesIO(kept)) as stored:
+        assert stored.size == (2048, 1280)
     async with connect(daemon.runtime_dir) as client:
-        assert await client.blob(hashlib.sha256(fitted).hexdigest()) == (media_type, fitted)
+        assert digest == hashlib.sha256(kept).hexdigest()
+        assert (await client.blob(digest))[1] == kept
     # Before: 747 MB resident. The image passes through once (about 40 MB of
     # base64 in the kernel message, and the decoded picture while it is fitted).
     assert rss_after - rss_before < 150_000_000, (rss_before, rss_after)

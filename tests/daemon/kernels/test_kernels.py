@@ -535,6 +535,30 @@ async def test_the_execute_code_tool_streams_a_cell_output_message_and_asks_for_
     assert order.index(ask.ts) > order.index(cell.ts)
 
 
+async def test_the_model_reads_an_update_of_a_display_an_earlier_call_made(
+    tmp_path: Path,
+) -> None:
+    """`handle.update()` in a later execute_code call changes a display the model
+    saw in an earlier result: the new call's result says so, with the new data;
+    a display shown by the call itself is read only once, updated."""
+    async with running_service() as (svc, _):
+        ctx = RecordingContext(tmp_path, services={"kernels": svc})
+        tool = ExecuteCodeTool()
+        await tool.execute(ctx, {"code": "h = display('loading', display_id='progress')"})
+        result = await tool.execute(
+            ctx,
+            {
+                "code": "h.update('done: 42 rows')\nd = display('a', display_id='own')\nd.update('b')"
+            },
+        )
+    text = result.content[0]
+    assert isinstance(text, TextBlock)
+    assert text.text.endswith(
+        "'b'\n[display progress of an earlier execution, updated; it now shows:]\n'done: 42 rows'"
+    ), text.text
+    assert "own" not in text.text and "'a'" not in text.text
+
+
 async def test_the_tool_says_when_its_kernel_died_and_starts_it_again(tmp_path: Path) -> None:
     async with running_service() as (svc, rec):
         ctx = RecordingContext(tmp_path, services={"kernels": svc})

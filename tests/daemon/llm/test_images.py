@@ -12,9 +12,13 @@ from PIL import Image
 
 from hdsp.daemon.conversation import ApiMessage, ImageBlock, TextBlock, ToolResultBlock
 from hdsp.daemon.llm.images import (
+    ANTHROPIC_LIMITS,
+    OPENAI_LIMITS,
     ImageLimits,
+    describe_image,
     fit_image,
     image_block,
+    images_for_model,
     recent_images_only,
     without_images,
 )
@@ -42,7 +46,7 @@ def test_an_image_within_the_limits_is_kept_byte_for_byte() -> None:
 def test_a_large_image_is_scaled_to_the_longest_side() -> None:
     fitted = fit_image(_png(4000, 1000))
     assert isinstance(fitted, ImageBlock) and fitted.media_type == "image/png"
-    assert _decoded(fitted).size == (1568, 392)
+    assert _decoded(fitted).size == (2048, 512)
 
 
 def test_an_image_over_the_byte_limit_becomes_a_smaller_jpeg() -> None:
@@ -116,3 +120,59 @@ def test_a_request_carries_only_the_most_recent_images() -> None:
     few = _history(3)
     assert recent_images_only(few, 4) is few
     assert _images(without_images(history)) == []
+
+
+def test_each_provider_gets_the_size_its_documentation_names() -> None:
+    square, wide = _png(2000, 2000), _png(3000, 1000)
+    # Anthropic: 1568 on the long edge and ~1.15 megapixels (1092 x 1092 for a square).
+    for block in (square, wide):
+        fitted = fit_image(block, ANTHROPIC_LIMITS)
+        assert isinstance(fitted, ImageBlock)
+        width, height = _decoded(fitted).size
+        assert max(width, height) <= 1568 and width * height <= 1_150_000
+    assert _decoded(fit_image(square, ANTHROPIC_LIMITS)).size == (1072, 1072)  # type: ignore[arg-type]
+    # OpenAI: within 2048 x 2048, then 768 on the short side.
+    assert _decoded(fit_image(square, OPENAI_LIMITS)).size == (768, 768)  # type: ignore[arg-type]
+    assert _decoded(fit_image(wide, OPENAI_LIMITS)).size == (2048, 682)  # type: ignore[arg-type]
+    assert ImageLimits().size_for(640, 480) == (640, 480)
+
+
+def test_a_model_without_image_input_gets_a_note_that_says_what_the_image_was() -> None:
+    history = [
+        ApiMessage(role="user", content=[TextBlock(text="look"), _png(640, 480)], ts=1),
+        ApiMessage(
+            role="user",
+            content=[
+                ToolResultBlock(tool_use_id="t1", content=[TextBlock(text="ok"), _png(30, 20)])
+            ],
+            ts=2,
+        ),
+    ]
+
+    def count(messages: list[ApiMessage]) -> int:
+        return sum(
+            isinstance(b, ImageBlock)
+            or (
+                isinstance(b, ToolResultBlock) and any(isinstance(p, ImageBlock) for p in b.content)
+            )
+            for m in messages
+            for b in m.content
+        )
+
+    notes = images_for_model(history, None)
+    assert count(notes) == 0
+    assert notes[0].content[1] == TextBlock(
+        text="[image: 640\u00d7480 PNG, not shown: this model does not take images]"
+    )
+    result = notes[1].content[0]
+    assert isinstance(result, ToolResultBlock)
+    assert result.content[1] == TextBlock(
+        text="[image: 30\u00d720 PNG, not shown: this model does not take images]"
+    )
+    # A vision model gets them, fitted; a history without images is passed as it is.
+    assert count(images_for_model(history, ANTHROPIC_LIMITS)) == 2
+    plain = [ApiMessage(role="user", content=[TextBlock(text="hi")], ts=1)]
+    assert images_for_model(plain, None) is plain
+    assert describe_image(ImageBlock(media_type="image/png", data="bm90")) == (
+        "PNG that cannot be read"
+    )

@@ -53,6 +53,10 @@ KEY = "sk-ant-test-not-a-real-key"
 EPHEMERAL = {"type": "ephemeral"}
 
 
+#: A real 2 x 2 PNG (images are read before they are sent).
+_PNG = "iVBORw0KGgoAAAANSUhEUgAAAAIAAAACCAIAAAD91JpzAAAAFklEQVR4nGP8z8DAwMDAxMDAwMDAAAANHQEDasKb6QAAAABJRU5ErkJggg=="
+
+
 @pytest.fixture
 def fake() -> Iterator[FakeAnthropic]:
     with FakeAnthropic() as fake:
@@ -312,7 +316,7 @@ async def test_the_request_body_is_messages_api_with_cache_breakpoints(
     fake: FakeAnthropic, provider: AnthropicProvider
 ) -> None:
     schema = {"type": "object", "properties": {"path": {"type": "string"}}}
-    png = ImageBlock(media_type="image/png", data="iVBORw0KGgo=")
+    png = ImageBlock(media_type="image/png", data=_PNG)
     request = ModelRequest(
         system="You are a data scientist.",
         tools=[ToolSpec(name="read_file", description="Read a file.", parameters=schema)],
@@ -363,7 +367,7 @@ async def test_the_request_body_is_messages_api_with_cache_breakpoints(
     ]
     image = {
         "type": "image",
-        "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="},
+        "source": {"type": "base64", "media_type": "image/png", "data": _PNG},
     }
     assert body["messages"] == [
         {

@@ -43,6 +43,9 @@ from hdsp.daemon.llm.openai_compat import OpenAICompatibleProvider, is_reasoning
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall, Usage
 from tests.support.provider_helpers import REQUEST, collect, collect_until_error, text_of
 
+#: A real 2 x 2 PNG (images are read before they are sent).
+_PNG = "iVBORw0KGgoAAAANSUhEUgAAAAIAAAACCAIAAAD91JpzAAAAFklEQVR4nGP8z8DAwMDAxMDAwMDAAAANHQEDasKb6QAAAABJRU5ErkJggg=="
+
 
 @pytest.fixture
 def fake() -> Iterator[FakeOpenAI]:
@@ -267,7 +270,7 @@ async def test_the_request_body_is_chat_completions(
                 ts=1,
                 content=[
                     TextBlock(text="What is in this plot?"),
-                    ImageBlock(media_type="image/png", data="iVBORw0KGgo="),
+                    ImageBlock(media_type="image/png", data=_PNG),
                 ],
             ),
             ApiMessage(
@@ -309,7 +312,7 @@ async def test_the_request_body_is_chat_completions(
             "role": "user",
             "content": [
                 {"type": "text", "text": "What is in this plot?"},
-                {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64," + _PNG}},
             ],
         },
         {
@@ -334,7 +337,7 @@ async def test_the_request_body_is_chat_completions(
 async def test_tool_result_images_follow_the_tool_message(
     fake: FakeOpenAI, provider: OpenAICompatibleProvider
 ) -> None:
-    image = ImageBlock(media_type="image/png", data="AAAA")
+    image = ImageBlock(media_type="image/png", data=_PNG)
     request = ModelRequest(
         system="",
         messages=[
@@ -365,7 +368,7 @@ async def test_tool_result_images_follow_the_tool_message(
     assert messages[1]["content"].startswith("Plotted.")
     assert messages[2]["content"][1] == {
         "type": "image_url",
-        "image_url": {"url": "data:image/png;base64,AAAA"},
+        "image_url": {"url": "data:image/png;base64," + _PNG},
     }
 
 

@@ -1202,6 +1202,10 @@ export interface SecretInfo {
   source?: ('environment' | 'keyring') | null;
 }
 export interface ExecutionResult {
+  /**
+   * For each display id the execution's messages carried, the last data it got (as update_display_data outputs): outputs of earlier cells that show one of these display ids now show this data, as Jupyter updates a display wherever it is shown.
+   */
+  displayUpdates?: KernelOutput[];
   executionCount?: number | null;
   executionId: string;
   kernelId: string;
@@ -1227,7 +1231,7 @@ export interface KernelOutput {
    */
   data?: {} | null;
   /**
-   * display_data, update_display_data: the display this output shows or updates.
+   * display_data, execute_result, update_display_data: the display this output shows or updates (the message's transient display_id).
    */
   displayId?: string | null;
   /**
