@@ -24,6 +24,7 @@ import msgspec
 
 from hdsp.protocol import (
     INT64_MAX,
+    AnswerDocumentEdit,
     AttachKernel,
     BlobData,
     CancelTask,
@@ -34,6 +35,8 @@ from hdsp.protocol import (
     DeleteProfile,
     DeleteQueuedMessage,
     DeleteSecret,
+    DocumentEditTaken,
+    DocumentsHosted,
     EditMessage,
     ErrorCode,
     ExecuteCode,
@@ -46,6 +49,7 @@ from hdsp.protocol import (
     GetStatus,
     GetTask,
     GetTaskPage,
+    HostDocuments,
     ImportSettings,
     InterruptKernel,
     KernelList,
@@ -83,6 +87,7 @@ from .llm.models import roo_model_record
 from .logs import register_secret
 from .store import Journal, StorageUnavailable, Store
 from .tasks import TaskManager
+from .tools.notebook_hosts import NotebookHosts
 
 __all__ = ["MAX_REPLAY_PAGE", "Commands"]
 
@@ -116,8 +121,12 @@ class Commands:
         status: Callable[[], Awaitable[StatusResult]],
         shutdown: Callable[[str], None],
         max_message_size: int,
+        documents: NotebookHosts | None = None,
     ) -> None:
         self._tasks = tasks
+        #: The notebooks open in JupyterLab (hosts of live documents), if the
+        #: daemon edits them there.
+        self._documents = documents
         self._config = config
         self._kernels = kernels
         self._store = store
@@ -228,6 +237,20 @@ class Commands:
                 if timeout is not None and timeout <= 0:
                     raise CommandError(ErrorCode.INVALID_REQUEST, "timeout must be above 0.")
                 return await kernels.execute(kernel_id, code, time_limit=timeout)
+            # ---- document hosts
+            case HostDocuments(host_id=host_id, route=route, paths=paths, lease_seconds=lease):
+                if self._documents is None:
+                    raise CommandError(
+                        ErrorCode.INVALID_REQUEST, "This daemon edits no open documents."
+                    )
+                try:
+                    held = self._documents.declare(host_id, route, paths, lease, client_id)
+                except ValueError as exc:
+                    raise CommandError(ErrorCode.INVALID_REQUEST, str(exc)) from None
+                return DocumentsHosted(host_id=host_id, paths=held)
+            case AnswerDocumentEdit(data=answer):
+                taken = self._documents is not None and self._documents.answer(answer)
+                return DocumentEditTaken(taken=taken)
             # ---- the daemon
             case Ping():
                 # The server answers Ping where it receives it (a liveness probe

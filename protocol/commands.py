@@ -20,6 +20,7 @@ from msgspec import Meta
 
 from ._base import CommandBase, WireStruct
 from .blobs import BlobData, GetBlob
+from .documents import AnswerDocumentEdit, DocumentEditTaken, DocumentsHosted, HostDocuments
 from .events import QueuedMessage, TaskEvent
 from .history import ClineMessage, HistoryItem, TaskState
 from .kernels import (
@@ -474,6 +475,8 @@ Command = (
     | ImportSettings
     | GetModels
     | GetBlob
+    | HostDocuments
+    | AnswerDocumentEdit
 )
 
 
@@ -712,6 +715,9 @@ _ROWS = (
     CommandSpec(ImportSettings, ImportResult, idempotent=True),
     CommandSpec(GetModels, ModelList, idempotent=True, without_storage=True),
     CommandSpec(GetBlob, BlobData, idempotent=True, without_storage=True),
+    # Document hosts (documents.py): in memory only, concurrent.
+    CommandSpec(HostDocuments, DocumentsHosted, idempotent=True, without_storage=True),
+    CommandSpec(AnswerDocumentEdit, DocumentEditTaken, idempotent=True, without_storage=True),
 )
 
 #: The table: each command's row, by its `commandName`.
