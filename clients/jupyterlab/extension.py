@@ -67,7 +67,7 @@ class HdspExtension(ExtensionApp):
         assert link is not None
         ydoc = self._ydoc_extension(serverapp) if self.live_edits else None
         if ydoc is not None:
-            self.shared_notebooks = SharedNotebooks(link, ydoc, serverapp.root_dir)
+            self.shared_notebooks = SharedNotebooks(link, ydoc, serverapp.root_dir, log=self.log)
             self.log.info("hdsp: the agent edits open notebooks through their shared documents")
         self._runner = asyncio.get_running_loop().create_task(self._run(), name="hdsp-link")
         await link.wait_started()

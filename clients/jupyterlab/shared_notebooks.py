@@ -227,8 +227,16 @@ class SharedNotebooks:
     """The `rtc` document host of one Jupyter server (see the module docstring).
     `run` serves until cancelled."""
 
-    def __init__(self, link: DaemonLink, ydoc_extension: Any, root_dir: str) -> None:
+    def __init__(
+        self,
+        link: DaemonLink,
+        ydoc_extension: Any,
+        root_dir: str,
+        *,
+        log: logging.Logger | None = None,
+    ) -> None:
         self.link = link
+        self._log = log or _log
         self.host_id = f"rtc-{uuid.uuid4().hex}"
         self._ydoc = ydoc_extension
         self._root = os.path.realpath(root_dir)
@@ -274,6 +282,8 @@ class SharedNotebooks:
                     _log.debug("hdsp: could not declare the open notebooks (%s)", type(exc))
                     declared = None
                 else:
+                    if paths != declared:
+                        self._log.info("hdsp: %d open notebook(s) are edited live", len(paths))
                     declared = paths
                     renew_at = now + LEASE_SECONDS / 3
             await anyio.sleep(POLL_INTERVAL)
@@ -320,5 +330,5 @@ class SharedNotebooks:
         try:
             return apply_edit(document, request.edit)
         except Exception as exc:  # a document in a state the edit cannot handle
-            _log.exception("hdsp: an edit of %s failed", request.path)
+            self._log.exception("hdsp: an edit of a notebook failed")
             return "invalid", f"The edit failed in JupyterLab: {type(exc).__name__}", None
