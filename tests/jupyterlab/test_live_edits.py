@@ -98,7 +98,7 @@ async def until(condition: Any, what: str) -> None:
     """Wait (within the test's timeout) for a condition on state another process
     changes and announces nowhere we can listen (the file, the shared document)."""
     with anyio.fail_after(60):
-        while not condition():
+        while not condition():  # noqa: ASYNC110 (nothing to wait on but the state)
             await anyio.sleep(0.05)
 
 
@@ -257,7 +257,9 @@ async def test_a_notebook_closed_mid_task_is_edited_in_its_file(
 @pytest.fixture
 def jupyter_without_rtc(daemon: DaemonProcess, jupyter_process: JupyterProcess) -> JupyterProcess:
     jupyter_process.extra_config = {
-        "ServerApp": {"jpserver_extensions": {"jupyter_server_ydoc": False}}
+        "ServerApp": {
+            "jpserver_extensions": {"hdsp.client.jupyterlab": True, "jupyter_server_ydoc": False}
+        }
     }
     jupyter_process.start()
     return jupyter_process

@@ -107,7 +107,8 @@ class JupyterProcess:
             )
         info_file = self.runtime_dir / f"jpserver-{self.proc.pid}.json"
         deadline = time.monotonic() + timeout
-        while not info_file.exists():
+        # The file may be seen before its contents are written: wait for both.
+        while not (info_file.exists() and info_file.read_text().strip().endswith("}")):
             if self.proc.poll() is not None:
                 raise AssertionError(
                     f"jupyter {self.app} exited ({self.proc.returncode}):\n{self.stderr()}"
