@@ -32,6 +32,19 @@ from tests.support.jupyter_process import JupyterProcess
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
+
+@pytest.fixture
+async def rtc_lab(daemon: DaemonProcess, jupyter_process: JupyterProcess) -> AsyncIterator[Lab]:
+    """The Jupyter server with real-time collaboration on."""
+    jupyter_process.rtc = True
+    jupyter_process.start()
+    lab = Lab(jupyter_process)
+    try:
+        yield lab
+    finally:
+        lab.close()
+
+
 _v4: Any = nbformat.v4
 NOTEBOOK = "analysis.ipynb"
 
@@ -152,8 +165,9 @@ def _sources(ynb: YNotebook) -> list[str]:
 
 
 async def test_an_inserted_cell_runs_in_the_open_notebook_and_the_saved_file_matches(
-    lab: Lab, jupyter: JupyterProcess, fake_openai: FakeOpenAI, workspace: Path
+    rtc_lab: Lab, jupyter_process: JupyterProcess, fake_openai: FakeOpenAI, workspace: Path
 ) -> None:
+    lab, jupyter = rtc_lab, jupyter_process
     _write_notebook(workspace / NOTEBOOK, "xs = [3, 1, 2]", "print('below')")
     fake_openai.script(
         call("read_notebook", path=NOTEBOOK),
@@ -198,8 +212,9 @@ async def test_an_inserted_cell_runs_in_the_open_notebook_and_the_saved_file_mat
 
 
 async def test_a_cell_the_user_edits_while_the_agent_prepares_is_a_conflict(
-    lab: Lab, jupyter: JupyterProcess, fake_openai: FakeOpenAI, workspace: Path
+    rtc_lab: Lab, jupyter_process: JupyterProcess, fake_openai: FakeOpenAI, workspace: Path
 ) -> None:
+    lab, jupyter = rtc_lab, jupyter_process
     import threading
 
     _write_notebook(workspace / NOTEBOOK, "df_x = [1, 2]\nprint(df_x)")
@@ -225,8 +240,9 @@ async def test_a_cell_the_user_edits_while_the_agent_prepares_is_a_conflict(
 
 
 async def test_a_notebook_closed_mid_task_is_edited_in_its_file(
-    lab: Lab, jupyter: JupyterProcess, fake_openai: FakeOpenAI, workspace: Path
+    rtc_lab: Lab, jupyter_process: JupyterProcess, fake_openai: FakeOpenAI, workspace: Path
 ) -> None:
+    lab, jupyter = rtc_lab, jupyter_process
     import threading
 
     _write_notebook(workspace / NOTEBOOK, "a = 1")
@@ -256,12 +272,7 @@ async def test_a_notebook_closed_mid_task_is_edited_in_its_file(
 
 @pytest.fixture
 def jupyter_without_rtc(daemon: DaemonProcess, jupyter_process: JupyterProcess) -> JupyterProcess:
-    jupyter_process.extra_config = {
-        "ServerApp": {
-            "jpserver_extensions": {"hdsp.client.jupyterlab": True, "jupyter_server_ydoc": False}
-        }
-    }
-    jupyter_process.start()
+    jupyter_process.start()  # (RTC off: jupyter_server_ydoc's disable_rtc)
     return jupyter_process
 
 
@@ -275,6 +286,9 @@ async def test_without_collaboration_the_file_is_edited(
         call("insert_cell", path=NOTEBOOK, source="b = 2"),
         done(),
     )
+    with anyio.fail_after(60):  # the link to hdspd is up (the status says when)
+        while (await lab.status())["daemon"] != "running":
+            await anyio.sleep(0.1)
     await _start_task(lab, "add a cell")
     await _requests(fake_openai, 3)
     results = _tool_results(fake_openai)
