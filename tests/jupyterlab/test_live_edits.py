@@ -287,7 +287,7 @@ async def test_without_collaboration_the_file_is_edited(
         done(),
     )
     with anyio.fail_after(60):  # the link to hdspd is up (the status says when)
-        while (await lab.status())["daemon"] != "running":
+        while (await lab.status())["daemon"] != "running":  # noqa: ASYNC110
             await anyio.sleep(0.1)
     await _start_task(lab, "add a cell")
     await _requests(fake_openai, 3)
