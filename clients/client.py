@@ -34,6 +34,7 @@ from hdsp.protocol import (
     PROTOCOL_VERSION,
     Ack,
     AckData,
+    AnswerDocumentEdit,
     AttachKernel,
     BlobData,
     CancelTask,
@@ -52,6 +53,10 @@ from hdsp.protocol import (
     DiffCheckpoints,
     DiffCheckpointsData,
     Disconnect,
+    DocumentEditAnswer,
+    DocumentEditTaken,
+    DocumentRoute,
+    DocumentsHosted,
     EditMessage,
     EditMessageData,
     ErrorCode,
@@ -67,6 +72,7 @@ from hdsp.protocol import (
     GetTaskData,
     GetTaskPage,
     GetTaskPageData,
+    HostDocuments,
     InterruptKernel,
     KernelInfo,
     KernelList,
@@ -690,6 +696,28 @@ class Client:
             GetBlob(data=GetBlobData(sha256=sha256, offset=offset, length=length))
         )
         return result
+
+    async def host_documents(
+        self,
+        host_id: str,
+        route: DocumentRoute,
+        paths: list[str],
+        *,
+        lease_seconds: float = 60.0,
+    ) -> DocumentsHosted:
+        """Declare this client a document host of the notebooks at `paths`
+        (absolute), replacing what `host_id` declared before (see
+        hdsp.protocol.documents); an empty list withdraws it."""
+        cmd = HostDocuments(
+            host_id=host_id, route=route, paths=list(paths), lease_seconds=lease_seconds
+        )
+        result: DocumentsHosted = await self.request(cmd)
+        return result
+
+    async def answer_document_edit(self, answer: DocumentEditAnswer) -> bool:
+        """Answer a `documentEditRequested`; False when the daemon no longer waits."""
+        result: DocumentEditTaken = await self.request(AnswerDocumentEdit(data=answer))
+        return result.taken
 
     async def blob(self, sha256: str) -> tuple[str, bytes]:
         """The media type and the bytes of a whole blob, fetched in as many

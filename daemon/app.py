@@ -24,7 +24,7 @@ import signal
 import sqlite3
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -38,6 +38,7 @@ from hdsp.protocol import (
     PROTOCOL_VERSION,
     DaemonShuttingDown,
     Discovery,
+    Event,
     SettingsChange,
     SettingsChanged,
     StatusResult,
@@ -69,6 +70,7 @@ if TYPE_CHECKING:
     from .kernels import KernelService
     from .tasks import TaskManager
     from .tools import ToolRegistry
+    from .tools.notebook_hosts import NotebookHosts
 
 __all__ = ["Daemon", "DaemonError", "Retention"]
 
@@ -102,9 +104,11 @@ class _Engine:
     commands: type[Commands]
     tools: ToolRegistry
     checkpoint_service: type[CheckpointService]
+    #: The notebooks open in JupyterLab, which the notebook tools edit there.
+    documents: NotebookHosts
 
 
-def _load_engine(sandbox: Sandbox) -> _Engine:
+def _load_engine(sandbox: Sandbox, emit: Callable[[Event], Awaitable[None]]) -> _Engine:
     """Import the engine, make the default tools (checking their schemas) and check
     that the sandbox works: the bulk of the start-up's CPU time, run on a worker
     thread after READY."""
@@ -114,15 +118,18 @@ def _load_engine(sandbox: Sandbox) -> _Engine:
     from .kernels import KernelService
     from .tasks import TaskManager
     from .tools import default_tools
+    from .tools.notebook_hosts import NotebookHosts
 
     _report_sandbox(sandbox)
+    documents = NotebookHosts(emit)
     return _Engine(
         ApprovalPolicy,
         KernelService,
         TaskManager,
         Commands,
-        default_tools(sandbox),
+        default_tools(sandbox, documents=documents),
         CheckpointService,
+        documents,
     )
 
 
@@ -325,7 +332,7 @@ class Daemon:
         self.sandbox = Sandbox(
             lambda: store.settings.sandbox, paths=self.paths, secret_values=_known_secrets
         )
-        engine = await anyio.to_thread.run_sync(_load_engine, self.sandbox)
+        engine = await anyio.to_thread.run_sync(_load_engine, self.sandbox, self.journal.emit)
         settings = self.config.store.settings
         self.kernels = engine.kernel_service(
             self.journal.emit,
@@ -369,6 +376,7 @@ class Daemon:
             status=self.status,
             shutdown=self.request_shutdown,
             max_message_size=self.max_message_size,
+            documents=engine.documents,
         )
         self._engine_started.set()
 

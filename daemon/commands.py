@@ -24,6 +24,7 @@ import msgspec
 
 from hdsp.protocol import (
     INT64_MAX,
+    AnswerDocumentEdit,
     AttachKernel,
     BlobData,
     CancelTask,
@@ -35,6 +36,8 @@ from hdsp.protocol import (
     DeleteQueuedMessage,
     DeleteSecret,
     DiffCheckpoints,
+    DocumentEditTaken,
+    DocumentsHosted,
     EditMessage,
     ErrorCode,
     ExecuteCode,
@@ -47,6 +50,7 @@ from hdsp.protocol import (
     GetStatus,
     GetTask,
     GetTaskPage,
+    HostDocuments,
     ImportSettings,
     InterruptKernel,
     KernelList,
@@ -86,6 +90,7 @@ from .llm.models import roo_model_record
 from .logs import register_secret
 from .store import Journal, StorageUnavailable, Store
 from .tasks import TaskManager
+from .tools.notebook_hosts import NotebookHosts
 
 __all__ = ["MAX_REPLAY_PAGE", "Commands"]
 
@@ -119,8 +124,12 @@ class Commands:
         status: Callable[[], Awaitable[StatusResult]],
         shutdown: Callable[[str], None],
         max_message_size: int,
+        documents: NotebookHosts | None = None,
     ) -> None:
         self._tasks = tasks
+        #: The notebooks open in JupyterLab (hosts of live documents), if the
+        #: daemon edits them there.
+        self._documents = documents
         self._config = config
         self._kernels = kernels
         self._store = store
@@ -243,6 +252,21 @@ class Commands:
                 for task_id in kernels.kernel_info(kernel_id).task_ids or []:
                     await tasks.record_execution(task_id, result, code)
                 return result
+                return await kernels.execute(kernel_id, code, time_limit=timeout)
+            # ---- document hosts
+            case HostDocuments(host_id=host_id, route=route, paths=paths, lease_seconds=lease):
+                if self._documents is None:
+                    raise CommandError(
+                        ErrorCode.INVALID_REQUEST, "This daemon edits no open documents."
+                    )
+                try:
+                    held = self._documents.declare(host_id, route, paths, lease, client_id)
+                except ValueError as exc:
+                    raise CommandError(ErrorCode.INVALID_REQUEST, str(exc)) from None
+                return DocumentsHosted(host_id=host_id, paths=held)
+            case AnswerDocumentEdit(data=answer):
+                taken = self._documents is not None and self._documents.answer(answer)
+                return DocumentEditTaken(taken=taken)
             # ---- the daemon
             case Ping():
                 # The server answers Ping where it receives it (a liveness probe

@@ -30,6 +30,8 @@ from .discovery import (
     private_dir_problem,
     private_file_problem,
 )
+from .documents import *  # noqa: F403
+from .documents import __all__ as _documents_all
 from .envelope import *  # noqa: F403
 from .envelope import __all__ as _envelope_all
 from .errors import ErrorCode
@@ -67,6 +69,7 @@ __all__ = [
     "request_id_of",
     *_blobs_all,
     *_commands_all,
+    *_documents_all,
     *_envelope_all,
     *_events_all,
     *_history_all,

@@ -28,6 +28,7 @@ from .checkpoints import (
     ListCheckpoints,
     RestoreCheckpoint,
 )
+from .documents import AnswerDocumentEdit, DocumentEditTaken, DocumentsHosted, HostDocuments
 from .events import QueuedMessage, TaskEvent
 from .history import ClineMessage, HistoryItem, TaskState
 from .kernels import (
@@ -485,6 +486,8 @@ Command = (
     | ListCheckpoints
     | DiffCheckpoints
     | RestoreCheckpoint
+    | HostDocuments
+    | AnswerDocumentEdit
 )
 
 
@@ -729,6 +732,9 @@ _ROWS = (
     CommandSpec(ListCheckpoints, CheckpointList, idempotent=True),
     CommandSpec(DiffCheckpoints, CheckpointDiff, idempotent=True),
     CommandSpec(RestoreCheckpoint, CheckpointRestoreResult),
+    # Document hosts (documents.py): in memory only, concurrent.
+    CommandSpec(HostDocuments, DocumentsHosted, idempotent=True, without_storage=True),
+    CommandSpec(AnswerDocumentEdit, DocumentEditTaken, idempotent=True, without_storage=True),
 )
 
 #: The table: each command's row, by its `commandName`.

@@ -15,6 +15,7 @@ from msgspec import Meta
 from ._base import SERVER_ORIGIN as _SERVER
 from ._base import WireStruct
 from .checkpoints import CheckpointInfo
+from .documents import DocumentEditRequest
 from .history import ClineMessage, TokenUsage, ToolUsage
 from .kernels import ExecutionOutputData, KernelInfo, KernelState
 from .settings import SettingsChange
@@ -27,6 +28,7 @@ __all__ = [
     "CommandsResponse",
     "CompletedInfo",
     "DaemonShuttingDown",
+    "DocumentEditRequested",
     "Event",
     "EventsSynced",
     "ExecutionOutput",
@@ -297,6 +299,14 @@ class StorageChanged(_EventBase, tag="storageChanged", frozen=True):
     payload: tuple[StorageHealth]
 
 
+class DocumentEditRequested(_EventBase, tag="documentEditRequested", frozen=True):
+    """A notebook tool asks a document host to change (or read) a notebook open
+    there: [request] (see hdsp.protocol.documents). Daemon-wide and live-only: a
+    host that misses it does not answer, and the tool falls back to the file."""
+
+    payload: tuple[DocumentEditRequest]
+
+
 class EventsSynced(_EventBase, tag="eventsSynced", frozen=True):
     """The answer to a sync probe: [topic]. A client subscribes to a topic of its
     own that starts with `SYNC_PREFIX` ("\\u0000sync."); the daemon publishes this
@@ -350,6 +360,7 @@ Event = (
     | SettingsChanged
     | StorageChanged
     | EventsSynced
+    | DocumentEditRequested
 )
 
 _DAEMON_WIDE = (
@@ -363,6 +374,7 @@ _DAEMON_WIDE = (
     SettingsChanged,
     StorageChanged,
     EventsSynced,
+    DocumentEditRequested,
 )
 
 
@@ -383,7 +395,7 @@ def is_durable(event: Event) -> bool:
     if isinstance(event, MessageEvent):
         p = event.payload[0]
         return not (p.action == "updated" and p.message.partial)
-    if isinstance(event, ExecutionOutput | EventsSynced):
+    if isinstance(event, ExecutionOutput | EventsSynced | DocumentEditRequested):
         return False
     if isinstance(event, KernelStatus):
         return event.payload[1] not in (KernelState.BUSY, KernelState.IDLE)

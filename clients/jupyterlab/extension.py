@@ -7,12 +7,14 @@ import asyncio
 import contextlib
 from typing import Any
 
+import anyio
 from jupyter_server.extension.application import ExtensionApp
 from jupyter_server.serverapp import ServerApp
 from traitlets import Bool, Unicode
 
 from .handlers import handlers
 from .link import DaemonLink
+from .shared_notebooks import SharedNotebooks
 
 __all__ = ["HdspExtension"]
 
@@ -28,6 +30,14 @@ class HdspExtension(ExtensionApp):
         config=True,
         help="Start hdspd (in the background, outliving this server) when it is not running.",
     )
+    live_edits = Bool(
+        True,
+        config=True,
+        help=(
+            "Apply the agent's notebook edits to the notebooks open in JupyterLab (through "
+            "jupyter-collaboration's shared documents when it is installed) instead of their files."
+        ),
+    )
     hdsp_runtime_dir = Unicode(
         None,
         allow_none=True,
@@ -41,6 +51,9 @@ class HdspExtension(ExtensionApp):
         #: The one asyncio task that hosts the link's task group (asyncio has no
         #: task group that outlives a call; this is its root, cancelled on stop).
         self._runner: asyncio.Task[None] | None = None
+        #: The document host of the notebooks open here, when real-time
+        #: collaboration is on (see shared_notebooks).
+        self.shared_notebooks: SharedNotebooks | None = None
 
     def initialize_settings(self) -> None:
         self.link = DaemonLink(self.hdsp_runtime_dir, start_daemon=self.start_daemon, log=self.log)
@@ -52,8 +65,29 @@ class HdspExtension(ExtensionApp):
     async def _start_jupyter_server_extension(self, serverapp: ServerApp) -> None:
         link = self.link
         assert link is not None
-        self._runner = asyncio.get_running_loop().create_task(link.run(), name="hdsp-link")
+        ydoc = self._ydoc_extension(serverapp) if self.live_edits else None
+        if ydoc is not None:
+            self.shared_notebooks = SharedNotebooks(link, ydoc, serverapp.root_dir, log=self.log)
+            self.log.info("hdsp: the agent edits open notebooks through their shared documents")
+        self._runner = asyncio.get_running_loop().create_task(self._run(), name="hdsp-link")
         await link.wait_started()
+
+    async def _run(self) -> None:
+        """The link, and the document host when there is one, in one task group."""
+        assert self.link is not None
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self.link.run)
+            if self.shared_notebooks is not None:
+                tg.start_soon(self.shared_notebooks.run)
+
+    @staticmethod
+    def _ydoc_extension(serverapp: ServerApp) -> Any:
+        """jupyter-collaboration's server extension, when it runs with RTC on."""
+        apps = serverapp.extension_manager.extension_apps.get("jupyter_server_ydoc") or set()
+        for app in apps:
+            if hasattr(app, "get_document") and not getattr(app, "disable_rtc", False):
+                return app
+        return None
 
     async def stop_extension(self) -> None:
         runner, self._runner = self._runner, None

@@ -358,6 +358,11 @@ class DaemonLink:
             await self.wait_changed()
         return self._client
 
+    async def wait_client(self) -> Client:
+        """The client, once the link is connected (for a service of the extension
+        that follows events of its own, as the document host does)."""
+        return await self._wait_client()
+
     async def _feed_events(
         self,
         put: Callable[[_Frame], Awaitable[None]],

@@ -14,6 +14,7 @@ from .completion import AttemptCompletion
 from .files import EditFile, ListFiles, ReadFile, SearchFiles, WriteToFile
 from .followup import AskFollowupQuestion
 from .kernel_tools import ExecuteCodeTool
+from .notebook_hosts import NotebookHosts
 from .notebook_tools import notebook_tools
 from .registry import ToolRegistry
 from .shell import ExecuteCommand
@@ -44,8 +45,11 @@ __all__ = [
 ]
 
 
-def default_tools(sandbox: Sandbox | None = None) -> ToolRegistry:
-    """The tools every task gets; shell commands run in `sandbox`."""
+def default_tools(
+    sandbox: Sandbox | None = None, *, documents: NotebookHosts | None = None
+) -> ToolRegistry:
+    """The tools every task gets; shell commands run in `sandbox`; the notebook
+    tools edit the notebooks `documents` holds open there."""
     return ToolRegistry(
         [
             AttemptCompletion(),
@@ -57,6 +61,6 @@ def default_tools(sandbox: Sandbox | None = None) -> ToolRegistry:
             ExecuteCommand(sandbox=sandbox),
             AskFollowupQuestion(),
             ExecuteCodeTool(),
-            *notebook_tools(),
+            *notebook_tools(documents=documents),
         ]
     )

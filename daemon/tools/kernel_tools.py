@@ -16,7 +16,7 @@ it does not stop, which the result tells the model.
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -140,9 +140,17 @@ def _cell_text(
     return _encoder.encode(cell).decode()
 
 
-async def run_code(ctx: ToolContext, code: str, *, time_limit: float | None = None) -> CodeRun:
+async def run_code(
+    ctx: ToolContext,
+    code: str,
+    *,
+    time_limit: float | None = None,
+    on_outputs: Callable[[Execution], None] | None = None,
+) -> CodeRun:
     """Run `code` in the task's kernel, streaming its outputs to every client as
-    a `cell_output` message, with `input()` asked of the user."""
+    a `cell_output` message, with `input()` asked of the user. `on_outputs` is
+    told of each new output too (it must not block: it runs in the kernel's
+    output path)."""
     service = kernel_service(ctx)
     try:
         kernel = await service.kernel_for_task(ctx.task_id, ctx.workspace)
@@ -158,6 +166,8 @@ async def run_code(ctx: ToolContext, code: str, *, time_limit: float | None = No
         nonlocal message
         if not live:
             live.append(ex)
+        if on_outputs is not None:
+            on_outputs(ex)
         message = await ctx.update(
             message, text=_cell_text(kernel.kernel_id, code, "running", ex), partial=True
         )

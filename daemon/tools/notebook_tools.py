@@ -14,9 +14,17 @@ Safety rules, the same for every tool that writes:
   half a notebook and the agent never leaves one JupyterLab cannot open. A new
   notebook gets the mode a new file gets (0o666 less the umask).
 - A notebook is changed only as the task last saw it: the tools remember the
-  SHA-256 of the bytes each task last read or wrote, and a notebook changed on
-  disk since (by a person in JupyterLab, say) is not overwritten; the model is
-  told to read it again.
+  SHA-256 of the bytes each task last read or wrote (and of each cell's source),
+  and a notebook whose cells changed on disk since (by a person, say) is not
+  overwritten; the model is told to read it again.
+
+Where the notebook is open in JupyterLab (a document host holds it, see
+`notebook_hosts`), the tools read and change the open document instead of the
+file (`live_notebook`): every view shows the change at once, a run's outputs
+stream into the cell, nothing writes the file behind Lab's back (saving stays the
+user's), and a cell the user changed since the agent read it is a conflict the
+model is told about. When no host holds it, or the host does not answer, the file
+is used as before.
 """
 
 from __future__ import annotations
@@ -24,10 +32,11 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
+import os
 import uuid
 import warnings
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -35,13 +44,25 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import anyio
 import anyio.to_thread
+import msgspec
 
 from hdsp.daemon.conversation import TextBlock
-from hdsp.protocol import ExecutionResult, KernelOutput
+from hdsp.protocol import DocumentEdit, ExecutionResult, KernelOutput
 
 from .base import Tool, ToolCategory, ToolContext, ToolError, ToolResult
 from .kernel_tools import run_code
+from .live_notebook import (
+    HOST_ANSWER_LIMIT,
+    CellSeen,
+    HostGone,
+    LiveNotebook,
+    OutputPusher,
+    agent_marker,
+    new_cell_id,
+    source_digest,
+)
 from .notebook_displays import NotebookDisplays
+from .notebook_hosts import NotebookHosts
 from .workspace import Located, Workspace
 
 if TYPE_CHECKING:
@@ -51,6 +72,7 @@ __all__ = [
     "DeleteCell",
     "EditCell",
     "InsertCell",
+    "MoveCell",
     "NotebookTracker",
     "ReadNotebook",
     "RunCell",
@@ -84,21 +106,38 @@ _OUTPUT_PREVIEW = 200
 
 
 class NotebookTracker:
-    """What each task last read or wrote of each notebook, by content hash."""
+    """What each task last read or wrote of each notebook: the file's content
+    hash (None when it last read the open document, not the file) and its cells
+    (id and source hash each, in order)."""
 
     def __init__(self, max_entries: int = 4096) -> None:
-        self._seen: OrderedDict[tuple[str, str], str] = OrderedDict()
+        self._seen: OrderedDict[tuple[str, str], str | None] = OrderedDict()
+        self._cells: dict[tuple[str, str], list[CellSeen]] = {}
         self._max = max_entries
 
     def seen(self, task_id: str, path: str) -> str | None:
         return self._seen.get((task_id, path))
 
-    def remember(self, task_id: str, path: str, digest: str) -> None:
+    def cells(self, task_id: str, path: str) -> list[CellSeen] | None:
+        return self._cells.get((task_id, path))
+
+    def remember(
+        self,
+        task_id: str,
+        path: str,
+        digest: str | None,
+        cells: list[CellSeen] | None = None,
+    ) -> None:
         key = (task_id, path)
         self._seen[key] = digest
         self._seen.move_to_end(key)
+        if cells is not None:
+            self._cells[key] = cells
+        else:
+            self._cells.pop(key, None)
         while len(self._seen) > self._max:
-            self._seen.popitem(last=False)
+            old, _ = self._seen.popitem(last=False)
+            self._cells.pop(old, None)
 
 
 @dataclass(frozen=True)
@@ -132,6 +171,15 @@ def _locate(workspace: Path, path: str, *, write: bool) -> _Notebook:
 
 def _digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+def _absolute(workspace: Path, relative: str) -> str:
+    """The notebook's absolute path as hosts declare it (symlinks resolved)."""
+    return os.path.join(os.path.realpath(workspace), relative)
+
+
+def _cells_seen(nb: NotebookNode) -> list[CellSeen]:
+    return [(str(c.get("id")), source_digest(str(c.source))) for c in nb.cells]
 
 
 def _parse(data: bytes, shown: str) -> NotebookNode:
@@ -236,8 +284,30 @@ class _NotebookTool(Tool):
     #: Whether the tool writes the notebook (.hdspignore'd paths refuse writes).
     writes: ClassVar[bool] = True
 
-    def __init__(self, tracker: NotebookTracker) -> None:
+    def __init__(self, tracker: NotebookTracker, documents: NotebookHosts | None = None) -> None:
         self.tracker = tracker
+        #: The notebooks open in JupyterLab: where this tool edits them live.
+        self.documents = documents
+        #: Seconds a document host has to answer one request.
+        self.answer_limit = HOST_ANSWER_LIMIT
+
+    async def _live(self, ctx: ToolContext, path: _Notebook) -> LiveNotebook | None:
+        """The open document of `path`, when a host holds it."""
+        if self.documents is None:
+            return None
+        absolute = await anyio.to_thread.run_sync(_absolute, ctx.workspace, path.key)
+        host = self.documents.host_for(absolute)
+        if host is None:
+            return None
+        return LiveNotebook(
+            self.documents, host, absolute, path.shown, ctx.task_id, self.answer_limit
+        )
+
+    def _seen_live(self, ctx: ToolContext, path: _Notebook) -> list[CellSeen]:
+        cells = self.tracker.cells(ctx.task_id, path.key)
+        if cells is None:
+            raise ToolError(f"Read {path.shown} with read_notebook before changing it.")
+        return list(cells)
 
     def written_paths(self, args: Mapping[str, Any]) -> list[str]:
         return [str(args["path"])] if self.writes else []
@@ -258,16 +328,20 @@ class _NotebookTool(Tool):
         it or it changed on disk since."""
         data, digest = await self._load(ctx, path)
         seen = self.tracker.seen(ctx.task_id, path.key)
+        cells = self.tracker.cells(ctx.task_id, path.key)
         rel = path.shown
-        if seen is None:
+        if seen is None and cells is None:
             raise ToolError(f"Read {rel} with read_notebook before changing it.")
-        if seen != digest:
+        nb = _parse(data, rel)
+        # Unchanged bytes, or (after reading the open document, or a save that
+        # changed only outputs or metadata) the same cells as the task saw.
+        if seen != digest and (cells is None or _cells_seen(nb) != cells):
             raise ToolError(
                 f"{rel} changed on disk since you last read it (someone else edited it). "
                 "Nothing was written. Call read_notebook to see its cells now, then make "
                 "your change again."
             )
-        return _parse(data, rel), digest
+        return nb, digest
 
     async def _save(
         self, ctx: ToolContext, path: _Notebook, nb: NotebookNode, expected: str | None
@@ -293,7 +367,7 @@ class _NotebookTool(Tool):
                 f"{path.shown} changed on disk while the change was being made; "
                 "nothing was written. Call read_notebook and try again."
             ) from None
-        self.tracker.remember(ctx.task_id, path.key, digest)
+        self.tracker.remember(ctx.task_id, path.key, digest, _cells_seen(nb))
 
     @staticmethod
     def _index(nb: NotebookNode, args: Mapping[str, Any]) -> int:
@@ -304,6 +378,18 @@ class _NotebookTool(Tool):
                 f"(indexes 0 to {len(nb.cells) - 1})."
             )
         return index
+
+
+#: What of a running cell's outputs is pushed into the open document as they come
+#: (the final outputs go whole).
+_LIVE_TEXT_LIMIT = 256 * 1024
+_LIVE_OUTPUTS = 500
+
+
+def _output_dict(out: KernelOutput) -> dict[str, Any]:
+    """A kernel output as plain nbformat JSON, for the wire."""
+    node: dict[str, Any] = json.loads(json.dumps(notebook_output(out)))
+    return node
 
 
 def _outline(outputs: list[Any]) -> list[str]:
@@ -353,28 +439,56 @@ class ReadNotebook(_NotebookTool):
 
     async def execute(self, ctx: ToolContext, args: Mapping[str, Any]) -> ToolResult:
         path = await self._path(ctx, args)
+        live = await self._live(ctx, path)
+        note = ""
+        if live is not None:
+            try:
+                cells = await live.read()
+            except HostGone as exc:
+                note = f"\n({exc.reason}; this is the file on disk.)"
+            else:
+                self.tracker.remember(
+                    ctx.task_id,
+                    path.key,
+                    None,
+                    [(c.id, source_digest(c.source)) for c in cells],
+                )
+                head = (
+                    f"{path.shown}: {len(cells)} cells, {live.where}: what the user sees "
+                    "now, saved or not"
+                )
+                return ToolResult(content=[TextBlock(text=_render(head, cells))])
         data, digest = await self._load(ctx, path)
         nb = _parse(data, path.shown)
-        self.tracker.remember(ctx.task_id, path.key, digest)
+        self.tracker.remember(ctx.task_id, path.key, digest, _cells_seen(nb))
         kernel = nb.metadata.get("kernelspec", {}).get("name", "unknown")
-        lines = [f"{path.shown}: {len(nb.cells)} cells, kernelspec {kernel}"]
-        for i, cell in enumerate(nb.cells):
-            source = str(cell.source)
-            if len(source) > _SOURCE_LIMIT:
-                source = (
-                    source[:_SOURCE_LIMIT]
-                    + f"\n[... {len(source) - _SOURCE_LIMIT:,} characters more]"
-                )
-            count = cell.get("execution_count")
-            head = f"## Cell {i} [{cell.cell_type}]" + (
-                f" (execution_count {count})" if count is not None else ""
+        head = f"{path.shown}: {len(nb.cells)} cells, kernelspec {kernel}{note}"
+        return ToolResult(content=[TextBlock(text=_render(head, nb.cells))])
+
+
+def _render(head: str, cells: Sequence[Any]) -> str:
+    """The listing read_notebook gives: every cell with its index, type, source
+    (cut when long) and an outline of its outputs. `cells` are nbformat cells or
+    DocumentCells."""
+    lines = [head]
+    for i, raw in enumerate(cells):
+        cell: Mapping[str, Any] = raw if isinstance(raw, Mapping) else msgspec.to_builtins(raw)
+        source = str(cell.get("source", ""))
+        if len(source) > _SOURCE_LIMIT:
+            source = (
+                source[:_SOURCE_LIMIT] + f"\n[... {len(source) - _SOURCE_LIMIT:,} characters more]"
             )
-            lines += ["", head, source]
-            outputs = cell.get("outputs") or []
-            if outputs:
-                lines.append(f"Outputs ({len(outputs)}):")
-                lines += _outline(outputs)
-        return ToolResult(content=[TextBlock(text="\n".join(lines))])
+        count = cell.get("execution_count", cell.get("executionCount"))
+        kind = cell.get("cell_type", cell.get("cellType"))
+        title = f"## Cell {i} [{kind}]" + (
+            f" (execution_count {count})" if count is not None else ""
+        )
+        lines += ["", title, source]
+        outputs = cell.get("outputs") or []
+        if outputs:
+            lines.append(f"Outputs ({len(outputs)}):")
+            lines += _outline(outputs)
+    return "\n".join(lines)
 
 
 _CELL_TYPE = {"type": "string", "enum": ["code", "markdown", "raw"]}
@@ -401,6 +515,13 @@ class InsertCell(_NotebookTool):
 
     async def execute(self, ctx: ToolContext, args: Mapping[str, Any]) -> ToolResult:
         path = await self._path(ctx, args)
+        live = await self._live(ctx, path)
+        note = ""
+        if live is not None:
+            try:
+                return await self._insert_live(ctx, path, live, args)
+            except HostGone as exc:
+                note = f" ({exc.reason}, so the file was changed instead)"
         found = await self._load(ctx, path, must_exist=False)
         expected: str | None
         if found is None:
@@ -424,11 +545,48 @@ class InsertCell(_NotebookTool):
         kind = args.get("cell_type", "code")
         cell = _new_cell(kind, str(args["source"]))
         cell["id"] = _new_id({c.get("id") for c in nb.cells})
+        cell["metadata"]["hdsp"] = agent_marker(ctx.task_id)
         nb.cells.insert(int(index), cell)
         await self._save(ctx, path, nb, expected)
         what = "Created the notebook with" if created else "Inserted"
         return ToolResult.text(
-            f"{what} a {kind} cell at index {index} of {path.shown} (now {len(nb.cells)} cells)."
+            f"{what} a {kind} cell at index {index} of {path.shown} "
+            f"(now {len(nb.cells)} cells){note}."
+        )
+
+    async def _insert_live(
+        self, ctx: ToolContext, path: _Notebook, live: LiveNotebook, args: Mapping[str, Any]
+    ) -> ToolResult:
+        seen = self._seen_live(ctx, path)
+        index = int(args.get("index", len(seen)))
+        if not 0 <= index <= len(seen):
+            raise ToolError(
+                f"Index {index} is past the end: {path.shown} had {len(seen)} cells when you "
+                f"last read it (insert at 0 to {len(seen)})."
+            )
+        kind = str(args.get("cell_type", "code"))
+        source = str(args["source"])
+        new_id = new_cell_id(seen)
+        edit = DocumentEdit(
+            op="insert",
+            after_id=seen[index - 1][0] if index > 0 else None,
+            new_id=new_id,
+            cell_type=kind,
+            source=source,
+            marker=agent_marker(ctx.task_id),
+        )
+        answer = await live.send(edit)
+        if answer.status == "conflict":
+            raise ToolError(
+                f"Conflict: cell {index - 1} of {path.shown}, after which the new cell was to "
+                "go, was deleted in JupyterLab since you read it; nothing was inserted. Call "
+                "read_notebook to see the notebook now."
+            )
+        seen.insert(index, (new_id, source_digest(source)))
+        self.tracker.remember(ctx.task_id, path.key, None, seen)
+        return ToolResult.text(
+            f"Inserted a {kind} cell at index {index} of {path.shown}, {live.where} (the user "
+            "sees it now; saving the file is theirs)."
         )
 
 
@@ -453,6 +611,13 @@ class EditCell(_NotebookTool):
 
     async def execute(self, ctx: ToolContext, args: Mapping[str, Any]) -> ToolResult:
         path = await self._path(ctx, args)
+        live = await self._live(ctx, path)
+        note = ""
+        if live is not None:
+            try:
+                return await self._edit_live(ctx, path, live, args)
+            except HostGone as exc:
+                note = f" ({exc.reason}, so the file was changed instead)"
         nb, expected = await self._load_seen(ctx, path)
         index = self._index(nb, args)
         old = nb.cells[index]
@@ -461,9 +626,37 @@ class EditCell(_NotebookTool):
         cell["id"] = old.get("id") or _new_id({c.get("id") for c in nb.cells})
         if old.get("metadata"):
             cell["metadata"] = old.metadata
+        cell["metadata"]["hdsp"] = agent_marker(ctx.task_id)
         nb.cells[index] = cell
         await self._save(ctx, path, nb, expected)
-        return ToolResult.text(f"Cell {index} of {path.shown} is now a {kind} cell.")
+        return ToolResult.text(f"Cell {index} of {path.shown} is now a {kind} cell{note}.")
+
+    async def _edit_live(
+        self, ctx: ToolContext, path: _Notebook, live: LiveNotebook, args: Mapping[str, Any]
+    ) -> ToolResult:
+        seen = self._seen_live(ctx, path)
+        index = int(args["index"])
+        cell_id, digest = live.target(seen, index)
+        source = str(args["source"])
+        kind = args.get("cell_type")
+        edit = DocumentEdit(
+            op="edit",
+            cell_id=cell_id,
+            expected_sha256=digest,
+            source=source,
+            cell_type=None if kind is None else str(kind),
+            marker=agent_marker(ctx.task_id),
+        )
+        answer = await live.send(edit)
+        if answer.status == "conflict":
+            error = live.conflict(answer, index, seen)
+            self.tracker.remember(ctx.task_id, path.key, None, seen)
+            raise error
+        seen[index] = (cell_id, source_digest(source))
+        self.tracker.remember(ctx.task_id, path.key, None, seen)
+        return ToolResult.text(
+            f"Cell {index} of {path.shown} is changed, {live.where} (the user sees it now)."
+        )
 
 
 class DeleteCell(_NotebookTool):
@@ -482,11 +675,98 @@ class DeleteCell(_NotebookTool):
 
     async def execute(self, ctx: ToolContext, args: Mapping[str, Any]) -> ToolResult:
         path = await self._path(ctx, args)
+        live = await self._live(ctx, path)
+        note = ""
+        if live is not None:
+            try:
+                return await self._delete_live(ctx, path, live, args)
+            except HostGone as exc:
+                note = f" ({exc.reason}, so the file was changed instead)"
         nb, expected = await self._load_seen(ctx, path)
         index = self._index(nb, args)
         del nb.cells[index]
         await self._save(ctx, path, nb, expected)
-        return ToolResult.text(f"Deleted cell {index} of {path.shown} (now {len(nb.cells)} cells).")
+        return ToolResult.text(
+            f"Deleted cell {index} of {path.shown} (now {len(nb.cells)} cells){note}."
+        )
+
+    async def _delete_live(
+        self, ctx: ToolContext, path: _Notebook, live: LiveNotebook, args: Mapping[str, Any]
+    ) -> ToolResult:
+        seen = self._seen_live(ctx, path)
+        index = int(args["index"])
+        cell_id, digest = live.target(seen, index)
+        answer = await live.send(DocumentEdit(op="delete", cell_id=cell_id, expected_sha256=digest))
+        if answer.status == "conflict":
+            error = live.conflict(answer, index, seen)
+            self.tracker.remember(ctx.task_id, path.key, None, seen)
+            raise error
+        del seen[index]
+        self.tracker.remember(ctx.task_id, path.key, None, seen)
+        return ToolResult.text(f"Deleted cell {index} of {path.shown}, {live.where}.")
+
+
+class MoveCell(_NotebookTool):
+    name: ClassVar[str] = "move_cell"
+    description: ClassVar[str] = (
+        "Move a cell of a notebook to another index (`to_index` counts the cells as they "
+        "are once the cell is taken out)."
+    )
+    parameters: ClassVar[Mapping[str, Any]] = {
+        "type": "object",
+        "properties": {
+            "path": {"type": "string"},
+            "index": {"type": "integer", "minimum": 0},
+            "to_index": {"type": "integer", "minimum": 0},
+        },
+        "required": ["path", "index", "to_index"],
+        "additionalProperties": False,
+    }
+    category: ClassVar[ToolCategory] = ToolCategory.WRITE
+
+    async def execute(self, ctx: ToolContext, args: Mapping[str, Any]) -> ToolResult:
+        path = await self._path(ctx, args)
+        live = await self._live(ctx, path)
+        note = ""
+        if live is not None:
+            try:
+                return await self._move_live(ctx, path, live, args)
+            except HostGone as exc:
+                note = f" ({exc.reason}, so the file was changed instead)"
+        nb, expected = await self._load_seen(ctx, path)
+        index = self._index(nb, args)
+        to = int(args["to_index"])
+        if not 0 <= to < len(nb.cells):
+            raise ToolError(f"to_index {to} is past the end (0 to {len(nb.cells) - 1}).")
+        cell = nb.cells.pop(index)
+        nb.cells.insert(to, cell)
+        await self._save(ctx, path, nb, expected)
+        return ToolResult.text(f"Moved cell {index} of {path.shown} to index {to}{note}.")
+
+    async def _move_live(
+        self, ctx: ToolContext, path: _Notebook, live: LiveNotebook, args: Mapping[str, Any]
+    ) -> ToolResult:
+        seen = self._seen_live(ctx, path)
+        index = int(args["index"])
+        cell_id, digest = live.target(seen, index)
+        to = int(args["to_index"])
+        if not 0 <= to < len(seen):
+            raise ToolError(f"to_index {to} is past the end (0 to {len(seen) - 1}).")
+        rest = seen[:index] + seen[index + 1 :]
+        edit = DocumentEdit(
+            op="move",
+            cell_id=cell_id,
+            expected_sha256=digest,
+            after_id=rest[to - 1][0] if to > 0 else None,
+        )
+        answer = await live.send(edit)
+        if answer.status == "conflict":
+            error = live.conflict(answer, index, seen)
+            self.tracker.remember(ctx.task_id, path.key, None, seen)
+            raise error
+        rest.insert(to, (cell_id, digest))
+        self.tracker.remember(ctx.task_id, path.key, None, rest)
+        return ToolResult.text(f"Moved cell {index} of {path.shown} to index {to}, {live.where}.")
 
 
 class RunCell(_NotebookTool):
@@ -516,12 +796,13 @@ class RunCell(_NotebookTool):
     def __init__(
         self,
         tracker: NotebookTracker,
+        documents: NotebookHosts | None = None,
         *,
         text_limit: int = 20_000,
         max_images: int = 4,
         displays: NotebookDisplays | None = None,
     ) -> None:
-        super().__init__(tracker)
+        super().__init__(tracker, documents)
         self.text_limit = text_limit
         self.max_images = max_images
         #: Which outputs show each display id (updated from any cell, as in Jupyter).
@@ -529,6 +810,12 @@ class RunCell(_NotebookTool):
 
     async def execute(self, ctx: ToolContext, args: Mapping[str, Any]) -> ToolResult:
         path = await self._path(ctx, args)
+        live = await self._live(ctx, path)
+        if live is not None:
+            try:
+                return await self._run_live(ctx, path, live, args)
+            except HostGone:
+                pass  # not run: the file's cell runs instead (its outputs go to the file)
         nb, digest = await self._load_seen(ctx, path)
         index = self._index(nb, args)
         cell = nb.cells[index]
@@ -537,6 +824,65 @@ class RunCell(_NotebookTool):
         run = await run_code(ctx, str(cell.source), time_limit=args.get("timeout"))
         result = await run.model_content(text_limit=self.text_limit, max_images=self.max_images)
         note = await self._store_outputs(ctx, path, index, digest, run.result)
+        first = result.content[0]
+        assert isinstance(first, TextBlock)
+        result.content[0] = TextBlock(text=f"{first.text}\n\n{note}")
+        result.summary = f"{result.summary}\n{note}" if result.summary else note
+        return result
+
+    async def _run_live(
+        self, ctx: ToolContext, path: _Notebook, live: LiveNotebook, args: Mapping[str, Any]
+    ) -> ToolResult:
+        """Run the open document's cell: its outputs stream into it as they come,
+        and the final ones (with the execution count) are set when it is done."""
+        seen = self._seen_live(ctx, path)
+        index = int(args["index"])
+        cell_id, digest = live.target(seen, index)
+        answer = await live.send(DocumentEdit(op="run", cell_id=cell_id, expected_sha256=digest))
+        if answer.status == "conflict":
+            error = live.conflict(answer, index, seen)
+            self.tracker.remember(ctx.task_id, path.key, None, seen)
+            raise error
+        cell = answer.cells[0] if answer.cells else None
+        if cell is None or cell.id != cell_id:
+            raise ToolError(f"JupyterLab did not give cell {index} of {path.shown} to run.")
+        if cell.cell_type != "code":
+            raise ToolError(f"Cell {index} is a {cell.cell_type} cell; only code cells run.")
+
+        async def push(outputs: list[dict[str, Any]], count: int | None) -> None:
+            edit = DocumentEdit(
+                op="outputs", cell_id=cell_id, outputs=outputs, execution_count=count
+            )
+            await live.send(edit)
+
+        pusher = OutputPusher(push)
+
+        def streamed(ex: Any) -> None:
+            shown, _ = ex.outputs.preview(text_limit=_LIVE_TEXT_LIMIT, max_outputs=_LIVE_OUTPUTS)
+            pusher.offer([_output_dict(o) for o in shown], ex.execution_count)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(pusher.run)
+            try:
+                run = await run_code(
+                    ctx, cell.source, time_limit=args.get("timeout"), on_outputs=streamed
+                )
+            finally:
+                pusher.close()
+        result = await run.model_content(text_limit=self.text_limit, max_images=self.max_images)
+        final = [_output_dict(o) for o in run.result.outputs]
+        try:
+            await push(final, run.result.execution_count)
+        except (HostGone, ToolError) as exc:
+            note = (
+                f"The outputs could not be put into cell {index} of {path.shown} in JupyterLab "
+                f"({exc}); the notebook may have been closed while the cell ran."
+            )
+        else:
+            note = (
+                f"The outputs and execution count are in cell {index} of {path.shown}, "
+                f"{live.where}."
+            )
         first = result.content[0]
         assert isinstance(first, TextBlock)
         result.content[0] = TextBlock(text=f"{first.text}\n\n{note}")
@@ -572,13 +918,17 @@ class RunCell(_NotebookTool):
         return f"The outputs and execution count were saved to cell {index} of {rel}.{also}"
 
 
-def notebook_tools(tracker: NotebookTracker | None = None) -> list[Tool]:
-    """The notebook tools, sharing one tracker of what each task has read."""
+def notebook_tools(
+    tracker: NotebookTracker | None = None, *, documents: NotebookHosts | None = None
+) -> list[Tool]:
+    """The notebook tools, sharing one tracker of what each task has read; they
+    edit the notebooks `documents` holds open where they are open."""
     tracker = tracker if tracker is not None else NotebookTracker()
     return [
-        ReadNotebook(tracker),
-        InsertCell(tracker),
-        EditCell(tracker),
-        DeleteCell(tracker),
-        RunCell(tracker),
+        ReadNotebook(tracker, documents),
+        InsertCell(tracker, documents),
+        EditCell(tracker, documents),
+        DeleteCell(tracker, documents),
+        MoveCell(tracker, documents),
+        RunCell(tracker, documents),
     ]

@@ -36,6 +36,7 @@ class JupyterProcess:
         config: Mapping[str, Any] | None = None,
         env: Mapping[str, str] | None = None,
         args: Sequence[str] = (),
+        rtc: bool = False,
     ) -> None:
         self.root = root
         self.hdsp_runtime_dir = hdsp_runtime_dir
@@ -48,6 +49,10 @@ class JupyterProcess:
         self.extra_config = dict(config or {})
         self.extra_env = dict(env or {})
         self.args = list(args)
+        #: Real-time collaboration (jupyter-collaboration, a dev dependency) on: off
+        #: by default (`disable_rtc`, its own switch), so that a test gets the
+        #: JupyterLab it asks for.
+        self.rtc = rtc
         self.proc: subprocess.Popen[bytes] | None = None
         self.info: dict[str, Any] = {}
 
@@ -67,6 +72,8 @@ class JupyterProcess:
         # package was installed (the wheel test checks the installed enable file).
         server: dict[str, Any] = {"jpserver_extensions": {EXTENSION: True}}
         config: dict[str, Any] = {"ServerApp": server}
+        if not self.rtc:
+            config["YDocExtension"] = {"disable_rtc": True}
         for section, values in self.extra_config.items():
             config.setdefault(section, {}).update(values)
         for name in ("jupyter_server_config.json", "jupyter_lab_config.json"):
@@ -107,7 +114,8 @@ class JupyterProcess:
             )
         info_file = self.runtime_dir / f"jpserver-{self.proc.pid}.json"
         deadline = time.monotonic() + timeout
-        while not info_file.exists():
+        # The file may be seen before its contents are written: wait for both.
+        while not (info_file.exists() and info_file.read_text().strip().endswith("}")):
             if self.proc.poll() is not None:
                 raise AssertionError(
                     f"jupyter {self.app} exited ({self.proc.returncode}):\n{self.stderr()}"

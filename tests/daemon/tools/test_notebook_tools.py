@@ -109,7 +109,10 @@ async def test_read_insert_edit_delete_keep_the_notebook_valid(tmp_path: Path) -
     nb = _read(path)
     edited = nb.cells[2]
     assert (edited.source, edited.outputs, edited.execution_count) == ("print('new')", [], None)
-    assert edited.metadata == {"tags": ["keep"]}  # metadata stays, stale outputs go
+    # Metadata stays (with the agent's mark added), stale outputs go.
+    assert edited.metadata["tags"] == ["keep"]
+    assert edited.metadata["hdsp"]["editedBy"] == "agent"
+    assert edited.metadata["hdsp"]["task"] == ctx.task_id
 
     await tools.edit.execute(
         ctx, {"path": "analysis.ipynb", "index": 1, "source": "*note*", "cell_type": "markdown"}

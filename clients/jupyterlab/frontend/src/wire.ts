@@ -75,6 +75,7 @@ export type StorageState1 = 'failing' | 'ok' | 'readOnly';
 export interface HdspWire {
   Ack: Ack;
   AckData: AckData;
+  AnswerDocumentEdit: AnswerDocumentEdit;
   AttachKernel: AttachKernel;
   BlobData: BlobData;
   CancelTask: CancelTask;
@@ -103,6 +104,13 @@ export interface HdspWire {
   DiffCheckpointsData: DiffCheckpointsData;
   Disconnect: Disconnect;
   Discovery: Discovery;
+  DocumentCell: DocumentCell;
+  DocumentEdit: DocumentEdit;
+  DocumentEditAnswer: DocumentEditAnswer;
+  DocumentEditRequest: DocumentEditRequest;
+  DocumentEditRequested: DocumentEditRequested;
+  DocumentEditTaken: DocumentEditTaken;
+  DocumentsHosted: DocumentsHosted;
   EditMessage: EditMessage;
   EditMessageData: EditMessageData;
   ErrorCode: ErrorCode;
@@ -128,6 +136,7 @@ export interface HdspWire {
   GetTaskPageData: GetTaskPageData;
   HdspFrame: HdspFrame;
   HistoryItem: HistoryItem;
+  HostDocuments: HostDocuments;
   ImportResult: ImportResult;
   ImportSettings: ImportSettings;
   ImportSettingsData: ImportSettingsData;
@@ -275,6 +284,38 @@ export interface AckData {
    * The daemon's package version.
    */
   serverVersion: string;
+}
+/**
+ * A document host's answer to a `documentEditRequested`.
+ */
+export interface AnswerDocumentEdit {
+  commandName: 'AnswerDocumentEdit';
+  data: DocumentEditAnswer;
+}
+/**
+ * The host's answer. `cells`: the document's cells after the edit (outputs
+ * only for a read); for a conflict, the cell in conflict with its live source.
+ */
+export interface DocumentEditAnswer {
+  cells?: DocumentCell[] | null;
+  hostId: string;
+  message?: string | null;
+  requestId: string;
+  status: 'conflict' | 'expired' | 'invalid' | 'not_open' | 'ok';
+}
+/**
+ * A cell as the open document has it (nbformat 4.5 names).
+ */
+export interface DocumentCell {
+  cellType: string;
+  executionCount?: number | null;
+  id: string;
+  metadata?: {} | null;
+  /**
+   * nbformat outputs; only in the answer to a `read`.
+   */
+  outputs?: {}[] | null;
+  source: string;
 }
 /**
  * Use a kernel that runs already (a notebook's, from Jupyter's runtime dir).
@@ -516,7 +557,9 @@ export interface TaskCommand {
     | GetBlob
     | ListCheckpoints
     | DiffCheckpoints
-    | RestoreCheckpoint;
+    | RestoreCheckpoint
+    | HostDocuments
+    | AnswerDocumentEdit;
   origin?: 'client';
   /**
    * Chosen by the client, unique among its commands in flight; the `Reply` carries it back.
@@ -1011,6 +1054,26 @@ export interface RestoreCheckpointData {
   withKernel?: boolean;
 }
 /**
+ * Declare the notebooks a document host holds open now (replacing what it
+ * declared before); `paths` empty withdraws the host.
+ */
+export interface HostDocuments {
+  commandName: 'HostDocuments';
+  /**
+   * Chosen by the host; unique (a UUID); at most 128 characters.
+   */
+  hostId: string;
+  /**
+   * The declaration lasts this long unless declared again (0 < s <= 3600).
+   */
+  leaseSeconds?: number;
+  /**
+   * Absolute paths of the notebooks open at this host (at most 1000).
+   */
+  paths: string[];
+  route: 'panel' | 'rtc';
+}
+/**
  * Sent by a client that is going away, so the daemon forgets it at once.
  */
 export interface Disconnect {
@@ -1069,6 +1132,7 @@ export interface ProgressStatus {
  * Not a message: the `result` of a Reply to command X, by X (its `commandName`).
  */
 export interface CommandResults {
+  AnswerDocumentEdit?: DocumentEditTaken;
   AttachKernel?: KernelInfo;
   CancelTask?: TaskRef;
   CloseTask?: TaskRef;
@@ -1088,6 +1152,7 @@ export interface CommandResults {
   GetStatus?: StatusResult;
   GetTask?: TaskSnapshot;
   GetTaskPage?: TaskPage;
+  HostDocuments?: DocumentsHosted;
   ImportSettings?: ImportResult;
   InterruptKernel?: KernelRef;
   ListCheckpoints?: CheckpointList;
@@ -1110,6 +1175,13 @@ export interface CommandResults {
   StartKernel?: KernelInfo;
   StartNewTask?: TaskRef;
   UpdateSettings?: SettingsView;
+}
+/**
+ * Whether the daemon was still waiting for that answer (false: it gave up, or
+ * the request was not this host's).
+ */
+export interface DocumentEditTaken {
+  taken: boolean;
 }
 export interface KernelInfo {
   connectionFile?: string | null;
@@ -1465,6 +1537,10 @@ export interface TaskPage {
    */
   total: number;
 }
+export interface DocumentsHosted {
+  hostId: string;
+  paths: number;
+}
 export interface ImportResult {
   /**
    * Dotted paths of what was taken: top-level keys, "profiles.NAME", "models.NAME".
@@ -1566,7 +1642,8 @@ export interface TaskEvent {
     | ExecutionOutput
     | SettingsChanged
     | StorageChanged
-    | EventsSynced;
+    | EventsSynced
+    | DocumentEditRequested;
   origin?: 'server';
   /**
    * `seq` of the previous durable event of the same topic (task id, or the empty daemon-wide topic); 0 for the topic's first. A client following one task has missed events exactly when prevSeq is greater than the last seq it saw of that task. On a live-only event: the last durable event of its topic published before it, so a client that has a later version of the message from the log can ignore it.
@@ -2008,6 +2085,61 @@ export interface EventsSynced {
    * @maxItems 1
    */
   payload: [string];
+}
+/**
+ * A notebook tool asks a document host to change (or read) a notebook open
+ * there: [request] (see hdsp.protocol.documents). Daemon-wide and live-only: a
+ * host that misses it does not answer, and the tool falls back to the file.
+ */
+export interface DocumentEditRequested {
+  eventName: 'documentEditRequested';
+  /**
+   * @minItems 1
+   * @maxItems 1
+   */
+  payload: [DocumentEditRequest];
+}
+export interface DocumentEditRequest {
+  edit: DocumentEdit;
+  /**
+   * Unix time after which the host must not apply the edit.
+   */
+  expiresAt: number;
+  hostId: string;
+  /**
+   * Absolute path of the notebook.
+   */
+  path: string;
+  requestId: string;
+  taskId?: string | null;
+}
+/**
+ * One change to an open notebook (or a read of it).
+ *
+ * - read: answer with every cell, outputs included.
+ * - insert: a new cell (`newId`, `cellType`, `source`) after the cell `afterId`
+ *   (at the top when absent).
+ * - edit: replace the source (and type) of `cellId`; clears a code cell's outputs.
+ * - delete: remove `cellId`.
+ * - move: put `cellId` after `afterId` (at the top when absent).
+ * - run: the agent is about to run `cellId`: clear its outputs and execution count.
+ * - outputs: set the outputs and execution count of `cellId` (as they stream).
+ *
+ * `expectedSha256` (edit, delete, move, run): the SHA-256 of the UTF-8 source the
+ * agent last read of `cellId`; the host answers `conflict` if the live source
+ * differs. `marker` goes into the cell's `metadata.hdsp` (insert, edit).
+ */
+export interface DocumentEdit {
+  afterId?: string | null;
+  cellId?: string | null;
+  cellType?: string | null;
+  executionCount?: number | null;
+  expectedSha256?: string | null;
+  marker?: {} | null;
+  newId?: string | null;
+  op: 'delete' | 'edit' | 'insert' | 'move' | 'outputs' | 'read' | 'run';
+  outputs?: {}[] | null;
+  source?: string | null;
 }
 /**
  * The discovery file, `hdspd.json` in the daemon's runtime dir: how a client

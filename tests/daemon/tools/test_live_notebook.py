@@ -1,0 +1,269 @@
+"""The notebook tools' route to a notebook open in JupyterLab, without a browser:
+the daemon's half (NotebookHosts, the tools' routing, conflicts, the fall back to
+the file) against a host that applies the edits with the server extension's
+own code (`apply_edit`) to a real shared notebook (jupyter_ydoc's YNotebook on a
+pycrdt document), answering through the same request/reply the daemon uses.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import nbformat
+import pytest
+from anyio.abc import TaskGroup
+from jupyter_ydoc import YNotebook
+
+from hdsp.client.jupyterlab.shared_notebooks import apply_edit
+from hdsp.daemon.conversation import TextBlock
+from hdsp.daemon.tools import ToolError
+from hdsp.daemon.tools.notebook_hosts import NotebookHosts
+from hdsp.daemon.tools.notebook_tools import (
+    DeleteCell,
+    EditCell,
+    InsertCell,
+    MoveCell,
+    NotebookTracker,
+    ReadNotebook,
+    RunCell,
+)
+from hdsp.protocol import DocumentEditAnswer, DocumentEditRequested, Event
+from tests.support.kernel_helpers import running_service
+from tests.support.tool_context import RecordingContext
+
+pytestmark = pytest.mark.timeout(60)
+
+_v4: Any = nbformat.v4
+
+
+class SharedNotebookHost:
+    """A document host holding one notebook open as a shared document: requests
+    arrive through the daemon's emit, are applied by a task of their own (as the
+    server extension does) and answered through NotebookHosts.answer."""
+
+    def __init__(self, path: Path) -> None:
+        self.ynb = YNotebook()
+        self.ynb.set(nbformat.read(str(path), as_version=4))
+        self.open = True
+        self.silent = False
+        self.requests: list[Any] = []
+        send, receive = anyio.create_memory_object_stream[Any](16)
+        self._send, self._receive = send, receive
+        self.hosts = NotebookHosts(self.emit)
+
+    async def emit(self, event: Event) -> None:
+        assert isinstance(event, DocumentEditRequested)
+        await self._send.send(event.payload[0])
+
+    async def serve(self) -> None:
+        with self._send, self._receive:
+            await self._serve()
+
+    async def _serve(self) -> None:
+        async for request in self._receive:
+            self.requests.append(request)
+            if self.silent:
+                continue
+            if not self.open:
+                status, message, cells = "not_open", "closed", None
+            else:
+                status, message, cells = apply_edit(self.ynb, request.edit)
+            self.hosts.answer(
+                DocumentEditAnswer(
+                    request_id=request.request_id,
+                    host_id=request.host_id,
+                    status=status,  # type: ignore[arg-type]
+                    message=message,
+                    cells=cells,
+                )
+            )
+
+    def sources(self) -> list[str]:
+        return [str(c["source"]) for c in self.ynb.ycells]
+
+    def save(self, path: Path) -> None:
+        """What the user's save does: the document to the file."""
+        nbformat.write(nbformat.from_dict(self.ynb.get()), str(path))
+
+
+class Tools:
+    def __init__(self, hosts: NotebookHosts) -> None:
+        tracker = NotebookTracker()
+        self.read = ReadNotebook(tracker, hosts)
+        self.insert = InsertCell(tracker, hosts)
+        self.edit = EditCell(tracker, hosts)
+        self.delete = DeleteCell(tracker, hosts)
+        self.move = MoveCell(tracker, hosts)
+        self.run = RunCell(tracker, hosts)
+
+
+def _text(result: Any) -> str:
+    block = result.content[0]
+    assert isinstance(block, TextBlock)
+    return block.text
+
+
+def _notebook(path: Path, *sources: str) -> bytes:
+    nb = _v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
+    nb.cells = [_v4.new_code_cell(s) for s in sources]
+    nbformat.write(nb, str(path))
+    return path.read_bytes()
+
+
+async def _open(tmp_path: Path, tg: TaskGroup, *sources: str) -> tuple[SharedNotebookHost, bytes]:
+    path = tmp_path / "open.ipynb"
+    on_disk = _notebook(path, *sources)
+    host = SharedNotebookHost(path)
+    absolute = str(path.resolve())
+    host.hosts.declare("rtc-1", "rtc", [absolute], 60.0)
+    tg.start_soon(host.serve)
+    return host, on_disk
+
+
+async def test_edits_go_to_the_open_document_and_never_to_the_file(tmp_path: Path) -> None:
+    async with anyio.create_task_group() as tg:
+        host, on_disk = await _open(tmp_path, tg, "import pandas as pd", "df = pd.DataFrame()")
+        tools = Tools(host.hosts)
+        ctx = RecordingContext(tmp_path)
+        listing = _text(await tools.read.execute(ctx, {"path": "open.ipynb"}))
+        assert "open in JupyterLab (the shared document)" in listing
+        assert "## Cell 1 [code]\ndf = pd.DataFrame()" in listing
+
+        done = await tools.insert.execute(
+            ctx, {"path": "open.ipynb", "index": 2, "source": "df.x.plot()"}
+        )
+        assert "Inserted a code cell at index 2 of open.ipynb, open in JupyterLab" in _text(done)
+        assert host.sources() == ["import pandas as pd", "df = pd.DataFrame()", "df.x.plot()"]
+        marker = host.ynb.get_cell(2)["metadata"]["hdsp"]
+        assert marker["editedBy"] == "agent" and marker["task"] == ctx.task_id
+
+        await tools.edit.execute(ctx, {"path": "open.ipynb", "index": 2, "source": "df.x.hist()"})
+        await tools.move.execute(ctx, {"path": "open.ipynb", "index": 2, "to_index": 0})
+        assert host.sources() == ["df.x.hist()", "import pandas as pd", "df = pd.DataFrame()"]
+        await tools.delete.execute(ctx, {"path": "open.ipynb", "index": 2})
+        assert host.sources() == ["df.x.hist()", "import pandas as pd"]
+        # The file is the user's to save: nothing wrote it.
+        assert (tmp_path / "open.ipynb").read_bytes() == on_disk
+        tg.cancel_scope.cancel()
+
+
+async def test_a_cell_the_user_changed_since_the_read_is_a_conflict(tmp_path: Path) -> None:
+    async with anyio.create_task_group() as tg:
+        host, _ = await _open(tmp_path, tg, "df.x.plot()")
+        tools = Tools(host.hosts)
+        ctx = RecordingContext(tmp_path)
+        await tools.read.execute(ctx, {"path": "open.ipynb"})
+        # The user types into the cell while the agent prepares its edit.
+        host.ynb.set_cell(0, source="df.x.plot(kind='bar')  # mine")
+        with pytest.raises(ToolError) as caught:
+            await tools.edit.execute(
+                ctx, {"path": "open.ipynb", "index": 0, "source": "df.x.plot(color='red')"}
+            )
+        assert str(caught.value).startswith("Conflict: cell 0 of open.ipynb was changed")
+        assert "df.x.plot(kind='bar')  # mine" in str(caught.value)
+        assert host.sources() == ["df.x.plot(kind='bar')  # mine"]  # not overwritten
+        # The conflict showed the model the live source: a change it makes now is
+        # made on what it has seen.
+        await tools.edit.execute(ctx, {"path": "open.ipynb", "index": 0, "source": "df.x.plot()"})
+        assert host.sources() == ["df.x.plot()"]
+        # A cell the user deleted is a conflict too; one they added is not the agent's.
+        del host.ynb.ycells[0]
+        with pytest.raises(ToolError, match="was deleted in JupyterLab"):
+            await tools.edit.execute(ctx, {"path": "open.ipynb", "index": 0, "source": "x"})
+        tg.cancel_scope.cancel()
+
+
+async def test_a_notebook_closed_mid_task_is_edited_in_its_file(tmp_path: Path) -> None:
+    async with anyio.create_task_group() as tg:
+        host, _ = await _open(tmp_path, tg, "a = 1")
+        tools = Tools(host.hosts)
+        ctx = RecordingContext(tmp_path)
+        await tools.read.execute(ctx, {"path": "open.ipynb"})
+        await tools.insert.execute(ctx, {"path": "open.ipynb", "source": "b = 2"})
+        host.save(tmp_path / "open.ipynb")
+        host.open = False  # the user closes it; the host has not withdrawn it yet
+        done = await tools.insert.execute(ctx, {"path": "open.ipynb", "source": "c = 3"})
+        assert "so the file was changed instead" in _text(done)
+        saved = nbformat.read(str(tmp_path / "open.ipynb"), as_version=4)
+        assert [c.source for c in saved.cells] == ["a = 1", "b = 2", "c = 3"]
+        assert saved.cells[2].metadata["hdsp"]["editedBy"] == "agent"
+        # The host said it is not open: the next edit goes to the file at once.
+        asked = len(host.requests)
+        await tools.edit.execute(ctx, {"path": "open.ipynb", "index": 0, "source": "a = 10"})
+        assert len(host.requests) == asked
+        assert nbformat.read(str(tmp_path / "open.ipynb"), as_version=4).cells[0].source == (
+            "a = 10"
+        )
+        tg.cancel_scope.cancel()
+
+
+async def test_a_host_that_does_not_answer_is_forgotten(tmp_path: Path) -> None:
+    async with anyio.create_task_group() as tg:
+        host, _ = await _open(tmp_path, tg, "a = 1")
+        tools = Tools(host.hosts)
+        ctx = RecordingContext(tmp_path)
+        await tools.read.execute(ctx, {"path": "open.ipynb"})
+        host.silent = True
+        tools.insert.answer_limit = 0.5
+        done = await tools.insert.execute(ctx, {"path": "open.ipynb", "source": "b = 2"})
+        assert "JupyterLab did not answer within 0.5 s" in _text(done)
+        assert "so the file was changed instead" in _text(done)
+        assert host.hosts.hosts() == []
+        assert host.hosts.statistics()["pending"] == 0
+        # An answer that comes too late is not taken.
+        late = host.requests[-1]
+        assert not host.hosts.answer(
+            DocumentEditAnswer(request_id=late.request_id, host_id="rtc-1", status="ok")
+        )
+        tg.cancel_scope.cancel()
+
+
+async def test_run_cell_streams_its_outputs_into_the_open_document(tmp_path: Path) -> None:
+    async with running_service() as (svc, _), anyio.create_task_group() as tg:
+        host, on_disk = await _open(
+            tmp_path, tg, "print('one')\nimport time; time.sleep(0.3)\nprint('two')\n6 * 7"
+        )
+        tools = Tools(host.hosts)
+        ctx = RecordingContext(tmp_path, services={"kernels": svc})
+        await tools.read.execute(ctx, {"path": "open.ipynb"})
+        result = await tools.run.execute(ctx, {"path": "open.ipynb", "index": 0})
+        assert "are in cell 0 of open.ipynb, open in JupyterLab" in _text(result)
+        cell = host.ynb.get_cell(0)
+        assert cell["execution_count"] == 1
+        kinds = [o["output_type"] for o in cell["outputs"]]
+        assert kinds == ["stream", "execute_result"]
+        assert "one" in str(cell["outputs"][0]["text"]) and "two" in str(cell["outputs"][0]["text"])
+        assert cell["outputs"][1]["data"] == {"text/plain": "42"}
+        outputs_sent = [r for r in host.requests if r.edit.op == "outputs"]
+        assert len(outputs_sent) >= 2  # streamed while it ran, then the final ones
+        assert (tmp_path / "open.ipynb").read_bytes() == on_disk
+
+        # A cell the user changed is not run.
+        host.ynb.set_cell(0, source="print('mine')")
+        with pytest.raises(ToolError, match="Conflict"):
+            await tools.run.execute(ctx, {"path": "open.ipynb", "index": 0})
+        tg.cancel_scope.cancel()
+
+
+def test_declarations_expire_and_the_shared_document_is_preferred() -> None:
+    now = [100.0]
+
+    async def emit(event: Event) -> None:
+        raise AssertionError("nothing is requested here")
+
+    hosts = NotebookHosts(emit, clock=lambda: now[0])
+    hosts.declare("panel-1", "panel", ["/w/a.ipynb"], 30.0)
+    hosts.declare("rtc-1", "rtc", ["/w/a.ipynb", "/w/b.ipynb"], 10.0)
+    chosen = hosts.host_for("/w/a.ipynb")
+    assert chosen is not None and chosen.host_id == "rtc-1"
+    now[0] += 11  # the rtc host's lease ran out
+    chosen = hosts.host_for("/w/a.ipynb")
+    assert chosen is not None and chosen.host_id == "panel-1"
+    assert hosts.host_for("/w/b.ipynb") is None
+    hosts.declare("panel-1", "panel", [], 30.0)  # withdrawn
+    assert hosts.host_for("/w/a.ipynb") is None
+    with pytest.raises(ValueError, match="not an absolute path"):
+        hosts.declare("panel-2", "panel", ["relative.ipynb"], 30.0)
