@@ -10,6 +10,8 @@ import { Widget } from '@lumino/widgets';
 import React, { useEffect, useMemo, useRef, useState, useSyncExternalStore } from 'react';
 
 import { APPROVAL_SWITCHES, ApprovalKey, PanelModel } from './model';
+import { CondenseButton, ContextMarkerView, DeliveryChoice, MessageActions } from './HistoryActions';
+import { canSteer } from './history';
 import {
   answeredBy,
   blobImage,
@@ -245,7 +247,9 @@ function AskSummary(props: { message: ClineMessage }): JSX.Element {
 }
 
 function MessageView(props: { message: ClineMessage; task: OpenTask; prompt: boolean }): JSX.Element | null {
+  const { model } = useProps();
   const m = props.message;
+  const actions = <MessageActions model={model} message={m} task={props.task} isPrompt={props.prompt} />;
   const common = {
     'data-testid': 'hdsp-message',
     'data-ts': String(m.ts),
@@ -276,6 +280,7 @@ function MessageView(props: { message: ClineMessage; task: OpenTask; prompt: boo
         {/* The ask that waits shows once, with its buttons, where it was asked. */}
         {waiting ? <AskBox key={m.ts} ask={props.task.pendingAsk!} /> : <AskSummary message={m} />}
         {answered}
+        {actions}
       </div>
     );
   }
@@ -328,11 +333,9 @@ function MessageView(props: { message: ClineMessage; task: OpenTask; prompt: boo
       );
       break;
     case 'sliding_window_truncation':
-      body = <div className="hdsp-note">Context truncated: the oldest messages were left out of the request (the history keeps them).</div>;
-      break;
     case 'condense_context':
     case 'condense_context_error':
-      body = <div className="hdsp-note">Context condensed{m.text ? `: ${m.text}` : ''}</div>;
+      body = <ContextMarkerView message={m} />;
       break;
     case 'kernel_culled':
       body = <div className="hdsp-note">{m.text || 'The kernel was shut down after being idle.'}</div>;
@@ -351,6 +354,7 @@ function MessageView(props: { message: ClineMessage; task: OpenTask; prompt: boo
     <div {...common} className={`hdsp-message hdsp-say-${say}`}>
       {body}
       <Images images={m.images} />
+      {actions}
     </div>
   );
 }
@@ -538,6 +542,7 @@ function TaskHeader(props: { task: OpenTask; row: TaskRow | undefined }): JSX.El
             Resume
           </button>
         )}
+        <CondenseButton model={model} working={live} />
         <button className="jp-Button hdsp-button" onClick={() => void model.close()} title="Close: stop it and let go of its kernel (the history stays)">
           Close
         </button>
@@ -602,14 +607,16 @@ function Composer(props: { state: ViewState }): JSX.Element {
   const [sending, setSending] = useState(false);
   const [profile, setProfile] = useState<string | null>(model.profile);
   const [approvals, setApprovals] = useState(model.approvals);
+  const [steer, setSteer] = useState(false);
   const open = props.state.open;
+  const steerable = open !== null && canSteer(open.state);
   const profiles = props.state.profiles;
   const send = () => {
     if (!text.trim() || sending) {
       return;
     }
     setSending(true);
-    void model.send(text).then(ok => {
+    void model.send(text, steerable && steer ? 'steer' : 'queue').then(ok => {
       setSending(false);
       if (ok) {
         setText('');
@@ -673,6 +680,7 @@ function Composer(props: { state: ViewState }): JSX.Element {
           }
         }}
       />
+      {steerable && <DeliveryChoice steer={steer} onChange={setSteer} />}
       <button data-testid="hdsp-send" className="jp-Button jp-mod-accept hdsp-button" disabled={sending || !text.trim()} onClick={send}>
         {open === null ? 'Start task' : 'Send'}
       </button>
