@@ -339,3 +339,14 @@ def test_scenario_6_the_panel_follows_an_hdspd_restart(daemon: DaemonProcess, sp
     daemon.stop(signal.SIGKILL)
     daemon.start()
     spec.finish()
+
+
+def test_scenario_7_edit_and_resend_fork_and_delete_in_the_panel(
+    daemon: DaemonProcess, fake_openai: FakeOpenAI, spec: Spec
+) -> None:
+    fake_openai.script(done("first answer"), done("old reply"), done("new reply"))
+    spec.run("history.spec.ts")
+    # The model was sent the edited message, not the one it replaced.
+    resent = json.dumps(fake_openai.requests[2]["messages"])
+    assert "Now plot x" in resent and "Now plot y" not in resent and "old reply" not in resent
+    assert len(fake_openai.requests) == 3
