@@ -107,7 +107,8 @@ class JupyterProcess:
             )
         info_file = self.runtime_dir / f"jpserver-{self.proc.pid}.json"
         deadline = time.monotonic() + timeout
-        while not info_file.exists():
+        # Jupyter creates the file, then writes it: wait until it holds its JSON.
+        while not _written(info_file):
             if self.proc.poll() is not None:
                 raise AssertionError(
                     f"jupyter {self.app} exited ({self.proc.returncode}):\n{self.stderr()}"
@@ -158,3 +159,13 @@ class JupyterProcess:
         self.stop()
         if exc is not None:
             sys.stderr.write(f"---- jupyter {self.app} stderr ----\n{self.stderr()}\n")
+
+
+def _written(info_file: Path) -> bool:
+    """Whether Jupyter's server info file is there and whole (it is created
+    empty, then written)."""
+    try:
+        json.loads(info_file.read_text())
+    except (FileNotFoundError, ValueError):
+        return False
+    return True
