@@ -7,7 +7,7 @@
  */
 import { MimeModel, IRenderMimeRegistry } from '@jupyterlab/rendermime';
 import { Widget } from '@lumino/widgets';
-import React, { useEffect, useMemo, useRef, useState, useSyncExternalStore } from 'react';
+import React, { useEffect, useLayoutEffect, useMemo, useRef, useState, useSyncExternalStore } from 'react';
 
 import { APPROVAL_SWITCHES, ApprovalKey, PanelModel } from './model';
 import { CondenseButton, ContextMarkerView, DeliveryChoice, MessageActions } from './HistoryActions';
@@ -51,7 +51,12 @@ function MimeView(props: { bundle: Record<string, unknown>; className?: string }
   const blob = blobImage(props.bundle);
   const mimeType = blob ? null : rendermime.preferredMimeType(props.bundle as never, 'ensure');
   const text = JSON.stringify(props.bundle);
-  useEffect(() => {
+  // A layout effect: its cleanup runs while the host is still in the page. When a
+  // rewind or a deletion takes messages away, React removes their DOM first and
+  // runs passive cleanups after, and Lumino refuses to detach (or dispose) a
+  // widget whose node left the page: "Widget is not attached", which unmounted
+  // the whole panel.
+  useLayoutEffect(() => {
     if (!mimeType || !host.current) {
       return;
     }

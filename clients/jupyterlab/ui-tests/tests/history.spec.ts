@@ -7,6 +7,8 @@ import { expect, test } from '@jupyterlab/galata';
 import { conversation, openPanel, openTaskId, screenshot, startTask } from './control';
 
 test('edit and resend, fork from a message, delete a message', async ({ page }) => {
+  page.on('pageerror', e => console.log('DEBUG-PAGEERROR', e.message, e.stack));
+  page.on('console', m => { if (m.type() === 'error' || m.type() === 'warning') console.log('DEBUG-CONSOLE', m.text()); });
   await openPanel(page);
   await startTask(page, 'Describe data.csv');
   const state = page.getByTestId('hdsp-task-state');
@@ -30,7 +32,14 @@ test('edit and resend, fork from a message, delete a message', async ({ page }) 
   await confirm.getByTestId('hdsp-edit-text').fill('Now plot x');
   await screenshot(page, 'scenario-7-edit');
   await confirm.getByTestId('hdsp-confirm-yes').click();
-  await expect(said('completion_result', 'new reply')).toHaveCount(1);
+  try {
+    await expect(said('completion_result', 'new reply')).toHaveCount(1);
+  } catch (e) {
+    console.log('DEBUG', JSON.stringify(await conversation(page)));
+    console.log('DEBUG-PANEL', await page.getByTestId('hdsp-panel').count(), await page.getByTestId('hdsp-conversation').count(), await page.getByTestId('hdsp-task-state').allTextContents());
+    console.log('DEBUG-ERR', await page.locator('[data-testid="hdsp-error"]').allTextContents());
+    throw e;
+  }
   await expect(said('completion_result', 'old reply')).toHaveCount(0);
   await expect(said('user_feedback', 'Now plot y')).toHaveCount(0);
   await expect(said('user_feedback', 'Now plot x')).toHaveCount(1);
