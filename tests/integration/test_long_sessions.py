@@ -187,6 +187,28 @@ async def test_a_200_turn_session_on_a_small_window_is_condensed_not_refused(
     if out:
         await anyio.Path(out).write_text(json.dumps(figures, indent=2))
 
+    # Rewinding across the last summary brings back what it hid; the history stays
+    # consistent (no tag names a summary that is gone) and the task goes on.
+    marker = condensed[-1]
+    last_id = info["condenseId"]
+    async with connect(long_daemon.runtime_dir, name="test") as client:
+        await client.rewind_task(task_id, marker.ts, include=True)
+        rewound = await client.get_task(task_id)
+        after = _api_history(long_daemon, task_id)
+        head = (await client.status()).head_seq
+        await client.send_message(task_id, "Step 0: read it again.")
+        with anyio.fail_after(60):
+            events = await collect_turn(client, task_id, head, until=(TaskCompleted,))
+        assert isinstance(events[-1].data, TaskCompleted)
+    assert rewound.messages == [m for m in snap.messages if m.ts < marker.ts]
+    summaries = {m.condense_id for m in after if m.is_summary}
+    assert last_id not in summaries
+    assert all(m.condense_parent is None or m.condense_parent in summaries for m in after)
+    hidden = [i for i, m in enumerate(api) if m.condense_parent == last_id]
+    kept = [i for i in hidden if i < len(after) and after[i].ts == api[i].ts]
+    assert kept and all(after[i].condense_parent is None for i in kept)
+    assert small_model.refused_for_length == 0
+
 
 # ---- steering a running turn --------------------------------------------------
 
