@@ -22,6 +22,7 @@ from . import (
     bench_scale,
     bench_snapshot,
     bench_startup,
+    bench_token_count,
 )
 from .harness import Result, table, write_results
 
@@ -37,6 +38,7 @@ BENCHMARKS = [
     bench_startup,
     bench_snapshot,
     bench_curves,
+    bench_token_count,
 ]
 
 

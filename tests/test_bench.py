@@ -35,6 +35,7 @@ def test_bench_quick_produces_every_figure(tmp_path: Path) -> None:
         "curve: event log",
         "curve: tasks",
         "curve: history",
+        "token count, Anthropic",
         # old, kept for comparison
         "event fan-out",
         "command round trip",

@@ -494,3 +494,52 @@ async def test_the_readmes_python_example_prints_every_durable_event_once_in_ord
             proc.terminate()
             await proc.wait()
     assert seqs == sorted(set(seqs)) and len(seqs) > 3, seqs
+
+
+async def test_condense_edit_fork_and_rewind_from_the_command_line(
+    daemon: DaemonProcess, fake_openai: FakeOpenAI, client: Client, tmp_path: Path
+) -> None:
+    """`hdsp condense`, `edit`, `fork` and `rewind` against the real daemon, each
+    checked in the history they leave."""
+    fake_openai.script(
+        FakeReply.text("first answer"),
+        FakeReply.text("second answer"),
+        FakeReply.text("answer to the edit"),
+    )
+    task_id, head = await start(client, "hi", tmp_path)
+    await wait_for_end(client, task_id, head)
+    head = (await client.status()).head_seq
+    await client.send_message(task_id, "a second thought")
+    await wait_for_end(client, task_id, head)
+    snap = await client.get_task(task_id)
+    mine = next(m for m in snap.messages if m.text == "a second thought")
+    first = next(m for m in snap.messages if m.text == "first answer")
+    short = task_id[:8]
+
+    # Too little to summarise: it says so, and nothing is sent to the model.
+    requests = len(fake_openai.requests)
+    r = await run_hdsp(daemon.runtime_dir, "condense", short)
+    assert r.returncode == ExitCode.OK, r.stderr
+    said = (await client.get_task(task_id)).messages[-1]
+    assert said.say == "condense_context_error" and "Nothing to condense" in (said.text or "")
+    assert len(fake_openai.requests) == requests
+
+    head = (await client.status()).head_seq
+    r = await run_hdsp(daemon.runtime_dir, "edit", short, str(mine.ts), "a better thought")
+    assert r.returncode == ExitCode.OK and "your message was replaced and sent" in r.stdout
+    await wait_for_end(client, task_id, head)
+    texts = [m.text for m in (await client.get_task(task_id)).messages if m.say == "text"]
+    assert texts[-2:] == ["first answer", "answer to the edit"] and "second answer" not in texts
+    assert "a better thought" in json.dumps(fake_openai.requests[-1]["messages"])
+
+    r = await run_hdsp(daemon.runtime_dir, "fork", short, str(first.ts), "--json")
+    assert r.returncode == ExitCode.OK, r.stderr
+    fork = json.loads(r.stdout)["taskId"]
+    forked = await client.get_task(fork)
+    assert forked.messages[-1].ts == first.ts and fork != task_id
+
+    r = await run_hdsp(daemon.runtime_dir, "rewind", short, str(first.ts), "--keep")
+    assert r.returncode == ExitCode.OK and "rewound" in r.stdout
+    assert (await client.get_task(task_id)).messages[-1].ts == first.ts
+    r = await run_hdsp(daemon.runtime_dir, "rewind", short, str(snap.messages[0].ts))
+    assert r.returncode != ExitCode.OK and "first message" in r.stderr

@@ -538,6 +538,9 @@ class FakeAnthropic(ScriptedServer[Reply]):
         self.counts_tokens = True
         #: The bodies of the count_tokens requests, in order.
         self.count_requests: list[dict[str, Any]] = []
+        #: The status count_tokens answers (not 200: an ``api_error`` body, as the
+        #: API sends when it fails).
+        self.count_status = 200
 
     # ---- serving ----------------------------------------------------------------
 
@@ -551,6 +554,9 @@ class FakeAnthropic(ScriptedServer[Reply]):
         with self._cond:
             self.count_requests.append(body)
             self._cond.notify_all()
+            status = self.count_status
+        if status != 200:
+            return status, _error_body("api_error", "count_tokens is failing (fake)")
         return 200, {"input_tokens": fake_input_tokens(body)}
 
     def handle_chat(self, exchange: ChatExchange) -> None:

@@ -187,6 +187,28 @@ async def test_a_200_turn_session_on_a_small_window_is_condensed_not_refused(
     if out:
         await anyio.Path(out).write_text(json.dumps(figures, indent=2))
 
+    # Rewinding across the last summary brings back what it hid; the history stays
+    # consistent (no tag names a summary that is gone) and the task goes on.
+    marker = condensed[-1]
+    last_id = info["condenseId"]
+    async with connect(long_daemon.runtime_dir, name="test") as client:
+        await client.rewind_task(task_id, marker.ts, include=True)
+        rewound = await client.get_task(task_id)
+        after = _api_history(long_daemon, task_id)
+        head = (await client.status()).head_seq
+        await client.send_message(task_id, "Step 0: read it again.")
+        with anyio.fail_after(60):
+            events = await collect_turn(client, task_id, head, until=(TaskCompleted,))
+        assert isinstance(events[-1].data, TaskCompleted)
+    assert rewound.messages == [m for m in snap.messages if m.ts < marker.ts]
+    summaries = {m.condense_id for m in after if m.is_summary}
+    assert last_id not in summaries
+    assert all(m.condense_parent is None or m.condense_parent in summaries for m in after)
+    hidden = [i for i, m in enumerate(api) if m.condense_parent == last_id]
+    kept = [i for i in hidden if i < len(after) and after[i].ts == api[i].ts]
+    assert kept and all(after[i].condense_parent is None for i in kept)
+    assert small_model.refused_for_length == 0
+
 
 # ---- steering a running turn --------------------------------------------------
 
@@ -451,3 +473,69 @@ async def test_queued_and_steered_messages_survive_kill_9_and_are_delivered(
         "Only the price column.",
         "Then plot it.",
     ]
+
+
+# ---- the profile's threshold, and a summary that fails --------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+async def test_the_profiles_threshold_decides_and_a_failed_summary_falls_back_to_truncation(
+    long_daemon: DaemonProcess, small_model: FakeOpenAI, tmp_path: Path
+) -> None:
+    """A profile that condenses at 50% of the window: the first reduction comes
+    well below the default 80%; the model fails to summarise, so the task says so,
+    truncates instead, and goes on; nothing is refused for its length."""
+    workspace = _workspace(tmp_path)
+
+    def no_summaries(body: dict[str, Any]) -> FakeReply:
+        if SUMMARY_PROMPT[:60] in _last_user_text(body):
+            return FakeReply.status(400, "This model cannot summarise today.")
+        return session_model(body)
+
+    small_model.responder = no_summaries
+    async with connect(long_daemon.runtime_dir, name="test") as client:
+        await _small_window(client)
+        await client.set_secret("tight-key", "sk-test-not-a-real-key")
+        await client.save_profile(
+            "tight",
+            provider="openai-compatible",
+            model=MODEL,
+            base_url=small_model.base_url,
+            secret="tight-key",
+            options={"condense_threshold": 50},
+        )
+        head = (await client.status()).head_seq
+        ref = await client.start_task(
+            "Analyse the sales files, one step per message.", profile="tight", workspace=workspace
+        )
+        task_id = ref.task_id
+        await collect_turn(client, task_id, head, until=(TaskCompleted,))
+        for turn in range(1, 40):
+            snap = await client.get_task(task_id)
+            says = [m.say for m in snap.messages]
+            if (
+                Say.CONDENSE_CONTEXT_ERROR in says
+                and Say.SLIDING_WINDOW_TRUNCATION in says[says.index(Say.CONDENSE_CONTEXT_ERROR) :]
+            ):
+                break
+            head = (await client.status()).head_seq
+            await client.send_message(task_id, f"Step {turn}: read it again.")
+            with anyio.fail_after(60):
+                events = await collect_turn(client, task_id, head, until=(TaskCompleted,))
+            assert isinstance(events[-1].data, TaskCompleted)
+    says = [m.say for m in snap.messages]
+    # The first request past the threshold asked for a summary; it failed, and
+    # the truncation that followed took its place.
+    assert Say.SLIDING_WINDOW_TRUNCATION not in says[: says.index(Say.CONDENSE_CONTEXT_ERROR)]
+    failed = says.index(Say.CONDENSE_CONTEXT_ERROR)
+    truncated = says.index(Say.SLIDING_WINDOW_TRUNCATION, failed)
+    assert "cannot summarise" in (snap.messages[failed].text or "")
+    assert Say.CONDENSE_CONTEXT not in says
+    info = snap.messages[truncated].context_truncation or {}
+    # Past 50% of the window (4,000), below the default threshold (80%, 6,200).
+    assert WINDOW * 50 // 100 < info["prevContextTokens"] < 6200
+    assert info["newContextTokens"] < info["prevContextTokens"]
+    assert small_model.refused_for_length == 0
+    summaries = [b for b in small_model.requests if SUMMARY_PROMPT[:60] in _last_user_text(b)]
+    assert len(summaries) >= 1

@@ -339,3 +339,36 @@ def test_scenario_6_the_panel_follows_an_hdspd_restart(daemon: DaemonProcess, sp
     daemon.stop(signal.SIGKILL)
     daemon.start()
     spec.finish()
+
+
+def test_scenario_7_edit_and_resend_fork_and_delete_in_the_panel(
+    daemon: DaemonProcess, fake_openai: FakeOpenAI, spec: Spec
+) -> None:
+    fake_openai.script(done("first answer"), done("old reply"), done("new reply"))
+    spec.run("history.spec.ts")
+    # The model was sent the edited message, not the one it replaced.
+    resent = json.dumps(fake_openai.requests[2]["messages"])
+    assert "Now plot x" in resent and "Now plot y" not in resent and "old reply" not in resent
+    assert len(fake_openai.requests) == 3
+
+
+def test_scenario_8_a_message_steers_the_running_turn(
+    daemon: DaemonProcess, fake_openai: FakeOpenAI, spec: Spec
+) -> None:
+    gate = threading.Event()
+    fake_openai.script(
+        (
+            FakeReply.text("Reading the data first.")
+            + FakeReply.tool_calls([ToolCall("read_file", json.dumps({"path": "data.csv"}))])
+        ).held_after(2, gate),
+        done("steered answer"),
+    )
+    spec.start("steer.spec.ts")
+    spec.serve("release-turn", lambda body: gate.set())
+    spec.finish()
+    # The steered message went in the same turn's next request, after the read.
+    assert len(fake_openai.requests) == 2
+    roles = [(m["role"], json.dumps(m.get("content"))) for m in fake_openai.requests[1]["messages"]]
+    read = next(i for i, (role, _) in enumerate(roles) if role == "tool")
+    steered = next(i for i, (_, text) in enumerate(roles) if "Use column y only" in text)
+    assert read < steered

@@ -256,3 +256,92 @@ async def test_with_start_daemon_set_the_extension_starts_hdspd_itself(
                 assert select.select([exited], [], [], 30)[0], "hdspd did not exit"
             finally:
                 os.close(exited)
+
+
+def message_event(task_id: str, say: str, text: str) -> Callable[[Frame], bool]:
+    def check(frame: Frame) -> bool:
+        if event_name(frame) != "message":
+            return False
+        payload = frame["event"]["data"]["payload"][0]
+        message = payload["message"]
+        return bool(
+            payload["taskId"] == task_id
+            and message.get("say") == say
+            and text in (message.get("text") or "")
+            and not message.get("partial")
+        )
+
+    return check
+
+
+def named(name: str) -> Callable[[Frame], bool]:
+    return lambda frame: event_name(frame) == name
+
+
+async def test_the_history_commands_go_through_the_relay(lab: Lab, fake_openai: FakeOpenAI) -> None:
+    """Rewind, edit, delete, fork, condense and a steered message: the panel's
+    history actions, forwarded to hdspd and answered as the daemon answers."""
+    fake_openai.script(done("first"), done("second"), done("edited"), done("steered"))
+    ws = await connected_socket(lab)
+    task_id = await start_task(lab)
+    await read_until(ws, completed(task_id))
+
+    async def command(command: dict[str, Any]) -> dict[str, Any]:
+        code, body = await lab.command(command)
+        assert code == 200, (command, body)
+        return dict(body["result"])
+
+    async def messages(task: str) -> list[dict[str, Any]]:
+        snapshot = await command({"commandName": "GetTask", "data": {"taskId": task}})
+        return list(snapshot["messages"])
+
+    await command({"commandName": "SendMessage", "taskId": task_id, "data": {"text": "more"}})
+    await read_until(ws, message_event(task_id, "completion_result", "second"))
+    await read_until(ws, completed(task_id))
+    mine = next(m for m in await messages(task_id) if m.get("say") == "user_feedback")
+
+    await command(
+        {
+            "commandName": "EditMessage",
+            "data": {"taskId": task_id, "ts": mine["ts"], "text": "less"},
+        }
+    )
+    await read_until(ws, message_event(task_id, "completion_result", "edited"))
+    await read_until(ws, completed(task_id))
+    texts = [m.get("text") for m in await messages(task_id)]
+    assert "less" in texts and "more" not in texts and "second" not in texts
+
+    first = next(m for m in await messages(task_id) if m.get("say") == "completion_result")
+    fork = await command(
+        {"commandName": "ForkTask", "data": {"taskId": task_id, "ts": first["ts"]}}
+    )
+    forked = await messages(fork["taskId"])
+    assert forked[-1]["ts"] == first["ts"] and "less" not in [m.get("text") for m in forked]
+
+    edited = next(m for m in await messages(task_id) if m.get("text") == "less")
+    await command({"commandName": "DeleteMessage", "data": {"taskId": task_id, "ts": edited["ts"]}})
+    await read_until(ws, named("taskMessagesDeleted"))
+    assert "less" not in [m.get("text") for m in await messages(task_id)]
+
+    await command(
+        {
+            "commandName": "RewindTask",
+            "data": {"taskId": task_id, "ts": first["ts"], "include": False},
+        }
+    )
+    await read_until(ws, named("taskRewound"))
+    assert (await messages(task_id))[-1]["ts"] == first["ts"]
+
+    await command({"commandName": "CondenseTask", "taskId": task_id})
+    says = [m.get("say") for m in await messages(task_id)]
+    assert "condense_context_error" in says or "condense_context" in says
+
+    await command(
+        {
+            "commandName": "SendMessage",
+            "taskId": task_id,
+            "data": {"text": "steer this", "delivery": "steer"},
+        }
+    )
+    await read_until(ws, message_event(task_id, "completion_result", "steered"))
+    ws.close()

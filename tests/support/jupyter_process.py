@@ -114,8 +114,8 @@ class JupyterProcess:
             )
         info_file = self.runtime_dir / f"jpserver-{self.proc.pid}.json"
         deadline = time.monotonic() + timeout
-        # The file may be seen before its contents are written: wait for both.
-        while not (info_file.exists() and info_file.read_text().strip().endswith("}")):
+        # Jupyter creates the file, then writes it: wait until it holds its JSON.
+        while not _written(info_file):
             if self.proc.poll() is not None:
                 raise AssertionError(
                     f"jupyter {self.app} exited ({self.proc.returncode}):\n{self.stderr()}"
@@ -166,3 +166,13 @@ class JupyterProcess:
         self.stop()
         if exc is not None:
             sys.stderr.write(f"---- jupyter {self.app} stderr ----\n{self.stderr()}\n")
+
+
+def _written(info_file: Path) -> bool:
+    """Whether Jupyter's server info file is there and whole (it is created
+    empty, then written)."""
+    try:
+        json.loads(info_file.read_text())
+    except (FileNotFoundError, ValueError):
+        return False
+    return True

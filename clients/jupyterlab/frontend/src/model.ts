@@ -193,8 +193,11 @@ export class PanelModel {
     await this.reloadOpenTask();
   }
 
-  /** Sends the prompt: a new task, or a message to the open one. */
-  async send(text: string): Promise<boolean> {
+  /**
+   * Sends the prompt: a new task, or a message to the open one (`steer`: into
+   * the running turn, before its next model request; else queued until it ends).
+   */
+  async send(text: string, delivery: 'queue' | 'steer' = 'queue'): Promise<boolean> {
     const trimmed = text.trim();
     if (!trimmed) {
       return false;
@@ -221,7 +224,7 @@ export class PanelModel {
         await this.api.command({
           commandName: 'SendMessage',
           taskId: open.taskId,
-          data: { text: trimmed }
+          data: delivery === 'steer' ? { text: trimmed, delivery } : { text: trimmed }
         });
       }
       return true;
@@ -295,5 +298,49 @@ export class PanelModel {
 
   setApproval(key: ApprovalKey, on: boolean): void {
     this.approvals = { ...this.approvals, [key]: on };
+  }
+
+  // ---- taking back history (issue 19) ----------------------------------------
+
+  /** Keep message `ts` of the open task and remove what came after it (`include`: it too). */
+  rewind(ts: number, include = false): Promise<void> {
+    return this.taskCommand(taskId =>
+      this.api.command({ commandName: 'RewindTask', data: { taskId, ts, include } })
+    );
+  }
+
+  /** Replace the user's message `ts` with `text` and go on from there. */
+  async editMessage(ts: number, text: string): Promise<boolean> {
+    const trimmed = text.trim();
+    if (!trimmed) {
+      return false;
+    }
+    let ok = false;
+    await this.taskCommand(async taskId => {
+      await this.api.command({ commandName: 'EditMessage', data: { taskId, ts, text: trimmed } });
+      ok = true;
+    });
+    return ok;
+  }
+
+  /** Delete the user's message `ts` from the history and from later requests. */
+  deleteMessage(ts: number): Promise<void> {
+    return this.taskCommand(taskId =>
+      this.api.command({ commandName: 'DeleteMessage', data: { taskId, ts } })
+    );
+  }
+
+  /** A new task with the open task's history up to message `ts`; the panel opens it. */
+  fork(ts: number): Promise<void> {
+    return this.taskCommand(async taskId => {
+      const ref = await this.api.command({ commandName: 'ForkTask', data: { taskId, ts } });
+      await this.refreshTasks();
+      await this.openTask(ref.taskId);
+    });
+  }
+
+  /** Condense the open task's conversation now (not while it works). */
+  condense(): Promise<void> {
+    return this.taskCommand(taskId => this.api.command({ commandName: 'CondenseTask', taskId }));
   }
 }

@@ -7,9 +7,11 @@
  */
 import { MimeModel, IRenderMimeRegistry } from '@jupyterlab/rendermime';
 import { Widget } from '@lumino/widgets';
-import React, { useEffect, useMemo, useRef, useState, useSyncExternalStore } from 'react';
+import React, { useEffect, useLayoutEffect, useMemo, useRef, useState, useSyncExternalStore } from 'react';
 
 import { APPROVAL_SWITCHES, ApprovalKey, PanelModel } from './model';
+import { CondenseButton, ContextMarkerView, DeliveryChoice, MessageActions } from './HistoryActions';
+import { canSteer } from './history';
 import {
   answeredBy,
   blobImage,
@@ -49,7 +51,12 @@ function MimeView(props: { bundle: Record<string, unknown>; className?: string }
   const blob = blobImage(props.bundle);
   const mimeType = blob ? null : rendermime.preferredMimeType(props.bundle as never, 'ensure');
   const text = JSON.stringify(props.bundle);
-  useEffect(() => {
+  // A layout effect: its cleanup runs while the host is still in the page. When a
+  // rewind or a deletion takes messages away, React removes their DOM first and
+  // runs passive cleanups after, and Lumino refuses to detach (or dispose) a
+  // widget whose node left the page: "Widget is not attached", which unmounted
+  // the whole panel.
+  useLayoutEffect(() => {
     if (!mimeType || !host.current) {
       return;
     }
@@ -245,7 +252,9 @@ function AskSummary(props: { message: ClineMessage }): JSX.Element {
 }
 
 function MessageView(props: { message: ClineMessage; task: OpenTask; prompt: boolean }): JSX.Element | null {
+  const { model } = useProps();
   const m = props.message;
+  const actions = <MessageActions model={model} message={m} task={props.task} isPrompt={props.prompt} />;
   const common = {
     'data-testid': 'hdsp-message',
     'data-ts': String(m.ts),
@@ -276,6 +285,7 @@ function MessageView(props: { message: ClineMessage; task: OpenTask; prompt: boo
         {/* The ask that waits shows once, with its buttons, where it was asked. */}
         {waiting ? <AskBox key={m.ts} ask={props.task.pendingAsk!} /> : <AskSummary message={m} />}
         {answered}
+        {actions}
       </div>
     );
   }
@@ -328,11 +338,9 @@ function MessageView(props: { message: ClineMessage; task: OpenTask; prompt: boo
       );
       break;
     case 'sliding_window_truncation':
-      body = <div className="hdsp-note">Context truncated: the oldest messages were left out of the request (the history keeps them).</div>;
-      break;
     case 'condense_context':
     case 'condense_context_error':
-      body = <div className="hdsp-note">Context condensed{m.text ? `: ${m.text}` : ''}</div>;
+      body = <ContextMarkerView message={m} />;
       break;
     case 'checkpoint_saved':
     case 'checkpoint_restored':
@@ -356,6 +364,7 @@ function MessageView(props: { message: ClineMessage; task: OpenTask; prompt: boo
     <div {...common} className={`hdsp-message hdsp-say-${say}`}>
       {body}
       <Images images={m.images} />
+      {actions}
     </div>
   );
 }
@@ -543,6 +552,7 @@ function TaskHeader(props: { task: OpenTask; row: TaskRow | undefined }): JSX.El
             Resume
           </button>
         )}
+        <CondenseButton model={model} working={live} />
         <button className="jp-Button hdsp-button" onClick={() => void model.close()} title="Close: stop it and let go of its kernel (the history stays)">
           Close
         </button>
@@ -607,14 +617,16 @@ function Composer(props: { state: ViewState }): JSX.Element {
   const [sending, setSending] = useState(false);
   const [profile, setProfile] = useState<string | null>(model.profile);
   const [approvals, setApprovals] = useState(model.approvals);
+  const [steer, setSteer] = useState(false);
   const open = props.state.open;
+  const steerable = open !== null && canSteer(open.state);
   const profiles = props.state.profiles;
   const send = () => {
     if (!text.trim() || sending) {
       return;
     }
     setSending(true);
-    void model.send(text).then(ok => {
+    void model.send(text, steerable && steer ? 'steer' : 'queue').then(ok => {
       setSending(false);
       if (ok) {
         setText('');
@@ -678,6 +690,7 @@ function Composer(props: { state: ViewState }): JSX.Element {
           }
         }}
       />
+      {steerable && <DeliveryChoice steer={steer} onChange={setSteer} />}
       <button data-testid="hdsp-send" className="jp-Button jp-mod-accept hdsp-button" disabled={sending || !text.trim()} onClick={send}>
         {open === null ? 'Start task' : 'Send'}
       </button>
