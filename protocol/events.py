@@ -16,6 +16,7 @@ from ._base import SERVER_ORIGIN as _SERVER
 from ._base import WireStruct
 from .history import ClineMessage, TokenUsage, ToolUsage
 from .kernels import ExecutionOutputData, KernelInfo, KernelState
+from .modes import TodoItem
 from .settings import SettingsChange
 from .storage import StorageHealth, StorageState
 
@@ -58,6 +59,7 @@ __all__ = [
     "TaskRewound",
     "TaskSpawned",
     "TaskStarted",
+    "TaskTodoListUpdated",
     "TaskTokenUsageUpdated",
     "TaskToolFailed",
     "TaskUnfocused",
@@ -207,6 +209,13 @@ class ModelsResponse(_EventBase, tag="modelsResponse", frozen=True):
 
 
 # hdsp additions
+class TaskTodoListUpdated(_EventBase, tag="taskTodoListUpdated", frozen=True):
+    """[taskId, todos, by]: the task's todo list is now `todos` (the whole list);
+    `by` is "model" (update_todo_list) or "user" (UpdateTodoList)."""
+
+    payload: tuple[str, list[TodoItem], str]
+
+
 class TaskClosed(_EventBase, tag="taskClosed", frozen=True):
     """The task was closed: it holds no resources until it is resumed."""
 
@@ -332,6 +341,7 @@ Event = (
     | SettingsChanged
     | StorageChanged
     | EventsSynced
+    | TaskTodoListUpdated
 )
 
 _DAEMON_WIDE = (

@@ -17,6 +17,8 @@ from .kernel_tools import ExecuteCodeTool
 from .notebook_tools import notebook_tools
 from .registry import ToolRegistry
 from .shell import ExecuteCommand
+from .switch_mode import SwitchMode
+from .todo_list import UpdateTodoList
 from .workspace import IgnoredPathError, OutsideWorkspaceError, PathNotFoundError, Workspace
 
 __all__ = [
@@ -32,12 +34,14 @@ __all__ = [
     "PathNotFoundError",
     "ReadFile",
     "SearchFiles",
+    "SwitchMode",
     "Tool",
     "ToolCategory",
     "ToolContext",
     "ToolError",
     "ToolRegistry",
     "ToolResult",
+    "UpdateTodoList",
     "Workspace",
     "WriteToFile",
     "default_tools",
@@ -58,5 +62,7 @@ def default_tools(sandbox: Sandbox | None = None) -> ToolRegistry:
             AskFollowupQuestion(),
             ExecuteCodeTool(),
             *notebook_tools(),
+            SwitchMode(),
+            UpdateTodoList(),
         ]
     )
