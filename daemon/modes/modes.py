@@ -42,6 +42,7 @@ __all__ = [
     "DEFAULT_MODE",
     "MAX_MODES_FILE_BYTES",
     "MODES_FILES",
+    "ROO_ALIASES",
     "Mode",
     "ModeCatalog",
     "UnknownMode",
@@ -50,6 +51,9 @@ __all__ = [
 ]
 
 DEFAULT_MODE = "code"
+#: Roo's built-in slugs that hdsp has no mode of its own for (a Roo client sends
+#: them): the hdsp mode each stands for, unless a custom mode takes the slug.
+ROO_ALIASES = {"architect": "plan", "debug": "code"}
 #: The workspace files custom modes are read from (the first that exists).
 MODES_FILES = (".hdsp/modes.yaml", ".hdsp/modes.yml", ".hdsp/modes.json")
 #: A larger modes file is refused (it is hand-written configuration).
@@ -261,11 +265,13 @@ class ModeCatalog:
         return list(found.values()), problems
 
     def get(self, slug: str, workspace: Path | None) -> Mode:
-        """The mode `slug`; raises UnknownMode (saying why) if there is none."""
+        """The mode `slug` (or the hdsp mode a Roo built-in slug stands for);
+        raises UnknownMode (saying why) if there is none."""
         modes, problems = self.modes(workspace)
-        for mode in modes:
-            if mode.slug == slug:
-                return mode
+        for wanted in (slug, ROO_ALIASES.get(slug)):
+            for mode in modes:
+                if mode.slug == wanted:
+                    return mode
         raise UnknownMode(slug, [m.slug for m in modes], problems)
 
 

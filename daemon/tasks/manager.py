@@ -519,7 +519,7 @@ class TaskManager:
         text, mode = await self._expanded(data.text, Path(workspace))
         mode = mode or config.mode or DEFAULT_MODE
         try:
-            self.deps.modes.get(mode, Path(workspace))
+            mode = self.deps.modes.get(mode, Path(workspace)).slug
         except UnknownMode as exc:
             raise CommandError(ErrorCode.INVALID_REQUEST, str(exc)) from None
         task_id = str(uuid.uuid4())
