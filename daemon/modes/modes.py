@@ -23,6 +23,7 @@ left out, with a problem that names the file, the line and what is wrong.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -189,6 +190,11 @@ def _line_of(node: yaml.Node | None, loc: Sequence[int | str]) -> int | None:
     return line
 
 
+def _inside(workspace: Path, path: Path) -> bool:
+    """Whether `path` (symlinks followed) is in `workspace`."""
+    return Path(os.path.realpath(path)).is_relative_to(os.path.realpath(workspace))
+
+
 def _camel(name: str) -> str:
     head, *rest = name.split("_")
     return head + "".join(p.title() for p in rest)
@@ -206,6 +212,11 @@ def load_modes_file(path: Path) -> tuple[list[ModeDefinition], list[str]]:
     except OSError as exc:
         return [], [f"{path}: cannot be read ({exc.strerror or exc})"]
     try:
+        alias = next((t for t in yaml.scan(text) if isinstance(t, yaml.AliasToken)), None)
+        if alias is not None:
+            # Aliases can make a small file expand without end: a hand-written
+            # modes file has no need of them.
+            return [], [f"{path}:{alias.start_mark.line + 1}: YAML aliases (*name) are not allowed"]
         root = yaml.compose(text, Loader=yaml.SafeLoader)
         data = yaml.safe_load(text)
     except yaml.MarkedYAMLError as exc:
@@ -257,6 +268,9 @@ class ModeCatalog:
         if workspace is not None:
             for name in MODES_FILES:
                 path = workspace / name
+                if path.is_file() and not _inside(workspace, path):
+                    problems = [f"{path}: refused: it leads out of the workspace"]
+                    break
                 if path.is_file():
                     defined, problems = load_modes_file(path)
                     for definition in defined:

@@ -22,6 +22,7 @@ names no known command is sent as it is.
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 from dataclasses import dataclass
@@ -46,6 +47,10 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)", re.S)
 _INVOCATION = re.compile(r"\A/([A-Za-z0-9][A-Za-z0-9_.-]{0,63})(?:[ \t]+|\r?\n|\Z)")
 _POSITIONAL = re.compile(r"\$([1-9])")
+
+
+def _inside(workspace: Path, path: Path) -> bool:
+    return Path(os.path.realpath(path)).is_relative_to(os.path.realpath(workspace))
 
 
 def global_commands_dir() -> Path:
@@ -113,6 +118,8 @@ def _parse(
     match = _FRONT_MATTER.match(text)
     if match is not None:
         try:
+            if any(isinstance(t, yaml.AliasToken) for t in yaml.scan(match[1])):
+                return None, f"{path}: YAML aliases (*name) are not allowed in front matter"
             loaded = yaml.safe_load(match[1])
         except yaml.MarkedYAMLError as exc:
             line = exc.problem_mark.line + 2 if exc.problem_mark else 1
@@ -161,6 +168,9 @@ class SlashCommands:
                 continue
             for path in sorted(directory.glob("*.md")):
                 if not path.is_file():
+                    continue
+                if source == "project" and workspace is not None and not _inside(workspace, path):
+                    problems.append(f"{path}: refused: it leads out of the workspace")
                     continue
                 command, problem = _parse(path, source)
                 if command is not None:

@@ -111,3 +111,19 @@ def test_todo_checklist_round_trip() -> None:
     assert render_todo_markdown(items) == "- [ ] a\n- [x] b\n- [-] c\n- [-] d"
     with pytest.raises(ValueError, match="line 2 is not a checklist item"):
         parse_todo_markdown("- [ ] a\n- b")
+
+
+def test_yaml_aliases_and_files_leading_out_are_refused(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    (ws / ".hdsp" / "commands").mkdir(parents=True)
+    path = ws / ".hdsp" / "modes.yaml"
+    path.write_text("a: &x [1, 2]\nb: [*x, *x]\n")
+    assert load_modes_file(path)[1] == [f"{path}:2: YAML aliases (*name) are not allowed"]
+    path.unlink()
+    (tmp_path / "outside.yaml").write_text("customModes: []\n")
+    path.symlink_to(tmp_path / "outside.yaml")
+    assert ModeCatalog().modes(ws)[1] == [f"{path}: refused: it leads out of the workspace"]
+    (tmp_path / "cmd.md").write_text("secret body")
+    (ws / ".hdsp" / "commands" / "leak.md").symlink_to(tmp_path / "cmd.md")
+    found, problems = SlashCommands(tmp_path / "none").list(ws)
+    assert found == [] and "leads out of the workspace" in problems[0]
