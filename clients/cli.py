@@ -39,6 +39,7 @@ from .kernels_command import add_kernels_parser
 from .modes_command import add_modes_parsers, complete_slash_commands
 from .render import Renderer
 from .task_ids import add_task_argument, resolve_task_id
+from .todo_view import todo_markdown
 
 __all__ = ["main"]
 
@@ -434,7 +435,11 @@ class _Cli:
         task_id = await self.resolve(client, self.args.task)
         snap = await client.get_task(task_id)
         if not self.args.json:
-            self.render.note(f"task {task_id}  {snap.state}")
+            self.render.note(f"task {task_id}  {snap.state}  {snap.item.mode or 'code'} mode")
+            if snap.item.todos:
+                self.render.note("todo list:")
+                for line in todo_markdown(snap.item.todos).splitlines():
+                    self.render.note(line)
         follower = self.follower(client, task_id, on_interrupt="detach")
         if snap.pending_ask is None and (
             snap.state not in (TaskState.RUNNING, TaskState.INTERACTIVE) and not snap.queue

@@ -31,8 +31,9 @@ def workspace(tmp_path: Path) -> Path:
 
 
 @pytest.mark.slow
-async def test_modes_prompt_todo_and_show_from_the_cli(
-    daemon: DaemonProcess, client: Client, fake_openai: FakeOpenAI, workspace: Path
+@pytest.mark.timeout(180)  # a dozen `hdsp` processes, each a Python start
+async def test_modes_prompt_and_commands_from_the_cli(
+    daemon: DaemonProcess, workspace: Path
 ) -> None:
     run_dir = daemon.runtime_dir
     r = await run_hdsp(run_dir, "modes", "--workspace", str(workspace))
@@ -46,6 +47,16 @@ async def test_modes_prompt_todo_and_show_from_the_cli(
     # Workspace text reaches the terminal escaped.
     assert "\x1b" not in r.stdout and "Be brief.\\x1b[31m" in r.stdout
 
+    r = await run_hdsp(run_dir, "commands", "--workspace", str(workspace))
+    assert "/profile <csv>  Profile a data set  (project)" in r.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)  # a dozen `hdsp` processes, each a Python start
+async def test_run_mode_todo_show_attach_from_the_cli(
+    daemon: DaemonProcess, client: Client, fake_openai: FakeOpenAI, workspace: Path
+) -> None:
+    run_dir = daemon.runtime_dir
     fake_openai.script(call("update_todo_list", todos="- [ ] load\n- [ ] plot"), done())
     head = (await client.status()).head_seq
     r = await run_hdsp(
@@ -65,13 +76,13 @@ async def test_modes_prompt_todo_and_show_from_the_cli(
     r = await run_hdsp(run_dir, "show", task_id[:8])
     assert "todo list (analyst mode):\n- [x] load\n- [-] plot" in r.stdout
 
+    r = await run_hdsp(run_dir, "attach", task_id[:8])
+    assert "analyst mode" in r.stderr and "todo list:\n- [x] load\n- [-] plot" in r.stderr
+
     r = await run_hdsp(run_dir, "mode", task_id[:8], "plan")
     assert r.returncode == 0 and "now in plan mode" in r.stdout
     r = await run_hdsp(run_dir, "prompt", task_id[:8], "--json")
     assert json.loads(r.stdout)["mode"] == "plan"
-
-    r = await run_hdsp(run_dir, "commands", "--workspace", str(workspace))
-    assert "/profile <csv>  Profile a data set  (project)" in r.stdout
 
 
 async def test_run_completes_slash_commands(

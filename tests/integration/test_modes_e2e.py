@@ -74,6 +74,7 @@ async def run_task(
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(180)  # five tasks
 async def test_each_built_in_mode_offers_its_tool_groups(
     client: Client, fake_openai: FakeOpenAI, workspace: Path
 ) -> None:
@@ -115,6 +116,7 @@ async def test_plan_mode_writes_only_its_plan_file(
     assert (workspace / "PLAN.md").read_text() == "1. load\n"
 
 
+@pytest.mark.slow
 async def test_switch_mode_asks_then_switches_and_says_so(
     client: Client, fake_openai: FakeOpenAI, workspace: Path
 ) -> None:
@@ -162,6 +164,7 @@ async def test_switch_mode_denied_leaves_the_mode(
     assert (await client.get_task(ref.task_id)).item.mode == "ask"
 
 
+@pytest.mark.slow
 async def test_custom_modes_from_settings_and_the_workspace_file(
     client: Client, fake_openai: FakeOpenAI, workspace: Path
 ) -> None:
@@ -283,6 +286,7 @@ Use colour-blind palettes.
 Run the tests before you finish."""
 
 
+@pytest.mark.slow
 async def test_system_prompt_assembles_instructions_in_order_with_sources(
     client: Client, fake_openai: FakeOpenAI, workspace: Path
 ) -> None:
@@ -359,6 +363,7 @@ async def test_instructions_are_cut_at_the_size_limit_with_a_note(
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(180)  # a daemon restart
 async def test_todo_list_tool_event_user_edit_and_restart(
     daemon: DaemonProcess, client: Client, fake_openai: FakeOpenAI, workspace: Path
 ) -> None:
@@ -514,6 +519,7 @@ def _encode(value: Any) -> bytes:
     return encode(value)
 
 
+@pytest.mark.slow
 async def test_a_slash_command_expands_with_its_arguments(
     daemon: DaemonProcess, client: Client, fake_openai: FakeOpenAI, workspace: Path
 ) -> None:
