@@ -36,8 +36,10 @@ from .escape import escape_controls
 from .exit_codes import ExitCode, exit_code_table
 from .history_view import HistoryView
 from .kernels_command import add_kernels_parser
+from .modes_command import add_modes_parsers, complete_slash_commands
 from .render import Renderer
 from .task_ids import add_task_argument, resolve_task_id
+from .todo_view import todo_markdown
 
 if TYPE_CHECKING:
     # Imported where a command follows a task: the live view brings in rich, a
@@ -141,7 +143,10 @@ def _parser() -> argparse.ArgumentParser:
     )
 
     run = sub.add_parser("run", parents=[common], help="start a task and follow it live")
-    run.add_argument("prompt", help="what the agent should do")
+    run.add_argument(
+        "prompt", help="what the agent should do (`/name args` runs a slash command)"
+    ).completer = complete_slash_commands
+    run.add_argument("--mode", help="the task's mode: ask, plan, analyst, code, ... (`hdsp modes`)")
     run.add_argument("--profile", help="provider profile (`demo` needs no key)")
     run.add_argument("--workspace", help="directory the agent works in (default: here)")
     run.add_argument(
@@ -195,7 +200,9 @@ def _parser() -> argparse.ArgumentParser:
 
     send = sub.add_parser("send", parents=[common], help="send a message to a task and follow")
     add_task_argument(send)
-    send.add_argument("text")
+    send.add_argument(
+        "text", help="the message (`/name args` runs a slash command)"
+    ).completer = complete_slash_commands
     send.add_argument("--detach", action="store_true", help="return once the message is sent")
     send.add_argument(
         "--steer",
@@ -278,6 +285,7 @@ def _parser() -> argparse.ArgumentParser:
     add_asks_parser(sub, common)
     add_kernels_parser(sub, common)
     add_checkpoints_parsers(sub, common)
+    add_modes_parsers(sub, common)
     add_chat_parser(sub, common)
     add_completion_parser(sub, common)
     return p
@@ -396,6 +404,7 @@ class _Cli:
                 a.prompt,
                 profile=a.profile,
                 workspace=a.workspace,
+                mode=a.mode,
                 approvals=_approvals(a.auto_approve, a.yes),
                 allow_broad_workspace=a.allow_broad_workspace,
             )
@@ -434,7 +443,11 @@ class _Cli:
         task_id = await self.resolve(client, self.args.task)
         snap = await client.get_task(task_id)
         if not self.args.json:
-            self.render.note(f"task {task_id}  {snap.state}")
+            self.render.note(f"task {task_id}  {snap.state}  {snap.item.mode or 'code'} mode")
+            if snap.item.todos:
+                self.render.note("todo list:")
+                for line in todo_markdown(snap.item.todos).splitlines():
+                    self.render.note(line)
         follower = self.follower(client, task_id, on_interrupt="detach")
         if snap.pending_ask is None and (
             snap.state not in (TaskState.RUNNING, TaskState.INTERACTIVE) and not snap.queue

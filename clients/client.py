@@ -45,6 +45,7 @@ from hdsp.protocol import (
     CloseTask,
     Command,
     CommandBase,
+    CommandList,
     CondenseTask,
     Connect,
     DeleteMessage,
@@ -67,7 +68,13 @@ from hdsp.protocol import (
     FrameError,
     GetBlob,
     GetBlobData,
+    GetCommands,
+    GetCommandsData,
+    GetModes,
+    GetModesData,
     GetStatus,
+    GetSystemPrompt,
+    GetSystemPromptData,
     GetTask,
     GetTaskData,
     GetTaskPage,
@@ -82,6 +89,7 @@ from hdsp.protocol import (
     ListKernels,
     ListTasks,
     ListTasksData,
+    ModeList,
     Ping,
     Pong,
     Replay,
@@ -104,6 +112,9 @@ from hdsp.protocol import (
     StartNewTask,
     StartNewTaskData,
     StatusResult,
+    SwitchMode,
+    SwitchModeData,
+    SystemPromptText,
     TaskCommand,
     TaskConfiguration,
     TaskEvent,
@@ -111,6 +122,8 @@ from hdsp.protocol import (
     TaskPage,
     TaskRef,
     TaskSnapshot,
+    UpdateTodoList,
+    UpdateTodoListData,
     __version__,
     command_name,
     command_spec,
@@ -848,6 +861,42 @@ class Client:
         """The daemon's model table (with the settings' overrides)."""
         cmd = GetModels(data=GetModelsData(provider=provider))
         return await self.request(cmd)
+
+    async def get_modes(self, workspace: str | os.PathLike[str] | None = None) -> ModeList:
+        """The modes a task can be in (with `workspace`'s own, from its
+        `.hdsp/modes.yaml`); `problems` says why a custom mode was left out."""
+        data = GetModesData(workspace=_absolute_workspace(workspace) if workspace else None)
+        return await self.request(GetModes(data=data))
+
+    async def get_commands(self, workspace: str | os.PathLike[str] | None = None) -> CommandList:
+        """The slash commands (global, and `workspace`'s `.hdsp/commands/`)."""
+        data = GetCommandsData(workspace=_absolute_workspace(workspace) if workspace else None)
+        return await self.request(GetCommands(data=data))
+
+    async def get_system_prompt(
+        self,
+        task_id: str | None = None,
+        *,
+        workspace: str | os.PathLike[str] | None = None,
+        mode: str | None = None,
+    ) -> SystemPromptText:
+        """The exact system prompt of the task's next request, or, without a
+        task, of a new task in `workspace` and `mode`."""
+        data = GetSystemPromptData(
+            task_id=task_id,
+            workspace=None if task_id else _absolute_workspace(workspace),
+            mode=mode,
+        )
+        return await self.request(GetSystemPrompt(data=data))
+
+    async def switch_mode(self, task_id: str, mode: str) -> TaskRef:
+        return await self.request(SwitchMode(task_id=task_id, data=SwitchModeData(mode=mode)))
+
+    async def update_todo_list(self, task_id: str, markdown: str) -> TaskRef:
+        """Replace the task's todo list with a markdown checklist (`- [ ] item`,
+        `- [-] in progress`, `- [x] done`); the model is told of the edit."""
+        data = UpdateTodoListData(markdown=markdown)
+        return await self.request(UpdateTodoList(task_id=task_id, data=data))
 
     # ---- events -------------------------------------------------------------
 

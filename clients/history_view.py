@@ -26,6 +26,7 @@ import msgspec
 from hdsp.protocol import CellOutput, ClineMessage, KernelOutput, TaskSnapshot, ToolResultText
 
 from .escape import escape_controls
+from .todo_view import todo_markdown
 
 __all__ = ["FOLDED_NOTE", "FOLD_LINES", "HistoryView", "usage_line"]
 
@@ -185,6 +186,10 @@ class HistoryView:
         )
         self.out.write("\n")
         self.body(snap)
+        if item.todos:
+            self._write(f"todo list ({item.mode or 'code'} mode):", _DIM)
+            for line in todo_markdown(item.todos).splitlines():
+                self._write(line, None)
         for line in self.footer(item.tokens_in, item.tokens_out, item.total_cost, item.cache_reads):
             self._write(line, _DIM)
         self.out.flush()

@@ -55,7 +55,9 @@ from hdsp.protocol import (
     TaskClosed,
     TaskCompleted,
     TaskEvent,
+    TaskModeSwitched,
     TaskResumable,
+    TaskTodoListUpdated,
     TaskTokenUsageUpdated,
 )
 
@@ -63,6 +65,7 @@ from .console import use_color
 from .history_view import FOLDED_NOTE, HistoryView
 from .render import Renderer
 from .status_line import TaskActivity
+from .todo_view import todo_markdown
 
 __all__ = ["LiveView", "Transcript", "can_redraw"]
 
@@ -408,6 +411,13 @@ class LiveView:
             self.pending_ask = None  # (no ask waits once the task stopped)
         elif isinstance(data, ExecutionOutput):
             self._draw()
+        elif isinstance(data, TaskTodoListUpdated):
+            who = "you" if data.payload[2] == "user" else "the agent"
+            self.renderer.note(f"todo list (updated by {who}):")
+            for line in todo_markdown(data.payload[1]).splitlines():
+                self.renderer.note(line)
+        elif isinstance(data, TaskModeSwitched):
+            self.renderer.note(f"mode: {data.payload[1]}")
 
     def _stale(self, event: TaskEvent, m: ClineMessage) -> bool:
         """Whether a live-only update is older than the version of its message

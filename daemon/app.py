@@ -365,6 +365,7 @@ class Daemon:
             checkpoints=checkpoints,
             private_dirs=(self.paths.data_dir, self.paths.runtime_dir),
         )
+        self.tasks.apply_mode_settings(settings.custom_modes, settings.custom_instructions)
         await tg.start(self.kernels.run)
         await tg.start(self.tasks.run)
         self._commands = engine.commands(
@@ -445,10 +446,12 @@ class Daemon:
         return ConfigService(store, SecretStore(), Profiles(store), model_table=model_table)
 
     async def _apply_settings(self, change: SettingsChange) -> None:
-        """Settings the engine reads live: approvals and the retry policy."""
+        """Settings the engine reads live: approvals, the retry policy, custom
+        modes and instructions."""
         settings = self.config.store.settings
         self.tasks.approvals.settings = settings.approvals
         self.tasks.retry_policy = RetryPolicy.from_settings(settings.retry)
+        self.tasks.apply_mode_settings(settings.custom_modes, settings.custom_instructions)
         if any(key == "sandbox" or key.startswith("sandbox.") for key in change.keys):
             await anyio.to_thread.run_sync(_report_sandbox, self.sandbox)
 

@@ -18,8 +18,10 @@ from __future__ import annotations
 import base64
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any, assert_never, cast
 
+import anyio.to_thread
 import msgspec
 
 from hdsp.protocol import (
@@ -30,6 +32,8 @@ from hdsp.protocol import (
     CancelTask,
     CloseTask,
     Command,
+    CommandList,
+    CommandsResponse,
     CondenseTask,
     DeleteMessage,
     DeleteProfile,
@@ -45,9 +49,12 @@ from hdsp.protocol import (
     ForkTask,
     GetBlob,
     GetBlobData,
+    GetCommands,
     GetModels,
+    GetModes,
     GetSettings,
     GetStatus,
+    GetSystemPrompt,
     GetTask,
     GetTaskPage,
     HostDocuments,
@@ -58,8 +65,11 @@ from hdsp.protocol import (
     ListKernels,
     ListProfiles,
     ListTasks,
+    ModeInfo,
+    ModeList,
     ModelList,
     ModelsResponse,
+    ModesResponse,
     Ping,
     Pong,
     Replay,
@@ -78,8 +88,12 @@ from hdsp.protocol import (
     StartKernel,
     StartNewTask,
     StatusResult,
+    SwitchMode,
     TaskEvent,
+    TodoItem,
     UpdateSettings,
+    UpdateTodoList,
+    UpdateTodoListData,
     command_spec,
 )
 
@@ -88,9 +102,11 @@ from .errors import CommandError
 from .kernels import KernelService
 from .llm.models import roo_model_record
 from .logs import register_secret
+from .modes import group_names
 from .store import Journal, StorageUnavailable, Store
 from .tasks import TaskManager
 from .tools.notebook_hosts import NotebookHosts
+from .tools.todo_list import parse_todo_markdown
 
 __all__ = ["MAX_REPLAY_PAGE", "Commands"]
 
@@ -107,6 +123,26 @@ def _check_cursor(cursor: str | None, command: str) -> None:
             f"Invalid cursor {cursor[:40]!r} (at $.data.data.cursor): pass the "
             f"nextCursor of a previous {command}.",
         )
+
+
+def _plain(items: list[Any]) -> list[Any]:
+    """Wire structs as the plain JSON values an event's `list[Any]` payload holds."""
+    return cast(list[Any], msgspec.json.decode(msgspec.json.encode(items)))
+
+
+def _todos(data: UpdateTodoListData) -> list[TodoItem]:
+    if data.todos is not None and data.markdown is not None:
+        raise CommandError(
+            ErrorCode.INVALID_REQUEST, "Pass either markdown or todos (at $.data.data), not both."
+        )
+    if data.todos is not None:
+        return [msgspec.structs.replace(item, id=str(i)) for i, item in enumerate(data.todos, 1)]
+    try:
+        return parse_todo_markdown(data.markdown or "")
+    except ValueError as exc:
+        raise CommandError(
+            ErrorCode.INVALID_REQUEST, f"The todo list was not changed: {exc}."
+        ) from None
 
 
 class Commands:
@@ -230,6 +266,19 @@ class Commands:
                 return await self._models(data.provider)
             case GetBlob(data=data):
                 return await self._blob(data)
+            # ---- modes, prompts, slash commands, todo lists
+            case GetModes(data=data):
+                return await self._modes(data.workspace)
+            case GetCommands(data=data):
+                return await self._slash_commands(data.workspace)
+            case GetSystemPrompt(data=data):
+                if data.task_id is not None:
+                    return await tasks.system_prompt(data.task_id)
+                return tasks.preview_system_prompt(data.workspace, data.mode)
+            case SwitchMode(task_id=task_id, data=data):
+                return await tasks.switch_mode(task_id, data.mode)
+            case UpdateTodoList(task_id=task_id, data=data):
+                return await tasks.update_todo_list(task_id, _todos(data))
             # ---- kernels
             case ListKernels():
                 return KernelList(kernels=kernels.list_kernels())
@@ -319,6 +368,41 @@ class Commands:
             offset=data.offset,
             data=base64.b64encode(chunk).decode("ascii"),
         )
+
+    async def _modes(self, workspace: str | None) -> ModeList:
+        """Roo's GetModes: the reply, and a daemon-wide modesResponse event."""
+        where = Path(workspace) if workspace else None
+        modes, problems = await anyio.to_thread.run_sync(self._tasks.deps.modes.modes, where)
+        tools = self._tasks.tools
+        listed = ModeList(
+            modes=[
+                ModeInfo(
+                    slug=m.slug,
+                    name=m.name,
+                    role_definition=m.definition.role_definition,
+                    when_to_use=m.definition.when_to_use,
+                    description=m.definition.description,
+                    groups=group_names(m),
+                    file_regex=m.definition.file_regex,
+                    custom_instructions=m.definition.custom_instructions,
+                    tools=[n for n in tools.names() if m.allows(tools[n])],
+                    source=m.source,
+                )
+                for m in modes
+            ],
+            problems=problems,
+        )
+        await self._journal.emit(ModesResponse(payload=(_plain(listed.modes),)))
+        return listed
+
+    async def _slash_commands(self, workspace: str | None) -> CommandList:
+        """Roo's GetCommands: the reply, and a daemon-wide commandsResponse event."""
+        where = Path(workspace) if workspace else None
+        commands = self._tasks.deps.slash_commands
+        found, problems = await anyio.to_thread.run_sync(commands.list, where)
+        listed = CommandList(commands=[c.info() for c in found], problems=problems)
+        await self._journal.emit(CommandsResponse(payload=(_plain(listed.commands),)))
+        return listed
 
     async def _models(self, provider: str | None) -> ModelList:
         """Roo's GetModels: the reply, and a daemon-wide modelsResponse event."""

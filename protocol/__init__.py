@@ -41,6 +41,8 @@ from .history import *  # noqa: F403
 from .history import __all__ as _history_all
 from .kernels import *  # noqa: F403
 from .kernels import __all__ as _kernels_all
+from .modes import *  # noqa: F403
+from .modes import __all__ as _modes_all
 from .settings import *  # noqa: F403
 from .settings import __all__ as _settings_all
 from .storage import StorageHealth, StorageState
@@ -75,5 +77,6 @@ __all__ = [
     *_history_all,
     *_kernels_all,
     *_checkpoints_all,
+    *_modes_all,
     *_settings_all,
 ]

@@ -44,6 +44,15 @@ from .kernels import (
     ShutdownKernel,
     StartKernel,
 )
+from .modes import (
+    CommandList,
+    GetCommands,
+    GetModes,
+    GetSystemPrompt,
+    ModeList,
+    SystemPromptText,
+    TodoItem,
+)
 from .settings import (
     DeleteProfile,
     DeleteSecret,
@@ -106,11 +115,15 @@ __all__ = [
     "StartNewTask",
     "StartNewTaskData",
     "StatusResult",
+    "SwitchMode",
+    "SwitchModeData",
     "TaskConfiguration",
     "TaskList",
     "TaskPage",
     "TaskRef",
     "TaskSnapshot",
+    "UpdateTodoList",
+    "UpdateTodoListData",
     "command_name",
     "command_spec",
     "ordering_key",
@@ -141,7 +154,19 @@ class TaskConfiguration(WireStruct, frozen=True):
             )
         ),
     ] = None
-    mode: str | None = None
+    mode: Annotated[
+        str | None,
+        Meta(description="The task's mode (GetModes lists them); `code` when absent."),
+    ] = None
+    custom_instructions: Annotated[
+        str | None,
+        Meta(
+            description=(
+                "Roo's customInstructions: instructions for this task, in its system prompt "
+                "after the global ones (GetSystemPrompt shows where)."
+            )
+        ),
+    ] = None
     kernel_id: Annotated[
         str | None,
         Meta(
@@ -444,6 +469,41 @@ class Shutdown(CommandBase[None], tag="Shutdown", frozen=True):
     pass
 
 
+class SwitchModeData(WireStruct, frozen=True):
+    mode: Annotated[str, Meta(description="The slug of the mode (GetModes lists them).")]
+
+
+class SwitchMode(CommandBase["TaskRef"], tag="SwitchMode", frozen=True):
+    """Put a task in another mode: its next request offers that mode's tools and
+    prompt; every client gets `taskModeSwitched`."""
+
+    task_id: str
+    data: SwitchModeData
+
+
+class UpdateTodoListData(WireStruct, frozen=True):
+    markdown: Annotated[
+        str | None,
+        Meta(
+            description=(
+                "The whole list as a markdown checklist: `- [ ] pending`, `- [-] in progress`, "
+                "`- [x] done`, one item a line."
+            )
+        ),
+    ] = None
+    todos: Annotated[
+        list[TodoItem] | None, Meta(description="The whole list as items (instead of markdown).")
+    ] = None
+
+
+class UpdateTodoList(CommandBase["TaskRef"], tag="UpdateTodoList", frozen=True):
+    """A person replaces a task's todo list: every client gets
+    `taskTodoListUpdated`, and the model is told of the edit before its next request."""
+
+    task_id: str
+    data: UpdateTodoListData
+
+
 Command = (
     StartNewTask
     | CancelTask
@@ -488,6 +548,11 @@ Command = (
     | RestoreCheckpoint
     | HostDocuments
     | AnswerDocumentEdit
+    | GetModes
+    | GetCommands
+    | GetSystemPrompt
+    | SwitchMode
+    | UpdateTodoList
 )
 
 
@@ -735,6 +800,17 @@ _ROWS = (
     # Document hosts (documents.py): in memory only, concurrent.
     CommandSpec(HostDocuments, DocumentsHosted, idempotent=True, without_storage=True),
     CommandSpec(AnswerDocumentEdit, DocumentEditTaken, idempotent=True, without_storage=True),
+    CommandSpec(GetModes, ModeList, idempotent=True, without_storage=True),
+    CommandSpec(GetCommands, CommandList, idempotent=True, without_storage=True),
+    CommandSpec(
+        GetSystemPrompt,
+        SystemPromptText,
+        ordering=lambda c: c.data.task_id,
+        idempotent=True,
+        without_storage=True,
+    ),
+    CommandSpec(SwitchMode, TaskRef, ordering=lambda c: c.task_id, idempotent=True),
+    CommandSpec(UpdateTodoList, TaskRef, ordering=lambda c: c.task_id, idempotent=True),
 )
 
 #: The table: each command's row, by its `commandName`.

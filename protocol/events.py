@@ -18,6 +18,7 @@ from .checkpoints import CheckpointInfo
 from .documents import DocumentEditRequest
 from .history import ClineMessage, TokenUsage, ToolUsage
 from .kernels import ExecutionOutputData, KernelInfo, KernelState
+from .modes import TodoItem
 from .settings import SettingsChange
 from .storage import StorageHealth, StorageState
 
@@ -63,6 +64,7 @@ __all__ = [
     "TaskRewound",
     "TaskSpawned",
     "TaskStarted",
+    "TaskTodoListUpdated",
     "TaskTokenUsageUpdated",
     "TaskToolFailed",
     "TaskUnfocused",
@@ -212,6 +214,13 @@ class ModelsResponse(_EventBase, tag="modelsResponse", frozen=True):
 
 
 # hdsp additions
+class TaskTodoListUpdated(_EventBase, tag="taskTodoListUpdated", frozen=True):
+    """[taskId, todos, by]: the task's todo list is now `todos` (the whole list);
+    `by` is "model" (update_todo_list) or "user" (UpdateTodoList)."""
+
+    payload: tuple[str, list[TodoItem], str]
+
+
 class TaskClosed(_EventBase, tag="taskClosed", frozen=True):
     """The task was closed: it holds no resources until it is resumed."""
 
@@ -361,6 +370,7 @@ Event = (
     | StorageChanged
     | EventsSynced
     | DocumentEditRequested
+    | TaskTodoListUpdated
 )
 
 _DAEMON_WIDE = (

@@ -14,6 +14,7 @@ import msgspec
 from msgspec import Meta
 
 from ._base import WireStruct
+from .modes import TodoItem
 
 __all__ = [
     "Ask",
@@ -254,3 +255,11 @@ class HistoryItem(WireStruct, frozen=True):
     completion_result_summary: str | None = None
     # hdsp additions
     state: TaskState | None = None
+    todos: Annotated[
+        list[TodoItem] | None,
+        Meta(description="hdsp: the task's todo list (update_todo_list, UpdateTodoList)."),
+    ] = None
+    custom_instructions: Annotated[
+        str | None,
+        Meta(description="The task's own custom instructions (its configuration's)."),
+    ] = None

@@ -111,6 +111,8 @@ _SWITCHES: dict[ToolCategory, str] = {
     ToolCategory.COMMAND: "always_allow_command",
     ToolCategory.MCP: "always_allow_mcp",
     ToolCategory.SUBTASK: "always_allow_subtasks",
+    ToolCategory.MODE: "always_allow_mode_switch",
+    ToolCategory.TODO: "always_allow_update_todo_list",
 }
 
 

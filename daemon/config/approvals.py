@@ -56,6 +56,10 @@ class ApprovalSettings(BaseModel):
     #: Follow-up questions with suggestions are answered with the first suggestion
     #: when nobody answers within `followup_timeout_seconds` (60 s when unset).
     always_allow_followup: bool = False
+    #: update_todo_list (the model's own checklist; Roo's alwaysAllowUpdateTodoList).
+    always_allow_update_todo_list: bool = True
+    #: switch_mode (Roo's alwaysAllowModeSwitch); off: a person is asked.
+    always_allow_mode_switch: bool = False
     #: Command prefixes run without asking ("git status", "ls"); "*" allows all.
     allowed_commands: list[str] = []
     #: Command prefixes always refused; a denial wins over an allowance.

@@ -51,6 +51,7 @@ from hdsp.daemon.logs import is_secret_key
 from hdsp.protocol import ErrorCode
 
 from .approvals import ApprovalSettings
+from .modes import ModeDefinition
 from .provider_kinds import ProviderKind
 from .secrets import SECRET_NAME_PATTERN
 
@@ -266,6 +267,11 @@ class Settings(_Section):
     kernels: KernelSettings = KernelSettings()
     sandbox: SandboxSettings = SandboxSettings()
     checkpoints: CheckpointSettings = CheckpointSettings()
+    #: Instructions for every task, first in the prompt's instructions (see
+    #: :mod:`hdsp.daemon.modes.rules`).
+    custom_instructions: str = Field(default="", max_length=20_000)
+    #: The user's own modes, beside the built-in ones (:mod:`hdsp.daemon.modes`).
+    custom_modes: list[ModeDefinition] = []
 
     @model_validator(mode="before")
     @classmethod

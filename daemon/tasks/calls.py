@@ -14,7 +14,7 @@ import functools
 import hashlib
 import json
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ from hdsp.daemon.approvals import Decision
 from hdsp.daemon.bounded_text import BoundedText
 from hdsp.daemon.checkpoints import CheckpointService, GitFailed, WorkspaceRefused
 from hdsp.daemon.conversation import ImageBlock, TextBlock
+from hdsp.daemon.modes import Mode
 from hdsp.daemon.scrubber import scrubber
 from hdsp.daemon.tools import AskAnswer, Tool, ToolCategory, ToolContext, ToolError, ToolResult
 from hdsp.protocol import (
@@ -93,7 +94,9 @@ class CallContext:
         asks: AskBox,
         kernels: TaskKernels | None,
         checkpoints: CheckpointService | None = None,
+        services: Mapping[str, Any] | None = None,
     ) -> None:
+        self._services = dict(services or {})
         self._task_id = task_id
         self._workspace = workspace
         self._messages = messages
@@ -126,7 +129,7 @@ class CallContext:
         if name == "execution_log" and self._checkpoints is not None:
             # The task's kernel execution log (issue 20): what ran where, in order.
             return functools.partial(self._checkpoints.record_execution, self._task_id)
-        raise KeyError(name)
+        return self._services[name]
 
 
 class ToolCalls:
@@ -137,11 +140,22 @@ class ToolCalls:
         asks: AskBox,
         workspace: Path,
         save_turn: Callable[[], Awaitable[None]],
+        *,
+        mode: Callable[[], Mode] | None = None,
+        services: Mapping[str, Any] | None = None,
     ) -> None:
         #: What the tools this task runs see of it.
         self.context: ToolContext = CallContext(
-            messages.task_id, workspace, messages, asks, deps.kernels, deps.checkpoints
+            messages.task_id,
+            workspace,
+            messages,
+            asks,
+            deps.kernels,
+            deps.checkpoints,
+            services,
         )
+        #: The task's current mode: a call outside it is refused (None: no modes).
+        self._mode = mode
         self._ctx = self.context
         self._deps = deps
         self._messages = messages
@@ -173,7 +187,7 @@ class ToolCalls:
             return
         if call.status == "pending":
             self._count(call.name, attempts=1)
-            problem = self.check_call(call) or self.check_repetition(call)
+            problem = self.check_call(call) or self.check_mode(call) or self.check_repetition(call)
             if problem is not None:
                 # Every client sees why the call did not run, as the model does.
                 text = " ".join(b.text for b in problem.content if isinstance(b, TextBlock))
@@ -365,6 +379,16 @@ class ToolCalls:
             "arguments, or try another approach.",
             is_error=True,
         )
+
+    def check_mode(self, call: CallState) -> ToolResult | None:
+        """An error result for a call its task's mode does not allow (a tool
+        outside the mode's groups, a write outside its `file_regex`): the model
+        may call a tool it was not offered, so the list is not the guard."""
+        tool = self._deps.tools.get(call.name)
+        if self._mode is None or tool is None:
+            return None
+        refusal = self._mode().refusal(tool, call.arguments)
+        return None if refusal is None else ToolResult.text(f"Error: {refusal}", is_error=True)
 
     def check_call(self, call: CallState) -> ToolResult | None:
         """An error result for a call that cannot run as the model sent it."""

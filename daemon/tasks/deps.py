@@ -19,6 +19,7 @@ from hdsp.daemon.approvals import ApprovalPolicy
 from hdsp.daemon.checkpoints import CheckpointService
 from hdsp.daemon.llm.registry import Providers
 from hdsp.daemon.llm.retry import DEFAULT_RETRY_POLICY, RetryPolicy
+from hdsp.daemon.modes import ModeCatalog, SlashCommands
 from hdsp.daemon.store import Journal, Store
 from hdsp.daemon.tools import ToolRegistry
 
@@ -68,3 +69,9 @@ class TaskDeps:
     mistake_limit: int = MISTAKE_LIMIT
     clock: Callable[[], int] = now_ms
     closing: Callable[[], bool] = field(default=lambda: False)
+    #: The modes tasks can be in (built-in and the settings' custom ones).
+    modes: ModeCatalog = field(default_factory=ModeCatalog)
+    #: The `custom_instructions` setting: first in every prompt's instructions.
+    custom_instructions: str = ""
+    #: Slash commands (`/name` at the start of a prompt).
+    slash_commands: SlashCommands = field(default_factory=SlashCommands)

@@ -38,11 +38,19 @@ from hdsp.daemon.checkpoints import (
     skip_reason,
 )
 from hdsp.daemon.config import ProfileNotFound
+from hdsp.daemon.config.modes import ModeDefinition
 from hdsp.daemon.conversation import ApiMessage
 from hdsp.daemon.errors import CommandError
 from hdsp.daemon.llm.registry import Providers
 from hdsp.daemon.llm.retry import DEFAULT_RETRY_POLICY, RetryPolicy
 from hdsp.daemon.memory import give_back
+from hdsp.daemon.modes import (
+    DEFAULT_MODE,
+    ModeCatalog,
+    UnknownMode,
+    instruction_sources,
+    instructions_text,
+)
 from hdsp.daemon.store import (
     INLINE_BYTES,
     Database,
@@ -78,6 +86,7 @@ from hdsp.protocol import (
     Say,
     SendMessageData,
     StartNewTaskData,
+    SystemPromptText,
     TaskClosed,
     TaskCreated,
     TaskIdle,
@@ -89,11 +98,13 @@ from hdsp.protocol import (
     TaskRewound,
     TaskSnapshot,
     TaskState,
+    TodoItem,
     ToolUsageEntry,
 )
 
 from .deletion import plan_delete
 from .deps import TaskDeps, TaskKernels
+from .prompt import system_prompt
 from .queued import decode_queued
 from .rewind import RewindRefused, plan_rewind
 from .task import Task
@@ -248,6 +259,36 @@ class TaskManager:
     @retry_policy.setter
     def retry_policy(self, policy: RetryPolicy) -> None:
         self.deps.retry_policy = policy
+
+    def apply_mode_settings(
+        self, custom_modes: Sequence[ModeDefinition], custom_instructions: str
+    ) -> None:
+        """The settings' custom modes and global instructions, for every task."""
+        self.deps.modes = ModeCatalog(custom_modes)
+        self.deps.custom_instructions = custom_instructions
+
+    def preview_system_prompt(self, workspace: str | None, mode: str | None) -> SystemPromptText:
+        """The system prompt a new task in `workspace` and `mode` would get."""
+        where = Path(workspace or self.default_workspace)
+        try:
+            found = self.deps.modes.get(mode or DEFAULT_MODE, where)
+        except UnknownMode as exc:
+            raise CommandError(ErrorCode.INVALID_REQUEST, str(exc)) from None
+        tools = self.deps.tools
+        sources = instruction_sources(
+            workspace=where,
+            mode=found,
+            global_instructions=self.deps.custom_instructions,
+            task_instructions=None,
+        )
+        text = system_prompt(
+            workspace=str(where),
+            mode=f"{found.slug} ({found.name})",
+            tools=[n for n in tools.names() if found.allows(tools[n])],
+            role=found.definition.role_definition,
+            instructions=instructions_text(sources),
+        )
+        return SystemPromptText(text=text, mode=found.slug)
 
     @property
     def mistake_limit(self) -> int:
@@ -493,6 +534,12 @@ class TaskManager:
                 ErrorCode.KERNEL_NOT_FOUND,
                 f"No kernel {config.kernel_id!r}; ListKernels lists the kernels.",
             )
+        text, mode = await self._expanded(data.text, Path(workspace))
+        mode = mode or config.mode or DEFAULT_MODE
+        try:
+            mode = self.deps.modes.get(mode, Path(workspace)).slug
+        except UnknownMode as exc:
+            raise CommandError(ErrorCode.INVALID_REQUEST, str(exc)) from None
         task_id = str(uuid.uuid4())
         if config.approvals:
             try:
@@ -510,7 +557,8 @@ class TaskManager:
             ts=0,
             task=data.text,
             workspace=workspace,
-            mode=config.mode or "code",
+            mode=mode,
+            custom_instructions=config.custom_instructions,
             api_config_name=profile,
             status="active",
             # Stored as running from the start: a crash before the turn records
@@ -521,9 +569,9 @@ class TaskManager:
         task.item = msgspec.structs.replace(item, ts=task.messages.next_ts())
         self._tasks[task_id] = task
         await self.journal.emit(TaskCreated(payload=(task_id,)), insert_task(task.item))
-        await task.messages.say(Say.TEXT, data.text, images=data.images)
+        await task.messages.say(Say.TEXT, text, images=data.images)
         await task.history.append(
-            ApiMessage(role="user", content=user_content(data.text, data.images), ts=task.item.ts)
+            ApiMessage(role="user", content=user_content(text, data.images), ts=task.item.ts)
         )
         task.start_turn(tg, first=True)
         log.info("task started", task_id=task_id, profile=profile)
@@ -561,6 +609,14 @@ class TaskManager:
             raise CommandError(ErrorCode.INVALID_REQUEST, "The message has no text and no images.")
         task = await self._load(task_id)
         try:
+            if data.text:
+                text, mode = await self._expanded(data.text, task.workspace)
+                if mode is not None and mode != task.item.mode:
+                    try:
+                        await task.switch_mode(mode)
+                    except UnknownMode as exc:
+                        raise CommandError(ErrorCode.INVALID_REQUEST, str(exc)) from None
+                data = msgspec.structs.replace(data, text=text)
             ask = task.pending_ask
             if ask is not None:
                 answer = AskAnswer(AskResponse.MESSAGE, data.text, list(data.images or []), by=by)
@@ -574,6 +630,41 @@ class TaskManager:
                 return TaskRef(task_id=task_id, state=task.state, queued=True)
             task.start_turn(self._require_tg(), message=data)
             return TaskRef(task_id=task_id, state=TaskState.RUNNING)
+        finally:
+            self.settle(task)
+
+    async def _expanded(self, text: str, workspace: Path) -> tuple[str, str | None]:
+        """`text` with a leading `/command` expanded, and the mode it names."""
+        commands = self.deps.slash_commands
+        expanded = await anyio.to_thread.run_sync(commands.expand, text, workspace)
+        if expanded is None:
+            return text, None
+        return expanded.text, expanded.command.mode
+
+    async def switch_mode(self, task_id: str, slug: str) -> TaskRef:
+        """SwitchMode: the task's next request uses mode `slug`."""
+        task = await self._load(task_id)
+        try:
+            await task.switch_mode(slug)
+        except UnknownMode as exc:
+            raise CommandError(ErrorCode.INVALID_REQUEST, str(exc)) from None
+        finally:
+            self.settle(task)
+        return TaskRef(task_id=task_id, state=task.state)
+
+    async def update_todo_list(self, task_id: str, todos: list[TodoItem]) -> TaskRef:
+        """UpdateTodoList: a person's edit, told to the model."""
+        task = await self._load(task_id)
+        try:
+            await task.set_todos(todos, by="user")
+        finally:
+            self.settle(task)
+        return TaskRef(task_id=task_id, state=task.state)
+
+    async def system_prompt(self, task_id: str) -> SystemPromptText:
+        task = await self._load(task_id)
+        try:
+            return SystemPromptText(text=task.system_prompt(), mode=task.mode().slug)
         finally:
             self.settle(task)
 

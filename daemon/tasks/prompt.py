@@ -14,10 +14,23 @@ _ROLE = (
 )
 
 
-def system_prompt(*, workspace: str, mode: str, tools: list[str], kernel: str | None = None) -> str:
-    """`kernel` describes the Jupyter kernel the task's code runs in, if any."""
+def system_prompt(
+    *,
+    workspace: str,
+    mode: str,
+    tools: list[str],
+    kernel: str | None = None,
+    role: str | None = None,
+    instructions: str = "",
+) -> str:
+    """`kernel` describes the Jupyter kernel the task's code runs in, if any.
+
+    The prompt's parts, in order: the mode's `role` (hdsp's own without one),
+    ENVIRONMENT, TOOLS (the mode's), then the `instructions` section
+    (:func:`hdsp.daemon.modes.instructions_text`: settings, mode, rules files,
+    AGENTS.md, each with its source)."""
     lines = [
-        _ROLE,
+        role or _ROLE,
         "",
         "====",
         "",
@@ -30,4 +43,6 @@ def system_prompt(*, workspace: str, mode: str, tools: list[str], kernel: str | 
     ]
     if tools:
         lines += ["", "TOOLS", *(f"- {name}" for name in tools)]
+    if instructions:
+        lines += ["", "====", "", instructions]
     return "\n".join(lines)

@@ -39,8 +39,17 @@ from hdsp.daemon.conversation import (
 from hdsp.daemon.llm import Provider
 from hdsp.daemon.llm.errors import ContextWindowExceeded, ProviderError
 from hdsp.daemon.llm.images import image_refused
+from hdsp.daemon.modes import (
+    BUILT_IN_MODES,
+    DEFAULT_MODE,
+    Mode,
+    UnknownMode,
+    instruction_sources,
+    instructions_text,
+)
 from hdsp.daemon.store import update_task
 from hdsp.daemon.tools import AskAnswer
+from hdsp.daemon.tools.todo_list import render_todo_markdown
 from hdsp.protocol import (
     Ask,
     AskResponse,
@@ -54,10 +63,13 @@ from hdsp.protocol import (
     TaskAborted,
     TaskActive,
     TaskCompleted,
+    TaskModeSwitched,
     TaskResumable,
     TaskStarted,
     TaskState,
+    TaskTodoListUpdated,
     TaskTokenUsageUpdated,
+    TodoItem,
     TokenUsage,
 )
 
@@ -101,7 +113,15 @@ class Task:
         self.messages = TaskMessages(item.id, deps.store, deps.journal, deps.clock, last_ts)
         self.history = ApiHistory(item.id, api, deps.journal, self.messages.next_ts)
         self.asks = AskBox(self.messages, self.set_state, deps.clock)
-        self.calls = ToolCalls(deps, self.messages, self.asks, self.workspace, self.save_turn)
+        self.calls = ToolCalls(
+            deps,
+            self.messages,
+            self.asks,
+            self.workspace,
+            self.save_turn,
+            mode=self.mode,
+            services={"modes": self, "todo_list": self},
+        )
         self._scope: anyio.CancelScope | None = None
         self._turn_done = anyio.Event()
         self._turn_done.set()
@@ -159,6 +179,47 @@ class Task:
             total_cache_writes=i.cache_writes,
             total_cache_reads=i.cache_reads,
         )
+
+    # ---- mode and todo list ---------------------------------------------------
+
+    def mode(self) -> Mode:
+        """The task's mode. One that no longer exists (a workspace file changed)
+        falls back to the built-in read-only `ask`, never to more than was given."""
+        try:
+            return self._deps.modes.get(self.item.mode or DEFAULT_MODE, self.workspace)
+        except UnknownMode:
+            log.warning("task mode unknown; using ask", mode=self.item.mode)
+            return BUILT_IN_MODES[0]
+
+    async def switch_mode(self, slug: str) -> str:
+        """Put the task in mode `slug` (raises UnknownMode, a ValueError); every
+        client gets taskModeSwitched."""
+        mode = self._deps.modes.get(slug, self.workspace)
+        self.item = msgspec.structs.replace(self.item, mode=mode.slug)
+        await self._deps.journal.emit(
+            TaskModeSwitched(payload=(self.id, mode.slug)), update_task(self.item)
+        )
+        return mode.name
+
+    async def set_todos(self, items: list[TodoItem], *, by: str) -> None:
+        """Replace the todo list, stored with the task; every client gets
+        taskTodoListUpdated. A person's edit is told to the model: before the
+        open turn's next request, or as a message in its history."""
+        self.item = msgspec.structs.replace(self.item, todos=list(items))
+        await self._deps.journal.emit(
+            TaskTodoListUpdated(payload=(self.id, list(items), by)), update_task(self.item)
+        )
+        if by != "user":
+            return
+        note = (
+            "The user edited the todo list. It is now:\n"
+            + (render_todo_markdown(items) or "(empty)")
+            + "\nWork from this list from now on."
+        )
+        if self.turn is not None or self.busy:
+            self._feedback.append(note)
+        else:
+            await self.history.add("user", [TextBlock(text=note)])
 
     # ---- durable changes ----------------------------------------------------
 
@@ -409,18 +470,33 @@ class Task:
             await self._account(started, reply, provider)
             return reply
 
-    def model_request(self) -> ModelRequest:
+    def system_prompt(self) -> str:
+        """The system prompt of the task's next request (GetSystemPrompt shows it)."""
+        mode = self.mode()
         tools = self._deps.tools
         kernels = self._deps.kernels
+        sources = instruction_sources(
+            workspace=self.workspace,
+            mode=mode,
+            global_instructions=self._deps.custom_instructions,
+            task_instructions=self.item.custom_instructions,
+        )
+        return system_prompt(
+            workspace=str(self.workspace),
+            mode=f"{mode.slug} ({mode.name})",
+            tools=[n for n in tools.names() if mode.allows(tools[n])],
+            kernel=kernels.describe_for_task(self.id, self.workspace) if kernels else None,
+            role=mode.definition.role_definition,
+            instructions=instructions_text(sources),
+        )
+
+    def model_request(self) -> ModelRequest:
+        mode = self.mode()
+        tools = self._deps.tools
         return ModelRequest(
-            system=system_prompt(
-                workspace=str(self.workspace),
-                mode=self.item.mode or "code",
-                tools=tools.names(),
-                kernel=kernels.describe_for_task(self.id, self.workspace) if kernels else None,
-            ),
+            system=self.system_prompt(),
             messages=self.history.for_request(),
-            tools=tools.specs(),
+            tools=[spec for spec in tools.specs() if mode.allows(tools[spec.name])],
         )
 
     async def _say_images_left_out(self, exc: ProviderError) -> None:

@@ -18,6 +18,8 @@ from .notebook_hosts import NotebookHosts
 from .notebook_tools import notebook_tools
 from .registry import ToolRegistry
 from .shell import ExecuteCommand
+from .switch_mode import SwitchMode
+from .todo_list import UpdateTodoList
 from .workspace import IgnoredPathError, OutsideWorkspaceError, PathNotFoundError, Workspace
 
 __all__ = [
@@ -33,12 +35,14 @@ __all__ = [
     "PathNotFoundError",
     "ReadFile",
     "SearchFiles",
+    "SwitchMode",
     "Tool",
     "ToolCategory",
     "ToolContext",
     "ToolError",
     "ToolRegistry",
     "ToolResult",
+    "UpdateTodoList",
     "Workspace",
     "WriteToFile",
     "default_tools",
@@ -62,5 +66,8 @@ def default_tools(
             AskFollowupQuestion(),
             ExecuteCodeTool(),
             *notebook_tools(documents=documents),
+            *notebook_tools(),
+            SwitchMode(),
+            UpdateTodoList(),
         ]
     )

@@ -40,6 +40,10 @@ class ToolCategory(enum.StrEnum):
     MCP = "mcp"
     SUBTASK = "subtask"
     FOLLOWUP = "followup"
+    #: switch_mode: a task changes its own mode.
+    MODE = "mode"
+    #: update_todo_list: the task's checklist.
+    TODO = "todo"
     #: attempt_completion: never needs approval.
     COMPLETION = "completion"
 

@@ -33,6 +33,9 @@ class ToolRegistry:
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name)
 
+    def __getitem__(self, name: str) -> Tool:
+        return self._tools[name]
+
     def names(self) -> list[str]:
         return sorted(self._tools)
 

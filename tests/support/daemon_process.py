@@ -55,6 +55,8 @@ class DaemonProcess:
             # Never the developer's own keyring: a file keyring under the test's root.
             PYTHON_KEYRING_BACKEND="keyrings.alt.file.PlaintextKeyring",
             XDG_DATA_HOME=str(self.root / "xdg-data"),
+            # Never the developer's own global slash commands (~/.config/hdsp/commands).
+            XDG_CONFIG_HOME=str(self.root / "xdg-config"),
         )
         env.update(self.extra_env)
         return env

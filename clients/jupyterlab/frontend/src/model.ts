@@ -292,6 +292,13 @@ export class PanelModel {
     );
   }
 
+  /** Replace the open task's todo list (a markdown checklist); the model is told. */
+  updateTodoList(markdown: string): Promise<void> {
+    return this.taskCommand(taskId =>
+      this.api.command({ commandName: 'UpdateTodoList', taskId, data: { markdown } })
+    );
+  }
+
   setProfile(name: string | null): void {
     this.profile = name;
   }

@@ -25,6 +25,7 @@ import {
   verdict
 } from './messages';
 import { filterTasks, messagesOf, OpenTask, TaskRow, ViewState } from './state';
+import { TodoList } from './todo';
 import type { ClineMessage, KernelOutput } from './wire';
 
 interface Props {
@@ -721,6 +722,7 @@ export function Panel(props: Props): JSX.Element {
           </div>
         )}
         {open && <TaskHeader task={open} row={row} />}
+        {open && <TodoList mode={row?.mode} todos={row?.todos} onSave={markdown => props.model.updateTodoList(markdown)} />}
         {open && <Conversation task={open} />}
         <Composer state={state} />
       </div>

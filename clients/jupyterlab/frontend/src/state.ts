@@ -382,6 +382,12 @@ function applyEvent(state: ViewState, event: TaskEvent, now: number): ViewState 
   ) {
     tasks = updateRow(tasks, taskId, usageChange(data.payload[1]), now);
   }
+  if (data.eventName === 'taskTodoListUpdated' && Array.isArray(data.payload[1])) {
+    tasks = updateRow(tasks, taskId, { todos: data.payload[1] }, now);
+  }
+  if (data.eventName === 'taskModeSwitched' && typeof data.payload[1] === 'string') {
+    tasks = updateRow(tasks, taskId, { mode: data.payload[1] }, now);
+  }
   if (data.eventName === 'message') {
     const { message } = data.payload[0];
     const row = tasks.find(t => t.id === taskId);

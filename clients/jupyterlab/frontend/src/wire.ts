@@ -89,6 +89,8 @@ export interface HdspWire {
   ClientMessage: ClientMessage;
   ClineMessage: ClineMessage;
   CloseTask: CloseTask;
+  CommandInfo: CommandInfo;
+  CommandList: CommandList;
   CommandResults: CommandResults;
   CommandsResponse: CommandsResponse;
   CompletedInfo: CompletedInfo;
@@ -126,10 +128,16 @@ export interface HdspWire {
   ForkTaskData: ForkTaskData;
   GetBlob: GetBlob;
   GetBlobData: GetBlobData;
+  GetCommands: GetCommands;
+  GetCommandsData: GetCommandsData1;
   GetModels: GetModels;
   GetModelsData: GetModelsData1;
+  GetModes: GetModes;
+  GetModesData: GetModesData1;
   GetSettings: GetSettings;
   GetStatus: GetStatus;
+  GetSystemPrompt: GetSystemPrompt;
+  GetSystemPromptData: GetSystemPromptData1;
   GetTask: GetTask;
   GetTaskData: GetTaskData;
   GetTaskPage: GetTaskPage;
@@ -159,6 +167,8 @@ export interface HdspWire {
   ListTasksData: ListTasksData1;
   MessageEvent: MessageEvent;
   MessagePayload: MessagePayload;
+  ModeInfo: ModeInfo;
+  ModeList: ModeList;
   ModelEntry: ModelEntry;
   ModelList: ModelList;
   ModelsResponse: ModelsResponse;
@@ -210,6 +220,9 @@ export interface HdspWire {
   StorageChanged: StorageChanged;
   StorageHealth: StorageHealth;
   StorageState: StorageState1;
+  SwitchMode: SwitchMode;
+  SwitchModeData: SwitchModeData;
+  SystemPromptText: SystemPromptText;
   TaskAborted: TaskAborted;
   TaskActive: TaskActive;
   TaskAskResponded: TaskAskResponded;
@@ -237,14 +250,18 @@ export interface HdspWire {
   TaskSpawned: TaskSpawned;
   TaskStarted: TaskStarted;
   TaskState: TaskState;
+  TaskTodoListUpdated: TaskTodoListUpdated;
   TaskTokenUsageUpdated: TaskTokenUsageUpdated;
   TaskToolFailed: TaskToolFailed;
   TaskUnfocused: TaskUnfocused;
   TaskUnpaused: TaskUnpaused;
+  TodoItem: TodoItem;
   TokenUsage: TokenUsage;
   ToolUsageEntry: ToolUsageEntry | undefined;
   UpdateSettings: UpdateSettings;
   UpdateSettingsData: UpdateSettingsData;
+  UpdateTodoList: UpdateTodoList;
+  UpdateTodoListData: UpdateTodoListData;
 }
 export interface Ack {
   data: AckData;
@@ -559,7 +576,12 @@ export interface TaskCommand {
     | DiffCheckpoints
     | RestoreCheckpoint
     | HostDocuments
-    | AnswerDocumentEdit;
+    | AnswerDocumentEdit
+    | GetModes
+    | GetCommands
+    | GetSystemPrompt
+    | SwitchMode
+    | UpdateTodoList;
   origin?: 'client';
   /**
    * Chosen by the client, unique among its commands in flight; the `Reply` carries it back.
@@ -595,9 +617,16 @@ export interface TaskConfiguration {
    */
   approvals?: {} | null;
   /**
+   * Roo's customInstructions: instructions for this task, in its system prompt after the global ones (GetSystemPrompt shows where).
+   */
+  customInstructions?: string | null;
+  /**
    * A kernel (ListKernels) the task's code runs in; by default the task starts its own on first use, in its workspace.
    */
   kernelId?: string | null;
+  /**
+   * The task's mode (GetModes lists them); `code` when absent.
+   */
   mode?: string | null;
   /**
    * Directory the agent works in (absolute). Clients send their own working directory when the user names none; without one the daemon uses its own working directory, unless that is a directory it refuses (see below).
@@ -1074,6 +1103,100 @@ export interface HostDocuments {
   route: 'panel' | 'rtc';
 }
 /**
+ * Roo's GetModes: the reply lists the modes, and a daemon-wide
+ * `modesResponse` event carries them too.
+ */
+export interface GetModes {
+  commandName: 'GetModes';
+  data?: GetModesData;
+}
+export interface GetModesData {
+  /**
+   * Include this workspace's `.hdsp/modes.yaml` (or .json) modes.
+   */
+  workspace?: string | null;
+}
+/**
+ * Roo's GetCommands: the reply lists the slash commands, and a daemon-wide
+ * `commandsResponse` event carries them too.
+ */
+export interface GetCommands {
+  commandName: 'GetCommands';
+  data?: GetCommandsData;
+}
+export interface GetCommandsData {
+  /**
+   * Include this workspace's `.hdsp/commands/`.
+   */
+  workspace?: string | null;
+}
+/**
+ * The exact system prompt a task's next model request sends (or a new task's).
+ */
+export interface GetSystemPrompt {
+  commandName: 'GetSystemPrompt';
+  data?: GetSystemPromptData;
+}
+export interface GetSystemPromptData {
+  /**
+   * Without a task: in this mode.
+   */
+  mode?: string | null;
+  /**
+   * The prompt this task's next request sends.
+   */
+  taskId?: string | null;
+  /**
+   * Without a task: the prompt a new task here would get.
+   */
+  workspace?: string | null;
+}
+/**
+ * Put a task in another mode: its next request offers that mode's tools and
+ * prompt; every client gets `taskModeSwitched`.
+ */
+export interface SwitchMode {
+  commandName: 'SwitchMode';
+  data: SwitchModeData;
+  taskId: string;
+}
+export interface SwitchModeData {
+  /**
+   * The slug of the mode (GetModes lists them).
+   */
+  mode: string;
+}
+/**
+ * A person replaces a task's todo list: every client gets
+ * `taskTodoListUpdated`, and the model is told of the edit before its next request.
+ */
+export interface UpdateTodoList {
+  commandName: 'UpdateTodoList';
+  data: UpdateTodoListData;
+  taskId: string;
+}
+export interface UpdateTodoListData {
+  /**
+   * The whole list as a markdown checklist: `- [ ] pending`, `- [-] in progress`, `- [x] done`, one item a line.
+   */
+  markdown?: string | null;
+  /**
+   * The whole list as items (instead of markdown).
+   */
+  todos?: TodoItem[] | null;
+}
+/**
+ * One line of a task's todo list (Roo's TodoItem).
+ */
+export interface TodoItem {
+  content: string;
+  /**
+   * Stable within the list: its position, from 1.
+   */
+  id: string;
+  status?: 'completed' | 'in_progress' | 'pending';
+}
+/**
  * Sent by a client that is going away, so the daemon forgets it at once.
  */
 export interface Disconnect {
@@ -1129,6 +1252,24 @@ export interface ProgressStatus {
   text?: string | null;
 }
 /**
+ * A slash command (Roo's Command).
+ */
+export interface CommandInfo {
+  argumentHint?: string | null;
+  description?: string | null;
+  filePath?: string | null;
+  /**
+   * The mode a task switches to when the command is used.
+   */
+  mode?: string | null;
+  name: string;
+  source: 'built-in' | 'global' | 'project';
+}
+export interface CommandList {
+  commands: CommandInfo[];
+  problems?: string[];
+}
+/**
  * Not a message: the `result` of a Reply to command X, by X (its `commandName`).
  */
 export interface CommandResults {
@@ -1147,9 +1288,12 @@ export interface CommandResults {
   ExportSettings?: SettingsExport;
   ForkTask?: TaskRef;
   GetBlob?: BlobData;
+  GetCommands?: CommandList;
   GetModels?: ModelList;
+  GetModes?: ModeList;
   GetSettings?: SettingsView;
   GetStatus?: StatusResult;
+  GetSystemPrompt?: SystemPromptText;
   GetTask?: TaskSnapshot;
   GetTaskPage?: TaskPage;
   HostDocuments?: DocumentsHosted;
@@ -1174,7 +1318,9 @@ export interface CommandResults {
   ShutdownKernel?: KernelRef;
   StartKernel?: KernelInfo;
   StartNewTask?: TaskRef;
+  SwitchMode?: TaskRef;
   UpdateSettings?: SettingsView;
+  UpdateTodoList?: TaskRef;
 }
 /**
  * Whether the daemon was still waiting for that answer (false: it gave up, or
@@ -1362,6 +1508,41 @@ export interface ModelEntry {
   source?: 'builtin' | 'settings';
   supportsImages?: boolean;
 }
+export interface ModeList {
+  modes: ModeInfo[];
+  /**
+   * Why a custom modes file or setting was left out (path, line, problem).
+   */
+  problems?: string[];
+}
+/**
+ * A mode as `modesResponse` and `GetModes` list it: Roo's `{slug, name}`, and
+ * what hdsp adds.
+ */
+export interface ModeInfo {
+  customInstructions?: string | null;
+  description?: string | null;
+  /**
+   * Files the mode may edit (a Python regex on the workspace path).
+   */
+  fileRegex?: string | null;
+  /**
+   * Tool groups the mode may use: read, edit, command, kernel, notebook, mcp, agents.
+   */
+  groups?: string[];
+  name: string;
+  roleDefinition?: string;
+  slug: string;
+  /**
+   * Where it is defined: hdsp, the settings, or the workspace file.
+   */
+  source?: 'built-in' | 'global' | 'project';
+  /**
+   * The tools a task in this mode is offered, by name.
+   */
+  tools?: string[];
+  whenToUse?: string | null;
+}
 /**
  * The settings document, with secrets shown only as names.
  */
@@ -1440,6 +1621,10 @@ export interface StorageHealth {
   since?: number | null;
   state?: StorageState;
 }
+export interface SystemPromptText {
+  mode: string;
+  text: string;
+}
 export interface TaskSnapshot {
   /**
    * The newest `seq` this snapshot includes: Replay with this as `sinceSeq` (and the task's id) to get what happened after it.
@@ -1471,6 +1656,10 @@ export interface HistoryItem {
   childIds?: string[] | null;
   completedByChildId?: string | null;
   completionResultSummary?: string | null;
+  /**
+   * The task's own custom instructions (its configuration's).
+   */
+  customInstructions?: string | null;
   delegatedToId?: string | null;
   /**
    * The task's id (a UUID).
@@ -1490,6 +1679,10 @@ export interface HistoryItem {
    * The task's first message (its title).
    */
   task: string;
+  /**
+   * hdsp: the task's todo list (update_todo_list, UpdateTodoList).
+   */
+  todos?: TodoItem[] | null;
   /**
    * Input tokens the task's model requests used.
    */
@@ -1643,7 +1836,8 @@ export interface TaskEvent {
     | SettingsChanged
     | StorageChanged
     | EventsSynced
-    | DocumentEditRequested;
+    | DocumentEditRequested
+    | TaskTodoListUpdated;
   origin?: 'server';
   /**
    * `seq` of the previous durable event of the same topic (task id, or the empty daemon-wide topic); 0 for the topic's first. A client following one task has missed events exactly when prevSeq is greater than the last seq it saw of that task. On a live-only event: the last durable event of its topic published before it, so a client that has a later version of the message from the log can ignore it.
@@ -2142,6 +2336,18 @@ export interface DocumentEdit {
   source?: string | null;
 }
 /**
+ * [taskId, todos, by]: the task's todo list is now `todos` (the whole list);
+ * `by` is "model" (update_todo_list) or "user" (UpdateTodoList).
+ */
+export interface TaskTodoListUpdated {
+  eventName: 'taskTodoListUpdated';
+  /**
+   * @minItems 3
+   * @maxItems 3
+   */
+  payload: [string, TodoItem[], string];
+}
+/**
  * The discovery file, `hdspd.json` in the daemon's runtime dir: how a client
  * finds the daemon's sockets. Written (mode 0600) once the sockets are bound,
  * removed when the daemon exits.
@@ -2191,11 +2397,37 @@ export interface ErrorInfo {
    */
   path?: string | null;
 }
+export interface GetCommandsData1 {
+  /**
+   * Include this workspace's `.hdsp/commands/`.
+   */
+  workspace?: string | null;
+}
 export interface GetModelsData1 {
   /**
    * Only this provider's models ("anthropic", "openai", ...).
    */
   provider?: string | null;
+}
+export interface GetModesData1 {
+  /**
+   * Include this workspace's `.hdsp/modes.yaml` (or .json) modes.
+   */
+  workspace?: string | null;
+}
+export interface GetSystemPromptData1 {
+  /**
+   * Without a task: in this mode.
+   */
+  mode?: string | null;
+  /**
+   * The prompt this task's next request sends.
+   */
+  taskId?: string | null;
+  /**
+   * Without a task: the prompt a new task here would get.
+   */
+  workspace?: string | null;
 }
 export interface Reply {
   /**
@@ -2282,9 +2514,16 @@ export interface TaskConfiguration1 {
    */
   approvals?: {} | null;
   /**
+   * Roo's customInstructions: instructions for this task, in its system prompt after the global ones (GetSystemPrompt shows where).
+   */
+  customInstructions?: string | null;
+  /**
    * A kernel (ListKernels) the task's code runs in; by default the task starts its own on first use, in its workspace.
    */
   kernelId?: string | null;
+  /**
+   * The task's mode (GetModes lists them); `code` when absent.
+   */
   mode?: string | null;
   /**
    * Directory the agent works in (absolute). Clients send their own working directory when the user names none; without one the daemon uses its own working directory, unless that is a directory it refuses (see below).

@@ -414,3 +414,21 @@ describe('the connection banner', () => {
     expect(dup.tasks).toEqual([]);
   });
 });
+
+describe('mode and todo list', () => {
+  it('a todo list update and a mode switch change the task row', () => {
+    const todos = [
+      { id: '1', content: 'load', status: 'completed' as const },
+      { id: '2', content: 'plot' }
+    ];
+    const s = run(
+      openState(),
+      { type: 'tasks', tasks: [row(T, 1, 1, { mode: 'ask' })] },
+      ev({ eventName: 'taskTodoListUpdated', payload: [T, todos, 'model'] }, 5),
+      ev({ eventName: 'taskModeSwitched', payload: [T, 'analyst'] }, 6)
+    );
+    const r = s.tasks.find(t => t.id === T);
+    expect(r?.todos).toEqual(todos);
+    expect(r?.mode).toBe('analyst');
+  });
+});
