@@ -37,6 +37,8 @@ from .history import *  # noqa: F403
 from .history import __all__ as _history_all
 from .kernels import *  # noqa: F403
 from .kernels import __all__ as _kernels_all
+from .prompt_context import *  # noqa: F403
+from .prompt_context import __all__ as _prompt_context_all
 from .settings import *  # noqa: F403
 from .settings import __all__ as _settings_all
 from .storage import StorageHealth, StorageState
@@ -69,5 +71,6 @@ __all__ = [
     *_events_all,
     *_history_all,
     *_kernels_all,
+    *_prompt_context_all,
     *_settings_all,
 ]

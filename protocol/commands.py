@@ -35,6 +35,7 @@ from .kernels import (
     ShutdownKernel,
     StartKernel,
 )
+from .prompt_context import PromptContext
 from .settings import (
     DeleteProfile,
     DeleteSecret,
@@ -168,6 +169,15 @@ class StartNewTaskData(WireStruct, frozen=True):
     configuration: TaskConfiguration = TaskConfiguration()
     images: list[str] | None = None
     new_tab: bool | None = None
+    context: Annotated[
+        PromptContext | None,
+        Meta(
+            description=(
+                "hdsp: what the message is about (the active notebook, cell, selection, an "
+                "outline), shown to the model as untrusted data and kept on the message."
+            )
+        ),
+    ] = None
 
 
 class SendMessageData(WireStruct, frozen=True):
@@ -184,6 +194,15 @@ class SendMessageData(WireStruct, frozen=True):
             )
         ),
     ] = "queue"
+    context: Annotated[
+        PromptContext | None,
+        Meta(
+            description=(
+                "hdsp: what the message is about (the active notebook, cell, selection, an "
+                "outline), shown to the model as untrusted data and kept on the message."
+            )
+        ),
+    ] = None
 
 
 class ListTasksData(WireStruct, frozen=True):

@@ -16,6 +16,7 @@ from ._base import SERVER_ORIGIN as _SERVER
 from ._base import WireStruct
 from .history import ClineMessage, TokenUsage, ToolUsage
 from .kernels import ExecutionOutputData, KernelInfo, KernelState
+from .prompt_context import PromptContext
 from .settings import SettingsChange
 from .storage import StorageHealth, StorageState
 
@@ -93,6 +94,8 @@ class QueuedMessage(WireStruct, frozen=True):
     images: list[str] | None = None
     #: hdsp: "steer" for a message that joins the running turn at its next request.
     delivery: Literal["queue", "steer"] | None = None
+    #: hdsp: the context the message was sent with (SendMessageData.context).
+    context: PromptContext | None = None
 
 
 # Events whose payload is just the task id.

@@ -14,6 +14,7 @@ import msgspec
 from msgspec import Meta
 
 from ._base import WireStruct
+from .prompt_context import PromptContext
 
 __all__ = [
     "Ask",
@@ -91,6 +92,10 @@ class Say(enum.StrEnum):
     #: What a tool call gave back (final, once per call that ran); the text is a
     #: `ToolResultText`.
     TOOL_RESULT = "tool_result"
+    #: A kernel the task used that runs outside hdsp (a notebook's, attached)
+    #: stopped answering or went away; hdsp detached from it and did not restart
+    #: it. The text says why, and where the task's code runs next.
+    KERNEL_DETACHED = "kernel_detached"
 
 
 class ToolResultText(WireStruct, frozen=True):
@@ -190,6 +195,13 @@ class ClineMessage(WireStruct, frozen=True):
         Meta(
             description='An answered ask: who answered (the client\'s name, or "timeout" '
             'when the approval policy answered for nobody, "resume" when resuming did).'
+        ),
+    ] = None
+    context: Annotated[
+        PromptContext | None,
+        Meta(
+            description="A user's message (text, user_feedback): the context it was sent with "
+            "(the notebook, cell, selection, outline the user kept)."
         ),
     ] = None
 

@@ -21,7 +21,7 @@ dead) and ends the execution that waited on it (status "died").
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import anyio
@@ -41,7 +41,7 @@ from .errors import (
 from .execution import Emit, Execution, InputCallback, OutputCallback
 from .process import KernelProcess
 
-__all__ = ["Kernel", "KernelPolicy", "OnRestarted"]
+__all__ = ["Kernel", "KernelPolicy", "OnDied", "OnRestarted"]
 
 log = structlog.get_logger("hdsp.kernels")
 
@@ -50,6 +50,8 @@ _RESTART_BUDGET = 15.0
 
 #: Told (the kernel, the task whose execution saw it) after a restart.
 OnRestarted = Callable[["Kernel", str | None], None]
+#: Told when the kernel was declared dead (its process exited, its heartbeat stopped).
+OnDied = Callable[["Kernel"], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,7 @@ class Kernel:
         on_restarted: OnRestarted,
         cwd: str | None = None,
         started_for: str | None = None,
+        on_died: OnDied | None = None,
     ) -> None:
         """`connect` makes the kernel's connection, given where the kernel's
         execution states go; `emit` publishes events (and never raises)."""
@@ -108,6 +111,7 @@ class Kernel:
         self._policy = policy
         self._emit = emit
         self._on_restarted = on_restarted
+        self._on_died = on_died
         # fast_acquire: an uncontended lock is taken without a trip through the loop.
         self._lock = anyio.Lock(fast_acquire=True)
         self._restart_lock = anyio.Lock()
@@ -183,6 +187,8 @@ class Kernel:
         await self.set_status(KernelState.DEAD)
         if self.current is not None:
             self.current.end("died")
+        if self._on_died is not None:
+            await self._on_died(self)
 
     # ---- interrupt and restart --------------------------------------------------
 

@@ -90,12 +90,15 @@ class KernelService:
         launcher: KernelLauncher | None = None,
         task_busy: TaskBusy | None = None,
         on_culled: OnCulled | None = None,
+        on_detached: OnCulled | None = None,
     ) -> None:
         """`task_busy` says whether a task is working (its kernel is never culled
         then); `on_culled` is told (task id, note) when a task's kernel was culled,
         to record it in the task's history. `cull_idle_after`: seconds a kernel
         hdsp started for a task may sit idle, with its tasks idle too, before it is
-        shut down to give its memory back; None: never."""
+        shut down to give its memory back; None: never. `on_detached` is told
+        (task id, note) when a kernel the task used that runs outside hdsp (a
+        notebook's) died or went away: hdsp detached from it without restarting it."""
         self._emit_event = emit
         self.launcher = launcher
         self.runtime_dir = runtime_dir
@@ -114,6 +117,7 @@ class KernelService:
         )
         self.cull_idle_after = cull_idle_after
         self._bindings = TaskBindings(task_busy=task_busy, on_culled=on_culled)
+        self._on_detached = on_detached
         self._kernels: dict[str, Kernel] = {}
         self._tg: TaskGroup | None = None
         self._closing = False
@@ -277,6 +281,7 @@ class KernelService:
             on_restarted=self._restarted,
             cwd=cwd,
             started_for=started_for,
+            on_died=None if process is not None else self._attached_died,
         )
 
     async def shutdown_kernel(self, kernel_id: str) -> KernelRef:
@@ -396,6 +401,35 @@ class KernelService:
         return await k.execute(
             code, time_limit=limit, on_output=on_output, on_input=on_input, task_id=task_id
         )
+
+    async def _attached_died(self, k: Kernel) -> None:
+        """A kernel hdsp attached to (a notebook's) died or its connection went
+        away (Lab shut it down, restarted it, or its server stopped). It is not
+        hdsp's to restart: hdsp detaches from it, and each task bound to it is
+        told (a note for the model, a `kernel_detached` message in its history)
+        that its next code runs in a kernel of its own. A prompt from the
+        notebook attaches its kernel again."""
+        note = (
+            f"The notebook's kernel {k.name} ({k.id}), which runs outside hdsp, "
+            f"{k.death_reason or 'stopped answering'} (it was shut down or restarted where "
+            "it runs, e.g. in JupyterLab). hdsp detached from it and did not restart it. "
+            "Its variables are out of reach: the task's next code runs in a new kernel of "
+            "the task's own, in the workspace, until a message from the notebook attaches "
+            "its kernel again."
+        )
+        tasks = sorted(self._bindings.tasks_of(k.id))
+        for task_id in tasks:
+            self._bindings.drop_notes(task_id)
+        self._bindings.note(k.id, note)
+        log.warning("attached kernel lost", kernel_id=k.id, reason=k.death_reason, tasks=tasks)
+        if self._on_detached is not None:
+            for task_id in tasks:
+                try:
+                    await self._on_detached(task_id, note)
+                except Exception:
+                    log.exception("recording a lost kernel failed", task_id=task_id)
+        k.closing = True  # no code starts in it any more
+        k.stop_requested.set()  # detach (never a shutdown: it has no process of hdsp's)
 
     def _restarted(self, k: Kernel, running_task: str | None) -> None:
         note = "The kernel was restarted; its variables are gone."

@@ -78,6 +78,7 @@ from hdsp.protocol import (
 
 from .deletion import plan_delete
 from .deps import TaskDeps, TaskKernels
+from .notebook_context import resolve_context
 from .queued import decode_queued
 from .rewind import RewindRefused, plan_rewind
 from .task import Task
@@ -341,6 +342,20 @@ class TaskManager:
         finally:
             self.settle(task)
 
+    async def note_kernel_detached(self, task_id: str, note: str) -> None:
+        """Record in the task's history that the notebook's kernel it used went
+        away and hdsp detached from it."""
+        if self.closing:
+            return
+        try:
+            task = await self._load(task_id)
+        except CommandError:
+            return  # closed or gone meanwhile
+        try:
+            await task.messages.say(Say.KERNEL_DETACHED, note)
+        finally:
+            self.settle(task)
+
     def is_loaded(self, task_id: str) -> bool:
         """Whether `task_id` is in memory now (not only in the store)."""
         return task_id in self._tasks
@@ -470,10 +485,13 @@ class TaskManager:
                     "(allowBroadWorkspace in the task's configuration).",
                 )
         kernels = self.deps.kernels
-        if config.kernel_id is not None and not (kernels and kernels.has_kernel(config.kernel_id)):
+        context = await resolve_context(data.context, Path(workspace))
+        # The notebook's own kernel (the context names it) wins over the configuration's.
+        kernel_id = (context.kernel_id if context else None) or config.kernel_id
+        if kernel_id is not None and not (kernels and kernels.has_kernel(kernel_id)):
             raise CommandError(
                 ErrorCode.KERNEL_NOT_FOUND,
-                f"No kernel {config.kernel_id!r}; ListKernels lists the kernels.",
+                f"No kernel {kernel_id!r}; ListKernels lists the kernels.",
             )
         task_id = str(uuid.uuid4())
         if config.approvals:
@@ -484,8 +502,8 @@ class TaskManager:
                     ErrorCode.INVALID_REQUEST, f"Invalid approval settings: {exc}"
                 ) from None
         self._number += 1
-        if config.kernel_id is not None and kernels is not None:
-            kernels.bind_task(task_id, config.kernel_id)
+        if kernel_id is not None and kernels is not None:
+            kernels.bind_task(task_id, kernel_id)
         item = HistoryItem(
             id=task_id,
             number=self._number,
@@ -503,9 +521,13 @@ class TaskManager:
         task.item = msgspec.structs.replace(item, ts=task.messages.next_ts())
         self._tasks[task_id] = task
         await self.journal.emit(TaskCreated(payload=(task_id,)), insert_task(task.item))
-        await task.messages.say(Say.TEXT, data.text, images=data.images)
+        await task.messages.say(Say.TEXT, data.text, images=data.images, context=context)
         await task.history.append(
-            ApiMessage(role="user", content=user_content(data.text, data.images), ts=task.item.ts)
+            ApiMessage(
+                role="user",
+                content=user_content(data.text, data.images, context),
+                ts=task.item.ts,
+            )
         )
         task.start_turn(tg, first=True)
         log.info("task started", task_id=task_id, profile=profile)
@@ -543,6 +565,7 @@ class TaskManager:
             raise CommandError(ErrorCode.INVALID_REQUEST, "The message has no text and no images.")
         task = await self._load(task_id)
         try:
+            data = await self._with_context(task, data)
             ask = task.pending_ask
             if ask is not None:
                 answer = AskAnswer(AskResponse.MESSAGE, data.text, list(data.images or []), by=by)
@@ -558,6 +581,24 @@ class TaskManager:
             return TaskRef(task_id=task_id, state=TaskState.RUNNING)
         finally:
             self.settle(task)
+
+    async def _with_context(self, task: Task, data: SendMessageData) -> SendMessageData:
+        """`data` with its context checked against the task's workspace (an
+        outline read from the file if it came without one); the task's code runs
+        in the kernel the context names from now on."""
+        if data.context is None:
+            return data
+        context = await resolve_context(data.context, task.workspace)
+        kernel_id = context.kernel_id if context else None
+        if kernel_id is not None:
+            kernels = self.deps.kernels
+            if kernels is None or not kernels.has_kernel(kernel_id):
+                raise CommandError(
+                    ErrorCode.KERNEL_NOT_FOUND,
+                    f"No kernel {kernel_id!r}; ListKernels lists the kernels.",
+                )
+            kernels.bind_task(task.id, kernel_id)
+        return msgspec.structs.replace(data, context=context)
 
     async def respond_to_ask(
         self, task_id: str, data: RespondToAskData, *, by: str | None = None
