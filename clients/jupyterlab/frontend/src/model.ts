@@ -8,7 +8,7 @@ import { PageConfig } from '@jupyterlab/coreutils';
 import { CommandError, HdspApi } from './api';
 import { EventSocket } from './socket';
 import { Action, initialState, reduce, SocketFrame, ViewState } from './state';
-import type { RespondToAskData } from './wire';
+import type { PromptContext, RespondToAskData } from './wire';
 
 /** The auto-approval switches the panel offers for a new task. */
 export const APPROVAL_SWITCHES = [
@@ -194,7 +194,7 @@ export class PanelModel {
   }
 
   /** Sends the prompt: a new task, or a message to the open one. */
-  async send(text: string): Promise<boolean> {
+  async send(text: string, context: PromptContext | null = null): Promise<boolean> {
     const trimmed = text.trim();
     if (!trimmed) {
       return false;
@@ -212,7 +212,8 @@ export class PanelModel {
               apiConfigName: this.profile ?? undefined,
               workspace,
               approvals: { ...this.approvals }
-            }
+            },
+            ...(context ? { context } : {})
           }
         });
         await this.refreshTasks();
@@ -221,7 +222,7 @@ export class PanelModel {
         await this.api.command({
           commandName: 'SendMessage',
           taskId: open.taskId,
-          data: { text: trimmed }
+          data: { text: trimmed, ...(context ? { context } : {}) }
         });
       }
       return true;

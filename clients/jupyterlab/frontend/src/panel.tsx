@@ -9,6 +9,7 @@ import { MimeModel, IRenderMimeRegistry } from '@jupyterlab/rendermime';
 import { Widget } from '@lumino/widgets';
 import React, { useEffect, useMemo, useRef, useState, useSyncExternalStore } from 'react';
 
+import { ContextChips, NotebookContextSource, usePromptContext } from './contextChips';
 import { APPROVAL_SWITCHES, ApprovalKey, PanelModel } from './model';
 import {
   answeredBy,
@@ -28,6 +29,8 @@ import type { ClineMessage, KernelOutput } from './wire';
 interface Props {
   model: PanelModel;
   rendermime: IRenderMimeRegistry;
+  /** The active notebook's context for the prompt's chips (none outside Lab). */
+  notebooks?: NotebookContextSource | null;
 }
 
 const Ctx = React.createContext<Props | null>(null);
@@ -597,7 +600,8 @@ function Queue(props: { task: OpenTask }): JSX.Element | null {
 }
 
 function Composer(props: { state: ViewState }): JSX.Element {
-  const { model } = useProps();
+  const { model, notebooks } = useProps();
+  const promptContext = usePromptContext(notebooks ?? null);
   const [text, setText] = useState('');
   const [sending, setSending] = useState(false);
   const [profile, setProfile] = useState<string | null>(model.profile);
@@ -609,10 +613,11 @@ function Composer(props: { state: ViewState }): JSX.Element {
       return;
     }
     setSending(true);
-    void model.send(text).then(ok => {
+    void model.send(text, promptContext.context).then(ok => {
       setSending(false);
       if (ok) {
         setText('');
+        promptContext.reset();
       }
     });
   };
@@ -659,7 +664,9 @@ function Composer(props: { state: ViewState }): JSX.Element {
           </div>
         </div>
       )}
+      <ContextChips chips={promptContext.chips} onRemove={promptContext.remove} />
       <textarea
+        onFocus={promptContext.refresh}
         data-testid="hdsp-prompt"
         className="hdsp-prompt"
         rows={3}

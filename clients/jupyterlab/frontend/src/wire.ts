@@ -75,6 +75,7 @@ export type StorageState1 = 'failing' | 'ok' | 'readOnly';
 export interface HdspWire {
   Ack: Ack;
   AckData: AckData;
+  ActiveCell: ActiveCell;
   AttachKernel: AttachKernel;
   BlobData: BlobData;
   CancelTask: CancelTask;
@@ -141,6 +142,7 @@ export interface HdspWire {
   ModelList: ModelList;
   ModelsResponse: ModelsResponse;
   ModesResponse: ModesResponse;
+  OutlineCell: OutlineCell;
   Ping: Ping;
   Pong: Pong;
   ProfileData: ProfileData1;
@@ -148,6 +150,7 @@ export interface HdspWire {
   ProfileList: ProfileList;
   ProfileNameData: ProfileNameData;
   ProgressStatus: ProgressStatus;
+  PromptContext: PromptContext;
   QueuedMessage: QueuedMessage;
   QueuedMessagesUpdated: QueuedMessagesUpdated;
   Rejection: Rejection;
@@ -259,6 +262,19 @@ export interface AckData {
    * The daemon's package version.
    */
   serverVersion: string;
+}
+/**
+ * The cell the user has active (JupyterLab's active cell).
+ */
+export interface ActiveCell {
+  /**
+   * Its nbformat cell id, when known.
+   */
+  id?: string | null;
+  /**
+   * Its index, from 0.
+   */
+  index: number;
 }
 /**
  * Use a kernel that runs already (a notebook's, from Jupyter's runtime dir).
@@ -380,6 +396,10 @@ export interface StartNewTask {
 }
 export interface StartNewTaskData {
   configuration?: TaskConfiguration;
+  /**
+   * hdsp: what the message is about (the active notebook, cell, selection, an outline), shown to the model as untrusted data and kept on the message.
+   */
+  context?: PromptContext | null;
   images?: string[] | null;
   newTab?: boolean | null;
   text: string;
@@ -410,6 +430,109 @@ export interface TaskConfiguration {
    * Directory the agent works in (absolute). Clients send their own working directory when the user names none; without one the daemon uses its own working directory, unless that is a directory it refuses (see below).
    */
   workspace?: string | null;
+}
+/**
+ * What the user's message is about, as the frontend saw it when it was sent.
+ * Every field is optional; a client sends what the user kept (the panel's
+ * context chips).
+ */
+export interface PromptContext {
+  /**
+   * The active cell.
+   */
+  cell?: ActiveCell | null;
+  /**
+   * The daemon's id (ListKernels) of the kernel the notebook uses: the task's code runs in it from this message on. Set by JupyterLab's server extension, which attaches the notebook's kernel itself; a value the browser sends is dropped.
+   */
+  kernelId?: string | null;
+  /**
+   * The active notebook's path, relative to the task's workspace (no `..` out of it); the daemon refuses others.
+   */
+  notebook?: string | null;
+  /**
+   * A compact outline of the notebook, cell by cell. When a `notebook` comes without one, the daemon builds it from the file.
+   */
+  outline?: OutlineCell[] | null;
+  /**
+   * The text the user had selected in the active cell.
+   */
+  selection?: string | null;
+  /**
+   * The notebook has more cells than the outline's 200.
+   */
+  truncated?: boolean;
+}
+/**
+ * One cell of a notebook's outline.
+ */
+export interface OutlineCell {
+  cellType: 'code' | 'markdown' | 'raw';
+  executionCount?: number | null;
+  /**
+   * The cell's first lines (at most 3, 240 characters).
+   */
+  head?: string;
+  id?: string | null;
+  /**
+   * How many lines the cell's source has in all.
+   */
+  lines?: number;
+  /**
+   * Its outputs, by kind: "stream", "error", or the main mime type of a display ("image/png", "text/html", ...), in order, repeats merged.
+   *
+   * @maxItems 16
+   */
+  outputKinds?:
+    | []
+    | [string]
+    | [string, string]
+    | [string, string, string]
+    | [string, string, string, string]
+    | [string, string, string, string, string]
+    | [string, string, string, string, string, string]
+    | [string, string, string, string, string, string, string]
+    | [string, string, string, string, string, string, string, string]
+    | [string, string, string, string, string, string, string, string, string]
+    | [string, string, string, string, string, string, string, string, string, string]
+    | [string, string, string, string, string, string, string, string, string, string, string]
+    | [string, string, string, string, string, string, string, string, string, string, string, string]
+    | [string, string, string, string, string, string, string, string, string, string, string, string, string]
+    | [string, string, string, string, string, string, string, string, string, string, string, string, string, string]
+    | [
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string
+      ]
+    | [
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string
+      ];
 }
 export interface CloseTask {
   commandName: 'CloseTask';
@@ -509,6 +632,10 @@ export interface SendMessage {
   taskId: string;
 }
 export interface SendMessageData {
+  /**
+   * hdsp: what the message is about (the active notebook, cell, selection, an outline), shown to the model as untrusted data and kept on the message.
+   */
+  context?: PromptContext | null;
   /**
    * To a task that is working: `queue` waits until its turn ends (then starts the next turn); `steer` joins the running turn, added to the conversation before its next model request (a `user_feedback` message shows where). A steered message the turn ends without is delivered as a queued one.
    */
@@ -835,6 +962,10 @@ export interface ClineMessage {
   apiProtocol?: ('anthropic' | 'openai') | null;
   ask?: string | null;
   checkpoint?: {} | null;
+  /**
+   * A user's message (text, user_feedback): the context it was sent with (the notebook, cell, selection, outline the user kept).
+   */
+  context?: PromptContext | null;
   contextCondense?: {} | null;
   contextTruncation?: {} | null;
   conversationHistoryIndex?: number | null;
@@ -1229,6 +1360,7 @@ export interface HistoryItem {
   workspace?: string | null;
 }
 export interface QueuedMessage {
+  context?: PromptContext | null;
   delivery?: ('queue' | 'steer') | null;
   id: string;
   images?: string[] | null;
@@ -1915,6 +2047,10 @@ export interface ProfileData1 {
   secret?: string | null;
 }
 export interface SendMessageData1 {
+  /**
+   * hdsp: what the message is about (the active notebook, cell, selection, an outline), shown to the model as untrusted data and kept on the message.
+   */
+  context?: PromptContext | null;
   /**
    * To a task that is working: `queue` waits until its turn ends (then starts the next turn); `steer` joins the running turn, added to the conversation before its next model request (a `user_feedback` message shows where). A steered message the turn ends without is delivered as a queued one.
    */
