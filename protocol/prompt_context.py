@@ -92,8 +92,8 @@ class PromptContext(WireStruct, frozen=True):
         Annotated[str, Meta(min_length=1, max_length=MAX_NOTEBOOK_PATH)] | None,
         Meta(
             description=(
-                "The active notebook's path, relative to the task's workspace (no `..` "
-                "out of it); the daemon refuses others."
+                "The active notebook's path, relative to the task's workspace or absolute "
+                "inside it (the daemon keeps it relative, and refuses a path out of it)."
             )
         ),
     ] = None

@@ -104,7 +104,7 @@ async def test_a_task_runs_in_the_notebooks_kernel_and_is_told_when_it_dies(
 
         # Lab shuts the notebook's kernel down (here: it dies).
         mark = (await client.status()).head_seq
-        users_kernel.kill_kernel()
+        users_kernel.shutdown_kernel(now=True)
         await wait_for_said(client, ref.task_id, mark, Say.KERNEL_DETACHED, "did not restart it")
         # hdsp detached from it and did not bring it back.
         page = await client.replay(mark)

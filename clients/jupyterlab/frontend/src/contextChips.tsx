@@ -204,3 +204,20 @@ export function ContextChips(props: { chips: Chip[]; onRemove: (kind: ChipKind) 
     </div>
   );
 }
+
+/** What context a user's message in the history carried (read-only chips). */
+export function MessageContext(props: { context?: PromptContext | null }): JSX.Element | null {
+  const chips = chipsOf(props.context ?? null);
+  if (chips.length === 0) {
+    return null;
+  }
+  return (
+    <div className="hdsp-context hdsp-message-context" data-testid="hdsp-message-context">
+      {chips.map(chip => (
+        <span key={chip.kind} className="hdsp-context-chip" data-kind={chip.kind} title={chip.title}>
+          {chip.label}
+        </span>
+      ))}
+    </div>
+  );
+}

@@ -9,7 +9,7 @@ import { MimeModel, IRenderMimeRegistry } from '@jupyterlab/rendermime';
 import { Widget } from '@lumino/widgets';
 import React, { useEffect, useMemo, useRef, useState, useSyncExternalStore } from 'react';
 
-import { ContextChips, NotebookContextSource, usePromptContext } from './contextChips';
+import { ContextChips, MessageContext, NotebookContextSource, usePromptContext } from './contextChips';
 import { APPROVAL_SWITCHES, ApprovalKey, PanelModel } from './model';
 import {
   answeredBy,
@@ -290,13 +290,21 @@ function MessageView(props: { message: ClineMessage; task: OpenTask; prompt: boo
   switch (say) {
     case 'text':
       body = props.prompt ? (
-        <div className="hdsp-user">{m.text}</div>
+        <div className="hdsp-user">
+          <MessageContext context={m.context} />
+          {m.text}
+        </div>
       ) : (
         <Markdown text={m.text ?? ''} className="hdsp-text" />
       );
       break;
     case 'user_feedback':
-      body = <div className="hdsp-user">{m.text}</div>;
+      body = (
+        <div className="hdsp-user">
+          <MessageContext context={m.context} />
+          {m.text}
+        </div>
+      );
       break;
     case 'reasoning':
       body = (
@@ -338,6 +346,7 @@ function MessageView(props: { message: ClineMessage; task: OpenTask; prompt: boo
       body = <div className="hdsp-note">Context condensed{m.text ? `: ${m.text}` : ''}</div>;
       break;
     case 'kernel_culled':
+    case 'kernel_detached':
       body = <div className="hdsp-note">{m.text || 'The kernel was shut down after being idle.'}</div>;
       break;
     case 'image':

@@ -446,7 +446,7 @@ export interface PromptContext {
    */
   kernelId?: string | null;
   /**
-   * The active notebook's path, relative to the task's workspace (no `..` out of it); the daemon refuses others.
+   * The active notebook's path, relative to the task's workspace or absolute inside it (the daemon keeps it relative, and refuses a path out of it).
    */
   notebook?: string | null;
   /**
