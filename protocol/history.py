@@ -92,10 +92,11 @@ class Say(enum.StrEnum):
     #: What a tool call gave back (final, once per call that ran); the text is a
     #: `ToolResultText`.
     TOOL_RESULT = "tool_result"
-    #: A kernel the task used that runs outside hdsp (a notebook's, attached)
-    #: stopped answering or went away; hdsp detached from it and did not restart
-    #: it. The text says why, and where the task's code runs next.
-    KERNEL_DETACHED = "kernel_detached"
+    #: The notebook's kernel the task used (one hdsp attached to, running outside
+    #: it) was restarted where it runs, or died or went away (then hdsp detached
+    #: from it, never restarting it). The text says what happened and where the
+    #: task's code runs next.
+    NOTEBOOK_KERNEL = "notebook_kernel"
 
 
 class ToolResultText(WireStruct, frozen=True):

@@ -342,9 +342,9 @@ class TaskManager:
         finally:
             self.settle(task)
 
-    async def note_kernel_detached(self, task_id: str, note: str) -> None:
-        """Record in the task's history that the notebook's kernel it used went
-        away and hdsp detached from it."""
+    async def note_notebook_kernel(self, task_id: str, note: str) -> None:
+        """Record in the task's history what befell the notebook's kernel it used
+        (restarted where it runs, or gone and detached from)."""
         if self.closing:
             return
         try:
@@ -352,7 +352,7 @@ class TaskManager:
         except CommandError:
             return  # closed or gone meanwhile
         try:
-            await task.messages.say(Say.KERNEL_DETACHED, note)
+            await task.messages.say(Say.NOTEBOOK_KERNEL, note)
         finally:
             self.settle(task)
 

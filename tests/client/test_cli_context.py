@@ -44,7 +44,12 @@ def ws(tmp_path: Path) -> Path:
             "id": "load",
             "metadata": {},
             "execution_count": 3,
-            "source": ["import pandas as pd\n", "df = pd.read_csv('s.csv')\n", "df.head()\n", "x\n"],
+            "source": [
+                "import pandas as pd\n",
+                "df = pd.read_csv('s.csv')\n",
+                "df.head()\n",
+                "x\n",
+            ],
             "outputs": [
                 {"output_type": "stream", "name": "stdout", "text": "hi\n"},
                 {

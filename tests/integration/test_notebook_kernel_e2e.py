@@ -31,7 +31,7 @@ from tests.fakes.openai_server import Reply as FakeReply
 from tests.support.daemon_process import DaemonProcess
 from tests.support.events import collect_turn, wait_for_said
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
 _RUN_CODE = {"always_allow_execute": True}
 _SLOW = 30.0
@@ -70,7 +70,7 @@ def user_runs(km: KernelManager, code: str) -> None:
         kc.stop_channels()
 
 
-async def test_a_task_runs_in_the_notebooks_kernel_and_is_told_when_it_dies(
+async def test_a_task_runs_in_the_notebooks_kernel_and_is_told_when_it_restarts_or_dies(
     daemon: DaemonProcess, fake_openai: FakeOpenAI, tmp_path: Path, users_kernel: KernelManager
 ) -> None:
     ws = tmp_path / "ws"
@@ -83,7 +83,9 @@ async def test_a_task_runs_in_the_notebooks_kernel_and_is_told_when_it_dies(
     fake_openai.script(
         _run_code("print(list(df.columns))"),
         FakeReply.text("The columns are region and sales."),
-        _run_code("print(list(df.columns))"),
+        _run_code("print(df.columns.tolist())"),
+        FakeReply.text("df is gone: the kernel was restarted."),
+        _run_code("print(sorted(df.columns))"),
         FakeReply.text("df is gone."),
     )
     async with connect(daemon.runtime_dir) as client:
@@ -102,17 +104,32 @@ async def test_a_task_runs_in_the_notebooks_kernel_and_is_told_when_it_dies(
         assert isinstance(done[-1].data, TaskCompleted)
         assert "['region', 'sales']" in _tool_result(fake_openai, 1)
 
+        # Lab restarts the notebook's kernel (same connection file, a new process),
+        # and the user runs a cell in it: hdsp notices the new kernel and says so.
+        mark = (await client.status()).head_seq
+        users_kernel.restart_kernel(now=True)
+        user_runs(users_kernel, "after_restart = 1")
+        await wait_for_said(client, ref.task_id, mark, Say.NOTEBOOK_KERNEL, "was restarted")
+        await client.send_message(ref.task_id, "again?")
+        done = await collect_turn(client, ref.task_id, mark)
+        assert isinstance(done[-1].data, TaskCompleted)
+        result = _tool_result(fake_openai, 3)
+        assert "NameError" in result and "was restarted where it runs" in result
+        # Still the notebook's kernel: still attached, not hdsp's.
+        kernels: KernelList = await client.request(ListKernels())
+        assert [(k.kernel_id, k.owned) for k in kernels.kernels] == [(info.kernel_id, False)]
+
         # Lab shuts the notebook's kernel down (here: it dies).
         mark = (await client.status()).head_seq
         users_kernel.shutdown_kernel(now=True)
-        await wait_for_said(client, ref.task_id, mark, Say.KERNEL_DETACHED, "did not restart it")
+        await wait_for_said(client, ref.task_id, mark, Say.NOTEBOOK_KERNEL, "did not restart it")
         # hdsp detached from it and did not bring it back.
         page = await client.replay(mark)
         assert any(
             isinstance(e.data, KernelShutdown) and e.data.payload[0] == info.kernel_id
             for e in page.events
         )
-        kernels: KernelList = await client.request(ListKernels())
+        kernels = await client.request(ListKernels())
         assert info.kernel_id not in [k.kernel_id for k in kernels.kernels]
         assert not users_kernel.is_alive()
 
@@ -121,7 +138,7 @@ async def test_a_task_runs_in_the_notebooks_kernel_and_is_told_when_it_dies(
         await client.send_message(ref.task_id, "and now?")
         done = await collect_turn(client, ref.task_id, mark)
         assert isinstance(done[-1].data, TaskCompleted)
-        result = _tool_result(fake_openai, 3)
+        result = _tool_result(fake_openai, 5)
         assert "NameError" in result and "did not restart it" in result
         kernels = await client.request(ListKernels())
         assert [(k.owned, k.task_ids) for k in kernels.kernels] == [(True, [ref.task_id])]

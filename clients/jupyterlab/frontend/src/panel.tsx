@@ -346,7 +346,7 @@ function MessageView(props: { message: ClineMessage; task: OpenTask; prompt: boo
       body = <div className="hdsp-note">Context condensed{m.text ? `: ${m.text}` : ''}</div>;
       break;
     case 'kernel_culled':
-    case 'kernel_detached':
+    case 'notebook_kernel':
       body = <div className="hdsp-note">{m.text || 'The kernel was shut down after being idle.'}</div>;
       break;
     case 'image':
