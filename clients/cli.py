@@ -121,6 +121,7 @@ def _prompt_context(args: argparse.Namespace) -> PromptContext | None:
     return PromptContext(
         notebook=os.path.abspath(notebook),
         cell=ActiveCell(index=cell) if cell is not None else None,
+        outline_from_file=True,
     )
 
 

@@ -106,14 +106,25 @@ class PromptContext(WireStruct, frozen=True):
         Annotated[list[OutlineCell], Meta(max_length=MAX_OUTLINE_CELLS)] | None,
         Meta(
             description=(
-                "A compact outline of the notebook, cell by cell. When a `notebook` comes "
-                "without one, the daemon builds it from the file."
+                "A compact outline of the notebook, cell by cell (the frontend's, of the "
+                "notebook as it shows it; see `outlineFromFile`)."
             )
         ),
     ] = None
     truncated: Annotated[
         bool,
         Meta(description=f"The notebook has more cells than the outline's {MAX_OUTLINE_CELLS}."),
+    ] = False
+    outline_from_file: Annotated[
+        bool,
+        Meta(
+            description=(
+                "Have the daemon read the outline (and the active cell's id) from the "
+                "notebook's file, inside the task's workspace: for a client that has only "
+                "the path (the command line's --notebook). A cell index past the file's "
+                "cells is then refused."
+            )
+        ),
     ] = False
     kernel_id: Annotated[
         _Id | None,

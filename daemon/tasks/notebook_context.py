@@ -1,6 +1,6 @@
 """A user's message's notebook context (`PromptContext`) in the daemon: checked
 against the task's workspace, completed from the notebook file when a client
-gave only a path (the CLI's `--notebook nb.ipynb --cell 3`), and written for the
+asks (the CLI's `--notebook nb.ipynb --cell 3`, which has only the path), and written for the
 model as one delimited, escaped block of data.
 
 The context is untrusted text: a cell's source or the selection can hold a prompt
@@ -154,15 +154,16 @@ def _read_notebook(workspace: Path, path: str) -> tuple[str, Any]:
 async def resolve_context(context: PromptContext | None, workspace: Path) -> PromptContext | None:
     """The context checked against the task's workspace: its notebook named by
     its path inside the workspace; the outline (and the active cell's id) read
-    from the file when the client gave only a path. A CommandError
+    from the file when the client asks (`outline_from_file`: the CLI's
+    --notebook, which has only the path). A CommandError
     (invalid_request) says what is wrong: a path out of the workspace, no such
     notebook, a cell index the notebook does not have."""
     if context is None or context.notebook is None:
         return context
     try:
-        if context.outline is not None:
+        if not context.outline_from_file:
             # The frontend sent the outline of the notebook it has open (maybe
-            # not saved yet): only its path is checked.
+            # not saved yet), or the user left it out: only its path is checked.
             relative = await anyio.to_thread.run_sync(_locate_notebook, workspace, context.notebook)
             return msgspec.structs.replace(context, notebook=relative)
         relative, notebook = await anyio.to_thread.run_sync(
@@ -183,5 +184,10 @@ async def resolve_context(context: PromptContext | None, workspace: Path) -> Pro
         if cell.id is None and cells[cell.index].get("id"):
             cell = ActiveCell(index=cell.index, id=str(cells[cell.index]["id"])[:128])
     return msgspec.structs.replace(
-        context, notebook=relative, cell=cell, outline=outline, truncated=truncated
+        context,
+        notebook=relative,
+        cell=cell,
+        outline=outline,
+        truncated=truncated,
+        outline_from_file=False,
     )

@@ -77,7 +77,10 @@ async def test_a_path_is_read_inside_the_workspace_only(tmp_path: Path) -> None:
     (ws / "broken.ipynb").write_text("{not json")
 
     got = await resolve_context(
-        PromptContext(notebook=str(ws / "sub" / "nb.ipynb"), cell=ActiveCell(index=0)), ws
+        PromptContext(
+            notebook=str(ws / "sub" / "nb.ipynb"), cell=ActiveCell(index=0), outline_from_file=True
+        ),
+        ws,
     )
     assert got is not None and got.notebook == "sub/nb.ipynb"
     assert got.cell == ActiveCell(index=0, id="only")
@@ -92,10 +95,13 @@ async def test_a_path_is_read_inside_the_workspace_only(tmp_path: Path) -> None:
         ("missing.ipynb", "missing.ipynb"),
     ]:
         with pytest.raises(CommandError) as refused:
-            await resolve_context(PromptContext(notebook=bad), ws)
+            await resolve_context(PromptContext(notebook=bad, outline_from_file=True), ws)
         assert why in str(refused.value), (bad, str(refused.value))
-    # A frontend's own outline (an unsaved notebook) is kept; the path still checked.
+    # A frontend's own outline (an unsaved notebook), or none (the user left it
+    # out): the file is not read; the path is still checked.
     mine = PromptContext(notebook="new.ipynb", outline=[])
     assert await resolve_context(mine, ws) == mine
+    left_out = PromptContext(notebook="sub/nb.ipynb", cell=ActiveCell(index=5))
+    assert await resolve_context(left_out, ws) == left_out
     with pytest.raises(CommandError):
         await resolve_context(PromptContext(notebook="../x.ipynb", outline=[]), ws)

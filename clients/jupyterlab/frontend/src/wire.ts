@@ -450,9 +450,13 @@ export interface PromptContext {
    */
   notebook?: string | null;
   /**
-   * A compact outline of the notebook, cell by cell. When a `notebook` comes without one, the daemon builds it from the file.
+   * A compact outline of the notebook, cell by cell (the frontend's, of the notebook as it shows it; see `outlineFromFile`).
    */
   outline?: OutlineCell[] | null;
+  /**
+   * Have the daemon read the outline (and the active cell's id) from the notebook's file, inside the task's workspace: for a client that has only the path (the command line's --notebook). A cell index past the file's cells is then refused.
+   */
+  outlineFromFile?: boolean;
   /**
    * The text the user had selected in the active cell.
    */
