@@ -15,12 +15,19 @@ from jupyter_server.auth.decorator import authorized, ws_authenticated
 from jupyter_server.base.handlers import APIHandler, JupyterHandler
 from tornado import web, websocket
 
-from hdsp.protocol import AttachKernel, CommandBase, ErrorCode, command_name
+from hdsp.protocol import (
+    AttachKernel,
+    CommandBase,
+    ErrorCode,
+    SendMessage,
+    StartNewTask,
+    command_name,
+)
 
 from ..errors import ClientError, CommandFailed, ConnectionLost
 from .link import DaemonDown, DaemonLink, SinkClosed
 from .notebook_kernel import with_notebook_kernel
-from .relay import CommandRefused, decode_command, error_body, http_status, with_workspace
+from .relay import CommandRefused, decode_request, error_body, http_status, with_workspace
 
 __all__ = [
     "BlobHandler",
@@ -82,7 +89,7 @@ class CommandHandler(_LinkHandler):
     @authorized
     async def post(self) -> None:
         try:
-            command = decode_command(self.request.body)
+            command, page_kernel_id = decode_request(self.request.body)
         except CommandRefused as exc:
             self._fail(exc.status, exc.code, exc.message)
             return
@@ -95,7 +102,13 @@ class CommandHandler(_LinkHandler):
                 session_manager=self.session_manager,
                 kernel_manager=self.kernel_manager,
                 attach=self._attach,
+                page_kernel_id=page_kernel_id,
             )
+            context = (
+                command.data.context if isinstance(command, StartNewTask | SendMessage) else None
+            )
+            if context is not None and context.notebook and not context.kernel_id:
+                self.log.info("hdsp: %s has no running kernel here", context.notebook)
             result: object = await self.link.request(cast("CommandBase[object]", command))
         except CommandRefused as exc:
             self._fail(exc.status, exc.code, exc.message)

@@ -3,8 +3,9 @@ its code in the kernel that notebook uses.
 
 The browser names only the notebook (`context.notebook`, a path as JupyterLab
 shows it, below the server's root). This extension, which Jupyter Server has
-authenticated, finds the notebook's session itself (session manager: path →
-kernel id; kernel manager: kernel id → connection file), has hdspd attach to
+authenticated, finds the notebook's kernel itself (the Jupyter kernel id the
+page's notebook panel is connected to, if this server runs it, else the session
+manager's path → kernel id; then kernel manager: kernel id → connection file), has hdspd attach to
 that kernel (`AttachKernel`, which hdsp only ever detaches from), and writes the
 daemon's kernel id into the context (`context.kernelId`), which binds the task
 to it. A `kernelId` the browser sent is dropped: a page never points the daemon
@@ -57,24 +58,33 @@ def api_path(path: str) -> str:
     return "/".join(parts)
 
 
+def _connection_file(kernel_manager: Any, kernel_id: Any) -> str | None:
+    """The connection file of this server's kernel `kernel_id` (None: no such
+    kernel, or one without a local connection file, as a gateway's)."""
+    try:
+        kernel = kernel_manager.get_kernel(kernel_id)
+    except (KeyError, TypeError):
+        return None
+    connection_file = getattr(kernel, "connection_file", None)
+    return connection_file if isinstance(connection_file, str) and connection_file else None
+
+
 async def notebook_connection_file(
-    path: str, session_manager: Any, kernel_manager: Any
+    path: str, session_manager: Any, kernel_manager: Any, page_kernel_id: str | None = None
 ) -> str | None:
     """The connection file of the kernel the notebook at `path` (an API path)
-    uses, if a session of this server has one running (None: no session, a
-    kernel not started yet, or a kernel without a local connection file, as a
-    gateway's)."""
+    uses: the kernel of this server the page says its notebook panel is connected
+    to (`page_kernel_id`: a session's path lags behind a rename), else the
+    kernel of the session of `path`. None: no such kernel running here."""
+    if page_kernel_id is not None:
+        found = _connection_file(kernel_manager, page_kernel_id)
+        if found is not None:
+            return found
     sessions = await ensure_async(session_manager.list_sessions())
     for session in sessions:
-        if session.get("path") != path or not session.get("kernel"):
-            continue
-        kernel_id = session["kernel"].get("id")
-        try:
-            kernel = kernel_manager.get_kernel(kernel_id)
-        except KeyError:
-            return None
-        connection_file = getattr(kernel, "connection_file", None)
-        return connection_file if isinstance(connection_file, str) and connection_file else None
+        paths = {session.get("path"), (session.get("notebook") or {}).get("path")}
+        if path in paths and session.get("kernel"):
+            return _connection_file(kernel_manager, session["kernel"].get("id"))
     return None
 
 
@@ -85,10 +95,12 @@ async def with_notebook_kernel(
     session_manager: Any,
     kernel_manager: Any,
     attach: AttachConnectionFile,
+    page_kernel_id: str | None = None,
 ) -> Command:
     """`command` (a StartNewTask or SendMessage with a context) with the context's
     notebook made absolute (`root_dir` is absolute, the server's root) and its
-    kernel attached and named; any other command as it is."""
+    kernel attached and named; any other command as it is. `page_kernel_id` is
+    the Jupyter kernel id the page sent: only a kernel of this server is used."""
     if not isinstance(command, StartNewTask | SendMessage):
         return command
     context = command.data.context
@@ -98,7 +110,9 @@ async def with_notebook_kernel(
     context = msgspec.structs.replace(context, kernel_id=None)
     if context.notebook is not None:
         path = api_path(context.notebook)
-        connection_file = await notebook_connection_file(path, session_manager, kernel_manager)
+        connection_file = await notebook_connection_file(
+            path, session_manager, kernel_manager, page_kernel_id
+        )
         kernel_id = await attach(connection_file) if connection_file is not None else None
         context = msgspec.structs.replace(
             context,

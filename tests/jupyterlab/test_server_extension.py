@@ -344,3 +344,46 @@ async def test_a_context_naming_a_notebook_outside_the_root_is_refused(lab: Lab)
     )
     assert code == 400 and body["error"]["code"] == "invalid_request", body
     assert "below the Jupyter server's root" in body["error"]["message"]
+
+
+async def test_the_page_may_name_its_notebooks_jupyter_kernel_but_only_one_of_this_server(
+    lab: Lab, fake_openai: FakeOpenAI, workspace: Path, jupyter: JupyterProcess
+) -> None:
+    fake_openai.script(done("one"), done("two"))
+    # The session still has the notebook's old path (a rename it has not followed).
+    response = await lab.fetch(
+        "api/sessions",
+        body={
+            "path": "Untitled.ipynb",
+            "type": "notebook",
+            "name": "",
+            "kernel": {"name": "python3"},
+        },
+    )
+    assert response.code == 201, response.body
+    jupyter_kernel = json.loads(response.body)["kernel"]["id"]
+
+    def start(kernel: str) -> dict[str, Any]:
+        context = {"notebook": "renamed.ipynb", "outline": []}
+        return {
+            "command": {
+                "commandName": "StartNewTask",
+                "data": {"text": "hi", "configuration": {}, "context": context},
+            },
+            "notebookKernelId": kernel,
+        }
+
+    # A kernel id this server does not run is no kernel: the task keeps its own.
+    response = await lab.fetch("hdsp/command", body=start("not-a-kernel-of-this-server"))
+    assert response.code == 200, response.body
+    code, body = await lab.command({"commandName": "ListKernels"})
+    assert code == 200 and body["result"]["kernels"] == []
+    # The notebook panel's own kernel: attached and bound.
+    response = await lab.fetch("hdsp/command", body=start(jupyter_kernel))
+    assert response.code == 200, response.body
+    task_id = json.loads(response.body)["result"]["taskId"]
+    code, body = await lab.command({"commandName": "ListKernels"})
+    assert code == 200
+    [kernel] = body["result"]["kernels"]
+    assert kernel["connectionFile"].endswith(f"kernel-{jupyter_kernel}.json")
+    assert kernel["owned"] is False and kernel["taskIds"] == [task_id]

@@ -37,6 +37,7 @@ interface CellWidgetLike {
 
 interface NotebookPanelLike {
   context: { path: string };
+  sessionContext?: { session?: { kernel?: { id: string } | null } | null };
   content: {
     activeCellIndex: number;
     activeCell: CellWidgetLike | null;
@@ -118,6 +119,14 @@ export class NotebookContextSource {
   };
 
   readonly getContext = (): PromptContext | null => this.context;
+
+  /**
+   * The Jupyter kernel id the current notebook panel is connected to: the server
+   * extension attaches that kernel (only if its own server runs it).
+   */
+  kernelId(): string | null {
+    return asNotebook(this.shell.currentWidget)?.sessionContext?.session?.kernel?.id ?? null;
+  }
 
   refresh(): void {
     const panel = asNotebook(this.shell.currentWidget);

@@ -194,13 +194,15 @@ export class PanelModel {
   }
 
   /** Sends the prompt: a new task, or a message to the open one. */
-  async send(text: string, context: PromptContext | null = null): Promise<boolean> {
+  async send(text: string, context: PromptContext | null = null, notebookKernelId: string | null = null): Promise<boolean> {
     const trimmed = text.trim();
     if (!trimmed) {
       return false;
     }
     this.dispatch({ type: 'error', message: null });
     const open = this.state.open;
+    // The notebook's own kernel, for the server extension to attach (CONTRACT.md).
+    const extra = context?.notebook && notebookKernelId ? { notebookKernelId } : {};
     try {
       if (open === null) {
         const workspace = PageConfig.getOption('serverRoot') || undefined;
@@ -215,7 +217,7 @@ export class PanelModel {
             },
             ...(context ? { context } : {})
           }
-        });
+        }, extra);
         await this.refreshTasks();
         await this.openTask(ref.taskId);
       } else {
@@ -223,7 +225,7 @@ export class PanelModel {
           commandName: 'SendMessage',
           taskId: open.taskId,
           data: { text: trimmed, ...(context ? { context } : {}) }
-        });
+        }, extra);
       }
       return true;
     } catch (error) {

@@ -622,7 +622,7 @@ function Composer(props: { state: ViewState }): JSX.Element {
       return;
     }
     setSending(true);
-    void model.send(text, promptContext.context).then(ok => {
+    void model.send(text, promptContext.context, notebooks?.kernelId() ?? null).then(ok => {
       setSending(false);
       if (ok) {
         setText('');
