@@ -61,9 +61,12 @@ def api_path(path: str) -> str:
 def _connection_file(kernel_manager: Any, kernel_id: Any) -> str | None:
     """The connection file of this server's kernel `kernel_id` (None: no such
     kernel, or one without a local connection file, as a gateway's)."""
+    # (Jupyter Server's get_kernel answers an unknown id with an HTTP 404.)
+    if not isinstance(kernel_id, str) or kernel_id not in kernel_manager:
+        return None
     try:
         kernel = kernel_manager.get_kernel(kernel_id)
-    except (KeyError, TypeError):
+    except KeyError:
         return None
     connection_file = getattr(kernel, "connection_file", None)
     return connection_file if isinstance(connection_file, str) and connection_file else None

@@ -458,8 +458,22 @@ class KernelService:
     # ---- tasks ------------------------------------------------------------------
 
     def bind_task(self, task_id: str, kernel_id: str) -> None:
-        """Make `task_id`'s code run in `kernel_id` from now on."""
-        self._bindings.bind(task_id, self._get(kernel_id).id)
+        """Make `task_id`'s code run in `kernel_id` from now on. A kernel hdsp
+        started for the task that nothing uses any more (a prompt from a notebook
+        moved the task to the notebook's kernel) is shut down."""
+        previous = self._bindings.bind(task_id, self._get(kernel_id).id)
+        old = self._kernels.get(previous) if previous not in (None, kernel_id) else None
+        if (
+            old is not None
+            and old.owned
+            and old.started_for == task_id
+            and not old.closing
+            and old.current is None
+            and old.waiting == 0
+            and not self._bindings.tasks_of(old.id)
+        ):
+            log.info("kernel released: its task moved", kernel_id=old.id, task_id=task_id)
+            old.stop_requested.set()  # its owner shuts it down
 
     async def kernel_for_task(self, task_id: str, workspace: Path | str) -> TaskKernel:
         """The task's kernel: its bound one, restarted if it died, or a new one

@@ -87,6 +87,7 @@ async def test_a_task_runs_in_the_notebooks_kernel_and_is_told_when_it_restarts_
         FakeReply.text("df is gone: the kernel was restarted."),
         _run_code("print(sorted(df.columns))"),
         FakeReply.text("df is gone."),
+        FakeReply.text("Back in the notebook's kernel."),
     )
     async with connect(daemon.runtime_dir) as client:
         info: KernelInfo = await client.request(
@@ -141,8 +142,35 @@ async def test_a_task_runs_in_the_notebooks_kernel_and_is_told_when_it_restarts_
         result = _tool_result(fake_openai, 5)
         assert "NameError" in result and "did not restart it" in result
         kernels = await client.request(ListKernels())
-        assert [(k.owned, k.task_ids) for k in kernels.kernels] == [(True, [ref.task_id])]
-    assert not users_kernel.is_alive()
+        [own] = kernels.kernels
+        assert (own.owned, own.task_ids) == (True, [ref.task_id])
+
+        # Lab starts the notebook's kernel again and the user writes from the
+        # notebook: the task moves to it, and the kernel hdsp started for it goes.
+        users_kernel.start_kernel(cwd=str(tmp_path))
+        again: KernelInfo = await client.request(
+            AttachKernel(connection_file=users_kernel.connection_file), timeout=_SLOW
+        )
+        assert again.kernel_id != info.kernel_id
+        mark = (await client.status()).head_seq
+        await client.send_message(
+            ref.task_id,
+            "back",
+            context=PromptContext(notebook="nb.ipynb", kernel_id=again.kernel_id),
+        )
+        await collect_turn(client, ref.task_id, mark)
+        async with client.events(None, since_seq=mark) as events:
+            async for event in events:
+                if (
+                    isinstance(event.data, KernelShutdown)
+                    and event.data.payload[0] == own.kernel_id
+                ):
+                    break
+        kernels = await client.request(ListKernels())
+        assert [(k.kernel_id, k.task_ids) for k in kernels.kernels] == [
+            (again.kernel_id, [ref.task_id])
+        ]
+    assert users_kernel.is_alive()  # hdsp only detached from it
 
 
 async def test_a_context_naming_an_unknown_kernel_is_refused(
