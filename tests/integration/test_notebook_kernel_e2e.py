@@ -147,10 +147,15 @@ async def test_a_task_runs_in_the_notebooks_kernel_and_is_told_when_it_restarts_
 
         # Lab starts the notebook's kernel again and the user writes from the
         # notebook: the task moves to it, and the kernel hdsp started for it goes.
-        users_kernel.start_kernel(cwd=str(tmp_path))
-        again: KernelInfo = await client.request(
-            AttachKernel(connection_file=users_kernel.connection_file), timeout=_SLOW
-        )
+        reopened = KernelManager(connection_file=str(tmp_path / "kernel-users-2.json"))
+        reopened.start_kernel(cwd=str(tmp_path))
+        try:
+            again: KernelInfo = await client.request(
+                AttachKernel(connection_file=reopened.connection_file), timeout=_SLOW
+            )
+        except BaseException:
+            reopened.shutdown_kernel(now=True)
+            raise
         assert again.kernel_id != info.kernel_id
         mark = (await client.status()).head_seq
         await client.send_message(
@@ -170,7 +175,11 @@ async def test_a_task_runs_in_the_notebooks_kernel_and_is_told_when_it_restarts_
         assert [(k.kernel_id, k.task_ids) for k in kernels.kernels] == [
             (again.kernel_id, [ref.task_id])
         ]
-    assert users_kernel.is_alive()  # hdsp only detached from it
+    try:
+        assert reopened.is_alive()  # hdsp only detached from it
+    finally:
+        reopened.shutdown_kernel(now=True)
+        reopened.cleanup_resources()
 
 
 async def test_a_context_naming_an_unknown_kernel_is_refused(
