@@ -350,6 +350,7 @@ async def test_the_page_may_name_its_notebooks_jupyter_kernel_but_only_one_of_th
     lab: Lab, fake_openai: FakeOpenAI, workspace: Path, jupyter: JupyterProcess
 ) -> None:
     fake_openai.script(done("one"), done("two"))
+    (await connected_socket(lab)).close()  # the extension is linked to hdspd
     # The session still has the notebook's old path (a rename it has not followed).
     response = await lab.fetch(
         "api/sessions",
