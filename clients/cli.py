@@ -17,7 +17,9 @@ from typing import TYPE_CHECKING, Any, Literal
 import anyio
 
 from hdsp.protocol import (
+    ActiveCell,
     ErrorCode,
+    PromptContext,
     SandboxStatus,
     TaskRef,
     TaskState,
@@ -96,6 +98,40 @@ _AUTO_APPROVE = {
 }
 
 
+def _add_context_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--notebook",
+        metavar="PATH",
+        help="the notebook the message is about (inside the task's workspace): the agent "
+        "gets its outline (cells, first lines, execution counts, outputs) with the message",
+    )
+    parser.add_argument(
+        "--cell",
+        metavar="INDEX",
+        type=int,
+        help="with --notebook: the cell the message is about, by index from 0",
+    )
+
+
+def _prompt_context(args: argparse.Namespace) -> PromptContext | None:
+    """The context --notebook and --cell give (the daemon reads the outline from
+    the file, inside the workspace only); None without them."""
+    notebook: str | None = getattr(args, "notebook", None)
+    cell: int | None = getattr(args, "cell", None)
+    if notebook is None:
+        if cell is not None:
+            raise CommandFailed(ErrorCode.INVALID_REQUEST, "--cell needs --notebook PATH.")
+        return None
+    if cell is not None and cell < 0:
+        raise CommandFailed(ErrorCode.INVALID_REQUEST, "--cell is an index from 0.")
+    # An absolute path: the daemon takes it relative to the task's workspace.
+    return PromptContext(
+        notebook=os.path.abspath(notebook),
+        cell=ActiveCell(index=cell) if cell is not None else None,
+        outline_from_file=True,
+    )
+
+
 def _approvals(auto_approve: str | None, yes: bool) -> dict[str, Any] | None:
     """Per-task approval overrides from `--auto-approve` and `--yes`."""
     if yes:
@@ -156,6 +192,7 @@ def _parser() -> argparse.ArgumentParser:
         "(refused otherwise: the agent reads its workspace without asking)",
     )
     run.add_argument("--detach", action="store_true", help="print the task id and return")
+    _add_context_arguments(run)
     run.add_argument(
         "--auto-approve",
         metavar="KINDS",
@@ -204,6 +241,7 @@ def _parser() -> argparse.ArgumentParser:
         "text", help="the message (`/name args` runs a slash command)"
     ).completer = complete_slash_commands
     send.add_argument("--detach", action="store_true", help="return once the message is sent")
+    _add_context_arguments(send)
     send.add_argument(
         "--steer",
         action="store_true",
@@ -407,6 +445,7 @@ class _Cli:
                 mode=a.mode,
                 approvals=_approvals(a.auto_approve, a.yes),
                 allow_broad_workspace=a.allow_broad_workspace,
+                context=_prompt_context(a),
             )
         except FileNotFoundError:
             raise CommandFailed(
@@ -424,7 +463,9 @@ class _Cli:
         task_id = await self.resolve(client, self.args.task)
         head = (await client.status()).head_seq
         steer = bool(getattr(self.args, "steer", False))
-        ref = await client.send_message(task_id, self.args.text, steer=steer)
+        ref = await client.send_message(
+            task_id, self.args.text, steer=steer, context=_prompt_context(self.args)
+        )
         busy = (
             "The task is busy: the message joins its turn before the next model request."
             if steer

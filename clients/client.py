@@ -92,6 +92,7 @@ from hdsp.protocol import (
     ModeList,
     Ping,
     Pong,
+    PromptContext,
     Replay,
     ReplayData,
     ReplayPage,
@@ -551,13 +552,15 @@ class Client:
         kernel_id: str | None = None,
         approvals: dict[str, Any] | None = None,
         allow_broad_workspace: bool = False,
+        context: PromptContext | None = None,
     ) -> TaskRef:
         """Start a task in `workspace` (by default the caller's working
         directory; a relative path is taken from it too). `approvals` overrides
         the daemon's auto-approval settings for this task (for example
         {"always_allow_write": True}). The daemon refuses `/`, the home directory
         itself and its own directories as a workspace unless
-        `allow_broad_workspace` says that one was meant."""
+        `allow_broad_workspace` says that one was meant. `context` says what the
+        message is about (a notebook, its active cell; see `PromptContext`)."""
         config = TaskConfiguration(
             api_config_name=profile,
             workspace=_absolute_workspace(workspace),
@@ -566,7 +569,7 @@ class Client:
             approvals=approvals,
             allow_broad_workspace=allow_broad_workspace,
         )
-        data = StartNewTaskData(text=text, configuration=config, images=images)
+        data = StartNewTaskData(text=text, configuration=config, images=images, context=context)
         return await self.request(StartNewTask(data=data))
 
     async def send_message(
@@ -576,10 +579,14 @@ class Client:
         *,
         images: list[str] | None = None,
         steer: bool = False,
+        context: PromptContext | None = None,
     ) -> TaskRef:
         """Send a message; to a working task it waits for the turn to end, or, with
-        `steer`, joins the running turn before its next model request."""
-        data = SendMessageData(text=text, images=images, delivery="steer" if steer else "queue")
+        `steer`, joins the running turn before its next model request. `context`
+        says what it is about (see `PromptContext`)."""
+        data = SendMessageData(
+            text=text, images=images, delivery="steer" if steer else "queue", context=context
+        )
         return await self.request(SendMessage(task_id=task_id, data=data))
 
     async def respond_to_ask(

@@ -25,6 +25,7 @@ import msgspec
 
 from hdsp.protocol import CellOutput, ClineMessage, KernelOutput, TaskSnapshot, ToolResultText
 
+from .context_line import context_line
 from .escape import escape_controls
 from .todo_view import todo_markdown
 
@@ -217,6 +218,7 @@ class HistoryView:
         ask whose head :meth:`ask_head` printed already, at a prompt)."""
         if m.type == "say" and m.say == "text" and self._expect_prompt:
             self._expect_prompt = False  # Roo's first text message is the user's task
+            self._about(m)
             self._write("> " + (m.text or ""), _BOLD + ";" + _CYAN)
             self.out.write("\n")
         elif m.type == "ask":
@@ -225,6 +227,12 @@ class HistoryView:
             self._verdict(m, self.task_id, waiting=waiting)
         else:
             self._say(m)
+
+    def _about(self, m: ClineMessage) -> None:
+        """What context a user's message carried, if any (its notebook, cell, ...)."""
+        about = context_line(m.context)
+        if about is not None:
+            self._write(about, _DIM)
 
     def _say(self, m: ClineMessage) -> None:
         text = m.text or ""
@@ -236,6 +244,7 @@ class HistoryView:
             self._write(text + unfinished)
             self.out.write("\n")
         elif say == "user_feedback":
+            self._about(m)
             self._write("> " + text, _BOLD + ";" + _CYAN)
             self.out.write("\n")
         elif say == "reasoning":

@@ -28,6 +28,7 @@ from hdsp.protocol import (
 )
 
 from .console import use_color
+from .context_line import context_line
 from .escape import escape_controls
 from .history_view import HistoryView, kernel_output_text, usage_line
 
@@ -152,6 +153,9 @@ class Renderer:
                 self._seen_first_text = True
                 if m.ts not in self._printed:
                     self._finish_line()
+                    about = context_line(m.context)
+                    if about is not None:
+                        self.out.write(self._style(about, "2") + "\n")
                     self.out.write(self._style("> " + text, "1;36") + "\n\n")
                     self._printed[m.ts] = text
                 return

@@ -345,6 +345,7 @@ class Daemon:
             # below and before either runs, answers these two.
             task_busy=lambda task_id: self.tasks.is_busy(task_id),
             on_culled=lambda task_id, note: self.tasks.note_kernel_culled(task_id, note),
+            on_notebook_kernel=lambda task_id, note: self.tasks.note_notebook_kernel(task_id, note),
         )
         checkpoints = engine.checkpoint_service(
             self.store,

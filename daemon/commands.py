@@ -301,7 +301,6 @@ class Commands:
                 for task_id in kernels.kernel_info(kernel_id).task_ids or []:
                     await tasks.record_execution(task_id, result, code)
                 return result
-                return await kernels.execute(kernel_id, code, time_limit=timeout)
             # ---- document hosts
             case HostDocuments(host_id=host_id, route=route, paths=paths, lease_seconds=lease):
                 if self._documents is None:

@@ -43,6 +43,8 @@ from .kernels import *  # noqa: F403
 from .kernels import __all__ as _kernels_all
 from .modes import *  # noqa: F403
 from .modes import __all__ as _modes_all
+from .prompt_context import *  # noqa: F403
+from .prompt_context import __all__ as _prompt_context_all
 from .settings import *  # noqa: F403
 from .settings import __all__ as _settings_all
 from .storage import StorageHealth, StorageState
@@ -78,5 +80,6 @@ __all__ = [
     *_kernels_all,
     *_checkpoints_all,
     *_modes_all,
+    *_prompt_context_all,
     *_settings_all,
 ]

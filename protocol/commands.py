@@ -53,6 +53,7 @@ from .modes import (
     SystemPromptText,
     TodoItem,
 )
+from .prompt_context import PromptContext
 from .settings import (
     DeleteProfile,
     DeleteSecret,
@@ -202,6 +203,15 @@ class StartNewTaskData(WireStruct, frozen=True):
     configuration: TaskConfiguration = TaskConfiguration()
     images: list[str] | None = None
     new_tab: bool | None = None
+    context: Annotated[
+        PromptContext | None,
+        Meta(
+            description=(
+                "hdsp: what the message is about (the active notebook, cell, selection, an "
+                "outline), shown to the model as untrusted data and kept on the message."
+            )
+        ),
+    ] = None
 
 
 class SendMessageData(WireStruct, frozen=True):
@@ -218,6 +228,15 @@ class SendMessageData(WireStruct, frozen=True):
             )
         ),
     ] = "queue"
+    context: Annotated[
+        PromptContext | None,
+        Meta(
+            description=(
+                "hdsp: what the message is about (the active notebook, cell, selection, an "
+                "outline), shown to the model as untrusted data and kept on the message."
+            )
+        ),
+    ] = None
 
 
 class ListTasksData(WireStruct, frozen=True):

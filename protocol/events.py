@@ -19,6 +19,7 @@ from .documents import DocumentEditRequest
 from .history import ClineMessage, TokenUsage, ToolUsage
 from .kernels import ExecutionOutputData, KernelInfo, KernelState
 from .modes import TodoItem
+from .prompt_context import PromptContext
 from .settings import SettingsChange
 from .storage import StorageHealth, StorageState
 
@@ -100,6 +101,8 @@ class QueuedMessage(WireStruct, frozen=True):
     images: list[str] | None = None
     #: hdsp: "steer" for a message that joins the running turn at its next request.
     delivery: Literal["queue", "steer"] | None = None
+    #: hdsp: the context the message was sent with (SendMessageData.context).
+    context: PromptContext | None = None
 
 
 # Events whose payload is just the task id.

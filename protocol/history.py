@@ -15,6 +15,7 @@ from msgspec import Meta
 
 from ._base import WireStruct
 from .modes import TodoItem
+from .prompt_context import PromptContext
 
 __all__ = [
     "Ask",
@@ -95,6 +96,11 @@ class Say(enum.StrEnum):
     #: A checkpoint was restored (issue 20); the text says what came back, the
     #: `checkpoint` field holds the checkpoint's number and what was restored.
     CHECKPOINT_RESTORED = "checkpoint_restored"
+    #: The notebook's kernel the task used (one hdsp attached to, running outside
+    #: it) was restarted where it runs, or died or went away (then hdsp detached
+    #: from it, never restarting it). The text says what happened and where the
+    #: task's code runs next.
+    NOTEBOOK_KERNEL = "notebook_kernel"
 
 
 class ToolResultText(WireStruct, frozen=True):
@@ -194,6 +200,13 @@ class ClineMessage(WireStruct, frozen=True):
         Meta(
             description='An answered ask: who answered (the client\'s name, or "timeout" '
             'when the approval policy answered for nobody, "resume" when resuming did).'
+        ),
+    ] = None
+    context: Annotated[
+        PromptContext | None,
+        Meta(
+            description="A user's message (text, user_feedback): the context it was sent with "
+            "(the notebook, cell, selection, outline the user kept)."
         ),
     ] = None
 

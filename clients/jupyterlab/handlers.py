@@ -15,11 +15,19 @@ from jupyter_server.auth.decorator import authorized, ws_authenticated
 from jupyter_server.base.handlers import APIHandler, JupyterHandler
 from tornado import web, websocket
 
-from hdsp.protocol import CommandBase, ErrorCode, command_name
+from hdsp.protocol import (
+    AttachKernel,
+    CommandBase,
+    ErrorCode,
+    SendMessage,
+    StartNewTask,
+    command_name,
+)
 
 from ..errors import ClientError, CommandFailed, ConnectionLost
 from .link import DaemonDown, DaemonLink, SinkClosed
-from .relay import CommandRefused, decode_command, error_body, http_status, with_workspace
+from .notebook_kernel import with_notebook_kernel
+from .relay import CommandRefused, decode_request, error_body, http_status, with_workspace
 
 __all__ = [
     "BlobHandler",
@@ -81,14 +89,30 @@ class CommandHandler(_LinkHandler):
     @authorized
     async def post(self) -> None:
         try:
-            command = decode_command(self.request.body)
+            command, page_kernel_id = decode_request(self.request.body)
         except CommandRefused as exc:
             self._fail(exc.status, exc.code, exc.message)
             return
         command = with_workspace(command, self.settings["server_root_dir"])
         name = command_name(command)
         try:
+            command = await with_notebook_kernel(
+                command,
+                root_dir=self.settings["server_root_dir"],
+                session_manager=self.session_manager,
+                kernel_manager=self.kernel_manager,
+                attach=self._attach,
+                page_kernel_id=page_kernel_id,
+            )
+            context = (
+                command.data.context if isinstance(command, StartNewTask | SendMessage) else None
+            )
+            if context is not None and context.notebook and not context.kernel_id:
+                self.log.info("hdsp: %s has no running kernel here", context.notebook)
             result: object = await self.link.request(cast("CommandBase[object]", command))
+        except CommandRefused as exc:
+            self._fail(exc.status, exc.code, exc.message)
+            return
         except (ClientError, DaemonDown) as exc:
             code = getattr(exc, "code", "unavailable")
             self.log.info("hdsp: %s from the browser failed (%s)", name, code)
@@ -96,6 +120,13 @@ class CommandHandler(_LinkHandler):
             return
         self.set_header("Content-Type", "application/json")
         self.finish(msgspec.json.encode({"result": result}))
+
+    async def _attach(self, connection_file: str) -> str:
+        """Have hdspd attach the kernel of a notebook of this server (it only
+        ever detaches from it); the daemon's id for it."""
+        info = await self.link.request(AttachKernel(connection_file=connection_file))
+        self.log.info("hdsp: the notebook's kernel is attached as %s", info.kernel_id)
+        return info.kernel_id
 
 
 class BlobHandler(_LinkHandler):

@@ -46,6 +46,7 @@ __all__ = [
     "FORWARDED",
     "CommandRefused",
     "decode_command",
+    "decode_request",
     "error_body",
     "http_status",
     "is_forwarded",
@@ -88,8 +89,11 @@ class CommandRefused(Exception):
         self.message = message
 
 
-class _CommandRequest(msgspec.Struct, frozen=True):
+class _CommandRequest(msgspec.Struct, frozen=True, rename="camel"):
     command: Command
+    #: nbctx: the Jupyter kernel id of the notebook the prompt's context names,
+    #: as the page knows it (its session may not follow a rename yet).
+    notebook_kernel_id: str | None = None
 
 
 _decoder = msgspec.json.Decoder(_CommandRequest)
@@ -98,8 +102,16 @@ _decoder = msgspec.json.Decoder(_CommandRequest)
 def decode_command(body: bytes) -> Command:
     """The command of a `POST hdsp/command` body; CommandRefused if it is not one,
     or is one the extension does not forward."""
+    return decode_request(body)[0]
+
+
+def decode_request(body: bytes) -> tuple[Command, str | None]:
+    """The command of a `POST hdsp/command` body and the notebook's Jupyter kernel
+    id the page sent with it (`notebookKernelId`), if any; CommandRefused as
+    `decode_command`."""
     try:
-        command = _decoder.decode(body).command
+        request = _decoder.decode(body)
+        command = request.command
     except msgspec.ValidationError as exc:
         code = ErrorCode.INVALID_REQUEST
         if "commandName" in str(exc) and str(exc).startswith("Invalid value"):
@@ -122,7 +134,7 @@ def decode_command(body: bytes) -> Command:
             f"hdsp's JupyterLab extension does not forward {command_name(command)}; "
             "use the `hdsp` command line for it.",
         )
-    return command
+    return command, request.notebook_kernel_id
 
 
 def is_forwarded(command: Command) -> bool:

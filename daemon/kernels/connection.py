@@ -38,6 +38,7 @@ from .errors import KernelStartFailed
 
 __all__ = [
     "IOPUB_QUEUE",
+    "KERNEL_REPLACED",
     "KernelConnection",
     "Route",
     "Routes",
@@ -49,7 +50,12 @@ log = structlog.get_logger("hdsp.kernels")
 
 #: Gets one message of the kernel (never blocks).
 Route = Callable[[Mapping[str, Any]], None]
-#: Told each `execution_state` the kernel publishes ("busy", "idle", "starting").
+#: Not a Jupyter state: the kernel's messages come from a new session (the
+#: process behind the connection file was restarted, by hdsp or elsewhere).
+KERNEL_REPLACED = "hdsp:replaced"
+
+#: Told each `execution_state` the kernel publishes ("busy", "idle", "starting"),
+#: and KERNEL_REPLACED when another kernel process answers on the same ports.
 StatusCallback = Callable[[str], Awaitable[None]]
 
 #: A handshake request unanswered this long is sent again.
@@ -197,6 +203,8 @@ class ZmqKernelConnection:
         self._stdin_monitor: zmq.asyncio.Socket | None = None
         self._heartbeat: zmq.asyncio.Socket | None = None
         self._closing = False
+        #: The session id of the kernel's own messages (a restarted kernel has a new one).
+        self._kernel_session: str | None = None
 
     # ---- lifetime ---------------------------------------------------------------
 
@@ -231,6 +239,7 @@ class ZmqKernelConnection:
     # ---- the handshake ------------------------------------------------------------
 
     def expect_rebind(self) -> None:
+        self._kernel_session = None  # (a restart hdsp makes is no news)
         self._stop_watching()
         self._stdin_monitor = _watch_connection(self._kc.stdin_channel.socket)
 
@@ -369,6 +378,11 @@ class ZmqKernelConnection:
         route = self._iopub.get(parent) if parent is not None else None
         if route is not None:
             route(msg)
+        session = msg["header"].get("session")
+        if isinstance(session, str) and session and session != self._kernel_session:
+            known, self._kernel_session = self._kernel_session, session
+            if known is not None:
+                await self._on_status(KERNEL_REPLACED)
         if msg["header"]["msg_type"] == "status":
             state = msg["content"].get("execution_state")
             if isinstance(state, str):

@@ -21,7 +21,7 @@ dead) and ends the execution that waited on it (status "died").
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import anyio
@@ -29,7 +29,7 @@ import structlog
 
 from hdsp.protocol import ExecutionResult, KernelState, KernelStatus
 
-from .connection import KernelConnection, Routes, StatusCallback
+from .connection import KERNEL_REPLACED, KernelConnection, Routes, StatusCallback
 from .errors import (
     KernelDead,
     KernelError,
@@ -41,7 +41,7 @@ from .errors import (
 from .execution import Emit, Execution, InputCallback, OutputCallback
 from .process import KernelProcess
 
-__all__ = ["Kernel", "KernelPolicy", "OnRestarted"]
+__all__ = ["Kernel", "KernelPolicy", "OnDied", "OnRestarted"]
 
 log = structlog.get_logger("hdsp.kernels")
 
@@ -50,6 +50,9 @@ _RESTART_BUDGET = 15.0
 
 #: Told (the kernel, the task whose execution saw it) after a restart.
 OnRestarted = Callable[["Kernel", str | None], None]
+#: Told when the kernel was declared dead (its process exited, its heartbeat
+#: stopped), or, for one hdsp attached to, restarted where it runs.
+OnDied = Callable[["Kernel"], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -80,6 +83,8 @@ class Kernel:
         on_restarted: OnRestarted,
         cwd: str | None = None,
         started_for: str | None = None,
+        on_died: OnDied | None = None,
+        on_replaced: OnDied | None = None,
     ) -> None:
         """`connect` makes the kernel's connection, given where the kernel's
         execution states go; `emit` publishes events (and never raises)."""
@@ -108,6 +113,8 @@ class Kernel:
         self._policy = policy
         self._emit = emit
         self._on_restarted = on_restarted
+        self._on_died = on_died
+        self._on_replaced = on_replaced
         # fast_acquire: an uncontended lock is taken without a trip through the loop.
         self._lock = anyio.Lock(fast_acquire=True)
         self._restart_lock = anyio.Lock()
@@ -140,6 +147,12 @@ class Kernel:
         """The kernel published its execution state. A kernel's own "starting" can
         arrive after our handshake; starting and restarting are the service's to
         say, busy and idle the kernel's."""
+        if state == KERNEL_REPLACED:
+            # A new process answers on the kernel's ports: restarted elsewhere
+            # (hdsp's own restarts are expected and not reported).
+            if self._on_replaced is not None and not self._restart_lock.locked():
+                await self._on_replaced(self)
+            return
         if self.status in (KernelState.DEAD, KernelState.RESTARTING):
             return
         status = {"busy": KernelState.BUSY, "idle": KernelState.IDLE}.get(state)
@@ -183,6 +196,8 @@ class Kernel:
         await self.set_status(KernelState.DEAD)
         if self.current is not None:
             self.current.end("died")
+        if self._on_died is not None:
+            await self._on_died(self)
 
     # ---- interrupt and restart --------------------------------------------------
 

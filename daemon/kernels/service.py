@@ -90,12 +90,16 @@ class KernelService:
         launcher: KernelLauncher | None = None,
         task_busy: TaskBusy | None = None,
         on_culled: OnCulled | None = None,
+        on_notebook_kernel: OnCulled | None = None,
     ) -> None:
         """`task_busy` says whether a task is working (its kernel is never culled
         then); `on_culled` is told (task id, note) when a task's kernel was culled,
         to record it in the task's history. `cull_idle_after`: seconds a kernel
         hdsp started for a task may sit idle, with its tasks idle too, before it is
-        shut down to give its memory back; None: never."""
+        shut down to give its memory back; None: never. `on_notebook_kernel` is told
+        (task id, note) when a kernel the task used that runs outside hdsp (a
+        notebook's) died or went away (hdsp detached from it without restarting
+        it), or was restarted where it runs."""
         self._emit_event = emit
         self.launcher = launcher
         self.runtime_dir = runtime_dir
@@ -114,6 +118,7 @@ class KernelService:
         )
         self.cull_idle_after = cull_idle_after
         self._bindings = TaskBindings(task_busy=task_busy, on_culled=on_culled)
+        self._on_notebook_kernel = on_notebook_kernel
         self._kernels: dict[str, Kernel] = {}
         self._tg: TaskGroup | None = None
         self._closing = False
@@ -277,6 +282,8 @@ class KernelService:
             on_restarted=self._restarted,
             cwd=cwd,
             started_for=started_for,
+            on_died=None if process is not None else self._attached_died,
+            on_replaced=None if process is not None else self._attached_restarted,
         )
 
     async def shutdown_kernel(self, kernel_id: str) -> KernelRef:
@@ -397,6 +404,53 @@ class KernelService:
             code, time_limit=limit, on_output=on_output, on_input=on_input, task_id=task_id
         )
 
+    async def _attached_died(self, k: Kernel) -> None:
+        """A kernel hdsp attached to (a notebook's) died or its connection went
+        away (Lab shut it down, restarted it, or its server stopped). It is not
+        hdsp's to restart: hdsp detaches from it, and each task bound to it is
+        told (a note for the model, a `notebook_kernel` message in its history)
+        that its next code runs in a kernel of its own. A prompt from the
+        notebook attaches its kernel again."""
+        note = (
+            f"The notebook's kernel {k.name} ({k.id}), which runs outside hdsp, "
+            f"{k.death_reason or 'stopped answering'} (it was shut down or restarted where "
+            "it runs, e.g. in JupyterLab). hdsp detached from it and did not restart it. "
+            "Its variables are out of reach: the task's next code runs in a new kernel of "
+            "the task's own, in the workspace, until a message from the notebook attaches "
+            "its kernel again."
+        )
+        log.warning("attached kernel lost", kernel_id=k.id, reason=k.death_reason)
+        await self._tell_tasks(k, note, replace_notes=True)
+        k.closing = True  # no code starts in it any more
+        k.stop_requested.set()  # detach (never a shutdown: it has no process of hdsp's)
+
+    async def _attached_restarted(self, k: Kernel) -> None:
+        """A kernel hdsp attached to was restarted where it runs (JupyterLab's
+        Restart): hdsp stays attached (same connection file), and its tasks are
+        told that the variables are gone."""
+        note = (
+            f"The notebook's kernel {k.name} ({k.id}), which runs outside hdsp, was restarted "
+            "where it runs (e.g. in JupyterLab): its variables and imports are gone. The "
+            "task's code still runs in it."
+        )
+        log.warning("attached kernel restarted elsewhere", kernel_id=k.id)
+        await self._tell_tasks(k, note, replace_notes=False)
+
+    async def _tell_tasks(self, k: Kernel, note: str, *, replace_notes: bool) -> None:
+        """Note `note` for the model of each task bound to `k` (for its next code)
+        and have `on_notebook_kernel` record it in the task's history."""
+        tasks = sorted(self._bindings.tasks_of(k.id))
+        if replace_notes:
+            for task_id in tasks:
+                self._bindings.drop_notes(task_id)
+        self._bindings.note(k.id, note)
+        if self._on_notebook_kernel is not None:
+            for task_id in tasks:
+                try:
+                    await self._on_notebook_kernel(task_id, note)
+                except Exception:
+                    log.exception("recording what befell a kernel failed", task_id=task_id)
+
     def _restarted(self, k: Kernel, running_task: str | None) -> None:
         note = "The kernel was restarted; its variables are gone."
         self._bindings.note(k.id, note, except_task=running_task)
@@ -404,8 +458,22 @@ class KernelService:
     # ---- tasks ------------------------------------------------------------------
 
     def bind_task(self, task_id: str, kernel_id: str) -> None:
-        """Make `task_id`'s code run in `kernel_id` from now on."""
-        self._bindings.bind(task_id, self._get(kernel_id).id)
+        """Make `task_id`'s code run in `kernel_id` from now on. A kernel hdsp
+        started for the task that nothing uses any more (a prompt from a notebook
+        moved the task to the notebook's kernel) is shut down."""
+        previous = self._bindings.bind(task_id, self._get(kernel_id).id)
+        old = self._kernels.get(previous) if previous not in (None, kernel_id) else None
+        if (
+            old is not None
+            and old.owned
+            and old.started_for == task_id
+            and not old.closing
+            and old.current is None
+            and old.waiting == 0
+            and not self._bindings.tasks_of(old.id)
+        ):
+            log.info("kernel released: its task moved", kernel_id=old.id, task_id=task_id)
+            old.stop_requested.set()  # its owner shuts it down
 
     async def kernel_for_task(self, task_id: str, workspace: Path | str) -> TaskKernel:
         """The task's kernel: its bound one, restarted if it died, or a new one

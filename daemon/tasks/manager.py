@@ -104,6 +104,7 @@ from hdsp.protocol import (
 
 from .deletion import plan_delete
 from .deps import TaskDeps, TaskKernels
+from .notebook_context import resolve_context
 from .prompt import system_prompt
 from .queued import decode_queued
 from .rewind import RewindRefused, plan_rewind
@@ -400,6 +401,20 @@ class TaskManager:
         finally:
             self.settle(task)
 
+    async def note_notebook_kernel(self, task_id: str, note: str) -> None:
+        """Record in the task's history what befell the notebook's kernel it used
+        (restarted where it runs, or gone and detached from)."""
+        if self.closing:
+            return
+        try:
+            task = await self._load(task_id)
+        except CommandError:
+            return  # closed or gone meanwhile
+        try:
+            await task.messages.say(Say.NOTEBOOK_KERNEL, note)
+        finally:
+            self.settle(task)
+
     def is_loaded(self, task_id: str) -> bool:
         """Whether `task_id` is in memory now (not only in the store)."""
         return task_id in self._tasks
@@ -529,10 +544,13 @@ class TaskManager:
                     "(allowBroadWorkspace in the task's configuration).",
                 )
         kernels = self.deps.kernels
-        if config.kernel_id is not None and not (kernels and kernels.has_kernel(config.kernel_id)):
+        context = await resolve_context(data.context, Path(workspace))
+        # The notebook's own kernel (the context names it) wins over the configuration's.
+        kernel_id = (context.kernel_id if context else None) or config.kernel_id
+        if kernel_id is not None and not (kernels and kernels.has_kernel(kernel_id)):
             raise CommandError(
                 ErrorCode.KERNEL_NOT_FOUND,
-                f"No kernel {config.kernel_id!r}; ListKernels lists the kernels.",
+                f"No kernel {kernel_id!r}; ListKernels lists the kernels.",
             )
         text, mode = await self._expanded(data.text, Path(workspace))
         mode = mode or config.mode or DEFAULT_MODE
@@ -549,8 +567,8 @@ class TaskManager:
                     ErrorCode.INVALID_REQUEST, f"Invalid approval settings: {exc}"
                 ) from None
         self._number += 1
-        if config.kernel_id is not None and kernels is not None:
-            kernels.bind_task(task_id, config.kernel_id)
+        if kernel_id is not None and kernels is not None:
+            kernels.bind_task(task_id, kernel_id)
         item = HistoryItem(
             id=task_id,
             number=self._number,
@@ -569,9 +587,13 @@ class TaskManager:
         task.item = msgspec.structs.replace(item, ts=task.messages.next_ts())
         self._tasks[task_id] = task
         await self.journal.emit(TaskCreated(payload=(task_id,)), insert_task(task.item))
-        await task.messages.say(Say.TEXT, text, images=data.images)
+        await task.messages.say(Say.TEXT, text, images=data.images, context=context)
         await task.history.append(
-            ApiMessage(role="user", content=user_content(text, data.images), ts=task.item.ts)
+            ApiMessage(
+                role="user",
+                content=user_content(text, data.images, context),
+                ts=task.item.ts,
+            )
         )
         task.start_turn(tg, first=True)
         log.info("task started", task_id=task_id, profile=profile)
@@ -617,6 +639,7 @@ class TaskManager:
                     except UnknownMode as exc:
                         raise CommandError(ErrorCode.INVALID_REQUEST, str(exc)) from None
                 data = msgspec.structs.replace(data, text=text)
+            data = await self._with_context(task, data)
             ask = task.pending_ask
             if ask is not None:
                 answer = AskAnswer(AskResponse.MESSAGE, data.text, list(data.images or []), by=by)
@@ -667,6 +690,24 @@ class TaskManager:
             return SystemPromptText(text=task.system_prompt(), mode=task.mode().slug)
         finally:
             self.settle(task)
+
+    async def _with_context(self, task: Task, data: SendMessageData) -> SendMessageData:
+        """`data` with its context checked against the task's workspace (an
+        outline read from the file if it came without one); the task's code runs
+        in the kernel the context names from now on."""
+        if data.context is None:
+            return data
+        context = await resolve_context(data.context, task.workspace)
+        kernel_id = context.kernel_id if context else None
+        if kernel_id is not None:
+            kernels = self.deps.kernels
+            if kernels is None or not kernels.has_kernel(kernel_id):
+                raise CommandError(
+                    ErrorCode.KERNEL_NOT_FOUND,
+                    f"No kernel {kernel_id!r}; ListKernels lists the kernels.",
+                )
+            kernels.bind_task(task.id, kernel_id)
+        return msgspec.structs.replace(data, context=context)
 
     async def respond_to_ask(
         self, task_id: str, data: RespondToAskData, *, by: str | None = None

@@ -72,6 +72,7 @@ class MessageQueue:
             text=text,
             images=data.images,
             delivery="steer" if data.delivery == "steer" else None,
+            context=data.context,
         )
         self._messages.append(message)
         await self._published()
@@ -92,7 +93,7 @@ class MessageQueue:
             return None
         message = self._messages.popleft()
         await self._published()
-        return SendMessageData(text=message.text, images=message.images)
+        return SendMessageData(text=message.text, images=message.images, context=message.context)
 
     async def take_steered(self) -> list[SendMessageData]:
         """The messages sent to steer the running turn, out of the queue, oldest first."""
@@ -101,7 +102,10 @@ class MessageQueue:
             return []
         self._messages = deque(m for m in self._messages if m.delivery != "steer")
         await self._published()
-        return [SendMessageData(text=m.text, images=m.images, delivery="steer") for m in steered]
+        return [
+            SendMessageData(text=m.text, images=m.images, delivery="steer", context=m.context)
+            for m in steered
+        ]
 
     async def _published(self) -> None:
         messages = list(self._messages)

@@ -285,8 +285,15 @@ class Task:
                     start: Event = (TaskStarted if first else TaskActive)(payload=(self.id,))
                     await self.set_state(TaskState.RUNNING, start)
                 if message is not None:
-                    await self.messages.say(Say.USER_FEEDBACK, message.text, images=message.images)
-                    await self.history.add("user", user_content(message.text, message.images))
+                    await self.messages.say(
+                        Say.USER_FEEDBACK,
+                        message.text,
+                        images=message.images,
+                        context=message.context,
+                    )
+                    await self.history.add(
+                        "user", user_content(message.text, message.images, message.context)
+                    )
                 await self._loop()
                 outcome = TaskState.COMPLETED
         except Exception:
@@ -425,8 +432,12 @@ class Task:
                 await self.history.add("user", [TextBlock(text=text)])
             for steer in await self.queue.take_steered():
                 # Where it lands in the turn is where every client sees it.
-                await self.messages.say(Say.USER_FEEDBACK, steer.text, images=steer.images)
-                await self.history.add("user", user_content(steer.text, steer.images))
+                await self.messages.say(
+                    Say.USER_FEEDBACK, steer.text, images=steer.images, context=steer.context
+                )
+                await self.history.add(
+                    "user", user_content(steer.text, steer.images, steer.context)
+                )
             provider = deps.providers.get(self.item.api_config_name)
             request = await self._fitted_request(provider)
             started = await self.messages.say(

@@ -16,6 +16,9 @@ from hdsp.daemon.conversation import ApiMessage, Block, ImageBlock, TextBlock, T
 from hdsp.daemon.llm.images import fit_image, image_block
 from hdsp.daemon.store import Write, append_api_message, save_turn
 from hdsp.daemon.tools import ToolResult
+from hdsp.protocol import PromptContext
+
+from .notebook_context import context_block
 
 __all__ = [
     "CallState",
@@ -120,9 +123,14 @@ def encodable_result(result: ToolResult) -> ToolResult:
     )
 
 
-def user_content(text: str | None, images: list[str] | None) -> list[Block]:
-    """API content of a user message: images (data URLs or bare base64), then text."""
+def user_content(
+    text: str | None, images: list[str] | None, context: PromptContext | None = None
+) -> list[Block]:
+    """API content of a user message: images (data URLs or bare base64), its
+    context (notebook, cell, ...) as a delimited block of data, then text."""
     content: list[Block] = [fit_image(image_block(image)) for image in images or []]
+    if context is not None:
+        content.append(TextBlock(text=context_block(context)))
     if text:
         content.append(TextBlock(text=text))
     return content

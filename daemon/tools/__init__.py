@@ -66,7 +66,6 @@ def default_tools(
             AskFollowupQuestion(),
             ExecuteCodeTool(),
             *notebook_tools(documents=documents),
-            *notebook_tools(),
             SwitchMode(),
             UpdateTodoList(),
         ]

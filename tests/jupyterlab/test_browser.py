@@ -372,3 +372,25 @@ def test_scenario_8_a_message_steers_the_running_turn(
     read = next(i for i, (role, _) in enumerate(roles) if role == "tool")
     steered = next(i for i, (_, text) in enumerate(roles) if "Use column y only" in text)
     assert read < steered
+
+
+def test_scenario_nbctx_describe_df_runs_in_the_notebooks_own_kernel(
+    daemon: DaemonProcess, fake_openai: FakeOpenAI, spec: Spec
+) -> None:
+    """nbctx (issue 17): the user's `df`, built in a notebook, is what the agent's
+    code sees: the prompt carried the notebook and cell (chips), the server
+    extension attached the notebook's kernel, the task ran there."""
+    fake_openai.script(
+        call("execute_code", code="print(list(df.columns))"),
+        done("df has two columns: region and sales."),
+    )
+    spec.run("notebook-context.spec.ts")
+    # The model read the context: the notebook and the active cell, not the
+    # outline the user removed.
+    user = [m for m in fake_openai.requests[0]["messages"] if m["role"] == "user"][-1]
+    text = json.dumps(user["content"])
+    assert "<notebook_context>" in text and "sales.ipynb" in text, text
+    assert '\\"cell\\"' in text and "outline" not in text.split("</notebook_context>")[0]
+    # Its code ran in the notebook's kernel: the real columns came back.
+    tool = [m for m in fake_openai.requests[1]["messages"] if m["role"] == "tool"][-1]
+    assert "['region', 'sales']" in json.dumps(tool["content"])

@@ -345,3 +345,135 @@ async def test_the_history_commands_go_through_the_relay(lab: Lab, fake_openai: 
     )
     await read_until(ws, message_event(task_id, "completion_result", "steered"))
     ws.close()
+
+
+# ---- nbctx (issue 17): the notebook's own kernel ------------------------------------
+
+
+async def user_runs(connection_file: Path, code: str) -> None:
+    """Run `code` in a kernel as the person at the notebook would (their own client)."""
+    from jupyter_client.asynchronous import AsyncKernelClient
+
+    kc = AsyncKernelClient()
+    kc.load_connection_file(str(connection_file))
+    kc.start_channels()
+    try:
+        await kc.wait_for_ready(timeout=60)
+        reply = await kc.execute_interactive(code, timeout=60)
+        assert reply["content"]["status"] == "ok", reply
+    finally:
+        kc.stop_channels()
+
+
+async def test_a_prompt_about_an_open_notebook_runs_in_that_notebooks_kernel(
+    lab: Lab, fake_openai: FakeOpenAI, workspace: Path, jupyter: JupyterProcess
+) -> None:
+    (workspace / "nb.ipynb").write_text(
+        json.dumps({"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5})
+    )
+    # JupyterLab opens the notebook: a session with its kernel, started by Jupyter.
+    response = await lab.fetch(
+        "api/sessions",
+        body={"path": "nb.ipynb", "type": "notebook", "name": "", "kernel": {"name": "python3"}},
+    )
+    assert response.code == 201, response.body
+    jupyter_kernel = json.loads(response.body)["kernel"]["id"]
+    connection_file = jupyter.runtime_dir / f"kernel-{jupyter_kernel}.json"
+    await user_runs(connection_file, "the_users_value = 6 * 7")
+
+    fake_openai.script(
+        call("execute_code", code="print('seen', the_users_value)"), done("forty-two")
+    )
+    code, body = await lab.command(
+        {
+            "commandName": "StartNewTask",
+            "data": {
+                "text": "what is the_users_value?",
+                "configuration": {"approvals": {"alwaysAllowExecute": True}},
+                "context": {
+                    "notebook": "nb.ipynb",
+                    "cell": {"index": 0},
+                    "outline": [],
+                    # The browser cannot name a kernel: this is dropped.
+                    "kernelId": "a-kernel-the-page-made-up",
+                },
+            },
+        }
+    )
+    assert code == 200, body
+    task_id = body["result"]["taskId"]
+    ws = await connected_socket(lab, since=0)
+    await read_until(ws, completed(task_id))
+    ws.close()
+
+    # The model's code ran in the notebook's kernel: it saw the user's variable.
+    tool = [m for m in fake_openai.requests[1]["messages"] if m["role"] == "tool"][-1]
+    assert "seen 42" in json.dumps(tool["content"])
+    # The daemon attached Jupyter's kernel (it does not own it) and bound the task.
+    code, body = await lab.command({"commandName": "ListKernels"})
+    kernels = body["result"]["kernels"]
+    attached = [k for k in kernels if k.get("connectionFile") == str(connection_file.resolve())]
+    assert len(attached) == 1 and attached[0]["owned"] is False
+    assert attached[0]["taskIds"] == [task_id]
+    # The user's message carries its context, the path as the task's workspace has it.
+    code, body = await lab.command({"commandName": "GetTask", "data": {"taskId": task_id}})
+    first = body["result"]["messages"][0]
+    assert first["context"]["notebook"] == "nb.ipynb" and "kernelId" in first["context"]
+    # The model read the context as data, before the user's words.
+    user = fake_openai.requests[0]["messages"][1]
+    assert "<notebook_context>" in json.dumps(user["content"])
+
+
+async def test_a_context_naming_a_notebook_outside_the_root_is_refused(lab: Lab) -> None:
+    code, body = await lab.command(
+        {
+            "commandName": "StartNewTask",
+            "data": {"text": "hi", "configuration": {}, "context": {"notebook": "../x.ipynb"}},
+        }
+    )
+    assert code == 400 and body["error"]["code"] == "invalid_request", body
+    assert "below the Jupyter server's root" in body["error"]["message"]
+
+
+async def test_the_page_may_name_its_notebooks_jupyter_kernel_but_only_one_of_this_server(
+    lab: Lab, fake_openai: FakeOpenAI, workspace: Path, jupyter: JupyterProcess
+) -> None:
+    fake_openai.script(done("one"), done("two"))
+    (await connected_socket(lab)).close()  # the extension is linked to hdspd
+    # The session still has the notebook's old path (a rename it has not followed).
+    response = await lab.fetch(
+        "api/sessions",
+        body={
+            "path": "Untitled.ipynb",
+            "type": "notebook",
+            "name": "",
+            "kernel": {"name": "python3"},
+        },
+    )
+    assert response.code == 201, response.body
+    jupyter_kernel = json.loads(response.body)["kernel"]["id"]
+
+    def start(kernel: str) -> dict[str, Any]:
+        context = {"notebook": "renamed.ipynb", "outline": []}
+        return {
+            "command": {
+                "commandName": "StartNewTask",
+                "data": {"text": "hi", "configuration": {}, "context": context},
+            },
+            "notebookKernelId": kernel,
+        }
+
+    # A kernel id this server does not run is no kernel: the task keeps its own.
+    response = await lab.fetch("hdsp/command", body=start("not-a-kernel-of-this-server"))
+    assert response.code == 200, response.body
+    code, body = await lab.command({"commandName": "ListKernels"})
+    assert code == 200 and body["result"]["kernels"] == []
+    # The notebook panel's own kernel: attached and bound.
+    response = await lab.fetch("hdsp/command", body=start(jupyter_kernel))
+    assert response.code == 200, response.body
+    task_id = json.loads(response.body)["result"]["taskId"]
+    code, body = await lab.command({"commandName": "ListKernels"})
+    assert code == 200
+    [kernel] = body["result"]["kernels"]
+    assert kernel["connectionFile"].endswith(f"kernel-{jupyter_kernel}.json")
+    assert kernel["owned"] is False and kernel["taskIds"] == [task_id]

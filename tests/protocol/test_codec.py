@@ -47,14 +47,15 @@ def _strategy(t: mi.Type) -> st.SearchStrategy[Any]:
             return st.floats(allow_nan=False, allow_infinity=False)
         case mi.StrType(pattern=str() as pattern):
             return st.from_regex(pattern, fullmatch=True)
-        case mi.StrType():
-            return st.text(max_size=30)
+        case mi.StrType(min_length=lo, max_length=hi):
+            lo = lo or 0
+            return st.text(min_size=lo, max_size=max(lo, min(30, hi if hi is not None else 30)))
         case mi.LiteralType(values=values):
             return st.sampled_from(values)
         case mi.EnumType(cls=cls):
             return st.sampled_from(list(cls))
-        case mi.ListType(item_type=item):
-            return st.lists(_strategy(item), max_size=3)
+        case mi.ListType(item_type=item, max_length=hi):
+            return st.lists(_strategy(item), max_size=min(3, hi if hi is not None else 3))
         case mi.DictType(key_type=k, value_type=v):
             return st.dictionaries(_strategy(k), _strategy(v), max_size=3)
         case mi.TupleType(item_types=items):

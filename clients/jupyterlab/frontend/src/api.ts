@@ -66,11 +66,12 @@ export class HdspApi {
 
   /** Sends one command; resolves to its result, or throws a CommandError. */
   async command<N extends CommandName>(
-    command: Extract<Command, { commandName: N }>
+    command: Extract<Command, { commandName: N }>,
+    extra: { notebookKernelId?: string } = {}
   ): Promise<N extends keyof CommandResults ? Required<CommandResults>[N] : unknown> {
     const response = await this.fetch(this.url('command'), {
       method: 'POST',
-      body: JSON.stringify({ command })
+      body: JSON.stringify({ command, ...extra })
     });
     const body = await readJson(response);
     if (!response.ok) {

@@ -13,6 +13,7 @@ import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
 import { LabIcon } from '@jupyterlab/ui-components';
 import React from 'react';
 
+import { NotebookContextSource } from './contextChips';
 import { PanelModel } from './model';
 import { Panel } from './panel';
 
@@ -39,12 +40,17 @@ const plugin: JupyterFrontEndPlugin<void> = {
     restorer: ILayoutRestorer | null
   ) => {
     const model = new PanelModel();
-    const widget = ReactWidget.create(React.createElement(Panel, { model, rendermime }));
+    // The prompt's context chips read the main area's current notebook.
+    const notebooks = new NotebookContextSource(app.shell);
+    const widget = ReactWidget.create(React.createElement(Panel, { model, rendermime, notebooks }));
     widget.id = PANEL_ID;
     widget.title.icon = hdspIcon;
     widget.title.caption = 'hdsp';
     widget.addClass('hdsp-panel-widget');
-    widget.disposed.connect(() => model.dispose());
+    widget.disposed.connect(() => {
+      model.dispose();
+      notebooks.dispose();
+    });
     app.shell.add(widget, 'left', { rank: 600 });
     restorer?.add(widget, PANEL_ID);
 

@@ -8,7 +8,7 @@ import { PageConfig } from '@jupyterlab/coreutils';
 import { CommandError, HdspApi } from './api';
 import { EventSocket } from './socket';
 import { Action, initialState, reduce, SocketFrame, ViewState } from './state';
-import type { RespondToAskData } from './wire';
+import type { PromptContext, RespondToAskData } from './wire';
 
 /** The auto-approval switches the panel offers for a new task. */
 export const APPROVAL_SWITCHES = [
@@ -195,15 +195,23 @@ export class PanelModel {
 
   /**
    * Sends the prompt: a new task, or a message to the open one (`steer`: into
-   * the running turn, before its next model request; else queued until it ends).
+   * the running turn, before its next model request; else queued until it ends),
+   * with the notebook context the user kept (chips) and the notebook's kernel.
    */
-  async send(text: string, delivery: 'queue' | 'steer' = 'queue'): Promise<boolean> {
+  async send(
+    text: string,
+    delivery: 'queue' | 'steer' = 'queue',
+    context: PromptContext | null = null,
+    notebookKernelId: string | null = null
+  ): Promise<boolean> {
     const trimmed = text.trim();
     if (!trimmed) {
       return false;
     }
     this.dispatch({ type: 'error', message: null });
     const open = this.state.open;
+    // The notebook's own kernel, for the server extension to attach (CONTRACT.md).
+    const extra = context?.notebook && notebookKernelId ? { notebookKernelId } : {};
     try {
       if (open === null) {
         const workspace = PageConfig.getOption('serverRoot') || undefined;
@@ -215,17 +223,22 @@ export class PanelModel {
               apiConfigName: this.profile ?? undefined,
               workspace,
               approvals: { ...this.approvals }
-            }
+            },
+            ...(context ? { context } : {})
           }
-        });
+        }, extra);
         await this.refreshTasks();
         await this.openTask(ref.taskId);
       } else {
         await this.api.command({
           commandName: 'SendMessage',
           taskId: open.taskId,
-          data: delivery === 'steer' ? { text: trimmed, delivery } : { text: trimmed }
-        });
+          data: {
+            text: trimmed,
+            ...(delivery === 'steer' ? { delivery } : {}),
+            ...(context ? { context } : {})
+          }
+        }, extra);
       }
       return true;
     } catch (error) {

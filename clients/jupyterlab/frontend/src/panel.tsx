@@ -9,6 +9,7 @@ import { MimeModel, IRenderMimeRegistry } from '@jupyterlab/rendermime';
 import { Widget } from '@lumino/widgets';
 import React, { useEffect, useLayoutEffect, useMemo, useRef, useState, useSyncExternalStore } from 'react';
 
+import { ContextChips, MessageContext, NotebookContextSource, usePromptContext } from './contextChips';
 import { APPROVAL_SWITCHES, ApprovalKey, PanelModel } from './model';
 import { CondenseButton, ContextMarkerView, DeliveryChoice, MessageActions } from './HistoryActions';
 import { canSteer } from './history';
@@ -31,6 +32,8 @@ import type { ClineMessage, KernelOutput } from './wire';
 interface Props {
   model: PanelModel;
   rendermime: IRenderMimeRegistry;
+  /** The active notebook's context for the prompt's chips (none outside Lab). */
+  notebooks?: NotebookContextSource | null;
 }
 
 const Ctx = React.createContext<Props | null>(null);
@@ -298,13 +301,21 @@ function MessageView(props: { message: ClineMessage; task: OpenTask; prompt: boo
   switch (say) {
     case 'text':
       body = props.prompt ? (
-        <div className="hdsp-user">{m.text}</div>
+        <div className="hdsp-user">
+          <MessageContext context={m.context} />
+          {m.text}
+        </div>
       ) : (
         <Markdown text={m.text ?? ''} className="hdsp-text" />
       );
       break;
     case 'user_feedback':
-      body = <div className="hdsp-user">{m.text}</div>;
+      body = (
+        <div className="hdsp-user">
+          <MessageContext context={m.context} />
+          {m.text}
+        </div>
+      );
       break;
     case 'reasoning':
       body = (
@@ -349,6 +360,7 @@ function MessageView(props: { message: ClineMessage; task: OpenTask; prompt: boo
       body = <div className="hdsp-note hdsp-checkpoint">{m.text}</div>;
       break;
     case 'kernel_culled':
+    case 'notebook_kernel':
       body = <div className="hdsp-note">{m.text || 'The kernel was shut down after being idle.'}</div>;
       break;
     case 'image':
@@ -613,7 +625,8 @@ function Queue(props: { task: OpenTask }): JSX.Element | null {
 }
 
 function Composer(props: { state: ViewState }): JSX.Element {
-  const { model } = useProps();
+  const { model, notebooks } = useProps();
+  const promptContext = usePromptContext(notebooks ?? null);
   const [text, setText] = useState('');
   const [sending, setSending] = useState(false);
   const [profile, setProfile] = useState<string | null>(model.profile);
@@ -627,10 +640,16 @@ function Composer(props: { state: ViewState }): JSX.Element {
       return;
     }
     setSending(true);
-    void model.send(text, steerable && steer ? 'steer' : 'queue').then(ok => {
+    void model.send(
+      text,
+      steerable && steer ? 'steer' : 'queue',
+      promptContext.context,
+      notebooks?.kernelId() ?? null
+    ).then(ok => {
       setSending(false);
       if (ok) {
         setText('');
+        promptContext.reset();
       }
     });
   };
@@ -677,7 +696,9 @@ function Composer(props: { state: ViewState }): JSX.Element {
           </div>
         </div>
       )}
+      <ContextChips chips={promptContext.chips} onRemove={promptContext.remove} />
       <textarea
+        onFocus={promptContext.refresh}
         data-testid="hdsp-prompt"
         className="hdsp-prompt"
         rows={3}

@@ -75,6 +75,7 @@ export type StorageState1 = 'failing' | 'ok' | 'readOnly';
 export interface HdspWire {
   Ack: Ack;
   AckData: AckData;
+  ActiveCell: ActiveCell;
   AnswerDocumentEdit: AnswerDocumentEdit;
   AttachKernel: AttachKernel;
   BlobData: BlobData;
@@ -173,6 +174,7 @@ export interface HdspWire {
   ModelList: ModelList;
   ModelsResponse: ModelsResponse;
   ModesResponse: ModesResponse;
+  OutlineCell: OutlineCell;
   Ping: Ping;
   Pong: Pong;
   ProfileData: ProfileData1;
@@ -180,6 +182,7 @@ export interface HdspWire {
   ProfileList: ProfileList;
   ProfileNameData: ProfileNameData;
   ProgressStatus: ProgressStatus;
+  PromptContext: PromptContext;
   QueuedMessage: QueuedMessage;
   QueuedMessagesUpdated: QueuedMessagesUpdated;
   Rejection: Rejection;
@@ -301,6 +304,19 @@ export interface AckData {
    * The daemon's package version.
    */
   serverVersion: string;
+}
+/**
+ * The cell the user has active (JupyterLab's active cell).
+ */
+export interface ActiveCell {
+  /**
+   * Its nbformat cell id, when known.
+   */
+  id?: string | null;
+  /**
+   * Its index, from 0.
+   */
+  index: number;
 }
 /**
  * A document host's answer to a `documentEditRequested`.
@@ -595,6 +611,10 @@ export interface StartNewTask {
 }
 export interface StartNewTaskData {
   configuration?: TaskConfiguration;
+  /**
+   * hdsp: what the message is about (the active notebook, cell, selection, an outline), shown to the model as untrusted data and kept on the message.
+   */
+  context?: PromptContext | null;
   images?: string[] | null;
   newTab?: boolean | null;
   text: string;
@@ -632,6 +652,113 @@ export interface TaskConfiguration {
    * Directory the agent works in (absolute). Clients send their own working directory when the user names none; without one the daemon uses its own working directory, unless that is a directory it refuses (see below).
    */
   workspace?: string | null;
+}
+/**
+ * What the user's message is about, as the frontend saw it when it was sent.
+ * Every field is optional; a client sends what the user kept (the panel's
+ * context chips).
+ */
+export interface PromptContext {
+  /**
+   * The active cell.
+   */
+  cell?: ActiveCell | null;
+  /**
+   * The daemon's id (ListKernels) of the kernel the notebook uses: the task's code runs in it from this message on. Set by JupyterLab's server extension, which attaches the notebook's kernel itself; a value the browser sends is dropped.
+   */
+  kernelId?: string | null;
+  /**
+   * The active notebook's path, relative to the task's workspace or absolute inside it (the daemon keeps it relative, and refuses a path out of it).
+   */
+  notebook?: string | null;
+  /**
+   * A compact outline of the notebook, cell by cell (the frontend's, of the notebook as it shows it; see `outlineFromFile`).
+   */
+  outline?: OutlineCell[] | null;
+  /**
+   * Have the daemon read the outline (and the active cell's id) from the notebook's file, inside the task's workspace: for a client that has only the path (the command line's --notebook). A cell index past the file's cells is then refused.
+   */
+  outlineFromFile?: boolean;
+  /**
+   * The text the user had selected in the active cell.
+   */
+  selection?: string | null;
+  /**
+   * The notebook has more cells than the outline's 200.
+   */
+  truncated?: boolean;
+}
+/**
+ * One cell of a notebook's outline.
+ */
+export interface OutlineCell {
+  cellType: 'code' | 'markdown' | 'raw';
+  executionCount?: number | null;
+  /**
+   * The cell's first lines (at most 3, 240 characters).
+   */
+  head?: string;
+  id?: string | null;
+  /**
+   * How many lines the cell's source has in all.
+   */
+  lines?: number;
+  /**
+   * Its outputs, by kind: "stream", "error", or the main mime type of a display ("image/png", "text/html", ...), in order, repeats merged.
+   *
+   * @maxItems 16
+   */
+  outputKinds?:
+    | []
+    | [string]
+    | [string, string]
+    | [string, string, string]
+    | [string, string, string, string]
+    | [string, string, string, string, string]
+    | [string, string, string, string, string, string]
+    | [string, string, string, string, string, string, string]
+    | [string, string, string, string, string, string, string, string]
+    | [string, string, string, string, string, string, string, string, string]
+    | [string, string, string, string, string, string, string, string, string, string]
+    | [string, string, string, string, string, string, string, string, string, string, string]
+    | [string, string, string, string, string, string, string, string, string, string, string, string]
+    | [string, string, string, string, string, string, string, string, string, string, string, string, string]
+    | [string, string, string, string, string, string, string, string, string, string, string, string, string, string]
+    | [
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string
+      ]
+    | [
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string
+      ];
 }
 export interface CloseTask {
   commandName: 'CloseTask';
@@ -731,6 +858,10 @@ export interface SendMessage {
   taskId: string;
 }
 export interface SendMessageData {
+  /**
+   * hdsp: what the message is about (the active notebook, cell, selection, an outline), shown to the model as untrusted data and kept on the message.
+   */
+  context?: PromptContext | null;
   /**
    * To a task that is working: `queue` waits until its turn ends (then starts the next turn); `steer` joins the running turn, added to the conversation before its next model request (a `user_feedback` message shows where). A steered message the turn ends without is delivered as a queued one.
    */
@@ -1222,6 +1353,10 @@ export interface ClineMessage {
   apiProtocol?: ('anthropic' | 'openai') | null;
   ask?: string | null;
   checkpoint?: {} | null;
+  /**
+   * A user's message (text, user_feedback): the context it was sent with (the notebook, cell, selection, outline the user kept).
+   */
+  context?: PromptContext | null;
   contextCondense?: {} | null;
   contextTruncation?: {} | null;
   conversationHistoryIndex?: number | null;
@@ -1702,6 +1837,7 @@ export interface HistoryItem {
   workspace?: string | null;
 }
 export interface QueuedMessage {
+  context?: PromptContext | null;
   delivery?: ('queue' | 'steer') | null;
   id: string;
   images?: string[] | null;
@@ -2489,6 +2625,10 @@ export interface ProfileData1 {
   secret?: string | null;
 }
 export interface SendMessageData1 {
+  /**
+   * hdsp: what the message is about (the active notebook, cell, selection, an outline), shown to the model as untrusted data and kept on the message.
+   */
+  context?: PromptContext | null;
   /**
    * To a task that is working: `queue` waits until its turn ends (then starts the next turn); `steer` joins the running turn, added to the conversation before its next model request (a `user_feedback` message shows where). A steered message the turn ends without is delivered as a queued one.
    */
