@@ -52,6 +52,7 @@ from hdsp.protocol import (
     ListKernels,
     ListProfiles,
     ListTasks,
+    ListVariables,
     ModelList,
     ModelsResponse,
     Ping,
@@ -228,6 +229,10 @@ class Commands:
                 if timeout is not None and timeout <= 0:
                     raise CommandError(ErrorCode.INVALID_REQUEST, "timeout must be above 0.")
                 return await kernels.execute(kernel_id, code, time_limit=timeout)
+            case ListVariables(task_id=task_id, kernel_id=kernel_id, include_private=private):
+                return await kernels.list_task_variables(
+                    task_id=task_id, kernel_id=kernel_id, include_private=private
+                )
             # ---- the daemon
             case Ping():
                 # The server answers Ping where it receives it (a liveness probe

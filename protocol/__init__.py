@@ -40,6 +40,8 @@ from .kernels import __all__ as _kernels_all
 from .settings import *  # noqa: F403
 from .settings import __all__ as _settings_all
 from .storage import StorageHealth, StorageState
+from .variables import *  # noqa: F403
+from .variables import __all__ as _variables_all
 from .version import PROTOCOL_VERSION, __version__
 
 __all__ = [
@@ -70,4 +72,5 @@ __all__ = [
     *_history_all,
     *_kernels_all,
     *_settings_all,
+    *_variables_all,
 ]

@@ -17,17 +17,20 @@ from .kernel_tools import ExecuteCodeTool
 from .notebook_tools import notebook_tools
 from .registry import ToolRegistry
 from .shell import ExecuteCommand
+from .variable_tools import DescribeVariableTool, ListVariablesTool
 from .workspace import IgnoredPathError, OutsideWorkspaceError, PathNotFoundError, Workspace
 
 __all__ = [
     "AskAnswer",
     "AskFollowupQuestion",
     "AttemptCompletion",
+    "DescribeVariableTool",
     "EditFile",
     "ExecuteCodeTool",
     "ExecuteCommand",
     "IgnoredPathError",
     "ListFiles",
+    "ListVariablesTool",
     "OutsideWorkspaceError",
     "PathNotFoundError",
     "ReadFile",
@@ -57,6 +60,8 @@ def default_tools(sandbox: Sandbox | None = None) -> ToolRegistry:
             ExecuteCommand(sandbox=sandbox),
             AskFollowupQuestion(),
             ExecuteCodeTool(),
+            ListVariablesTool(),
+            DescribeVariableTool(),
             *notebook_tools(),
         ]
     )
