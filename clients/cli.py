@@ -38,6 +38,7 @@ from .history_view import HistoryView
 from .kernels_command import add_kernels_parser
 from .render import Renderer
 from .task_ids import add_task_argument, resolve_task_id
+from .vars_command import add_vars_parser
 
 __all__ = ["main"]
 
@@ -53,6 +54,7 @@ examples:
   hdsp answer 3f2a --no "use the parquet file instead"
   hdsp events --follow            live events as NDJSON (--since SEQ replays first)
   hdsp kernels restart 9c1e       restart a kernel (its variables are gone)
+  hdsp vars 3f2a                  the variables in 3f2a's kernel (frames: shape, columns)
   eval "$(hdsp completion bash)"  tab completion, task ids included (zsh, fish too)
 """
 
@@ -272,6 +274,7 @@ def _parser() -> argparse.ArgumentParser:
     _settings_parsers(sub, common)
     add_asks_parser(sub, common)
     add_kernels_parser(sub, common)
+    add_vars_parser(sub, common)
     add_chat_parser(sub, common)
     add_completion_parser(sub, common)
     return p
