@@ -228,13 +228,20 @@ class _Inspector:
         return out
 
     def _generic(self, out: dict[str, Any], value: Any) -> None:
-        shape = getattr(type(value), "shape", None)
-        if shape is not None:
+        t = type(value)
+        if self._has(t, "shape"):
             self._try(out, "shape", lambda: _ints(value.shape))
-        if hasattr(type(value), "__len__"):
+        if self._has(t, "__len__"):
             self._try(out, "length", lambda: len(value))
         self._try(out, "memory", lambda: int(sys.getsizeof(value)))
         self._try(out, "preview", lambda: _bounded_repr(value, self.preview))
+
+    def _has(self, t: type, name: str) -> bool:
+        """Whether the type has `name` (a metaclass's lookup is bounded too)."""
+        try:
+            return bool(self.clock.call(lambda: hasattr(t, name)))
+        except _Failed:
+            return False
 
     def _columns(self, items: list[tuple[Any, Any]]) -> list[dict[str, str]]:
         return [
@@ -339,7 +346,8 @@ def _listed(name: str, value: Any, hidden: frozenset[str], private: bool) -> boo
         return False
     if name in hidden or name in _IPYTHON_NAMES or _is_output_cache(name):
         return False
-    return not isinstance(value, _SKIPPED_TYPES)
+    # type(), not isinstance(): an object's own `__class__` could lie, hang or raise.
+    return not issubclass(type(value), _SKIPPED_TYPES)
 
 
 def _is_output_cache(name: str) -> bool:

@@ -54,8 +54,17 @@ class Sleepy:
         time.sleep(60)
         return "woke"
 
+class Liar:
+    @property
+    def __class__(self):
+        raise RuntimeError("ask type() instead")
+    def __len__(self):
+        raise RuntimeError("no length")
+
 def helper():
     return 1
+
+liar = Liar()
 
 bad = Unprintable()
 slow = Slow()
@@ -103,7 +112,8 @@ async def test_lists_frames_arrays_and_objects_bounded_and_leaves_nothing_behind
         v = by_name(found.listing.variables)
 
         # Modules, functions, classes, IPython's names and _private are left out.
-        assert set(v) == {"df", "wide", "arr", "numbers", "text", "bad", "slow", "sleepy"}
+        assert set(v) == {"df", "wide", "arr", "numbers", "text", "bad", "slow", "sleepy", "liar"}
+        assert (v["liar"].type, v["liar"].error) == ("Liar", "length: raised RuntimeError")
         assert v["df"].type == "pandas.DataFrame"
         assert v["df"].shape == [1_000_000, 3]
         assert [(c.name, c.dtype) for c in v["df"].columns][:2] == [

@@ -23,6 +23,7 @@ import {
   verdict
 } from './messages';
 import { filterTasks, messagesOf, OpenTask, TaskRow, ViewState } from './state';
+import { Variables } from './variablesView';
 import type { ClineMessage, KernelOutput } from './wire';
 
 interface Props {
@@ -703,6 +704,7 @@ export function Panel(props: Props): JSX.Element {
           </div>
         )}
         {open && <TaskHeader task={open} row={row} />}
+        {open && <Variables model={props.model} task={open} />}
         {open && <Conversation task={open} />}
         <Composer state={state} />
       </div>
