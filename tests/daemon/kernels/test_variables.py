@@ -239,7 +239,7 @@ async def test_a_name_is_data_never_code(tmp_path: Path) -> None:
 async def test_a_busy_kernel_is_reported_at_once_and_nothing_waits_or_is_interrupted(
     tmp_path: Path,
 ) -> None:
-    async with running_service() as (svc, rec):
+    async with running_service() as (svc, _):
         info = await svc.start_kernel(cwd=str(kernel_dir(tmp_path)))
         kid = info.kernel_id
         started = anyio.Event()
