@@ -19,6 +19,7 @@ user's objects made it): it is decoded into the wire types, size-checked first.
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import keyword
 import secrets
@@ -99,6 +100,7 @@ def is_variable_name(name: str) -> bool:
     return name.isidentifier() and not keyword.iskeyword(name)
 
 
+@functools.cache
 def _probe_source() -> str:
     return resources.files(__package__).joinpath("variable_probe.py").read_text("utf-8")
 
