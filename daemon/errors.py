@@ -27,6 +27,7 @@ these where they are met, with ``raise ... from exc``::
     │   ├── KernelStartFailed      invalid_request
     │   ├── KernelDead             invalid_state
     │   ├── KernelNotOwned         invalid_state
+    │   ├── KernelBusy             invalid_state
     │   └── KernelOverloaded       overloaded
     └── DispatcherFull             overloaded  server/dispatch.py: too many commands wait
 
