@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     # Imported where a command follows a task: the live view brings in rich, a
     # large share of the start-up of commands that never draw it (`hdsp tasks`).
     from .follow import TaskFollower
+from .vars_command import add_vars_parser
 
 __all__ = ["main"]
 
@@ -62,6 +63,7 @@ examples:
   hdsp answer 3f2a --no "use the parquet file instead"
   hdsp events --follow            live events as NDJSON (--since SEQ replays first)
   hdsp kernels restart 9c1e       restart a kernel (its variables are gone)
+  hdsp vars 3f2a                  the variables in 3f2a's kernel (frames: shape, columns)
   eval "$(hdsp completion bash)"  tab completion, task ids included (zsh, fish too)
 """
 
@@ -324,6 +326,7 @@ def _parser() -> argparse.ArgumentParser:
     add_kernels_parser(sub, common)
     add_checkpoints_parsers(sub, common)
     add_modes_parsers(sub, common)
+    add_vars_parser(sub, common)
     add_chat_parser(sub, common)
     add_completion_parser(sub, common)
     return p

@@ -89,6 +89,7 @@ from hdsp.protocol import (
     ListKernels,
     ListTasks,
     ListTasksData,
+    ListVariables,
     ModeList,
     Ping,
     Pong,
@@ -125,6 +126,7 @@ from hdsp.protocol import (
     TaskSnapshot,
     UpdateTodoList,
     UpdateTodoListData,
+    VariableList,
     __version__,
     command_name,
     command_spec,
@@ -796,6 +798,19 @@ class Client:
         `timeout` seconds (the daemon's default when None) the kernel is
         interrupted. The command's own reply waits as long (`request`'s timeout)."""
         return await self.request(ExecuteCode(kernel_id=kernel_id, code=code, timeout=timeout))
+
+    async def list_variables(
+        self,
+        task_id: str | None = None,
+        *,
+        kernel_id: str | None = None,
+        include_private: bool = False,
+    ) -> VariableList:
+        """The variables of a task's kernel (or of a kernel by id), read with a
+        silent inspection; `status` says when the kernel was busy or has none."""
+        return await self.request(
+            ListVariables(task_id=task_id, kernel_id=kernel_id, include_private=include_private)
+        )
 
     # ---- settings, profiles, secrets ------------------------------------------
 

@@ -65,6 +65,7 @@ from hdsp.protocol import (
     ListKernels,
     ListProfiles,
     ListTasks,
+    ListVariables,
     ModeInfo,
     ModeList,
     ModelList,
@@ -315,6 +316,10 @@ class Commands:
             case AnswerDocumentEdit(data=answer):
                 taken = self._documents is not None and self._documents.answer(answer)
                 return DocumentEditTaken(taken=taken)
+            case ListVariables(task_id=task_id, kernel_id=kernel_id, include_private=private):
+                return await kernels.list_task_variables(
+                    task_id=task_id, kernel_id=kernel_id, include_private=private
+                )
             # ---- the daemon
             case Ping():
                 # The server answers Ping where it receives it (a liveness probe

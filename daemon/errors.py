@@ -27,6 +27,7 @@ these where they are met, with ``raise ... from exc``::
     │   ├── KernelStartFailed      invalid_request
     │   ├── KernelDead             invalid_state
     │   ├── KernelNotOwned         invalid_state
+    │   ├── KernelBusy             invalid_state
     │   └── KernelOverloaded       overloaded
     ├── GitFailed                  internal    checkpoints/shadow.py: a shadow git command failed
     ├── WorkspaceRefused           invalid_request  checkpoints/shadow.py: no checkpoints there

@@ -48,6 +48,8 @@ from .prompt_context import __all__ as _prompt_context_all
 from .settings import *  # noqa: F403
 from .settings import __all__ as _settings_all
 from .storage import StorageHealth, StorageState
+from .variables import *  # noqa: F403
+from .variables import __all__ as _variables_all
 from .version import PROTOCOL_VERSION, __version__
 
 __all__ = [
@@ -82,4 +84,5 @@ __all__ = [
     *_modes_all,
     *_prompt_context_all,
     *_settings_all,
+    *_variables_all,
 ]

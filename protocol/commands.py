@@ -75,6 +75,7 @@ from .settings import (
     UpdateSettings,
 )
 from .storage import StorageHealth
+from .variables import ListVariables, VariableList
 
 __all__ = [
     "COMMANDS",
@@ -550,6 +551,7 @@ Command = (
     | RestartKernel
     | ShutdownKernel
     | ExecuteCode
+    | ListVariables
     | GetSettings
     | UpdateSettings
     | ListProfiles
@@ -797,6 +799,8 @@ _ROWS = (
     CommandSpec(RestartKernel, KernelRef),
     CommandSpec(ShutdownKernel, KernelRef, without_storage=True),
     CommandSpec(ExecuteCode, ExecutionResult),
+    # Reads the kernel with a silent snippet; never waits behind running code.
+    CommandSpec(ListVariables, VariableList, idempotent=True, without_storage=True),
     # Settings commands run concurrently; the settings store applies changes in turn.
     CommandSpec(GetSettings, SettingsView, idempotent=True, without_storage=True),
     CommandSpec(UpdateSettings, SettingsView, idempotent=True),

@@ -2,7 +2,8 @@
 outcomes become HTTP.
 
 The browser sends a protocol command exactly as `TaskCommand.data` carries it. Only
-commands on tasks and asks, reads of kernels and profiles, and the daemon's status
+commands on tasks and asks, reads of kernels (their variables too: a silent,
+read-only inspection) and profiles, and the daemon's status
 go through: a page in the browser never sets secrets, imports or exports
 settings, changes profiles, runs code in a kernel of its choosing, or shuts the
 daemon down (the CLI does those).
@@ -31,6 +32,7 @@ from hdsp.protocol import (
     GetTaskPage,
     ListKernels,
     ListTasks,
+    ListVariables,
     Ping,
     Replay,
     RespondToAsk,
@@ -72,6 +74,7 @@ FORWARDED: tuple[type[Any], ...] = (
     GetTaskPage,
     Replay,
     ListKernels,
+    ListVariables,
     ListProfiles,
     GetModels,
     GetStatus,

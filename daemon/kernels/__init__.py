@@ -7,6 +7,7 @@ from __future__ import annotations
 from .bindings import TaskBindings
 from .connection import KernelConnection, Routes, ZmqKernelConnection
 from .errors import (
+    KernelBusy,
     KernelDead,
     KernelError,
     KernelNotFound,
@@ -25,6 +26,7 @@ __all__ = [
     "Execution",
     "InputCallback",
     "Kernel",
+    "KernelBusy",
     "KernelConnection",
     "KernelDead",
     "KernelError",

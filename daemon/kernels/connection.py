@@ -85,6 +85,9 @@ class Routes:
     reply: Route | None = None
     #: The kernel's input requests for it (`input()`), until forgotten.
     stdin: Route | None = None
+    #: The kernel's busy and idle for this request are not the kernel's status
+    #: (a silent inspection must not look like work to clients).
+    quiet: bool = False
 
 
 class KernelConnection(Protocol):
@@ -107,9 +110,10 @@ class KernelConnection(Protocol):
         `handshake` waits for the connection to come back."""
         ...
 
-    def execute(self, code: str, *, allow_stdin: bool, routes: Routes) -> str:
+    def execute(self, code: str, *, allow_stdin: bool, routes: Routes, silent: bool = False) -> str:
         """Send an execute request, its routes in place before any reply can
-        come; returns its msg_id."""
+        come; returns its msg_id. `silent`: Jupyter's silent execution (no
+        execution count, not in the history, no execute_input or result)."""
         ...
 
     def forget(self, msg_id: str) -> None:
@@ -200,6 +204,7 @@ class ZmqKernelConnection:
         self._iopub: dict[str, Route] = {}
         self._replies: dict[str, Route] = {}
         self._stdin: dict[str, Route] = {}
+        self._quiet: set[str] = set()
         self._stdin_monitor: zmq.asyncio.Socket | None = None
         self._heartbeat: zmq.asyncio.Socket | None = None
         self._closing = False
@@ -240,6 +245,7 @@ class ZmqKernelConnection:
 
     def expect_rebind(self) -> None:
         self._kernel_session = None  # (a restart hdsp makes is no news)
+        self._quiet.clear()
         self._stop_watching()
         self._stdin_monitor = _watch_connection(self._kc.stdin_channel.socket)
 
@@ -295,14 +301,18 @@ class ZmqKernelConnection:
 
     # ---- requests -----------------------------------------------------------------
 
-    def execute(self, code: str, *, allow_stdin: bool, routes: Routes) -> str:
+    def execute(self, code: str, *, allow_stdin: bool, routes: Routes, silent: bool = False) -> str:
         # Sending is synchronous and the routes are in place before the next
         # await, so no reply can come before someone waits for it.
-        msg_id: str = self._kc.execute(code, store_history=True, allow_stdin=allow_stdin)
+        msg_id: str = self._kc.execute(
+            code, silent=silent, store_history=not silent, allow_stdin=allow_stdin
+        )
         self._route(msg_id, routes)
         return msg_id
 
     def forget(self, msg_id: str) -> None:
+        # (Not from `_quiet`: a request that was given up on still runs, and its
+        # busy and idle, when they come, stay out of the kernel's status.)
         self._iopub.pop(msg_id, None)
         self._replies.pop(msg_id, None)
         self._stdin.pop(msg_id, None)
@@ -321,6 +331,8 @@ class ZmqKernelConnection:
             self._replies[msg_id] = routes.reply
         if routes.stdin is not None:
             self._stdin[msg_id] = routes.stdin
+        if routes.quiet:
+            self._quiet.add(msg_id)
 
     # ---- liveness -----------------------------------------------------------------
 
@@ -385,7 +397,10 @@ class ZmqKernelConnection:
                 await self._on_status(KERNEL_REPLACED)
         if msg["header"]["msg_type"] == "status":
             state = msg["content"].get("execution_state")
-            if isinstance(state, str):
+            if parent in self._quiet:
+                if state == "idle":
+                    self._quiet.discard(parent)
+            elif isinstance(state, str):
                 await self._on_status(state)
 
     async def _on_reply(self, msg: Mapping[str, Any]) -> None:

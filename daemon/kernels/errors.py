@@ -7,6 +7,7 @@ them into text the model can act on.
     ├── KernelStartFailed   no such kernelspec, bad working directory, no handshake
     ├── KernelDead          the kernel died; restart it (if hdsp started it)
     ├── KernelNotOwned      restart of a kernel hdsp only attached to
+    ├── KernelBusy          a silent inspection found the kernel running code
     └── KernelOverloaded    too many executions wait for one kernel
 
 jupyter_client's and zmq's exceptions are translated to these where they are met.
@@ -18,6 +19,7 @@ from hdsp.daemon.errors import HdspError
 from hdsp.protocol import ErrorCode
 
 __all__ = [
+    "KernelBusy",
     "KernelDead",
     "KernelError",
     "KernelNotFound",
@@ -44,6 +46,10 @@ class KernelDead(KernelError):
 
 
 class KernelNotOwned(KernelError):
+    code = ErrorCode.INVALID_STATE
+
+
+class KernelBusy(KernelError):
     code = ErrorCode.INVALID_STATE
 
 

@@ -27,10 +27,11 @@ from dataclasses import dataclass
 import anyio
 import structlog
 
-from hdsp.protocol import ExecutionResult, KernelState, KernelStatus
+from hdsp.protocol import Event, ExecutionResult, KernelState, KernelStatus
 
 from .connection import KERNEL_REPLACED, KernelConnection, Routes, StatusCallback
 from .errors import (
+    KernelBusy,
     KernelDead,
     KernelError,
     KernelNotFound,
@@ -67,6 +68,10 @@ class KernelPolicy:
     startup_timeout: float = 60.0
     #: Executions that may wait for one kernel.
     max_queued: int = 64
+
+
+async def _unpublished(event: Event) -> None:
+    """Where a silent execution's events go: nowhere."""
 
 
 class Kernel:
@@ -267,6 +272,18 @@ class Kernel:
             if queued:
                 self.waiting -= 1
 
+    async def execute_silently(self, code: str, *, time_limit: float) -> ExecutionResult:
+        """Run `code` as Jupyter's silent execution (no execution count, not in
+        the history, no events), never behind other code: a kernel that runs
+        something (ours, or a notebook's cell) raises KernelBusy at once. Past
+        `time_limit`, or cancelled, the result is given up on and nothing is
+        interrupted: the code must bound itself (an interrupt would stop the
+        user's code if theirs ran first)."""
+        if self._lock.locked() or self.status in (KernelState.BUSY, KernelState.STARTING):
+            raise KernelBusy(f"The kernel {self.id} is running code.")
+        async with self._lock:
+            return await self._execute_locked(code, time_limit, None, None, None, silent=True)
+
     async def _execute_locked(
         self,
         code: str,
@@ -274,6 +291,8 @@ class Kernel:
         on_output: OutputCallback | None,
         on_input: InputCallback | None,
         task_id: str | None,
+        *,
+        silent: bool = False,
     ) -> ExecutionResult:
         if self.closing:
             raise KernelNotFound(f"The kernel {self.id} was shut down.")
@@ -283,16 +302,21 @@ class Kernel:
             kernel_id=self.id,
             code=code,
             task_id=task_id,
-            emit=self._emit,
+            emit=_unpublished if silent else self._emit,
             on_output=on_output,
             on_input=on_input,
             send_input=self.conn.send_input,
             interval=self._policy.output_interval,
         )
-        routes = Routes(iopub=ex.on_iopub, reply=ex.on_reply, stdin=ex.on_input_request)
-        ex.msg_id = self.conn.execute(code, allow_stdin=on_input is not None, routes=routes)
+        routes = Routes(
+            iopub=ex.on_iopub, reply=ex.on_reply, stdin=ex.on_input_request, quiet=silent
+        )
+        ex.msg_id = self.conn.execute(
+            code, allow_stdin=on_input is not None, routes=routes, silent=silent
+        )
         self.current = ex
-        self.last_active = anyio.current_time()
+        if not silent:  # (an inspection is not work that keeps a kernel from culling)
+            self.last_active = anyio.current_time()
         try:
             async with anyio.create_task_group() as etg:
                 etg.start_soon(ex.flush_loop)
@@ -304,9 +328,12 @@ class Kernel:
             if not ex.done.is_set():
                 ex.stopped_by = "timeout"
                 log.info("execution timed out", kernel_id=self.id, seconds=time_limit)
-                await self._stop_execution(ex)
+                if not silent:
+                    await self._stop_execution(ex)
         except anyio.get_cancelled_exc_class():
             ex.stopped_by = ex.stopped_by or "cancelled"
+            if silent:
+                raise
             budget = self._policy.interrupt_grace + _RESTART_BUDGET
             with anyio.move_on_after(budget, shield=True):
                 if not ex.done.is_set():
@@ -317,7 +344,8 @@ class Kernel:
             self.conn.forget(ex.msg_id)
             if self.current is ex:
                 self.current = None
-            self.last_active = anyio.current_time()
+            if not silent:
+                self.last_active = anyio.current_time()
             ex.close()
         await ex.flush()
         return ex.result()

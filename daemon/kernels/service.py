@@ -22,6 +22,7 @@ back, and `kernel_for_task` does so before the task's next code runs.
 
 from __future__ import annotations
 
+import functools
 import os
 import uuid
 from collections.abc import Awaitable, Callable
@@ -30,9 +31,11 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import msgspec
 import structlog
 from anyio.abc import TaskGroup, TaskStatus
 
+from hdsp.daemon.scrubber import scrubber
 from hdsp.protocol import (
     Event,
     ExecutionResult,
@@ -41,6 +44,7 @@ from hdsp.protocol import (
     KernelShutdown,
     KernelStarted,
     KernelState,
+    VariableList,
 )
 
 from .bindings import OnCulled, TaskBindings, TaskBusy
@@ -50,10 +54,13 @@ from .execution import Emit, InputCallback, OutputCallback
 from .kernel import Kernel, KernelPolicy
 from .launcher import KernelLauncher
 from .process import KernelProcess
+from .variables import InspectionLimits, VariableInspection, describe_variable, list_variables
 
 __all__ = ["KernelService", "TaskKernel"]
 
 log = structlog.get_logger("hdsp.kernels")
+
+_scrubbed = msgspec.json.Decoder(VariableList)
 
 #: How long releasing one kernel may take (polite shutdown, then kill).
 _RELEASE_DEADLINE = 10.0
@@ -91,6 +98,7 @@ class KernelService:
         task_busy: TaskBusy | None = None,
         on_culled: OnCulled | None = None,
         on_notebook_kernel: OnCulled | None = None,
+        inspection_limits: InspectionLimits | None = None,
     ) -> None:
         """`task_busy` says whether a task is working (its kernel is never culled
         then); `on_culled` is told (task id, note) when a task's kernel was culled,
@@ -117,6 +125,7 @@ class KernelService:
             max_queued=max_queued,
         )
         self.cull_idle_after = cull_idle_after
+        self._limits = inspection_limits or InspectionLimits()
         self._bindings = TaskBindings(task_busy=task_busy, on_culled=on_culled)
         self._on_notebook_kernel = on_notebook_kernel
         self._kernels: dict[str, Kernel] = {}
@@ -450,6 +459,56 @@ class KernelService:
                     await self._on_notebook_kernel(task_id, note)
                 except Exception:
                     log.exception("recording what befell a kernel failed", task_id=task_id)
+
+    async def execute_silently(
+        self, kernel_id: str, code: str, time_limit: float
+    ) -> ExecutionResult:
+        """Run `code` as Jupyter's silent execution, never behind other code
+        (KernelBusy at once) and never interrupting anything: past `time_limit`
+        the result is given up on (status "timeout"). For inspections that bound
+        themselves inside the kernel."""
+        return await self._get(kernel_id).execute_silently(code, time_limit=time_limit)
+
+    async def list_variables(
+        self, kernel_id: str, *, include_private: bool = False
+    ) -> VariableInspection:
+        """The kernel's variables (see :mod:`.variables`)."""
+        self._get(kernel_id)
+        run = functools.partial(self.execute_silently, kernel_id)
+        return await list_variables(run, include_private=include_private, limits=self._limits)
+
+    async def describe_variable(self, kernel_id: str, name: str) -> VariableInspection:
+        """One variable of the kernel in depth (see :mod:`.variables`)."""
+        self._get(kernel_id)
+        run = functools.partial(self.execute_silently, kernel_id)
+        return await describe_variable(run, name, limits=self._limits)
+
+    async def list_task_variables(
+        self, *, task_id: str | None, kernel_id: str | None, include_private: bool = False
+    ) -> VariableList:
+        """ListVariables: a kernel's variables, by id or as the kernel a task's
+        code runs in. No kernel is started for a task that has none yet."""
+        if kernel_id is None and task_id is not None:
+            bound = self._bindings.kernel_of(task_id)
+            k = self._kernels.get(bound) if bound is not None else None
+            if k is None or k.closing or not k.announced:
+                return VariableList(
+                    status="no_kernel", message="The task has no kernel yet: it ran no code."
+                )
+            kernel_id = k.id
+        if kernel_id is None:
+            raise KernelNotFound("ListVariables needs a taskId or a kernelId.")
+        k = self._get(kernel_id)
+        if k.status is KernelState.DEAD:
+            return VariableList(kernel_id=k.id, status="error", message=k.dead_message())
+        found = await self.list_variables(k.id, include_private=include_private)
+        if found.listing is not None:
+            # The user's values may hold a key the daemon knows: scrubbed, as
+            # kernel output is everywhere else.
+            listing = msgspec.structs.replace(found.listing, kernel_id=k.id)
+            return _scrubbed.decode(scrubber.scrub_json(msgspec.json.encode(listing)))
+        status = found.status if found.status in ("busy", "timeout") else "error"
+        return VariableList(kernel_id=k.id, status=status, message=found.message)
 
     def _restarted(self, k: Kernel, running_task: str | None) -> None:
         note = "The kernel was restarted; its variables are gone."

@@ -20,17 +20,20 @@ from .registry import ToolRegistry
 from .shell import ExecuteCommand
 from .switch_mode import SwitchMode
 from .todo_list import UpdateTodoList
+from .variable_tools import DescribeVariableTool, ListVariablesTool
 from .workspace import IgnoredPathError, OutsideWorkspaceError, PathNotFoundError, Workspace
 
 __all__ = [
     "AskAnswer",
     "AskFollowupQuestion",
     "AttemptCompletion",
+    "DescribeVariableTool",
     "EditFile",
     "ExecuteCodeTool",
     "ExecuteCommand",
     "IgnoredPathError",
     "ListFiles",
+    "ListVariablesTool",
     "OutsideWorkspaceError",
     "PathNotFoundError",
     "ReadFile",
@@ -65,6 +68,8 @@ def default_tools(
             ExecuteCommand(sandbox=sandbox),
             AskFollowupQuestion(),
             ExecuteCodeTool(),
+            ListVariablesTool(),
+            DescribeVariableTool(),
             *notebook_tools(documents=documents),
             SwitchMode(),
             UpdateTodoList(),

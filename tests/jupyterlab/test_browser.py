@@ -284,6 +284,21 @@ def test_scenario_3_live_output_an_image_and_stop_interrupts_a_long_cell(
     printed(out, "HDSP_STOP_MS")
 
 
+def test_the_variables_view_lists_the_frame_the_agent_built(
+    daemon: DaemonProcess, fake_openai: FakeOpenAI, spec: Spec
+) -> None:
+    build = (
+        "import pandas as pd\n"
+        "df = pd.DataFrame({'x': range(1000), 'y': [i / 2 for i in range(1000)]})\n"
+    )
+    fake_openai.script(
+        call("execute_code", code=build),
+        call("execute_code", code="later = len(df)"),
+        done(),
+    )
+    spec.run("variables.spec.ts")
+
+
 def test_scenario_4_a_reload_mid_task_loses_nothing_and_resumes_live(
     daemon: DaemonProcess, fake_openai: FakeOpenAI, spec: Spec
 ) -> None:

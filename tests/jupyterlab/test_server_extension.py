@@ -177,6 +177,19 @@ async def test_commands_outside_the_allow_list_are_forbidden(
     assert response.code == 404
 
 
+async def test_list_variables_is_forwarded(lab: Lab, fake_openai: FakeOpenAI) -> None:
+    fake_openai.script(done("nothing ran"))
+    ws = await connected_socket(lab)
+    task_id = await start_task(lab)
+    await read_until(ws, completed(task_id))
+    code, body = await lab.command({"commandName": "ListVariables", "taskId": task_id})
+    assert code == 200, body
+    assert body["result"]["status"] == "no_kernel"
+    code, body = await lab.command({"commandName": "ListVariables", "kernelId": "nope"})
+    assert (code, body["error"]["code"]) == (404, "kernel_not_found")
+    ws.close()
+
+
 async def test_with_hdspd_down_the_extension_says_so_and_links_up_when_it_starts(
     jupyter_process: JupyterProcess, daemon_process: DaemonProcess
 ) -> None:

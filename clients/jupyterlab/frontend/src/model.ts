@@ -8,7 +8,7 @@ import { PageConfig } from '@jupyterlab/coreutils';
 import { CommandError, HdspApi } from './api';
 import { EventSocket } from './socket';
 import { Action, initialState, reduce, SocketFrame, ViewState } from './state';
-import type { PromptContext, RespondToAskData } from './wire';
+import type { PromptContext, RespondToAskData, TaskEvent } from './wire';
 
 /** The auto-approval switches the panel offers for a new task. */
 export const APPROVAL_SWITCHES = [
@@ -46,6 +46,7 @@ function remember(taskId: string | null): void {
 export class PanelModel {
   private state: ViewState = initialState();
   private readonly listeners = new Set<() => void>();
+  private readonly eventListeners = new Set<(event: TaskEvent) => void>();
   private socket: EventSocket | null = null;
   /** The profile new tasks use (null: the daemon's current one). */
   profile: string | null = null;
@@ -63,6 +64,14 @@ export class PanelModel {
     this.listeners.add(listener);
     return () => this.listeners.delete(listener);
   };
+
+  /** Told every event the socket brings (a view that reacts to kernel events). */
+  onEvent(listener: (event: TaskEvent) => void): () => void {
+    this.eventListeners.add(listener);
+    return () => {
+      this.eventListeners.delete(listener);
+    };
+  }
 
   dispatch(action: Action): void {
     const next = reduce(this.state, action);
@@ -118,6 +127,8 @@ export class PanelModel {
       void this.refresh();
     }
     if (frame.kind === 'event') {
+      const event = frame.event;
+      this.eventListeners.forEach(l => l(event));
       const name = frame.event.data.eventName;
       if (name === 'taskCreated') {
         void this.refreshTasks();

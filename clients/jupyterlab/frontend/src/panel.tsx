@@ -27,6 +27,7 @@ import {
 } from './messages';
 import { filterTasks, messagesOf, OpenTask, TaskRow, ViewState } from './state';
 import { TodoList } from './todo';
+import { Variables } from './variablesView';
 import type { ClineMessage, KernelOutput } from './wire';
 
 interface Props {
@@ -744,6 +745,7 @@ export function Panel(props: Props): JSX.Element {
         )}
         {open && <TaskHeader task={open} row={row} />}
         {open && <TodoList mode={row?.mode} todos={row?.todos} onSave={markdown => props.model.updateTodoList(markdown)} />}
+        {open && <Variables model={props.model} task={open} />}
         {open && <Conversation task={open} />}
         <Composer state={state} />
       </div>

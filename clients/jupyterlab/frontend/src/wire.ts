@@ -166,6 +166,7 @@ export interface HdspWire {
   ListProfiles: ListProfiles;
   ListTasks: ListTasks;
   ListTasksData: ListTasksData1;
+  ListVariables: ListVariables;
   MessageEvent: MessageEvent;
   MessagePayload: MessagePayload;
   ModeInfo: ModeInfo;
@@ -265,6 +266,9 @@ export interface HdspWire {
   UpdateSettingsData: UpdateSettingsData;
   UpdateTodoList: UpdateTodoList;
   UpdateTodoListData: UpdateTodoListData;
+  VariableColumn: VariableColumn;
+  VariableList: VariableList;
+  VariableSummary: VariableSummary;
 }
 export interface Ack {
   data: AckData;
@@ -576,6 +580,7 @@ export interface TaskCommand {
     | RestartKernel
     | ShutdownKernel
     | ExecuteCode
+    | ListVariables
     | GetSettings
     | UpdateSettings
     | ListProfiles
@@ -1024,6 +1029,18 @@ export interface ExecuteCode {
    */
   timeout?: number | null;
 }
+/**
+ * The variables of a task's kernel (the one its code runs in; no kernel is
+ * started for it) or of a kernel by id. Modules, functions, classes and
+ * IPython's own names are left out, and names starting with `_` unless
+ * `includePrivate`.
+ */
+export interface ListVariables {
+  commandName: 'ListVariables';
+  includePrivate?: boolean;
+  kernelId?: string | null;
+  taskId?: string | null;
+}
 export interface GetSettings {
   commandName: 'GetSettings';
 }
@@ -1438,6 +1455,7 @@ export interface CommandResults {
   ListKernels?: KernelList;
   ListProfiles?: ProfileList;
   ListTasks?: TaskList;
+  ListVariables?: VariableList;
   Ping?: Pong;
   Replay?: ReplayPage;
   RespondToAsk?: TaskRef;
@@ -1904,6 +1922,79 @@ export interface TaskList {
    */
   nextCursor?: string | null;
   tasks: HistoryItem[];
+}
+export interface VariableList {
+  /**
+   * The kernel inspected; absent when the task has no kernel yet.
+   */
+  kernelId?: string | null;
+  message?: string | null;
+  /**
+   * Variables left out by the limits below.
+   */
+  omitted?: number;
+  /**
+   * ok; no_kernel (the task has run no code yet); busy (the kernel runs code: nothing was queued or interrupted, ask again later); timeout (the kernel did not answer in time; nothing was interrupted); error (see message).
+   */
+  status?: 'busy' | 'error' | 'no_kernel' | 'ok' | 'timeout';
+  /**
+   * Why the list stops early: too many variables, too many bytes, or its time ran out.
+   */
+  truncated?: ('count' | 'size' | 'time') | null;
+  variables?: VariableSummary[];
+}
+/**
+ * One variable of the kernel, in a line.
+ */
+export interface VariableSummary {
+  /**
+   * Data frames: the first columns with their dtypes.
+   */
+  columns?: VariableColumn[];
+  /**
+   * Data frames: columns left out of `columns`.
+   */
+  columnsOmitted?: number;
+  /**
+   * Arrays and series: the dtype.
+   */
+  dtype?: string | null;
+  /**
+   * What could not be shown and why: "preview: raised ValueError", "preview: timed out after 1 s".
+   */
+  error?: string | null;
+  /**
+   * Data frames and series: their first rows, as text.
+   */
+  head?: string | null;
+  /**
+   * len() of a container or string.
+   */
+  length?: number | null;
+  /**
+   * Bytes it takes: a frame's memory_usage (not deep), an array's nbytes, a polars estimated_size, else sys.getsizeof (the object alone).
+   */
+  memory?: number | null;
+  name: string;
+  /**
+   * A short repr, cut (arrays: numpy's summary).
+   */
+  preview?: string | null;
+  /**
+   * Frames and arrays (anything with a shape): their shape.
+   */
+  shape?: number[] | null;
+  /**
+   * Its type: "int", "pandas.DataFrame", "numpy.ndarray", "Point".
+   */
+  type: string;
+}
+/**
+ * One column of a data frame.
+ */
+export interface VariableColumn {
+  dtype: string;
+  name: string;
 }
 export interface Pong {
   /**
