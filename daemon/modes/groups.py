@@ -37,6 +37,7 @@ TOOL_GROUPS: Final[dict[str, ToolGroup]] = {
     "insert_cell": ToolGroup.NOTEBOOK,
     "edit_cell": ToolGroup.NOTEBOOK,
     "delete_cell": ToolGroup.NOTEBOOK,
+    "move_cell": ToolGroup.NOTEBOOK,
     # mcp and agents: none yet (use_mcp_tool, call_agent when they land)
     "use_mcp_tool": ToolGroup.MCP,
     "access_mcp_resource": ToolGroup.MCP,
