@@ -179,6 +179,7 @@ DAEMON_LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"sandbox"}),
     frozenset({"tools"}),
     frozenset({"approvals"}),
+    frozenset({"modes"}),  # which tools each mode may use; rules files, slash commands
     frozenset({"checkpoints"}),
     frozenset({"tasks"}),
     frozenset({"commands"}),

@@ -18,10 +18,9 @@ import logging
 import os
 import time
 import uuid
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import anyio
-from pycrdt import Array, Map, Text
 
 from hdsp.protocol import (
     AnswerDocumentEdit,
@@ -35,6 +34,12 @@ from hdsp.protocol import (
 
 from ..errors import ClientError
 from .link import DaemonDown, DaemonLink
+
+if TYPE_CHECKING:
+    # pycrdt comes with jupyter-collaboration, which the `lab` extra does not
+    # install: imported where a shared document is edited, which only happens
+    # when collaboration is on.
+    from pycrdt import Map
 
 __all__ = ["LEASE_SECONDS", "POLL_INTERVAL", "EditOutcome", "SharedNotebooks", "apply_edit"]
 
@@ -98,6 +103,8 @@ def _cells(ynb: _YNotebook, *, outputs: bool = False) -> list[DocumentCell]:
 
 def _youtputs(outputs: list[dict[str, Any]]) -> list[Map[Any]]:
     """Outputs as the shared model keeps them (stream text as shared text)."""
+    from pycrdt import Map, Text
+
     made = []
     for output in outputs:
         value = dict(output)
@@ -109,6 +116,8 @@ def _youtputs(outputs: list[dict[str, Any]]) -> list[Map[Any]]:
 
 
 def _set_outputs(ycell: Any, outputs: list[dict[str, Any]], count: int | None) -> None:
+    from pycrdt import Array
+
     youtputs = ycell.get("outputs")
     if isinstance(youtputs, Array):
         youtputs.clear()
@@ -121,6 +130,8 @@ def _set_outputs(ycell: Any, outputs: list[dict[str, Any]], count: int | None) -
 def _mark(ycell: Any, marker: dict[str, Any] | None) -> None:
     if marker is None:
         return
+    from pycrdt import Map
+
     metadata = ycell.get("metadata")
     if isinstance(metadata, Map):
         metadata["hdsp"] = marker

@@ -293,12 +293,17 @@ async def test_rewind_across_a_summary_brings_back_what_it_hid_and_survives_kill
             await collect_turn(client, task_id, head, until=(TaskCompleted,))
         for turn in range(1, 6):
             await _turn(client, task_id, f"Step {turn}: read it again.")
-        # Condensed on demand (CondenseTask): a summary now stands for the older part.
+        # Condensed on demand (CondenseTask): a summary now stands for the older part
+        # (the window may have had the task condense once by itself already: the
+        # tools and the prompt's size decide that).
+        already = [
+            m for m in (await client.get_task(task_id)).messages if m.say == Say.CONDENSE_CONTEXT
+        ]
         await client.condense_task(task_id)
         snap = await client.get_task(task_id)
         condensed = [m for m in snap.messages if m.say == Say.CONDENSE_CONTEXT]
-        assert len(condensed) == 1 and not condensed[0].partial
-        info = condensed[0].context_condense or {}
+        assert len(condensed) == len(already) + 1 and not condensed[-1].partial
+        info = condensed[-1].context_condense or {}
         assert info["newContextTokens"] < info["prevContextTokens"]
         await _turn(client, task_id, "Step 6: read it again.")
         assert "[Summary of the earlier conversation" in str(small_model.requests[-2]["messages"])

@@ -32,10 +32,17 @@ from tests.support.model_requests import tool_results
 from tests.support.scripted_turns import call, done, next_ask
 
 ALWAYS = {"attempt_completion", "ask_followup_question", "switch_mode", "update_todo_list"}
-READ = {"read_file", "list_files", "search_files", "read_notebook"}
+READ = {
+    "read_file",
+    "list_files",
+    "search_files",
+    "read_notebook",
+    "list_variables",
+    "describe_variable",
+}
 EDIT = {"write_to_file", "edit_file"}
 KERNEL = {"execute_code", "run_cell"}
-NOTEBOOK = {"insert_cell", "edit_cell", "delete_cell"}
+NOTEBOOK = {"insert_cell", "edit_cell", "delete_cell", "move_cell"}
 EXPECTED_TOOLS = {
     "ask": ALWAYS | READ,
     "plan": ALWAYS | READ | EDIT,
