@@ -29,12 +29,19 @@ export function Variables(props: { model: PanelModel; task: OpenTask }): JSX.Ele
 
   useEffect(() => {
     let live = true;
+    let retry: ReturnType<typeof setTimeout> | undefined;
     setView(v => ({ ...v, loading: true }));
     model.api
       .command({ commandName: 'ListVariables', taskId })
       .then(reply => {
         if (live) {
           setView(v => applyListing(v, taskId, reply));
+          if (reply.status === 'busy') {
+            // Code still runs (an execution's last output can come before its
+            // kernel is idle): read again shortly, as the idle status may be
+            // the event that came first.
+            retry = setTimeout(() => setTick(t => t + 1), 1000);
+          }
         }
       })
       .catch((error: unknown) => {
@@ -45,6 +52,7 @@ export function Variables(props: { model: PanelModel; task: OpenTask }): JSX.Ele
       });
     return () => {
       live = false;
+      clearTimeout(retry);
     };
   }, [model, taskId, key, tick]);
 

@@ -93,7 +93,12 @@ export async function conversation(page: Page): Promise<{ ts: string; kind: stri
     nodes.map(n => ({
       ts: n.getAttribute('data-ts') ?? '',
       kind: `${n.getAttribute('data-type')}:${n.getAttribute('data-say') ?? n.getAttribute('data-ask')}`,
-      text: (n.textContent ?? '').trim()
+      // The message's own text, not the labels of its history actions.
+      text: (() => {
+        const copy = n.cloneNode(true) as Element;
+        copy.querySelectorAll('.hdsp-history-actions').forEach(a => a.remove());
+        return (copy.textContent ?? '').trim();
+      })()
     }))
   );
 }
