@@ -71,6 +71,16 @@ class CheckpointList(WireStruct, frozen=True):
         bool, Meta(description="Whether checkpoints are taken for this task's workspace.")
     ] = True
     note: Annotated[str | None, Meta(description="Why checkpoints are off, when they are.")] = None
+    nested: Annotated[
+        list[str],
+        Meta(
+            description=(
+                "Git repositories nested in the workspace (folders with a .git of their "
+                "own, relative, ending in /): checkpoints leave them out, and a restore "
+                "never touches their files; their own git keeps them."
+            )
+        ),
+    ] = []
 
 
 class FileChange(WireStruct, frozen=True):
@@ -97,6 +107,16 @@ class CheckpointDiff(WireStruct, frozen=True):
         Meta(description="The other checkpoint; absent: the workspace as it is now."),
     ] = None
     files: list[FileChange] = []
+    nested: Annotated[
+        list[str],
+        Meta(
+            description=(
+                "Git repositories nested in the workspace (folders with a .git of their "
+                "own, relative, ending in /): checkpoints leave them out, and a restore "
+                "never touches their files; their own git keeps them."
+            )
+        ),
+    ] = []
 
 
 class ReplayedExecution(WireStruct, frozen=True):
@@ -133,6 +153,26 @@ class CheckpointRestoreResult(WireStruct, frozen=True):
     files: Annotated[list[str], Meta(description="Files the restore changed.")] = []
     rewound: bool = False
     kernel: KernelReplay | None = None
+    nested: Annotated[
+        list[str],
+        Meta(
+            description=(
+                "Git repositories nested in the workspace (folders with a .git of their "
+                "own, relative, ending in /): checkpoints leave them out, and a restore "
+                "never touches their files; their own git keeps them."
+            )
+        ),
+    ] = []
+    replay_pending: Annotated[
+        bool,
+        Meta(
+            description=(
+                "The kernel's replay waits for the user's approval (an ask of the task): "
+                "its outcome comes as the task's `checkpoint_restored` message and a "
+                "`checkpointRestored` event (the request set `waitForReplay` false)."
+            )
+        ),
+    ] = False
 
 
 # ---- commands -----------------------------------------------------------------
@@ -189,6 +229,15 @@ class RestoreCheckpointData(WireStruct, frozen=True):
         list[int],
         Meta(description="Executions (by seq) not to replay: they are skipped with a note."),
     ] = []
+    wait_for_replay: Annotated[
+        bool,
+        Meta(
+            description=(
+                "With `withKernel`: reply once the replay is approved (or denied) and "
+                "done; false: reply as soon as its ask is posted (`replayPending`)."
+            )
+        ),
+    ] = True
 
 
 class RestoreCheckpoint(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from .executions import NO_REPLAY_MARK, ExecutionRecord, replay_plan
 from .notebook_diff import notebook_diff
+from .pending import PendingReplay
 from .replay import VARIABLES_CODE, replay_kernel, skip_reason
 from .service import Announce, CheckpointService
 from .shadow import (
@@ -24,6 +25,7 @@ __all__ = [
     "CheckpointService",
     "ExecutionRecord",
     "GitFailed",
+    "PendingReplay",
     "SavedTree",
     "ShadowRepo",
     "WorkspaceRefused",

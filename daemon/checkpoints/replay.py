@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from hdsp.daemon.kernels import KernelError, KernelService
-from hdsp.protocol import KernelReplay, KernelVariable, ReplayedExecution
+from hdsp.protocol import KernelReplay, KernelState, KernelVariable, ReplayedExecution
 
 from .executions import ExecutionRecord
 
@@ -82,9 +82,16 @@ async def replay_kernel(
     skip: Collection[int],
 ) -> KernelReplay:
     """Restart the task's kernel and replay `plan`; the caller got approval."""
+    # A task with no kernel now (a daemon restarted since, or it was shut down)
+    # gets a new one: nothing to restart.
+    had_kernel = any(
+        task_id in (k.task_ids or []) and k.status is not KernelState.DEAD
+        for k in kernels.list_kernels()
+    )
     try:
         kernel = await kernels.kernel_for_task(task_id, workspace)
-        await kernels.restart_kernel(kernel.kernel_id)
+        if had_kernel:
+            await kernels.restart_kernel(kernel.kernel_id)
     except KernelError as exc:
         return KernelReplay(approved=True, error=f"The kernel could not restart: {exc.message}")
     await record_execution(kernel.kernel_id, "", "session_start")

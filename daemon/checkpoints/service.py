@@ -32,6 +32,7 @@ from hdsp.protocol import (
 
 from .executions import ExecutionRecord, replay_plan
 from .notebook_diff import notebook_diff
+from .pending import PendingReplay
 from .replay import replay_kernel
 from .shadow import ShadowRepo, refusal
 
@@ -45,9 +46,12 @@ Announce = Callable[[str, dict[str, Any]], Awaitable[int]]
 
 _INSERT_CHECKPOINT = "INSERT INTO checkpoints (task_id, number, body) VALUES (?, ?, ?)"
 _INSERT_EXECUTION = "INSERT INTO kernel_executions (task_id, seq, body) VALUES (?, ?, ?)"
+_SAVE_PENDING = "INSERT OR REPLACE INTO pending_replays (task_id, body) VALUES (?, ?)"
+_DROP_PENDING = "DELETE FROM pending_replays WHERE task_id = ?"
 
 _info_decoder = msgspec.json.Decoder(CheckpointInfo)
 _record_decoder = msgspec.json.Decoder(ExecutionRecord)
+_pending_decoder = msgspec.json.Decoder(PendingReplay)
 _encoder = msgspec.json.Encoder()
 
 #: Diff text kept per file (characters).
@@ -157,6 +161,29 @@ class CheckpointService:
     async def replay_plan(self, info: CheckpointInfo) -> list[ExecutionRecord]:
         return replay_plan(await self.executions(info.task_id, info.executions))
 
+    # ---- replays waiting for approval ---------------------------------------------
+
+    async def save_pending(self, pending: PendingReplay) -> None:
+        """Keep a replay that waits for its approval (until `drop_pending`)."""
+        await self._journal.write((_SAVE_PENDING, (pending.task_id, _encoder.encode(pending))))
+
+    async def drop_pending(self, task_id: str) -> None:
+        await self._journal.write((_DROP_PENDING, (task_id,)))
+
+    async def pending_replays(self) -> list[PendingReplay]:
+        """The replays that waited for approval when the daemon last stopped."""
+        await self._journal.flush_for_read()
+        rows = await self._store.read(
+            self._store.db.rows, "SELECT body FROM pending_replays ORDER BY task_id"
+        )
+        found = []
+        for (body,) in rows:
+            try:
+                found.append(_pending_decoder.decode(bytes(body)))
+            except msgspec.DecodeError:
+                log.warning("a pending replay could not be read; dropped", body=bytes(body)[:200])
+        return found
+
     # ---- recording ------------------------------------------------------------
 
     async def record_execution(
@@ -247,7 +274,21 @@ class CheckpointService:
                 target = new.commit if new is not None else None
                 for letter, path in await repo.changes(old.commit, target):
                     files.append(await self._file_change(repo, old.commit, target, letter, path))
-        return CheckpointDiff(task_id=task_id, checkpoint=number, to=to, files=files)
+            nested = sorted(repo.nested)
+        return CheckpointDiff(task_id=task_id, checkpoint=number, to=to, files=files, nested=nested)
+
+    async def nested(self, workspace: Path) -> list[str]:
+        """The nested repositories the workspace's shadow repository leaves out (as
+        its last checkpoint found them); none if it has no shadow repository."""
+        if refusal(workspace) is not None:
+            return []
+        repo, lock = self._repo(workspace)
+        if not (repo.git_dir / "HEAD").exists():
+            return []
+        async with lock:
+            with anyio.fail_after(self._deadline()):
+                await repo.open()
+            return sorted(repo.nested)
 
     async def _file_change(
         self, repo: ShadowRepo, old: str, new: str | None, letter: str, path: str
@@ -270,9 +311,10 @@ class CheckpointService:
 
     async def restore_files(
         self, task_id: str, workspace: Path, info: CheckpointInfo, announce: Announce | None
-    ) -> tuple[CheckpointInfo, list[str]]:
+    ) -> tuple[CheckpointInfo, list[str], list[str]]:
         """Save the present state (the undo checkpoint), then set the files to
-        `info`'s. Returns the undo checkpoint and the files that changed."""
+        `info`'s. Returns the undo checkpoint, the files that changed and the
+        nested repositories left as they are."""
         undo = await self.save(
             task_id, workspace, f"before restoring checkpoint {info.number}", announce
         )
@@ -280,7 +322,8 @@ class CheckpointService:
         async with lock:
             with anyio.fail_after(self._deadline() * 4):
                 changed = await repo.restore(info.commit)
-        return undo, changed
+            nested = sorted(repo.nested)
+        return undo, changed, nested
 
     async def replay(
         self, task_id: str, workspace: Path, plan: list[ExecutionRecord], skip: Collection[int]

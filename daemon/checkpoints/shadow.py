@@ -8,7 +8,11 @@ real `git` binary.
   user's or the system's git config, hooks or templates.
 - The user's own `.git` is never read or written: git skips every path named
   `.git`, and a nested repository (a folder with a `.git` of its own) is left
-  out, with a note, through the repository's `info/exclude`.
+  out, with a note, through the repository's `info/exclude` (where the list of
+  them survives a restart); a restore never writes a file inside one, even one
+  a checkpoint kept before the folder became a repository. (A nested repository
+  gets no shadow of its own: its files belong to its own git, whose index and
+  HEAD a restore behind its back would contradict.)
 - What is left out: the workspace's `.gitignore` files (git reads them), its
   `.hdspignore` (`core.excludesFile`), the patterns of the settings, and files
   over the size limit (with a note).
@@ -48,6 +52,9 @@ __all__ = [
 #: Folders (relative to the home directory) whose shadow repository would take in
 #: a person's whole life: refused, as Roo refuses them.
 REFUSED_WORKSPACES = ("", "Desktop", "Documents", "Downloads")
+
+#: The line of `info/exclude` after which the nested repositories are listed.
+_NESTED_HEADER = "# Nested git repositories (their own git keeps them):"
 
 #: An empty commit message body's author.
 _IDENTITY = ("hdsp", "hdsp@localhost")
@@ -176,8 +183,35 @@ class ShadowRepo:
             for key, value in settings.items():
                 await self.git("config", key, value)
             (self.git_dir / "workspace").write_text(str(self.workspace) + "\n")
+        self._read_nested()
+        self._forget_gone_nested()
         self._write_excludes()
         self._ready = True
+
+    def _read_nested(self) -> None:
+        """The nested repositories the exclude file lists (found before a restart)."""
+        try:
+            text = (self.git_dir / "info" / "exclude").read_text()
+        except OSError:
+            return
+        _, found, listed = text.partition(_NESTED_HEADER + "\n")
+        if found:
+            self.nested |= {line[1:] for line in listed.splitlines() if line.startswith("/")}
+
+    def nested_root(self, path: str) -> str | None:
+        """The nested repository (relative, ending in /) `path` lies in, or None:
+        a folder between the workspace and `path` with a `.git` of its own."""
+        parts = path.rstrip("/").split("/")[:-1]
+        for depth in range(1, len(parts) + 1):
+            folder = "/".join(parts[:depth]) + "/"
+            if folder in self.nested or os.path.lexists(self.workspace / folder / ".git"):
+                return folder
+        return None
+
+    def _forget_gone_nested(self) -> None:
+        """A nested repository whose .git is gone is a plain folder again."""
+        gone = {n for n in self.nested if not os.path.lexists(self.workspace / n / ".git")}
+        self.nested -= gone
 
     def _write_excludes(self) -> None:
         info = self.git_dir / "info"
@@ -186,6 +220,7 @@ class ShadowRepo:
             "# Written by hdsp: what checkpoints leave out (besides .gitignore, .hdspignore).",
             ".git",
             *self.exclude,
+            _NESTED_HEADER,
             *sorted("/" + n for n in self.nested),
         ]
         text = "\n".join(lines) + "\n"
@@ -214,22 +249,31 @@ class ShadowRepo:
         """Commit the workspace as it is; with nothing changed, the last commit."""
         if not self._ready:
             await self.open()
+        self._forget_gone_nested()
         self._write_excludes()  # (the settings' patterns may have changed)
         notes: list[str] = []
         unsaved: list[str] = []
         entries = await self._status()
         # A folder that shows whole among untracked files with -uall is a nested
-        # repository: leave it to its own git.
+        # repository: leave it to its own git. So is a folder of files checkpoints
+        # kept before it got a .git of its own: those leave the index.
         nested = {p for _, p in entries if p.endswith("/")}
+        nested |= {root for _, p in entries if (root := self.nested_root(p)) is not None}
         if nested - self.nested:
             for path in sorted(nested - self.nested):
                 notes.append(f"{path} is a git repository of its own: not in checkpoints.")
             self.nested |= nested
             self._write_excludes()
+            spec = b"".join(os.fsencode(n) + b"\0" for n in sorted(nested))
+            await self.git(
+                "rm", "--cached", "-r", "-q", "--ignore-unmatch",
+                "--pathspec-from-file=-", "--pathspec-file-nul", input=spec,
+            )  # fmt: skip
+            entries = await self._status()
         paths: list[str] = []
         to_add: list[str] = []
         for xy, path in entries:
-            if path.endswith("/"):
+            if path.endswith("/") or self.nested_root(path) is not None:
                 continue
             if xy != " D" and xy != "D ":
                 try:
@@ -271,9 +315,11 @@ class ShadowRepo:
         args += [new] if new is not None else ["--cached"]
         _, out = await self.git(*args)
         parts = [p for p in out.split(b"\0") if p]
-        return [
+        found = [
             (parts[i].decode()[:1], os.fsdecode(parts[i + 1])) for i in range(0, len(parts) - 1, 2)
         ]
+        # (A nested repository's files, kept before it got its .git, are its git's.)
+        return [(letter, path) for letter, path in found if self.nested_root(path) is None]
 
     async def show(self, commit: str | None, path: str) -> bytes | None:
         """A file's bytes at `commit` (None: in the index), or None if absent."""
@@ -290,7 +336,9 @@ class ShadowRepo:
 
     async def restore(self, commit: str) -> list[str]:
         """Set the workspace's files (those checkpoints keep) to `commit`'s; the
-        caller saved the present state first. Returns the paths that changed."""
+        caller saved the present state first. Returns the paths that changed.
+        Files over the size limit and files inside nested repositories are left
+        as they are."""
         kept = set(self.unsaved)
         changed = [path for _, path in await self.changes(commit, None) if path not in kept]
         if changed:

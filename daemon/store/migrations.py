@@ -119,6 +119,14 @@ MIGRATIONS: list[Migration] = [
         PRIMARY KEY (task_id, seq)
     ) WITHOUT ROWID;
     """,
+    # 8: restores "with kernel" whose replay waits for the user's approval (issue
+    # 20), so that a daemon that dies meanwhile asks again after its restart.
+    """
+    CREATE TABLE pending_replays (
+        task_id  TEXT PRIMARY KEY,
+        body     BLOB NOT NULL             -- PendingReplay, JSON
+    ) WITHOUT ROWID;
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

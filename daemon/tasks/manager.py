@@ -20,7 +20,7 @@ import pwd
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from functools import partial
 from pathlib import Path
 from typing import cast
@@ -34,6 +34,7 @@ from hdsp.daemon.approvals import ApprovalPolicy
 from hdsp.daemon.checkpoints import (
     CheckpointService,
     GitFailed,
+    PendingReplay,
     WorkspaceRefused,
     skip_reason,
 )
@@ -244,6 +245,8 @@ class TaskManager:
         self._tg: TaskGroup | None = None
         self._number = 0
         self._closing = False
+        #: Restores "with kernel" whose replay waits for approval or runs, by task.
+        self._replays: dict[str, _ReplayOutcome] = {}
 
     @property
     def tools(self) -> ToolRegistry:
@@ -306,17 +309,21 @@ class TaskManager:
         self._number = await self.store.read(self.store.db.max_task_number)
         async with anyio.create_task_group() as tg:
             self._tg = tg
-            await self._recover(tg)
+            service = self.deps.checkpoints
+            replays = await service.pending_replays() if service is not None else []
+            await self._recover(tg, replaying={p.task_id for p in replays})
+            await self._recover_replays(tg, replays)
             task_status.started()
             await anyio.sleep_forever()
 
-    async def _recover(self, tg: TaskGroup) -> None:
+    async def _recover(self, tg: TaskGroup, replaying: Collection[str] = ()) -> None:
         """Pick up every turn the daemon left open when it stopped or crashed.
 
         A turn that waited on an ask keeps waiting on it (answering it goes on
         where the turn stood). A turn that was working becomes resumable: the task
         asks `resume_task`, as Roo does on load, and answering it (or ResumeTask)
-        goes on where the turn stood.
+        goes on where the turn stood. A task whose restore waited for the
+        approval of its kernel replay (`replaying`) waits for it again.
         """
         rows = await self.store.read(self.store.db.open_turns)
         for row, turn_body in rows:
@@ -324,7 +331,7 @@ class TaskManager:
             await self._finish_partial_messages(task)
             turn = turn_decoder.decode(turn_body) if turn_body is not None else None
             if turn is None:
-                if not task.history.awaits_reply:
+                if not task.history.awaits_reply or task.id in replaying:
                     # Nothing was in flight; only the state was stale.
                     await task.set_state(TaskState.IDLE)
                     self.settle(task)
@@ -846,7 +853,17 @@ class TaskManager:
             checkpoints=await service.checkpoints(task_id),
             enabled=why is None,
             note=why,
+            nested=await self._nested(service, workspace) if why is None else [],
         )
+
+    @staticmethod
+    async def _nested(service: CheckpointService, workspace: Path) -> list[str]:
+        """The nested repositories checkpoints leave out (none if that is unknown)."""
+        try:
+            return await service.nested(workspace)
+        except (GitFailed, WorkspaceRefused, TimeoutError) as exc:
+            log.warning("nested repositories unknown", error=str(exc))
+            return []
 
     async def diff_checkpoints(self, data: DiffCheckpointsData) -> CheckpointDiff:
         service = self._checkpoint_service()
@@ -874,11 +891,19 @@ class TaskManager:
         a running turn is cancelled first; the history is rewound to the
         checkpoint's message; the files are restored after a checkpoint of them
         as they are (the undo); with the kernel, its executions are replayed once
-        the user approves them in an ask of the task."""
+        the user approves them in an ask of the task (kept in the store while it
+        waits, so that a restarted daemon asks again)."""
         self._check_open()
         service = self._checkpoint_service()
         task_id = data.task_id
         info = await service.checkpoint(task_id, data.checkpoint)
+        waiting = self._replays.get(task_id)
+        if waiting is not None:
+            raise CommandError(
+                ErrorCode.INVALID_STATE,
+                f"The restore of checkpoint {waiting.checkpoint} waits for the approval of "
+                "its kernel replay (an ask of the task): answer it first.",
+            )
         task = await self._load(task_id)
         try:
             await task.stop()
@@ -906,12 +931,15 @@ class TaskManager:
                     )
                     return message.ts
 
-                undo, files = await service.restore_files(task_id, workspace, info, announce)
+                undo, files, nested = await service.restore_files(
+                    task_id, workspace, info, announce
+                )
             except (GitFailed, WorkspaceRefused, TimeoutError) as exc:
                 raise CommandError(ErrorCode.INVALID_STATE, f"Not restored: {exc}") from None
             finally:
                 self.settle(task)
-        kernel = await self._replay_kernel(data, info, workspace) if data.with_kernel else None
+        else:
+            nested = await self._nested(service, workspace)
         result = CheckpointRestoreResult(
             task_id=task_id,
             checkpoint=info.number,
@@ -919,30 +947,43 @@ class TaskManager:
             undo_checkpoint=undo.number if undo is not None else None,
             files=files,
             rewound=rewound,
-            kernel=kernel,
+            nested=nested,
         )
-        task = await self._load(task_id)
+        if not data.with_kernel:
+            await self._finish_restore(info, result)
+            return result
+        outcome = await self._ask_replay(data, info, result)
+        if not data.wait_for_replay:
+            return msgspec.structs.replace(result, replay_pending=True)
+        return await outcome.wait()
+
+    async def _finish_restore(self, info: CheckpointInfo, result: CheckpointRestoreResult) -> None:
+        """Say what the restore did, in the task's history and to every client."""
+        task = await self._load(result.task_id)
         try:
             await task.messages.say(
                 Say.CHECKPOINT_RESTORED,
                 _restored_text(result),
                 checkpoint={
                     "number": info.number,
-                    "restore": data.restore,
-                    "files": files,
+                    "restore": result.restore,
+                    "files": result.files,
                     "undo": result.undo_checkpoint,
+                    "nested": result.nested,
                 },
             )
         finally:
             self.settle(task)
-        await service.announce_restored(info, data.restore)
-        log.info("checkpoint restored", task_id=task_id, number=info.number, mode=data.restore)
-        return result
+        await self._checkpoint_service().announce_restored(info, result.restore)
+        log.info(
+            "checkpoint restored", task_id=result.task_id, number=info.number, mode=result.restore
+        )
 
-    async def _replay_kernel(
-        self, data: RestoreCheckpointData, info: CheckpointInfo, workspace: Path
-    ) -> KernelReplay:
-        """Ask the user to approve the replay (showing the cells), then replay."""
+    async def _ask_replay(
+        self, data: RestoreCheckpointData, info: CheckpointInfo, result: CheckpointRestoreResult
+    ) -> _ReplayOutcome:
+        """Post the ask that shows the cells to replay, keep it in the store, and
+        leave the wait for its answer and the replay to the manager's task group."""
         service = self._checkpoint_service()
         plan = await service.replay_plan(info)
         cells = []
@@ -963,18 +1004,102 @@ class TaskManager:
                 "cells": cells,
             }
         )
-        task_id = data.task_id
-        task = await self._load(task_id)
+        tg = self._require_tg()
+        task = await self._load(data.task_id)
         try:
-            answer = await task.asks.ask(Ask.TOOL, text)
-            if answer.approved:
-                replay = await service.replay(task_id, workspace, plan, data.skip)
-            else:
-                replay = KernelReplay(approved=False, error="The user did not approve the replay.")
-            await task.set_state(TaskState.IDLE, TaskIdle(payload=(task_id,)))
+            ask = await task.asks.post(Ask.TOOL, text)
         finally:
             self.settle(task)
-        return replay
+        pending = PendingReplay(
+            task_id=data.task_id,
+            checkpoint=info.number,
+            ask_ts=ask.ts,
+            restore=data.restore,
+            skip=list(data.skip),
+            undo_checkpoint=result.undo_checkpoint,
+            files=result.files,
+            rewound=result.rewound,
+            nested=result.nested,
+        )
+        await service.save_pending(pending)
+        outcome = self._replays[data.task_id] = _ReplayOutcome(info.number)
+        tg.start_soon(self._run_replay, pending, ask, outcome)
+        return outcome
+
+    async def _recover_replays(self, tg: TaskGroup, replays: list[PendingReplay]) -> None:
+        """Restores whose kernel replay waited for approval when the daemon
+        stopped: their ask is posted again (the same ask, published anew) and
+        answering it replays and finishes the restore; one answered before the
+        stop replays now."""
+        service = self.deps.checkpoints
+        if service is None:
+            return
+        for pending in replays:
+            try:
+                task = await self._load(pending.task_id)
+            except CommandError:
+                await service.drop_pending(pending.task_id)
+                continue
+            try:
+                body = await self.store.read(self.store.db.ui_message, task.id, pending.ask_ts)
+                if body is None:
+                    await service.drop_pending(pending.task_id)
+                    continue
+                ask = _message_decoder.decode(body)
+                if not ask.is_answered:
+                    ask = await task.messages.update(ask)  # asked again, for every client
+            finally:
+                self.settle(task)
+            outcome = self._replays[pending.task_id] = _ReplayOutcome(pending.checkpoint)
+            tg.start_soon(self._run_replay, pending, ask, outcome)
+            log.info("kernel replay asked again after restart", task_id=pending.task_id)
+
+    async def _run_replay(
+        self, pending: PendingReplay, ask: ClineMessage, outcome: _ReplayOutcome
+    ) -> None:
+        """Wait for the answer to the replay's ask, replay if approved, and finish
+        the restore. Its outcome (or its failure) goes to whoever waits for it."""
+        service = self._checkpoint_service()
+        task_id = pending.task_id
+        try:
+            info = await service.checkpoint(task_id, pending.checkpoint)
+            plan = await service.replay_plan(info)
+            task = await self._load(task_id)
+            try:
+                workspace = task.workspace
+                if ask.is_answered:  # answered before a restart: the answer stands
+                    response = AskResponse(ask.answer or AskResponse.NO)
+                    answer = AskAnswer(response, by=ask.answered_by)
+                else:
+                    answer = await task.asks.wait(ask)
+                if answer.approved:
+                    replay = await service.replay(task_id, workspace, plan, pending.skip)
+                else:
+                    replay = KernelReplay(
+                        approved=False, error="The user did not approve the replay."
+                    )
+                await task.set_state(TaskState.IDLE, TaskIdle(payload=(task_id,)))
+            finally:
+                self.settle(task)
+            result = CheckpointRestoreResult(
+                task_id=task_id,
+                checkpoint=info.number,
+                restore=pending.restore,
+                undo_checkpoint=pending.undo_checkpoint,
+                files=pending.files,
+                rewound=pending.rewound,
+                nested=pending.nested,
+                kernel=replay,
+            )
+            await self._finish_restore(info, result)
+            await service.drop_pending(task_id)
+            outcome.set(result)
+        except Exception as exc:
+            log.exception("kernel replay failed", task_id=task_id)
+            outcome.set(exc)
+        finally:
+            if self._replays.get(task_id) is outcome:
+                del self._replays[task_id]
 
     async def edit_message(
         self, task_id: str, ts: int, text: str, images: list[str] | None
@@ -1220,6 +1345,27 @@ class TaskManager:
             self._carried[task.id] = carry
 
 
+class _ReplayOutcome:
+    """The outcome of a restore's kernel replay, for the command that waits for it."""
+
+    def __init__(self, checkpoint: int) -> None:
+        self.checkpoint = checkpoint
+        self._done = anyio.Event()
+        self._result: CheckpointRestoreResult | Exception | None = None
+
+    def set(self, result: CheckpointRestoreResult | Exception) -> None:
+        self._result = result
+        self._done.set()
+
+    async def wait(self) -> CheckpointRestoreResult:
+        await self._done.wait()
+        if isinstance(self._result, CheckpointRestoreResult):
+            return self._result
+        raise CommandError(
+            ErrorCode.INTERNAL, f"The kernel replay failed: {self._result}"
+        ) from self._result
+
+
 def _restored_text(result: CheckpointRestoreResult) -> str:
     """The `checkpoint_restored` message's text: what came back."""
     parts = [f"restored checkpoint {result.checkpoint} ({result.restore})"]
@@ -1227,6 +1373,11 @@ def _restored_text(result: CheckpointRestoreResult) -> str:
         parts.append(f"{len(result.files)} file(s) changed")
     if result.undo_checkpoint is not None:
         parts.append(f"undo: restore checkpoint {result.undo_checkpoint}")
+    if result.nested:
+        parts.append(
+            "left as they are (git repositories of their own, not in checkpoints): "
+            + ", ".join(result.nested)
+        )
     if result.rewound:
         parts.append("history rewound")
     replay = result.kernel

@@ -17,8 +17,10 @@ import pytest
 from hdsp.client import Client, CommandFailed, connect
 from hdsp.protocol import (
     Ask,
+    CheckpointRestored,
     CheckpointRestoreResult,
     CheckpointSaved,
+    ErrorCode,
     MessageEvent,
     RestoreCheckpoint,
     RestoreCheckpointData,
@@ -330,3 +332,66 @@ async def test_checkpoints_survive_a_kill_9_and_restore_after_it(
         assert (workspace / "notes.md").read_bytes() == original
         with pytest.raises(CommandFailed):
             await client.restore_checkpoint(task_id, 99)
+
+
+async def test_a_replay_ask_pending_at_a_kill_9_is_asked_again_and_the_replay_completes(
+    daemon: DaemonProcess, fake_openai: FakeOpenAI, workspace: Path
+) -> None:
+    fake_openai.script(
+        call("execute_code", code="df = {'a': [1]}"),
+        call("execute_code", code="df['a'].append(2)"),
+        call("execute_code", code="df['a'].append(3)"),
+        done(),
+    )
+    async with connect(daemon.runtime_dir) as client:
+        task_id, head = await start(client, "build df", workspace, **ALLOW)
+        await collect_turn(client, task_id, head, until=(TaskCompleted,))
+        result = await client.request(
+            RestoreCheckpoint(
+                data=RestoreCheckpointData(
+                    task_id=task_id, checkpoint=3, with_kernel=True, wait_for_replay=False
+                )
+            )
+        )
+        assert result.replay_pending and result.kernel is None and result.undo_checkpoint == 4
+        snap = await client.get_task(task_id)
+        (ask,) = [m for m in snap.messages if m.type == "ask" and not m.is_answered]
+        assert '"replay_kernel"' in (ask.text or "")
+        # A second restore while the first one's replay waits is refused, clearly.
+        with pytest.raises(CommandFailed) as refused:
+            await client.restore_checkpoint(task_id, 1)
+        assert refused.value.code == ErrorCode.INVALID_STATE
+        assert "waits for the approval" in str(refused.value)
+        before_kill = (await client.status()).head_seq
+    daemon.kill()
+    daemon.start()
+    async with connect(daemon.runtime_dir) as client:
+        # The ask is posted again (published anew, still unanswered) ...
+        async with client.events(task_id, since_seq=before_kill) as events:
+            async for event in events:
+                if isinstance(event.data, MessageEvent):
+                    m = event.data.payload[0].message
+                    if m.ts == ask.ts and not m.is_answered:
+                        break
+        cells = json.loads(ask.text or "{}")["cells"]
+        assert [c["code"] for c in cells] == ["df = {'a': [1]}", "df['a'].append(2)"]
+        # ... and answering it replays the kernel and finishes the restore.
+        head = (await client.status()).head_seq
+        await client.respond_to_ask(task_id, ask.ts, "yesButtonClicked")
+        events_seen = await collect_turn(client, task_id, head, until=(CheckpointRestored,))
+        restored = [e.data for e in events_seen if isinstance(e.data, CheckpointRestored)]
+        assert restored[0].payload[1].number == 3
+        snap = await client.get_task(task_id)
+        said = [m for m in snap.messages if m.say == Say.CHECKPOINT_RESTORED]
+        assert "kernel replayed 2 execution(s); variables: df" in (said[-1].text or "")
+        kernels = await client.list_kernels()
+        (kernel,) = [k for k in kernels.kernels if task_id in (k.task_ids or [])]
+        value = await client.execute_code(kernel.kernel_id, "print(df['a'])")
+        assert "[1, 2]" in "".join(o.text or "" for o in value.outputs)
+        # Nothing waits any more: the next restore goes through.
+        assert (await client.restore_checkpoint(task_id, 1)).checkpoint == 1
+    daemon.kill()
+    daemon.start()
+    async with connect(daemon.runtime_dir) as client:
+        snap = await client.get_task(task_id)
+        assert not [m for m in snap.messages if m.type == "ask" and not m.is_answered]

@@ -6,6 +6,7 @@ directory, and restores byte for byte."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -123,3 +124,62 @@ async def test_a_file_grown_over_the_limit_is_never_overwritten_by_a_restore(
     assert await repo.restore(first.commit) == ["a.txt"]
     assert (workspace / "data.bin").read_bytes() == b"x" * 500
     assert (workspace / "a.txt").read_text() == "a\n"
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    """Every file under `root`, .git folders included (byte for byte)."""
+    found = {}
+    for dirpath, _, filenames in os.walk(root):
+        for name in filenames:
+            path = Path(dirpath) / name
+            found[str(path.relative_to(root))] = path.read_bytes()
+    return found
+
+
+async def test_a_restore_never_touches_a_nested_repository_not_even_one_made_later(
+    workspace: Path, tmp_path: Path
+) -> None:
+    # `lib/` is a plain folder at the first checkpoint; then it becomes a
+    # repository of its own, and its files change.
+    (workspace / "lib").mkdir()
+    (workspace / "lib" / "mod.py").write_text("V = 1\n")
+    repo = ShadowRepo(tmp_path / "data", workspace, max_file_bytes=10**6)
+    first = await repo.save("one")
+    assert "lib/mod.py" in first.changed
+    _git(workspace / "lib", "init", "-q")
+    (workspace / "lib" / "mod.py").write_text("V = 2\n")
+    (workspace / "lib" / "new.py").write_text("new\n")
+    _git(workspace / "lib", "add", "-A")
+    _git(workspace / "lib", "commit", "-qm", "theirs")
+    (workspace / "a.txt").write_text("changed\n")
+    second = await repo.save("two")
+    assert any(note.startswith("lib/ is a git repository") for note in second.notes)
+    assert second.changed == ["a.txt"] and repo.nested == {"lib/"}
+    nested_before = _tree(workspace / "lib")
+
+    assert await repo.restore(first.commit) == ["a.txt"]
+    assert _tree(workspace / "lib") == nested_before  # its files and its .git, as they were
+    assert (workspace / "a.txt").read_text() == "a\n"
+    assert await repo.changes(first.commit, second.commit) == [("M", "a.txt")]
+
+    # A new ShadowRepo (a daemon restarted) still knows it, from the exclude file.
+    again = ShadowRepo(tmp_path / "data", workspace, max_file_bytes=10**6)
+    await again.open()
+    assert again.nested == {"lib/"}
+    assert await again.restore(second.commit) == ["a.txt"]
+    assert _tree(workspace / "lib") == nested_before
+
+
+async def test_a_folder_whose_git_is_gone_is_checkpointed_again(
+    workspace: Path, tmp_path: Path
+) -> None:
+    nested = workspace / "sub"
+    nested.mkdir()
+    _git(nested, "init", "-q")
+    (nested / "n.txt").write_text("n")
+    repo = ShadowRepo(tmp_path / "data", workspace, max_file_bytes=10**6)
+    await repo.save("one")
+    assert repo.nested == {"sub/"}
+    shutil.rmtree(nested / ".git")
+    saved = await repo.save("two")
+    assert repo.nested == set() and saved.changed == ["sub/n.txt"]
