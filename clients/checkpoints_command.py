@@ -28,6 +28,11 @@ from .task_ids import add_task_argument, resolve_task_id
 __all__ = ["add_checkpoints_parsers"]
 
 
+def _nested_line(nested: list[str], what: str) -> str:
+    """The line that says which nested git repositories checkpoints leave out."""
+    return f"Not in checkpoints, {what} (git repositories of their own): " + ", ".join(nested)
+
+
 def _line(cp: CheckpointInfo) -> str:
     when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(cp.ts / 1000))
     changed = ", ".join(cp.changed[:5]) + (
@@ -53,6 +58,8 @@ async def run_checkpoints(cli: Console, client: Client) -> int:
         cli.out(_line(cp))
         for note in cp.notes:
             cli.out(f"        note: {note}")
+    if listing.nested:
+        cli.out(_nested_line(listing.nested, "nor restored"))
     return ExitCode.OK
 
 
@@ -73,6 +80,8 @@ async def run_diff(cli: Console, client: Client) -> int:
         elif change.diff:
             for line in change.diff.rstrip("\n").split("\n"):
                 cli.out("  " + line)
+    if diff.nested:
+        cli.out(_nested_line(diff.nested, "not in this diff"))
     return ExitCode.OK
 
 
@@ -124,6 +133,8 @@ def _result_lines(result: CheckpointRestoreResult) -> list[str]:
         lines.append(f"to undo: hdsp restore {result.task_id[:8]} {result.undo_checkpoint}")
     if result.rewound:
         lines.append("history rewound to the checkpoint's message")
+    if result.nested:
+        lines.append(_nested_line(result.nested, "left as they are"))
     replay = result.kernel
     if replay is not None:
         for ex in replay.executions:

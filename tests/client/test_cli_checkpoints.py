@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
+import anyio
 import pytest
 
 from hdsp.client import Client
@@ -25,6 +27,11 @@ async def test_list_diff_restore_and_replay_from_the_command_line(
     ws = tmp_path / "ws"
     ws.mkdir()
     (ws / "notes.md").write_text("one\n")
+    # A nested repository: every command says it is not in checkpoints.
+    (ws / "vendor").mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    await anyio.run_process(["git", "init", "-q", str(ws / "vendor")], env=env)
+    (ws / "vendor" / "v.py").write_text("V = 1\n")
     fake_openai.script(
         call("write_to_file", path="notes.md", content="two\x1b[31m\n"),
         call("execute_code", code="total = 40"),
@@ -40,13 +47,21 @@ async def test_list_diff_restore_and_replay_from_the_command_line(
     r = await run_hdsp(daemon.runtime_dir, "checkpoints", short)
     assert r.returncode == ExitCode.OK, r.stderr
     lines = r.stdout.splitlines()
-    assert len(lines) == 3 and "before write_to_file" in lines[0]
-    assert "changed: notes.md" in lines[1]
+    assert "before write_to_file" in lines[0] and "vendor/ is a git repository" in lines[1]
+    assert lines[-1] == (
+        "Not in checkpoints, nor restored (git repositories of their own): vendor/"
+    )
+    checkpoints = [line for line in lines if line.lstrip()[:1].isdigit()]
+    assert [line.split()[0] for line in checkpoints] == ["1", "2", "3"]
+    assert "changed: notes.md" in checkpoints[1]
 
     r = await run_hdsp(daemon.runtime_dir, "diff", short, "1", "2")
     assert r.returncode == ExitCode.OK, r.stderr
     assert "modified: notes.md" in r.stdout and "  -one" in r.stdout
     assert "\x1b" not in r.stdout and "+two\\x1b[31m" in r.stdout  # escaped
+    assert "Not in checkpoints, not in this diff (git repositories of their own): vendor/" in (
+        r.stdout
+    )
 
     r = await run_hdsp(daemon.runtime_dir, "show", short)
     assert "checkpoint 1 saved" in r.stdout and "checkpoint 2 saved: 1 file(s) changed" in r.stdout
@@ -61,5 +76,7 @@ async def test_list_diff_restore_and_replay_from_the_command_line(
     r = await run_hdsp(daemon.runtime_dir, "restore", short, "1")
     assert r.returncode == ExitCode.OK, r.stderr
     assert (ws / "notes.md").read_text() == "one\n"
+    assert "left as they are (git repositories of their own): vendor/" in r.stdout
+    assert (ws / "vendor" / "v.py").read_text() == "V = 1\n"
     r = await run_hdsp(daemon.runtime_dir, "show", short)
     assert "restored checkpoint 1 (files)" in r.stdout
