@@ -144,6 +144,7 @@ async def test_a_task_s_changes_are_diffed_and_restored_byte_for_byte(
 
     listing = await client.list_checkpoints(task_id)
     assert [c.number for c in listing.checkpoints] == [1, 2, 3, 4, 5]
+    assert listing.nested == ["vendor/lib/"]  # the user is told what is not kept
     assert listing.checkpoints[1].changed == ["new.txt"]
     assert listing.checkpoints[2].changed == ["notes.md"]
 
@@ -157,11 +158,12 @@ async def test_a_task_s_changes_are_diffed_and_restored_byte_for_byte(
     assert "-a = 1" in nb_change.diff and "+a = 2" in nb_change.diff
     assert '"cell_type"' not in nb_change.diff  # no JSON noise
     assert "ignored.log" not in by_path and not any(p.startswith("vendor/") for p in by_path)
+    assert diff.nested == ["vendor/lib/"]
     between = await client.diff_checkpoints(task_id, 2, 3)
     assert [f.path for f in between.files] == ["notes.md"]
 
     result = await client.restore_checkpoint(task_id, 1)
-    assert result.undo_checkpoint == 6
+    assert result.undo_checkpoint == 6 and result.nested == ["vendor/lib/"]
     restored = _files(workspace)
     # Every file back byte for byte (the deleted one back, the new one gone), but
     # the nested repository's, which checkpoints leave to its own git.
