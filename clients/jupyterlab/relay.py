@@ -3,8 +3,9 @@ outcomes become HTTP.
 
 The browser sends a protocol command exactly as `TaskCommand.data` carries it. Only
 commands on tasks and asks, reads of kernels (their variables too: a silent,
-read-only inspection) and profiles, and the daemon's status
-go through: a page in the browser never sets secrets, imports or exports
+read-only inspection) and profiles, a task's checkpoints (list, diff, restore:
+a replay of the kernel is asked for in the task, as any tool), and the daemon's
+status go through: a page in the browser never sets secrets, imports or exports
 settings, changes profiles, runs code in a kernel of its choosing, or shuts the
 daemon down (the CLI does those).
 """
@@ -24,18 +25,21 @@ from hdsp.protocol import (
     CondenseTask,
     DeleteMessage,
     DeleteQueuedMessage,
+    DiffCheckpoints,
     EditMessage,
     ErrorCode,
     ForkTask,
     GetStatus,
     GetTask,
     GetTaskPage,
+    ListCheckpoints,
     ListKernels,
     ListTasks,
     ListVariables,
     Ping,
     Replay,
     RespondToAsk,
+    RestoreCheckpoint,
     ResumeTask,
     RewindTask,
     SendMessage,
@@ -79,6 +83,9 @@ FORWARDED: tuple[type[Any], ...] = (
     GetModels,
     GetStatus,
     Ping,
+    ListCheckpoints,
+    DiffCheckpoints,
+    RestoreCheckpoint,
 )
 
 
@@ -146,7 +153,14 @@ def is_forwarded(command: Command) -> bool:
 
 def with_workspace(command: Command, root_dir: str) -> Command:
     """A StartNewTask that names no workspace (or a relative one) runs in the Jupyter
-    server's root directory (or below it), as a file opened in JupyterLab would."""
+    server's root directory (or below it), as a file opened in JupyterLab would.
+    A RestoreCheckpoint never holds the request while a person decides on its
+    kernel replay: its reply comes once the ask is posted (`waitForReplay` false),
+    and the outcome in the task's history."""
+    if isinstance(command, RestoreCheckpoint) and command.data.wait_for_replay:
+        restore = msgspec.structs.replace(command.data, wait_for_replay=False)
+        replaced_restore: RestoreCheckpoint = msgspec.structs.replace(command, data=restore)
+        return replaced_restore
     if not isinstance(command, StartNewTask):
         return command
     config = command.data.configuration

@@ -390,6 +390,10 @@ export interface CancelTask {
 export interface CheckpointDiff {
   checkpoint: number;
   files?: FileChange[];
+  /**
+   * Git repositories nested in the workspace (folders with a .git of their own, relative, ending in /): checkpoints leave them out, and a restore never touches their files; their own git keeps them.
+   */
+  nested?: string[];
   taskId: string;
   /**
    * The other checkpoint; absent: the workspace as it is now.
@@ -448,6 +452,10 @@ export interface CheckpointList {
    */
   enabled?: boolean;
   /**
+   * Git repositories nested in the workspace (folders with a .git of their own, relative, ending in /): checkpoints leave them out, and a restore never touches their files; their own git keeps them.
+   */
+  nested?: string[];
+  /**
    * Why checkpoints are off, when they are.
    */
   note?: string | null;
@@ -460,6 +468,14 @@ export interface CheckpointRestoreResult {
    */
   files?: string[];
   kernel?: KernelReplay | null;
+  /**
+   * Git repositories nested in the workspace (folders with a .git of their own, relative, ending in /): checkpoints leave them out, and a restore never touches their files; their own git keeps them.
+   */
+  nested?: string[];
+  /**
+   * The kernel's replay waits for the user's approval (an ask of the task): its outcome comes as the task's `checkpoint_restored` message and a `checkpointRestored` event (the request set `waitForReplay` false).
+   */
+  replayPending?: boolean;
   restore: 'both' | 'files' | 'history';
   rewound?: boolean;
   taskId: string;
@@ -1225,6 +1241,10 @@ export interface RestoreCheckpointData {
    */
   skip?: number[];
   taskId: string;
+  /**
+   * With `withKernel`: reply once the replay is approved (or denied) and done; false: reply as soon as its ask is posted (`replayPending`).
+   */
+  waitForReplay?: boolean;
   /**
    * Also restart the task's kernel and replay its executions up to the checkpoint, after the user approves them (an ask of the task).
    */
