@@ -12,6 +12,7 @@ import React, { useEffect, useLayoutEffect, useMemo, useRef, useState, useSyncEx
 import { ContextChips, MessageContext, NotebookContextSource, usePromptContext } from './contextChips';
 import { APPROVAL_SWITCHES, ApprovalKey, PanelModel } from './model';
 import { CondenseButton, ContextMarkerView, DeliveryChoice, MessageActions } from './HistoryActions';
+import { Checkpoints } from './checkpointsView';
 import { canSteer } from './history';
 import {
   answeredBy,
@@ -746,6 +747,7 @@ export function Panel(props: Props): JSX.Element {
         {open && <TaskHeader task={open} row={row} />}
         {open && <TodoList mode={row?.mode} todos={row?.todos} onSave={markdown => props.model.updateTodoList(markdown)} />}
         {open && <Variables model={props.model} task={open} />}
+        {open && <Checkpoints model={props.model} task={open} />}
         {open && <Conversation task={open} />}
         <Composer state={state} />
       </div>
