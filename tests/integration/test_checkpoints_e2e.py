@@ -194,14 +194,24 @@ async def test_history_restore_rewinds_to_the_checkpoint_s_message(
     )
     task_id, head = await start(client, "two files", workspace, **ALLOW)
     await collect_turn(client, task_id, head, until=(TaskCompleted,))
-    second = (await client.list_checkpoints(task_id)).checkpoints[1]
-    result = await client.restore_checkpoint(task_id, 2, restore="both")
-    assert result.rewound and result.files == ["two.txt"]
-    assert (workspace / "one.txt").exists() and not (workspace / "two.txt").exists()
+    first, second = (await client.list_checkpoints(task_id)).checkpoints
+    assert first.message_ts is not None and second.message_ts is not None
+
+    # History only: the files stay as they are.
+    result = await client.restore_checkpoint(task_id, 2, restore="history")
+    assert result.rewound and result.files == [] and result.undo_checkpoint is None
+    assert (workspace / "one.txt").exists() and (workspace / "two.txt").exists()
     snap = await client.get_task(task_id)
-    assert second.message_ts is not None
     later = [m.say for m in snap.messages if m.ts >= second.message_ts]
     # The history ends before the checkpoint's message; what the restore said follows.
+    assert later == [Say.CHECKPOINT_RESTORED]
+
+    # Both, to the first checkpoint: its files and its place in the history.
+    result = await client.restore_checkpoint(task_id, 1, restore="both")
+    assert result.rewound and result.files == ["one.txt", "two.txt"]
+    assert not (workspace / "one.txt").exists() and not (workspace / "two.txt").exists()
+    snap = await client.get_task(task_id)
+    later = [m.say for m in snap.messages if m.ts >= first.message_ts]
     assert later == [Say.CHECKPOINT_SAVED, Say.CHECKPOINT_RESTORED]
 
 
@@ -397,3 +407,39 @@ async def test_a_replay_ask_pending_at_a_kill_9_is_asked_again_and_the_replay_co
     async with connect(daemon.runtime_dir) as client:
         snap = await client.get_task(task_id)
         assert not [m for m in snap.messages if m.type == "ask" and not m.is_answered]
+
+
+async def test_checkpoints_off_in_the_settings_take_none(
+    client: Client, fake_openai: FakeOpenAI, workspace: Path
+) -> None:
+    await client.update_settings({"checkpoints": {"enabled": False}})
+    fake_openai.script(call("write_to_file", path="x.txt", content="x"), done())
+    task_id, head = await start(client, "write", workspace, **ALLOW)
+    events = await collect_turn(client, task_id, head, until=(TaskCompleted,))
+    assert not [e for e in events if isinstance(e.data, CheckpointSaved)]
+    listing = await client.list_checkpoints(task_id)
+    assert listing.checkpoints == [] and not listing.enabled
+    assert "checkpoints.enabled" in (listing.note or "")
+    assert (workspace / "x.txt").read_text() == "x"
+
+
+async def test_a_cell_marked_no_replay_is_skipped_with_a_note(
+    client: Client, fake_openai: FakeOpenAI, workspace: Path
+) -> None:
+    fake_openai.script(
+        call("execute_code", code="x = 1"),
+        call("execute_code", code="# hdsp: no-replay\ny = 2"),
+        call("execute_code", code="x += 1"),
+        done(),
+    )
+    task_id, head = await start(client, "count", workspace, **ALLOW)
+    await collect_turn(client, task_id, head, until=(TaskCompleted,))
+    result, cells = await _restore_with_kernel(client, task_id, 3)
+    assert [c.get("skip") for c in cells] == [None, "skipped: marked `# hdsp: no-replay`"]
+    assert result.kernel is not None and result.kernel.failed_at is None
+    assert [(e.status, e.note) for e in result.kernel.executions] == [
+        ("ok", None),
+        ("skipped", "skipped: marked `# hdsp: no-replay`"),
+    ]
+    variables = {v.name: v.summary for v in result.kernel.variables}
+    assert variables == {"x": "1"}  # the restored kernel's variables, listed

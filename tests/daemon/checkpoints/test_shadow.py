@@ -183,3 +183,26 @@ async def test_a_folder_whose_git_is_gone_is_checkpointed_again(
     shutil.rmtree(nested / ".git")
     saved = await repo.save("two")
     assert repo.nested == set() and saved.changed == ["sub/n.txt"]
+
+
+async def test_gitignore_hdspignore_and_the_settings_patterns_are_never_in_a_checkpoint(
+    workspace: Path, tmp_path: Path
+) -> None:
+    (workspace / "sub").mkdir()
+    (workspace / "sub" / ".gitignore").write_text("*.tmp\n")  # a nested .gitignore too
+    (workspace / "sub" / "keep.txt").write_text("keep")
+    (workspace / "sub" / "scratch.tmp").write_text("scratch")
+    (workspace / "model.ckpt").write_text("weights")
+    repo = ShadowRepo(tmp_path / "data", workspace, max_file_bytes=10**6, exclude=["*.ckpt"])
+    saved = await repo.save("one")
+    _, listed = await repo.git("ls-tree", "-r", "--name-only", saved.commit)
+    kept = set(listed.decode().split())
+    assert kept == {".gitignore", ".hdspignore", "a.txt", "sub/.gitignore", "sub/keep.txt"}
+    # Changed, they are still not in the next one; nor does a restore touch them.
+    for name in ("x.log", "secret/k", "sub/scratch.tmp", "model.ckpt"):
+        (workspace / name).write_text("changed")
+    (workspace / "a.txt").write_text("changed\n")
+    assert (await repo.save("two")).changed == ["a.txt"]
+    assert await repo.restore(saved.commit) == ["a.txt"]
+    for name in ("x.log", "secret/k", "sub/scratch.tmp", "model.ckpt"):
+        assert (workspace / name).read_text() == "changed"
