@@ -134,6 +134,7 @@ class ShadowRepo:
         self.unsaved: list[str] = []
         self._env = _clean_environment(self.git_dir)
         self._ready = False
+        self._head: str | None = None
 
     # ---- git ------------------------------------------------------------------
 
@@ -231,8 +232,11 @@ class ShadowRepo:
     # ---- saving ---------------------------------------------------------------
 
     async def head(self) -> str | None:
-        code, out = await self.git("rev-parse", "--verify", "-q", "HEAD^{commit}", check=False)
-        return out.decode().strip() if code == 0 else None
+        """The last checkpoint's commit (read once: only this object moves HEAD)."""
+        if self._head is None:
+            code, out = await self.git("rev-parse", "--verify", "-q", "HEAD^{commit}", check=False)
+            self._head = out.decode().strip() if code == 0 else None
+        return self._head
 
     async def _status(self) -> list[tuple[str, str]]:
         """(XY, path) of every changed, deleted or untracked file."""
@@ -304,6 +308,7 @@ class ShadowRepo:
         _, out = await self.git("commit-tree", tree.decode().strip(), *parent, "-m", message)
         commit = out.decode().strip()
         await self.git("update-ref", "HEAD", commit)
+        self._head = commit
         return SavedTree(commit, sorted(paths), notes)
 
     # ---- reading ----------------------------------------------------------------
