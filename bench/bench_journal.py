@@ -2,8 +2,8 @@
 daemon's `Journal`, against SQLite's own batched insert of the same rows.
 
 hdsp: a `Store` and a `Journal` as the daemon opens them, publishing to a real
-pyzmq PUB socket (ipc, nobody subscribed: the send is the daemon's share of a
-publish); one task's message events are emitted back to back, then flushed.
+pyzmq XPUB socket through the daemon's own `EventPublisher` (ipc, nobody
+subscribed: the send is the daemon's share of a publish); one task's message events are emitted back to back, then flushed.
 Each event is an event row and a UI-message upsert, as a task's message is.
 Timed from the first `emit` until `flush` returns (all committed and published).
 
@@ -25,6 +25,7 @@ import anyio
 import zmq
 import zmq.asyncio
 
+from hdsp.daemon.server.publishing import EventPublisher
 from hdsp.daemon.store import Journal, Store, insert_task
 from hdsp.daemon.store.database import Database
 from hdsp.protocol import (
@@ -57,17 +58,16 @@ def _item() -> HistoryItem:
 
 async def _journal_rate(path: Path, endpoint: str, n: int) -> float:
     ctx = zmq.asyncio.Context()
-    pub = ctx.socket(zmq.PUB)
+    pub = ctx.socket(zmq.XPUB)
     pub.setsockopt(zmq.LINGER, 0)
     pub.setsockopt(zmq.SNDHWM, 100_000)
     pub.bind(endpoint)
 
-    async def publish(topic: bytes, body: bytes) -> None:  # as `Server.publish` does
-        await pub.send_multipart((topic, body))
+    events = EventPublisher(pub)  # as `Server` publishes
 
     try:
         async with Store.open(path) as store:
-            journal = Journal(store, publish)
+            journal = Journal(store, events.publish, publish_batch=events.publish_batch)
             async with anyio.create_task_group() as tg:
                 await tg.start(journal.run)
                 await journal.emit(TaskCreated(payload=(TASK,)), insert_task(_item()))
