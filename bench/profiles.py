@@ -122,7 +122,7 @@ async def _journal(n: int) -> None:
     await _journal_rate(scratch / "warm.sqlite3", f"ipc://{scratch}/warm", n // 4)
     Store.commit, Journal._commit_and_publish = timed_commit, timed_batch  # type: ignore[method-assign]
     try:
-        rate = await _journal_rate(scratch / "timed.sqlite3", f"ipc://{scratch}/timed", n)
+        rate, _ = await _journal_rate(scratch / "timed.sqlite3", f"ipc://{scratch}/timed", n)
     finally:
         Store.commit, Journal._commit_and_publish = commit, commit_and_publish  # type: ignore[method-assign]
     us = {k: v / n * 1e6 for k, v in spent.items()}
