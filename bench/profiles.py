@@ -12,6 +12,9 @@
 - `turns`: a real hdspd against the zero-latency fake model of `bench_scale`:
   after warm-up turns, sequential turns (SendMessage to taskCompleted) while
   py-spy samples the daemon; its CPU per turn, and the inclusive shares.
+- `execute`: a real hdspd executing "1+1" on its kernel for a client (as
+  `bench_kernel`), alternating with the lean client on the same kernel; the
+  daemon's CPU per execution, and a py-spy sample of it while it executes.
 - `startup`: hdspd under cProfile from exec to the first answered ListTasks of
   the minimal client of `bench_startup`; cumulative times of the start-up.
 
@@ -241,6 +244,59 @@ async def _turns(count: int) -> None:
             daemon.cleanup()
 
 
+# ---- execute --------------------------------------------------------------------------
+
+
+async def _execute(count: int) -> None:
+    from jupyter_client.asynchronous.client import AsyncKernelClient
+
+    from hdsp.client import connect
+    from hdsp.protocol import KernelInfo, ShutdownKernel, StartKernel
+
+    from .bench_kernel import _START, _hdsp, _lean
+
+    daemon = DaemonProcess(short_tmp_dir())
+    await anyio.to_thread.run_sync(daemon.start)
+    assert daemon.proc is not None
+    pid = daemon.proc.pid
+    cwd = Path(tempfile.mkdtemp(prefix="hdsp-profile-"))
+    try:
+        async with connect(daemon.runtime_dir, name="bench-profile-execute") as client:
+            info: KernelInfo = await client.request(StartKernel(cwd=str(cwd)), timeout=_START)
+            assert info.connection_file is not None
+            kc = AsyncKernelClient()
+            kc.load_connection_file(info.connection_file)
+            kc.start_channels(hb=False)
+            try:
+                await kc.wait_for_ready(timeout=_START)
+                await _hdsp(client, info.kernel_id, 50)
+                await _lean(kc, 50)
+                hdsp: list[float] = []
+                lean: list[float] = []
+                cpu = 0.0
+                for _ in range(count):
+                    c0 = _cpu_seconds(pid)
+                    hdsp += await _hdsp(client, info.kernel_id, 1)
+                    cpu += _cpu_seconds(pid) - c0
+                    lean += await _lean(kc, 1)
+                print(
+                    f"execute('1+1'): through hdspd {statistics.median(hdsp) * 1e3:.2f} ms, "
+                    f"lean client on the same kernel {statistics.median(lean) * 1e3:.2f} ms; "
+                    f"daemon CPU {cpu / count * 1e3:.2f} ms per execution"
+                )
+                out = cwd / "execute.raw"
+                spy = _py_spy(pid, 5, out)
+                while spy.poll() is None:
+                    await _hdsp(client, info.kernel_id, 5)
+                print(inclusive(out, top=60, keep="run_forever"))
+            finally:
+                kc.stop_channels()
+                await client.request(ShutdownKernel(kernel_id=info.kernel_id), timeout=_START)
+    finally:
+        await anyio.to_thread.run_sync(daemon.stop)
+        daemon.cleanup()
+
+
 # ---- startup --------------------------------------------------------------------------
 
 
@@ -268,7 +324,7 @@ def _startup() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.profiles")
-    p.add_argument("name", choices=["journal", "status", "turns", "startup"])
+    p.add_argument("name", choices=["journal", "status", "turns", "execute", "startup"])
     p.add_argument("--seconds", type=float, default=5.0, help="py-spy's sampling time")
     args = p.parse_args(argv)
     if args.name == "journal":
@@ -277,6 +333,8 @@ def main(argv: list[str] | None = None) -> int:
         _status(args.seconds)
     elif args.name == "turns":
         anyio.run(_turns, 50, backend="asyncio")
+    elif args.name == "execute":
+        anyio.run(_execute, 200, backend="asyncio")
     else:
         _startup()
     return 0
