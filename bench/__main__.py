@@ -8,6 +8,7 @@ import gc
 import os
 import re
 import sys
+import time
 from pathlib import Path
 from types import ModuleType
 
@@ -79,7 +80,8 @@ async def _main(quick: bool, out: Path, only: list[str]) -> list[Result]:
     try:
         daemon.start()
         for bench in chosen:
-            print(f"running {_name(bench)} ...", file=sys.stderr)
+            print(f"running {_name(bench)} ...", file=sys.stderr, end=" ", flush=True)
+            started = time.perf_counter()
             gc.collect()  # what the one before left behind is not this one's cost
             load_before = os.getloadavg()[0]
             got = await bench.run(daemon.runtime_dir, scratch, quick=quick)
@@ -87,6 +89,10 @@ async def _main(quick: bool, out: Path, only: list[str]) -> list[Result]:
             for result in got if isinstance(got, list) else [got]:
                 result.load = (load_before, load_after)
                 results.append(result)
+            print(
+                f"{time.perf_counter() - started:.0f} s (load {load_before:.1f}-{load_after:.1f})",
+                file=sys.stderr,
+            )
     finally:
         if daemon.proc is not None:
             daemon.stop()
