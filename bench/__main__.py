@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import compileall
 import gc
+import os
+import re
 import sys
+import time
 from pathlib import Path
 from types import ModuleType
 
@@ -42,22 +46,53 @@ BENCHMARKS = [
 ]
 
 
+def _compile_sources() -> None:
+    """Bytecode for hdsp's own modules (and the peers'), as `pip install` writes it:
+    with PYTHONDONTWRITEBYTECODE set (as on this machine) a source checkout has
+    none, so every hdspd and `hdsp` the benchmarks spawn compiled some 50 modules
+    from source (about 100 ms of its start-up), while a baseline process, made of
+    installed packages, had its bytecode: a warm-up the two sides did not share."""
+    import hdsp.client
+    import hdsp.daemon
+    import hdsp.protocol
+
+    root = Path(__file__).resolve().parent
+    dirs = [*hdsp.daemon.__path__, *hdsp.protocol.__path__, *hdsp.client.__path__]
+    dirs += [
+        str(root),
+        str(root.parent / "tests" / "support"),
+        str(root.parent / "tests" / "fakes"),
+    ]
+    for directory in dirs:
+        compileall.compile_dir(directory, quiet=1, rx=re.compile(r"node_modules"))
+
+
 def _name(bench: ModuleType) -> str:
     return bench.__name__.rsplit(".", 1)[-1].removeprefix("bench_")
 
 
 async def _main(quick: bool, out: Path, only: list[str]) -> list[Result]:
     chosen = [b for b in BENCHMARKS if not only or _name(b) in only]
+    _compile_sources()
     scratch = short_tmp_dir()
     daemon = DaemonProcess(short_tmp_dir())
     results: list[Result] = []
     try:
         daemon.start()
         for bench in chosen:
-            print(f"running {_name(bench)} ...", file=sys.stderr)
+            print(f"running {_name(bench)} ...", file=sys.stderr, end=" ", flush=True)
+            started = time.perf_counter()
             gc.collect()  # what the one before left behind is not this one's cost
+            load_before = os.getloadavg()[0]
             got = await bench.run(daemon.runtime_dir, scratch, quick=quick)
-            results.extend(got if isinstance(got, list) else [got])
+            load_after = os.getloadavg()[0]
+            for result in got if isinstance(got, list) else [got]:
+                result.load = (load_before, load_after)
+                results.append(result)
+            print(
+                f"{time.perf_counter() - started:.0f} s (load {load_before:.1f}-{load_after:.1f})",
+                file=sys.stderr,
+            )
     finally:
         if daemon.proc is not None:
             daemon.stop()

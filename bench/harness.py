@@ -49,6 +49,9 @@ class Result:
     baseline: dict[str, Figure] = field(default_factory=dict)
     #: name -> (value, target, "<=" or ">=")
     ratios: dict[str, tuple[float, float, str]] = field(default_factory=dict)
+    #: The machine's 1-minute load average when the benchmark started and ended
+    #: (the machine is shared: a ratio is only worth the load it was taken at).
+    load: tuple[float, float] | None = None
 
     def met(self) -> bool:
         return all((v <= t) if op == "<=" else (v >= t) for v, t, op in self.ratios.values())
@@ -84,17 +87,23 @@ def _fmt(f: Figure) -> str:
 
 def table(results: list[Result]) -> str:
     lines = [
-        "| benchmark | hdsp | baseline | ratio (target) | met |",
-        "|---|---|---|---|---|",
+        "| benchmark | hdsp | baseline | ratio (target) | met | load |",
+        "|---|---|---|---|---|---|",
     ]
     for r in results:
         hd = "; ".join(f"{k}: {_fmt(v)}" for k, v in r.hdsp.items())
         base = "; ".join(f"{k}: {_fmt(v)}" for k, v in r.baseline.items()) or "-"
         ratios = "; ".join(f"{k} {v:.3g} ({op} {t:g})" for k, (v, t, op) in r.ratios.items())
+        load = f"{r.load[0]:.1f}-{r.load[1]:.1f}" if r.load is not None else "-"
         lines.append(
-            f"| {r.name} | {hd} | {base} | {ratios or '-'} | {'yes' if r.met() else 'NO'} |"
+            f"| {r.name} | {hd} | {base} | {ratios or '-'} | {'yes' if r.met() else 'NO'} | {load} |"
         )
-    lines += ["", "What each compares (the module docstrings of bench/ say it in full):", ""]
+    lines += [
+        "",
+        "load: the 1-minute load average at the benchmark's start and end (2 cores, shared).",
+        "What each compares (the module docstrings of bench/ say it in full):",
+        "",
+    ]
     lines += [f"- {r.name}: {r.description}" for r in results]
     return "\n".join(lines) + "\n"
 

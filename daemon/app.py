@@ -288,7 +288,9 @@ class Daemon:
                 max_message_size=self.max_message_size,
                 pub_hwm=self.pub_hwm,
             )
-            self.journal = Journal(store, self.server.publish)
+            self.journal = Journal(
+                store, self.server.publish, publish_batch=self.server.publish_batch
+            )
             self.config.subscribe(providers.on_change)
             self.config.subscribe(self._apply_settings)
             self.config.subscribe(self._announce_settings)

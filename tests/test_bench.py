@@ -31,6 +31,7 @@ def test_bench_quick_produces_every_figure(tmp_path: Path) -> None:
         "fan-out from real task turns",
         "journal commit+publish",
         "kernel execute, lean client",
+        "kernel execute, lean client on hdspd's kernel",
         "start-up, exec to first answered command",
         "curve: event log",
         "curve: tasks",
@@ -50,6 +51,8 @@ def test_bench_quick_produces_every_figure(tmp_path: Path) -> None:
             assert 0 < figure["min"] <= figure["median"] <= figure["max"]
         assert result["ratios"], result["name"]
         assert result["description"], result["name"]
+        before, after = result["load"]  # the load average it ran at
+        assert before >= 0 and after >= 0, result["name"]
     table = (tmp_path / "quick.md").read_text()
     assert table.startswith("| benchmark |")
     for name in names:  # each row's definition is printed with the table

@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import anyio
@@ -56,6 +56,7 @@ from hdsp.protocol import (
 )
 
 from .dispatch import Dispatcher, DispatcherFull
+from .publishing import EventPublisher
 from .sessions import Session, Sessions
 from .subscriptions import SubscriptionGuard
 
@@ -132,7 +133,7 @@ class Server:
         self._ctx: zmq.asyncio.Context | None = None
         self._router: zmq.asyncio.Socket | None = None
         self._connections: zmq.Socket[bytes] | None = None
-        self._pub: zmq.asyncio.Socket | None = None
+        self._pub: EventPublisher | None = None
         self._accepting = True
         self.subscriptions = SubscriptionGuard(
             endpoint=events_endpoint,
@@ -164,7 +165,7 @@ class Server:
             for endpoint in (self.control_endpoint, self.events_endpoint):
                 if endpoint.startswith("ipc://"):
                     os.chmod(endpoint.removeprefix("ipc://"), 0o600)
-            self._router, self._pub = router, pub
+            self._router, self._pub = router, EventPublisher(pub)
             async with anyio.create_task_group() as tg:
                 await tg.start(self.dispatcher.run)
                 tg.start_soon(self.subscriptions.run, pub)
@@ -228,7 +229,12 @@ class Server:
         if self._pub is not None:
             # PUB never blocks: a subscriber past its high-water mark misses events
             # and repairs the gap with Replay.
-            await self._pub.send_multipart((topic, body))
+            await self._pub.publish(topic, body)
+
+    async def publish_batch(self, frames: Sequence[tuple[bytes, bytes]]) -> None:
+        """Publish a journal batch's events in order (see `EventPublisher`)."""
+        if self._pub is not None:
+            await self._pub.publish_batch(frames)
 
     async def _on_subscribe(self, topic: bytes) -> None:
         if topic.startswith(SYNC_PREFIX):

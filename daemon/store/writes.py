@@ -3,6 +3,10 @@ journal (so they commit together with the events that announce them)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from operator import itemgetter
+from typing import Any
+
 from hdsp.protocol import HistoryItem, encode
 
 from .database import Write
@@ -41,6 +45,11 @@ _KEYS: dict[str, tuple[int, ...]] = {
     _SAVE_TURN: (1,),
     _SAVE_QUEUED: (1,),
     _UPSERT_UI: (0, 1),
+}
+#: The same, as functions from a write's parameters to its row's key (a key per
+#: write of every batch: a generator and a tuple each cost twice as much).
+_ROW_KEY: dict[str, Callable[[Sequence[Any]], object]] = {
+    sql: itemgetter(*positions) for sql, positions in _KEYS.items()
 }
 
 
@@ -97,17 +106,19 @@ def latest_writes(writes: list[Write]) -> list[Write]:
     state and its task several times over, and a streamed message is created and
     finished in one batch. An earlier write stays when any other statement comes
     between the two (it might read or delete the row)."""
-    seen: set[tuple[object, ...]] = set()
+    seen: set[tuple[str, object]] = set()
     kept: list[Write] = []
-    for sql, params in reversed(writes):
-        positions = _KEYS.get(sql)
-        if positions is None:
+    keys = _ROW_KEY
+    for write in reversed(writes):
+        sql, params = write
+        row_key = keys.get(sql)
+        if row_key is None:
             seen.clear()
         else:
-            key = (sql, *(params[i] for i in positions))
+            key = (sql, row_key(params))
             if key in seen:
                 continue
             seen.add(key)
-        kept.append((sql, params))
+        kept.append(write)
     kept.reverse()
     return kept
