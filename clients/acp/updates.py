@@ -173,6 +173,8 @@ class _Call:
     #: Content from the ask or say that showed the call (kept when output comes).
     preview: list[ToolContent] = field(default_factory=list)
     locations: list[ToolCallLocation] = field(default_factory=list)
+    #: The ts of the message that showed it first.
+    start_ts: int | None = None
 
 
 def tool_call_of_ask(
@@ -285,6 +287,8 @@ class UpdateTranslator:
         self._seen_first_text = not first_text_is_prompt
         self._sent: dict[int, str] = {}
         self._calls: dict[str, _Call] = {}
+        #: hdsp's tool call ids (or `ask-<ts>`) and the ACP ids they are shown under.
+        self._ids: dict[str, str] = {}
         #: Messages shown once and done with (asks, results, user messages).
         self._done: set[int] = set()
         #: The agent said something since the user last spoke (a new message is
@@ -315,14 +319,14 @@ class UpdateTranslator:
             tail = text[-OUTPUT_SHOWN:]
             if len(text) > OUTPUT_SHOWN:
                 tail = f"[{len(text) - OUTPUT_SHOWN:,} characters before]\n" + tail
-            return self._call_output(m.tool_use_id, [_text(fenced(tail, "console"))])
+            return self._call_output(self._acp(m.tool_use_id), [_text(fenced(tail, "console"))])
         if say == "cell_output" and m.tool_use_id:
-            return self._call_output(m.tool_use_id, _cell_content(text))
+            return self._call_output(self._acp(m.tool_use_id), _cell_content(text))
         if say == "tool_result" and m.tool_use_id:
             return self._call_result(m)
         if say == "error":
             if m.tool_use_id:
-                return self._call_failed(m.tool_use_id, text)
+                return self._call_failed(self._acp(m.tool_use_id), text)
             return self._once(m, f"Error: {text}")
         return []
 
@@ -371,7 +375,7 @@ class UpdateTranslator:
         if m.partial:
             return []
         if m.ask in PERMISSION_ASKS:
-            call_id = m.tool_use_id or f"ask-{m.ts}"
+            call_id = self._acp(m.tool_use_id or f"ask-{m.ts}")
             if not m.is_answered:
                 return self._start_call(m, status="pending")
             approved = m.answer == "yesButtonClicked"
@@ -400,12 +404,23 @@ class UpdateTranslator:
 
     # ---- tool calls -----------------------------------------------------------
 
+    def _acp(self, key: str) -> str:
+        """The ACP id of hdsp's tool call `key` (its latest, if the id came again)."""
+        return self._ids.get(key, key)
+
     def _start_call(self, m: ClineMessage, *, status: str) -> list[SessionUpdate]:
-        call_id, title, kind, content, locations, raw = tool_call_of_ask(m, self.workspace)
+        key, title, kind, content, locations, raw = tool_call_of_ask(m, self.workspace)
+        call_id = self._acp(key)
         known = self._calls.get(call_id)
+        if known is not None and known.start_ts != m.ts and known.status in ("completed", "failed"):
+            # A model may reuse a call id in a later reply: a call of its own.
+            known, call_id = None, f"{key}-{m.ts}"
         if known is not None:
             return self._set_status(call_id, status) if known.status != status else []
-        self._calls[call_id] = _Call(title, kind, status, list(content), list(content), locations)
+        self._ids[key] = call_id
+        self._calls[call_id] = _Call(
+            title, kind, status, list(content), list(content), locations, start_ts=m.ts
+        )
         self._agent_spoke = True
         return [
             start_tool_call(
@@ -449,7 +464,8 @@ class UpdateTranslator:
             result = _result_decoder.decode(m.text or "")
         except msgspec.DecodeError:
             result = ToolResultText(tool="", text=m.text or "")
-        call, updates = self._known(m.tool_use_id)
+        call_id = self._acp(m.tool_use_id)
+        call, updates = self._known(call_id)
         shown = result.text
         if result.omitted:
             shown += f"\n[{result.omitted:,} characters not shown]"
@@ -459,7 +475,7 @@ class UpdateTranslator:
         return [
             *updates,
             update_tool_call(
-                m.tool_use_id,
+                call_id,
                 status=call.status,  # type: ignore[arg-type]
                 content=call.content or None,
                 raw_output={"isError": result.is_error},
@@ -476,9 +492,9 @@ class UpdateTranslator:
 
     def permission_call(self, m: ClineMessage) -> ToolCallUpdate:
         """The tool call a permission request for the ask `m` names."""
-        call_id, title, kind, content, locations, raw = tool_call_of_ask(m, self.workspace)
+        key, title, kind, content, locations, raw = tool_call_of_ask(m, self.workspace)
         return ToolCallUpdate(
-            tool_call_id=call_id,
+            tool_call_id=self._acp(key),
             title=title,
             kind=kind,
             status="pending",
