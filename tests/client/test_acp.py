@@ -196,7 +196,9 @@ async def _prompting(a: Adapter, session_id: str, text: str) -> AsyncIterator[di
 async def test_cancel_mid_cell_interrupts_the_kernel_and_ends_cancelled(
     daemon: DaemonProcess, client: Client, fake_openai: FakeOpenAI, workspace: Path, tmp_path: Path
 ) -> None:
-    code = "x = 41\nprint('run' + 'ning', flush=True)\nimport time\nwhile True:\n    time.sleep(0.05)"
+    code = (
+        "x = 41\nprint('run' + 'ning', flush=True)\nimport time\nwhile True:\n    time.sleep(0.05)"
+    )
     fake_openai.script(call("execute_code", code=code), FakeReply.text("unreachable"))
     async with adapter(daemon, tmp_path) as a:
         session = await a.conn.new_session(cwd=str(workspace), mcp_servers=[])
@@ -256,7 +258,9 @@ async def test_a_new_adapter_loads_the_session_replays_it_and_the_turn_ends(
     assert not (workspace / "out.txt").exists()
 
     async with adapter(daemon, tmp_path) as b:
-        loaded = await b.conn.load_session(cwd=str(workspace), session_id=session_id, mcp_servers=[])
+        loaded = await b.conn.load_session(
+            cwd=str(workspace), session_id=session_id, mcp_servers=[]
+        )
         assert loaded.modes is not None and loaded.modes.current_mode_id == "code"
         users = [
             u.content.text
@@ -307,7 +311,10 @@ async def test_modes_profiles_and_a_followup_question_as_a_message_turn(
         options = await a.conn.set_config_option(
             config_id="model", session_id=session.session_id, value="default"
         )
-        assert [o.root.current_value if hasattr(o, "root") else o.current_value for o in options.config_options] == ["default"]
+        assert [
+            o.root.current_value if hasattr(o, "root") else o.current_value
+            for o in options.config_options
+        ] == ["default"]
         response = await a.conn.prompt(session_id=session.session_id, prompt=[text_block("sum")])
         # The question ends the turn; the next prompt answers it.
         assert response.stop_reason == "end_turn"

@@ -146,7 +146,7 @@ async def run_hdsp_acp(
     """`hdsp acp` as a subprocess, connected to `host`; yields the connection
     and the process. Its stderr goes to `stderr`."""
     env = cli_env(runtime_dir, XDG_STATE_HOME=str(state_dir))
-    with open(stderr, "ab") as err:
+    async with await anyio.open_file(stderr, "ab") as err:
         async with spawn_agent_process(
             host,
             sys.executable,
@@ -154,6 +154,6 @@ async def run_hdsp_acp(
             "hdsp.client",
             "acp",
             env=env,
-            transport_kwargs={"stderr": err.fileno()},
+            transport_kwargs={"stderr": err.wrapped.fileno()},
         ) as (conn, process):
             yield conn, process
