@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from pathlib import Path
 
+import anyio
 import pytest
 
 from hdsp.client import Client
@@ -37,7 +37,7 @@ async def test_the_hdsp_persona_answers_in_jupyter_ais_chat(
     daemon: DaemonProcess, client: Client, fake_openai: FakeOpenAI, tmp_path: Path
 ) -> None:
     _browser()
-    python = jupyter_ai_python()
+    python = await anyio.to_thread.run_sync(jupyter_ai_python)
     root = tmp_path / "lab"
     root.mkdir()
     (root / "hdsp.chat").write_text("")
@@ -52,28 +52,30 @@ async def test_the_hdsp_persona_answers_in_jupyter_ais_chat(
         config={"MCPExtensionApp": {"mcp_port": 0}},
         env={"XDG_STATE_HOME": str(tmp_path / "state")},
     )
-    with lab:
-        done = subprocess.run(
-            ["node", str(HERE / "jupyter_ai_chat.js")],
-            env={
-                **os.environ,
-                "NODE_PATH": str(UI_TESTS / "node_modules"),
-                "LAB_URL": lab.url,
-                "LAB_TOKEN": lab.token,
-                "CHAT": "hdsp.chat",
-                "PROMPT": "@hdsp Say hello",
-                "EXPECT": "Hello from hdsp, answering in Jupyter AI.",
-                "CHROMIUM": CHROMIUM,
-                "SCREENSHOT": str(tmp_path / "jupyter-ai.png"),
-            },
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
+    await anyio.to_thread.run_sync(lab.start)
+    try:
+        with anyio.fail_after(300):
+            done = await anyio.run_process(
+                ["node", str(HERE / "jupyter_ai_chat.js")],
+                env={
+                    **os.environ,
+                    "NODE_PATH": str(UI_TESTS / "node_modules"),
+                    "LAB_URL": lab.url,
+                    "LAB_TOKEN": lab.token,
+                    "CHAT": "hdsp.chat",
+                    "PROMPT": "@hdsp Say hello",
+                    "EXPECT": "Hello from hdsp, answering in Jupyter AI.",
+                    "CHROMIUM": CHROMIUM,
+                    "SCREENSHOT": str(tmp_path / "jupyter-ai.png"),
+                },
+                check=False,
+            )
         assert done.returncode == 0, (
-            f"{done.stderr}\n--- chat ---\n{done.stdout}\n--- lab ---\n{lab.stderr()[-6000:]}"
+            f"{done.stderr.decode()}\n--- chat ---\n{done.stdout.decode()}\n"
+            f"--- lab ---\n{lab.stderr()[-6000:]}"
         )
+    finally:
+        await anyio.to_thread.run_sync(lab.stop)
     # The chat's question is an ordinary hdsp task in the chat's directory, which
     # every hdsp client sees.
     (item,) = (await client.list_tasks()).tasks
