@@ -4,6 +4,7 @@ model (tests/fakes)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -337,3 +338,42 @@ async def test_modes_profiles_and_a_followup_question_as_a_message_turn(
     offered = {t["function"]["name"] for t in fake_openai.requests[0]["tools"]}
     assert "read_file" in offered and "write_to_file" not in offered
     assert snapshot.item.mode == "code"
+
+
+async def test_allow_always_covers_the_same_tool_in_this_session_only(
+    daemon: DaemonProcess, client: Client, fake_openai: FakeOpenAI, workspace: Path, tmp_path: Path
+) -> None:
+    fake_openai.script(
+        call("write_to_file", path="a.txt", content="a\n"),
+        call("write_to_file", path="b.txt", content="b\n"),
+        call("execute_command", command="echo hi"),
+        done("all done"),
+    )
+    async with adapter(daemon, tmp_path) as a:
+        session = await a.conn.new_session(cwd=str(workspace), mcp_servers=[])
+        async with _prompting(a, session.session_id, "write and run") as result:
+            first = await a.host.next_permission()
+            first.choose("allow_always")
+            # The second write is approved without asking; the command still asks.
+            command = await a.host.next_permission()
+            assert command.tool_call.kind == "execute"
+            assert command.tool_call.title == "Run echo hi"
+            command.choose("reject_once")
+        assert result["stop"] == "end_turn"
+        assert len(a.host.permissions) == 2
+    assert (workspace / "b.txt").read_text() == "b\n"
+    snapshot = await client.get_task(await _only_task(client))
+    answers = [(m.ask, m.answer, m.answered_by) for m in snapshot.messages if m.type == "ask"]
+    assert answers == [
+        ("tool", "yesButtonClicked", "hdsp acp"),
+        ("tool", "yesButtonClicked", "hdsp acp"),
+        ("command", "noButtonClicked", "hdsp acp"),
+    ]
+    # hdsp's own settings are untouched: another session (or client) is asked.
+    settings = await client.get_settings()
+    assert settings.settings["approvals"].get("always_allow_write") in (False, None)
+    record = json.loads(
+        (tmp_path / "state" / "hdsp" / "acp-sessions" / f"{session.session_id}.json").read_text()
+    )
+    assert record["alwaysAllowed"] == ["tool:write_to_file"]
+    assert record["taskId"] == snapshot.item.id
