@@ -51,6 +51,13 @@ from .updates import PERMISSION_ASKS, SessionUpdate, UpdateTranslator, plan_upda
 
 __all__ = ["AcpSession"]
 
+#: hdsp's stop reasons of a reply that did not end by itself, as ACP's.
+_CUTS: dict[str, StopReason] = {
+    "max_tokens": "max_tokens",
+    "refusal": "refusal",
+    "content_filter": "refusal",
+}
+
 _log = logging.getLogger("hdsp.client.acp")
 
 
@@ -63,6 +70,8 @@ class _Turn:
     text: str
     #: The message waits in the task's queue: its turn starts when it shows.
     queued: bool = False
+    #: How the model's last reply ended, if not by itself (max_tokens, refusal).
+    cut: StopReason | None = None
     stop: StopReason | None = None
     done: anyio.Event = field(default_factory=anyio.Event)
 
@@ -152,6 +161,8 @@ class AcpSession:
             if turn is not None and turn.queued and event.seq is not None:
                 if event.seq > turn.after_seq and m.say == "user_feedback" and m.text == turn.text:
                     turn.queued = False
+            if turn is not None and m.say == "text" and not m.partial:
+                turn.cut = _CUTS.get(m.stop_reason or "")
             if m.type == "ask" and m.is_answered:
                 self._withdraw(m.ts)
             await self.send(self.translator.message(m))
@@ -191,7 +202,10 @@ class AcpSession:
                 await self.send(
                     self.translator_note("The task was closed; your next message reopens it")
                 )
-            turn.end("cancelled" if isinstance(data, TaskAborted) else "end_turn")
+            if isinstance(data, TaskAborted):
+                turn.end("cancelled")
+            else:
+                turn.end(turn.cut if isinstance(data, TaskCompleted) and turn.cut else "end_turn")
 
     @staticmethod
     def _ends_turn(event: TaskEvent, turn: _Turn | None) -> bool:

@@ -377,3 +377,21 @@ async def test_allow_always_covers_the_same_tool_in_this_session_only(
     )
     assert record["alwaysAllowed"] == ["tool:write_to_file"]
     assert record["taskId"] == snapshot.item.id
+
+
+async def test_a_reply_cut_at_the_output_limit_ends_the_turn_with_max_tokens(
+    daemon: DaemonProcess, client: Client, fake_openai: FakeOpenAI, workspace: Path, tmp_path: Path
+) -> None:
+    fake_openai.script(
+        FakeReply.text("The answer is long and gets cut").with_finish_reason("length"),
+        FakeReply.text("Short this time."),
+    )
+    async with adapter(daemon, tmp_path) as a:
+        session = await a.conn.new_session(cwd=str(workspace), mcp_servers=[])
+        response = await a.conn.prompt(session_id=session.session_id, prompt=[text_block("go")])
+        assert response.stop_reason == "max_tokens"
+        response = await a.conn.prompt(session_id=session.session_id, prompt=[text_block("again")])
+        assert response.stop_reason == "end_turn"
+    snapshot = await client.get_task(await _only_task(client))
+    texts = [(m.text, m.stop_reason) for m in snapshot.messages if m.say == "text"][1:]
+    assert texts == [("The answer is long and gets cut", "max_tokens"), ("Short this time.", None)]
