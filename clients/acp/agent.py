@@ -151,7 +151,10 @@ class HdspAcpAgent:
                 prompt_capabilities=PromptCapabilities(
                     image=True, audio=False, embedded_context=True
                 ),
-                mcp_capabilities=McpCapabilities(http=True, sse=True),
+                # The host's MCP servers are recorded with the session, not used
+                # yet (hdsp's MCP client takes them once it can): no transport is
+                # claimed beyond ACP's baseline.
+                mcp_capabilities=McpCapabilities(http=False, sse=False),
             ),
             agent_info=Implementation(name="hdsp", title="hdsp", version=__version__),
             auth_methods=[],
@@ -221,8 +224,7 @@ class HdspAcpAgent:
             workspace = item.workspace or record.cwd
             record.mode = item.mode or record.mode
             record.profile = item.api_config_name or record.profile
-        old = self._sessions.pop(session_id, None)
-        if old is not None:
+        if session_id in self._sessions:
             raise _error(_INVALID_PARAMS, f"Session {session_id!r} is open already.")
         session = self._open(record, workspace)
         session.save()

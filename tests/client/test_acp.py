@@ -12,7 +12,7 @@ from typing import Any
 
 import msgspec
 import pytest
-from acp import PROTOCOL_VERSION, text_block
+from acp import PROTOCOL_VERSION, RequestError, text_block
 from acp.client.connection import ClientSideConnection
 from acp.schema import (
     ContentToolCallContent,
@@ -25,7 +25,7 @@ from acp.schema import (
 )
 
 from hdsp.client import Client
-from hdsp.protocol import CellOutput, ExecuteCode, ExecutionResult, ListKernels
+from hdsp.protocol import CellOutput, ExecuteCode, ExecutionResult, ListKernels, TaskCompleted
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.openai_server import Reply as FakeReply
 from tests.support.acp_host import AcpHost, agent_text, run_hdsp_acp, thought_text, tool_updates
@@ -395,3 +395,27 @@ async def test_a_reply_cut_at_the_output_limit_ends_the_turn_with_max_tokens(
     snapshot = await client.get_task(await _only_task(client))
     texts = [(m.text, m.stop_reason) for m in snapshot.messages if m.say == "text"][1:]
     assert texts == [("The answer is long and gets cut", "max_tokens"), ("Short this time.", None)]
+
+
+async def test_a_task_started_elsewhere_loads_by_its_id_and_goes_on_here(
+    daemon: DaemonProcess, client: Client, fake_openai: FakeOpenAI, workspace: Path, tmp_path: Path
+) -> None:
+    fake_openai.script(FakeReply.text("Started from the CLI."), FakeReply.text("Continued here."))
+    ref = await client.start_task("from elsewhere", workspace=workspace)
+    async with client.events(ref.task_id, since_seq=0) as events:
+        async for event in events:
+            if isinstance(event.data, TaskCompleted):
+                break
+    async with adapter(daemon, tmp_path) as a:
+        with pytest.raises(RequestError) as refused:
+            await a.conn.load_session(cwd=str(workspace), session_id="no-such-task", mcp_servers=[])
+        assert "no-such-task" in str(refused.value)
+        await a.conn.load_session(cwd=str(workspace), session_id=ref.task_id, mcp_servers=[])
+        users = [u.content.text for u in a.host.updates if isinstance(u, UserMessageChunk)]
+        assert users == ["from elsewhere"]
+        assert agent_text(a.host.updates) == "Started from the CLI."
+        seen = len(a.host.updates)
+        response = await a.conn.prompt(session_id=ref.task_id, prompt=[text_block("go on")])
+        assert response.stop_reason == "end_turn"
+        assert agent_text(a.host.updates[seen:]) == "Continued here."
+    assert len((await client.list_tasks()).tasks) == 1
