@@ -57,6 +57,7 @@ __all__ = [
     "SessionUpdate",
     "UpdateTranslator",
     "fenced",
+    "inline_code",
     "plan_update",
     "tool_call_of_ask",
 ]
@@ -128,6 +129,16 @@ def fenced(text: str, info: str = "") -> str:
     return f"{fence}{info}\n{text.rstrip(chr(10))}\n{fence}"
 
 
+def inline_code(text: str) -> str:
+    """`text` as a Markdown code span (a title's path or command): shown as it
+    is, never read as links or emphasis, whatever backticks it holds."""
+    text = " ".join(text.split())  # (a code span is one line)
+    longest = max((len(run) for run in _BACKTICKS.findall(text)), default=0)
+    ticks = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{ticks}{pad}{text}{pad}{ticks}"
+
+
 def _json_object(text: str | None) -> dict[str, Any] | None:
     if not text or not text.startswith("{"):
         return None
@@ -189,7 +200,7 @@ def tool_call_of_ask(
         first = text.strip().splitlines()[0] if text.strip() else "a command"
         return (
             call_id,
-            f"Run {first[:200]}",
+            f"Run {inline_code(first[:200])}",
             "execute",
             [_text(fenced(text, "sh") + where)],
             [],
@@ -213,17 +224,17 @@ def tool_call_of_ask(
     kind = _KINDS.get(tool, "fetch" if m.ask == "use_mcp_server" else "other")
     absolute = str(PurePosixPath(workspace) / str(path)) if isinstance(path, str) and path else None
     if tool in _VERBS and isinstance(path, str):
-        title = f"{_VERBS[tool]} {path}"
+        title = f"{_VERBS[tool]} {inline_code(path)}"
     elif tool == "search_files":
-        title = f"Search for {data.get('regex', '')!s}"
+        title = f"Search for {inline_code(str(data.get('regex', '')))}"
     elif tool == "execute_code":
         title = "Run code in the kernel"
     elif tool in ("switch_mode", "switchMode"):
-        title = f"Switch to {data.get('mode') or data.get('mode_slug')} mode"
+        title = f"Switch to {inline_code(str(data.get('mode') or data.get('mode_slug')))} mode"
     elif tool == "update_todo_list":
         title = "Update the todo list"
     else:
-        title = tool
+        title = inline_code(tool)
     content: list[ToolContent] = []
     if isinstance(data.get("diff"), str) and absolute is not None:
         content = _diff_content(absolute, str(data["diff"]), bool(data.get("isNewFile")))

@@ -131,7 +131,7 @@ async def test_a_write_asks_the_host_and_allow_and_reject_each_do_their_part(
         session = await a.conn.new_session(cwd=str(workspace), mcp_servers=[])
         async with _prompting(a, session.session_id, "write two files") as result:
             first = await a.host.next_permission()
-            assert first.tool_call.kind == "edit" and first.tool_call.title == "Write a.txt"
+            assert first.tool_call.kind == "edit" and first.tool_call.title == "Write `a.txt`"
             (diff,) = first.tool_call.content or []
             assert isinstance(diff, FileEditToolCallContent)
             assert diff.path == str(workspace / "a.txt") and diff.new_text == "allowed\n"
@@ -156,7 +156,7 @@ async def test_a_write_asks_the_host_and_allow_and_reject_each_do_their_part(
         }
         assert statuses["call_0_fake"][0] == "pending"
         first_calls = [u for u in tool_updates(a.host.updates) if isinstance(u, ToolCallStart)]
-        assert [u.title for u in first_calls] == ["Write a.txt", "Write b.txt"]
+        assert [u.title for u in first_calls] == ["Write `a.txt`", "Write `b.txt`"]
         ends = [
             u.status
             for u in tool_updates(a.host.updates)
@@ -272,7 +272,7 @@ async def test_a_new_adapter_loads_the_session_replays_it_and_the_turn_ends(
         assert agent_text(b.host.updates).startswith("I will write it.")
         # The ask still waits: the new adapter asks the host again.
         ask = await b.host.next_permission()
-        assert ask.tool_call.title == "Write out.txt"
+        assert ask.tool_call.title == "Write `out.txt`"
         ask.choose("allow_once")
         await b.host.wait_for(lambda: "wrote out.txt" in agent_text(b.host.updates))
     assert (workspace / "out.txt").read_text() == "42\n"
@@ -357,7 +357,7 @@ async def test_allow_always_covers_the_same_tool_in_this_session_only(
             # The second write is approved without asking; the command still asks.
             command = await a.host.next_permission()
             assert command.tool_call.kind == "execute"
-            assert command.tool_call.title == "Run echo hi"
+            assert command.tool_call.title == "Run `echo hi`"
             command.choose("reject_once")
         assert result["stop"] == "end_turn"
         assert len(a.host.permissions) == 2
