@@ -20,7 +20,7 @@ from typing import Any
 
 import anyio
 from acp import Client as AcpClient
-from acp import RequestError
+from acp import RequestError, update_agent_message_text
 from acp.schema import (
     AllowedOutcome,
     CurrentModeUpdate,
@@ -149,8 +149,7 @@ class AcpSession:
             self._following = False
 
     def translator_note(self, text: str) -> list[SessionUpdate]:
-        from acp import update_agent_message_text
-
+        """A line of the adapter's own (not the model's) in the agent's message."""
         return [update_agent_message_text(f"\n\n[{text}]")]
 
     async def _on_event(self, event: TaskEvent) -> None:
