@@ -27,6 +27,7 @@ from hdsp.protocol import (
     encode,
 )
 
+from .acp.command import add_acp_parser
 from .asks_command import add_asks_parser
 from .chat import add_chat_parser
 from .checkpoints_command import add_checkpoints_parsers
@@ -329,6 +330,7 @@ def _parser() -> argparse.ArgumentParser:
     add_vars_parser(sub, common)
     add_chat_parser(sub, common)
     add_completion_parser(sub, common)
+    add_acp_parser(sub, common)
     return p
 
 
@@ -858,7 +860,9 @@ class _Cli:
             handler = getattr(self, f"cmd_{self.args.command}")
         else:
             handler = functools.partial(handler, self)
-        async with connect(self.args.runtime_dir, name="hdsp", kind="cli") as client:
+        name = getattr(self.args, "client_name", "hdsp")
+        kind = getattr(self.args, "client_kind", "cli")
+        async with connect(self.args.runtime_dir, name=name, kind=kind) as client:
             code: int = await handler(client)
             return code
 

@@ -209,6 +209,14 @@ class ClineMessage(WireStruct, frozen=True):
             "(the notebook, cell, selection, outline the user kept)."
         ),
     ] = None
+    stop_reason: Annotated[
+        str | None,
+        Meta(
+            description="A model's reply (text): why it ended, when it did not end by itself: "
+            '"max_tokens" (cut at the output limit), "refusal" (the model refused), '
+            '"content_filter" (the provider filtered it).'
+        ),
+    ] = None
 
 
 class TokenUsage(WireStruct, frozen=True):

@@ -38,6 +38,11 @@ __all__ = ["INTERRUPTED_NOTE", "PARTIAL_INTERVAL", "StreamedReply"]
 
 #: Live-only partial updates of one message are sent at most this often (seconds).
 PARTIAL_INTERVAL = 0.05
+
+#: Why a reply may end other than by itself, as providers' stop reasons say it
+#: (shown on its text message: ACP clients end their turn with it).
+_UNUSUAL_STOPS = ("max_tokens", "refusal", "content_filter")
+
 #: What the history adds to a reply a person cancelled.
 INTERRUPTED_NOTE = "\n\n[Response interrupted by the user]"
 
@@ -151,11 +156,15 @@ class StreamedReply:
                 self._last_partial = time.monotonic()
 
     async def finish(self) -> None:
-        """Finish the messages left partial, with all the text they got."""
+        """Finish the messages left partial, with all the text they got; a reply
+        that did not end by itself says why on its text (`stop_reason`)."""
         if self.reasoning_msg is not None and self.reasoning_msg.partial:
             await self._messages.update(self.reasoning_msg, text=self.reasoning, partial=False)
-        if self.text_msg is not None and self.text_msg.partial:
-            await self._messages.update(self.text_msg, text=self.text, partial=False)
+        cut = self.stop_reason if self.stop_reason in _UNUSUAL_STOPS else None
+        if self.text_msg is not None and (self.text_msg.partial or cut is not None):
+            self.text_msg = await self._messages.update(
+                self.text_msg, text=self.text, partial=False, stop_reason=cut
+            )
 
     async def blank_unused(self, previous: StreamedReply) -> None:
         """Empty the messages of a broken attempt that this one did not reuse."""

@@ -37,8 +37,11 @@ class JupyterProcess:
         env: Mapping[str, str] | None = None,
         args: Sequence[str] = (),
         rtc: bool = False,
+        python: str | Path = sys.executable,
     ) -> None:
         self.root = root
+        #: The interpreter that runs Jupyter (another venv's, for Jupyter AI).
+        self.python = python
         self.hdsp_runtime_dir = hdsp_runtime_dir
         self.root_dir = root_dir
         self.app = app
@@ -93,7 +96,7 @@ class JupyterProcess:
         with open(self.stderr_path, "ab") as err:
             self.proc = subprocess.Popen(
                 [
-                    sys.executable,
+                    str(self.python),
                     "-m",
                     module,
                     "--no-browser",

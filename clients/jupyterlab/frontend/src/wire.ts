@@ -1408,6 +1408,10 @@ export interface ClineMessage {
   progressStatus?: ProgressStatus | null;
   reasoning?: string | null;
   say?: string | null;
+  /**
+   * A model's reply (text): why it ended, when it did not end by itself: "max_tokens" (cut at the output limit), "refusal" (the model refused), "content_filter" (the provider filtered it).
+   */
+  stopReason?: string | null;
   text?: string | null;
   /**
    * The tool call this message belongs to (its ask, its streamed output).

@@ -1,0 +1,105 @@
+"""What `hdsp acp` shows an ACP host of a task's messages (no processes: the
+translation from hdsp's UI messages to session updates)."""
+
+from __future__ import annotations
+
+import json
+
+from acp.schema import (
+    AgentMessageChunk,
+    ContentToolCallContent,
+    FileEditToolCallContent,
+    TextContentBlock,
+    ToolCallProgress,
+    ToolCallStart,
+    UserMessageChunk,
+)
+
+from hdsp.client.acp.updates import UpdateTranslator
+from hdsp.protocol import ClineMessage, ToolResultText, encode
+
+
+def say(ts: int, say: str, text: str, **fields: object) -> ClineMessage:
+    return ClineMessage(ts=ts, type="say", say=say, text=text, **fields)  # type: ignore[arg-type]
+
+
+def ask(ts: int, kind: str, text: str, **fields: object) -> ClineMessage:
+    return ClineMessage(ts=ts, type="ask", ask=kind, text=text, **fields)  # type: ignore[arg-type]
+
+
+def texts(updates: list[object]) -> list[str]:
+    return [
+        u.content.text
+        for u in updates
+        if isinstance(u, AgentMessageChunk) and isinstance(u.content, TextContentBlock)
+    ]
+
+
+def test_streamed_text_goes_as_new_chunks_only_and_a_retried_reply_says_so() -> None:
+    t = UpdateTranslator("/ws")
+    assert isinstance(t.message(say(1, "text", "the prompt"))[0], UserMessageChunk)
+    assert texts(t.message(say(2, "text", "Hel", partial=True))) == ["Hel"]
+    assert texts(t.message(say(2, "text", "Hello", partial=True))) == ["lo"]
+    assert texts(t.message(say(2, "text", "Hello"))) == []
+    # A retry replaced the text: the host cannot take chunks back.
+    assert texts(t.message(say(2, "text", "Bonjour"))) == ["\n\n[the reply was retried]\n\nBonjour"]
+    # A later message of the same reply is set apart.
+    assert texts(t.message(say(3, "completion_result", "Done."))) == ["\n\nDone."]
+
+
+def test_the_hosts_own_prompt_is_not_echoed_but_replayed() -> None:
+    live = UpdateTranslator("/ws")
+    live.own_prompts.append("hi")
+    assert live.message(say(1, "text", "hi")) == []
+    replay = UpdateTranslator("/ws")
+    assert isinstance(replay.message(say(1, "text", "hi"), replay=True)[0], UserMessageChunk)
+
+
+def test_model_text_in_titles_and_output_stays_data() -> None:
+    t = UpdateTranslator("/ws")
+    t.message(say(1, "text", "prompt"))
+    path = "[click](http://evil.example)`x"
+    preview = json.dumps({"tool": "read_file", "path": path})
+    (start,) = t.message(say(2, "tool", preview, tool_use_id="c1"))
+    assert isinstance(start, ToolCallStart)
+    assert start.title == "Read ``[click](http://evil.example)`x``"
+    output = "ok\n```\n# not a heading: still in the fence\n"
+    (update,) = t.message(say(3, "command_output", output, tool_use_id="c1", partial=True))
+    assert isinstance(update, ToolCallProgress)
+    (shown,) = update.content or []
+    assert isinstance(shown, ContentToolCallContent) and isinstance(shown.content, TextContentBlock)
+    assert shown.content.text.startswith("````console\n") and shown.content.text.endswith("\n````")
+
+
+def test_a_write_shows_its_diff_hunks_and_a_reused_call_id_is_a_new_call() -> None:
+    t = UpdateTranslator("/ws")
+    t.message(say(1, "text", "prompt"))
+    diff = "--- a/f.txt\n+++ b/f.txt\n@@ -1,2 +1,2 @@\n a\n-b\n+B\n"
+    preview = json.dumps({"tool": "edit_file", "path": "f.txt", "diff": diff})
+    (start,) = t.message(ask(2, "tool", preview, tool_use_id="call_0"))
+    assert isinstance(start, ToolCallStart) and start.status == "pending"
+    (hunk,) = start.content or []
+    assert isinstance(hunk, FileEditToolCallContent)
+    assert (hunk.path, hunk.old_text, hunk.new_text) == ("/ws/f.txt", "a\nb\n", "a\nB\n")
+    result = encode(ToolResultText(tool="edit_file", text="edited")).decode()
+    answered = ask(
+        2, "tool", preview, tool_use_id="call_0", is_answered=True, answer="yesButtonClicked"
+    )
+    assert [u.status for u in t.message(answered)] == ["in_progress"]  # type: ignore[attr-defined]
+    (done,) = t.message(say(3, "tool_result", result, tool_use_id="call_0"))
+    assert isinstance(done, ToolCallProgress) and done.status == "completed"
+    # The next reply's first call has the same id (some servers number per reply).
+    (again,) = t.message(ask(4, "tool", preview, tool_use_id="call_0"))
+    assert isinstance(again, ToolCallStart) and again.tool_call_id == "call_0-4"
+    denied = ask(
+        4,
+        "tool",
+        preview,
+        tool_use_id="call_0",
+        is_answered=True,
+        answer="noButtonClicked",
+        answered_by="hdsp",
+    )
+    (failed,) = t.message(denied)
+    assert isinstance(failed, ToolCallProgress)
+    assert failed.tool_call_id == "call_0-4" and failed.status == "failed"

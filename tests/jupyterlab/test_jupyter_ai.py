@@ -1,0 +1,85 @@
+"""hdsp as a Jupyter AI 3 persona, in a real browser: Jupyter AI's own ACP
+client starts `hdsp acp` (found through hdsp's `jupyter_ai.personas` entry
+point), and the persona's answer, from a real hdspd and the scripted model,
+shows in Jupyter AI's chat."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import anyio
+import pytest
+
+from hdsp.client import Client
+from tests.fakes.openai_server import FakeOpenAI
+from tests.fakes.openai_server import Reply as FakeReply
+from tests.support.daemon_process import DaemonProcess
+from tests.support.jupyter_ai_env import jupyter_ai_python
+from tests.support.jupyter_process import JupyterProcess
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
+
+HERE = Path(__file__).resolve().parent
+UI_TESTS = HERE.parents[1] / "clients" / "jupyterlab" / "ui-tests"
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+
+
+def _browser() -> None:
+    if shutil.which(CHROMIUM) is None:
+        pytest.fail(f"No browser at {CHROMIUM}: `apt-get install -y chromium`, or CHROMIUM=/path.")
+    if not (UI_TESTS / "node_modules" / "playwright-core").is_dir():
+        pytest.fail(f"playwright-core is not installed in {UI_TESTS}: run `npm ci` there.")
+
+
+async def test_the_hdsp_persona_answers_in_jupyter_ais_chat(
+    daemon: DaemonProcess, client: Client, fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    _browser()
+    python = await anyio.to_thread.run_sync(jupyter_ai_python)
+    root = tmp_path / "lab"
+    root.mkdir()
+    (root / "hdsp.chat").write_text("")
+    fake_openai.script(FakeReply.text("Hello from hdsp, answering in Jupyter AI."))
+    lab = JupyterProcess(
+        daemon.root,
+        hdsp_runtime_dir=daemon.runtime_dir,
+        root_dir=root,
+        app="lab",
+        python=python,
+        # Jupyter AI's MCP server takes port 3001 unless told to pick a free one.
+        config={"MCPExtensionApp": {"mcp_port": 0}},
+        env={"XDG_STATE_HOME": str(tmp_path / "state")},
+    )
+    await anyio.to_thread.run_sync(lab.start)
+    try:
+        with anyio.fail_after(300):
+            done = await anyio.run_process(
+                ["node", str(HERE / "jupyter_ai_chat.js")],
+                env={
+                    **os.environ,
+                    "NODE_PATH": str(UI_TESTS / "node_modules"),
+                    "LAB_URL": lab.url,
+                    "LAB_TOKEN": lab.token,
+                    "CHAT": "hdsp.chat",
+                    "PROMPT": "@hdsp Say hello",
+                    "EXPECT": "Hello from hdsp, answering in Jupyter AI.",
+                    "CHROMIUM": CHROMIUM,
+                    "SCREENSHOT": str(tmp_path / "jupyter-ai.png"),
+                },
+                check=False,
+            )
+        assert done.returncode == 0, (
+            f"{done.stderr.decode()}\n--- chat ---\n{done.stdout.decode()}\n"
+            f"--- lab ---\n{lab.stderr()[-6000:]}"
+        )
+    finally:
+        await anyio.to_thread.run_sync(lab.stop)
+    # The chat's question is an ordinary hdsp task in the chat's directory, which
+    # every hdsp client sees.
+    (item,) = (await client.list_tasks()).tasks
+    assert item.workspace == str(root)
+    snapshot = await client.get_task(item.id)
+    assert snapshot.state == "completed"
+    assert any("Say hello" in (m.text or "") for m in snapshot.messages if m.say == "text")
