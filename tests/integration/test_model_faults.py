@@ -346,6 +346,10 @@ async def test_a_silent_server_shows_a_waiting_message_and_times_out_at_the_firs
                                 break
                             continue
                         message = event.data.payload[0].message
+                        if _preparing(message.text):
+                            # Under load the provider's SDK may still be loading:
+                            # that wait is shown too, in a message of its own.
+                            continue
                         if message.say == Say.API_REQ_WAITING:
                             waiting_events += 1
                         if message.say == Say.API_REQ_WAITING and waiting_at is None:
@@ -356,17 +360,27 @@ async def test_a_silent_server_shows_a_waiting_message_and_times_out_at_the_firs
                             failed_at = time.monotonic() - started
                             assert f"sent nothing for {first_byte:g} s" in (message.text or "")
             snap = await client.get_task(ref.task_id)
-    # Seen within a few seconds, while the server was still silent...
-    assert waiting_at is not None and waiting_at < first_byte
-    # ...and given up at the bound, then retried.
+    # Given up at the bound, then retried...
     assert failed_at is not None and first_byte <= failed_at < first_byte + 10
+    # ...and seen before that, while the server was still silent.
+    assert waiting_at is not None and waiting_at < failed_at
     # Bounded: the notice, an update every WAIT_UPDATE_INTERVAL s, the final text.
     assert 2 <= waiting_events <= 2 + failed_at / WAIT_UPDATE_INTERVAL
-    (waited,) = [m for m in snap.messages if m.say == Say.API_REQ_WAITING]
+    (waited,) = [
+        m for m in snap.messages if m.say == Say.API_REQ_WAITING and not _preparing(m.text)
+    ]
     assert not waited.partial
     ended = re.fullmatch(r"The request ended after (\d+) s without a reply\.", waited.text or "")
     assert ended is not None and int(ended[1]) >= first_byte
     assert [m.text for m in snap.messages if m.say == Say.TEXT][-1] == "Answered at last."
+
+
+def _preparing(text: str | None) -> bool:
+    """Whether a waiting message is the request's preparation (the SDK loading),
+    not the wait for the model server."""
+    return (text or "").startswith(
+        ("Preparing the request", "The request was ready", "Stopped preparing")
+    )
 
 
 def _closed_port() -> int:
