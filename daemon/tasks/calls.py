@@ -41,6 +41,7 @@ from hdsp.protocol import (
 from .asks import AskBox
 from .deps import TaskDeps, TaskKernels
 from .messages import TaskMessages
+from .parallel import EVERYTHING, Resources, run_concurrently
 from .turn import CallState, encodable_result
 
 __all__ = [
@@ -168,6 +169,45 @@ class ToolCalls:
         #: times in a row it came.
         self.last_call: tuple[str, bytes] | None = None
         self.repeats = 0
+
+    async def run_all(self, calls: list[CallState]) -> None:
+        """Take every call of one reply to done, concurrently (:mod:`.parallel`):
+        calls that change the same thing keep their order."""
+        await run_concurrently(calls, self.run, self.resources, self._failed)
+
+    def resources(self, call: CallState) -> Resources:
+        """What `call` changes, for the order of concurrent calls: a file it
+        writes, the kernel it runs code in; a shell command may change anything,
+        and a call that ends the turn or switches mode keeps its place among all."""
+        tool = self._deps.tools.get(call.name)
+        if tool is None or call.arguments is None:
+            return Resources()  # refused at once
+        category = tool.category
+        if category in (ToolCategory.COMPLETION, ToolCategory.MODE):
+            return Resources(names=frozenset({EVERYTHING}))
+        if category is ToolCategory.WRITE:
+            paths = tool.written_paths(call.arguments)
+            if not paths:
+                return Resources(exclusive=True)
+            return Resources(names=frozenset(f"path:{os.path.normpath(p)}" for p in paths))
+        if category is ToolCategory.EXECUTE:
+            return Resources(names=frozenset({"kernel"}))
+        if category in (ToolCategory.COMMAND, ToolCategory.MCP):
+            return Resources(exclusive=True)
+        if category in (ToolCategory.FOLLOWUP, ToolCategory.TODO):
+            return Resources(names=frozenset({category.value}))
+        return Resources()  # reads, agents: independent
+
+    async def _failed(self, call: CallState, exc: Exception) -> None:
+        """A call whose handling raised: an error result, the others go on."""
+        if call.status != "done":
+            await self.finish(
+                call,
+                ToolResult.text(
+                    f"Error: the tool {call.name} failed inside hdsp ({type(exc).__name__}).",
+                    is_error=True,
+                ),
+            )
 
     async def run(self, call: CallState) -> None:
         """Take `call` from where it stands to done."""

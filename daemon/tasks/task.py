@@ -389,9 +389,7 @@ class Task:
                 turn.phase = "tools"
                 turn.calls = reply.call_states()
                 await self._add_with_turn("assistant", reply.content())
-            for call in turn.calls:
-                if call.status != "done":
-                    await self.calls.run(call)
+            await self.calls.run_all(turn.calls)
             await self._close_calls("")
             if any(c.completes_task for c in turn.calls):
                 return
