@@ -555,6 +555,7 @@ class Client:
         approvals: dict[str, Any] | None = None,
         allow_broad_workspace: bool = False,
         context: PromptContext | None = None,
+        agent: str | None = None,
     ) -> TaskRef:
         """Start a task in `workspace` (by default the caller's working
         directory; a relative path is taken from it too). `approvals` overrides
@@ -562,7 +563,8 @@ class Client:
         {"always_allow_write": True}). The daemon refuses `/`, the home directory
         itself and its own directories as a workspace unless
         `allow_broad_workspace` says that one was meant. `context` says what the
-        message is about (a notebook, its active cell; see `PromptContext`)."""
+        message is about (a notebook, its active cell; see `PromptContext`);
+        `agent` names the agent the task runs (seed 002)."""
         config = TaskConfiguration(
             api_config_name=profile,
             workspace=_absolute_workspace(workspace),
@@ -570,6 +572,7 @@ class Client:
             kernel_id=kernel_id,
             approvals=approvals,
             allow_broad_workspace=allow_broad_workspace,
+            agent=agent,
         )
         data = StartNewTaskData(text=text, configuration=config, images=images, context=context)
         return await self.request(StartNewTask(data=data))

@@ -197,6 +197,15 @@ class TaskConfiguration(WireStruct, frozen=True):
             )
         ),
     ] = False
+    agent: Annotated[
+        str | None,
+        Meta(
+            description=(
+                "hdsp: the agent the task runs (ListAgents; seed 002): its instructions and "
+                "tools, and it may call other agents. None: a task of its mode, as before."
+            )
+        ),
+    ] = None
 
 
 class StartNewTaskData(WireStruct, frozen=True):

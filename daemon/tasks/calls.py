@@ -127,6 +127,9 @@ class CallContext:
     def service(self, name: str) -> Any:
         if name == "kernels" and self._kernels is not None:
             return self._kernels
+        if name == "call_id":
+            # The running call's tool_use id (per context: calls run concurrently).
+            return self._messages.tool_use_id
         if name == "execution_log" and self._checkpoints is not None:
             # The task's kernel execution log (issue 20): what ran where, in order.
             return functools.partial(self._checkpoints.record_execution, self._task_id)
@@ -144,7 +147,11 @@ class ToolCalls:
         *,
         mode: Callable[[], Mode] | None = None,
         services: Mapping[str, Any] | None = None,
+        approvals_key: Callable[[], str] | None = None,
     ) -> None:
+        #: Whose approval settings and counts a call uses: a tree of agents
+        #: shares its root's (its caps count the whole tree).
+        self._approvals_key = approvals_key or (lambda: messages.task_id)
         #: What the tools this task runs see of it.
         self.context: ToolContext = CallContext(
             messages.task_id,
@@ -212,6 +219,10 @@ class ToolCalls:
     async def run(self, call: CallState) -> None:
         """Take `call` from where it stands to done."""
         tool = self._deps.tools.get(call.name)
+        if call.status == "running" and tool is not None and tool.category is ToolCategory.SUBTASK:
+            # An agent call attaches again to the child task it started (which
+            # resumes), so the caller gets its return once.
+            call.status = "approved"
         if call.status == "running":
             # It was running when the daemon stopped: what it did is unknown.
             output = await self._messages.tool_output(call.id)
@@ -239,7 +250,7 @@ class ToolCalls:
             assert tool is not None and call.arguments is not None
             ctx = self._ctx
             verdict = self._deps.approvals.decide(
-                tool, call.arguments, task_id=ctx.task_id, workspace=ctx.workspace
+                tool, call.arguments, task_id=self._approvals_key(), workspace=ctx.workspace
             )
             if verdict.decision is Decision.DENY:
                 await self.finish(call, ToolResult.text(f"Denied: {verdict.reason}", is_error=True))
@@ -304,7 +315,7 @@ class ToolCalls:
                 )
                 return
             if call.cap_reached:
-                self._deps.approvals.reset_count(self._ctx.task_id)
+                self._deps.approvals.reset_count(self._approvals_key())
             call.status = "approved"
         assert call.status == "approved" and tool is not None and call.arguments is not None
         call.status = "running"
