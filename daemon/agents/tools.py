@@ -48,7 +48,7 @@ class CallAgent(Tool):
 
     async def execute(self, ctx: ToolContext, args: Mapping[str, Any]) -> ToolResult:
         caller: AgentCaller = ctx.service("agents")
-        call_id = str(ctx.service("call_id"))
+        call_id = str(ctx.service("call_key"))
         returned = await caller.call_agent(
             ctx.task_id, call_id, str(args["agent_name"]), str(args["message"])
         )

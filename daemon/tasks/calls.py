@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 from collections.abc import Awaitable, Callable, Mapping
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +77,9 @@ _CHANGES = frozenset({ToolCategory.WRITE, ToolCategory.EXECUTE, ToolCategory.COM
 
 _result_encoder = msgspec.json.Encoder()
 
+#: The running call's key (CallState.key), per context: calls run concurrently.
+_running_key: ContextVar[str | None] = ContextVar("running_call_key", default=None)
+
 
 def command_cwd(workspace: Path, given: Any) -> str:
     """The directory a command ask names, as the model asked for it (absolute,
@@ -127,9 +131,9 @@ class CallContext:
     def service(self, name: str) -> Any:
         if name == "kernels" and self._kernels is not None:
             return self._kernels
-        if name == "call_id":
-            # The running call's tool_use id (per context: calls run concurrently).
-            return self._messages.tool_use_id
+        if name == "call_key":
+            # The running call's lasting key (per context: calls run concurrently).
+            return _running_key.get()
         if name == "execution_log" and self._checkpoints is not None:
             # The task's kernel execution log (issue 20): what ran where, in order.
             return functools.partial(self._checkpoints.record_execution, self._task_id)
@@ -325,6 +329,7 @@ class ToolCalls:
             await self._deps.journal.flush()
         await self._checkpoint(tool)
         self._messages.tool_use_id = call.id
+        _running_key.set(call.key)
         try:
             result = await tool.execute(self._ctx, call.arguments)
         except ToolError as exc:

@@ -83,9 +83,15 @@ class Subtasks:
         try:
             child = await self._existing_child(parent, call_id)
             if child is None:
-                child = await self._spawn(parent, call_id, agent_name, message)
+                agent = await self._allowed(parent, agent_name)
+            # The call holds its place in the fan-out from here (calls of one
+            # reply check it at once).
             self._running[parent.id] += 1
             try:
+                if child is None:
+                    child = await self._host.spawn_agent(
+                        agent, message, parent=parent, call_id=call_id
+                    )
                 return await self._wait_return(parent, child, message)
             finally:
                 self._running[parent.id] -= 1
@@ -94,12 +100,19 @@ class Subtasks:
         finally:
             self._host.settle(parent)
 
-    async def _spawn(self, parent: Task, call_id: str, agent_name: str, message: str) -> Task:
+    async def _allowed(self, parent: Task, agent_name: str) -> AgentDefinition:
+        """The agent `parent` may call now; a ToolError says why not."""
         try:
             agent = self.agents.get(agent_name)
         except UnknownAgent as exc:
             raise ToolError(str(exc)) from None
         limits = self.agents.limits
+        if self._running[parent.id] >= limits.max_fan_out:
+            raise ToolError(
+                f"{agent_name} was not called: {self._running[parent.id]} agent calls of "
+                f"yours run already, and this hdsp allows at most {limits.max_fan_out} at "
+                "once (the operator's agent_limits.max_fan_out). Wait for their results first."
+            )
         depth = await self._depth(parent)
         if depth >= limits.max_depth:
             raise ToolError(
@@ -109,12 +122,13 @@ class Subtasks:
                 "and return what you have."
             )
         if self._running[parent.id] >= limits.max_fan_out:
+            # (Checked again: the depth's look-up may have let other calls in.)
             raise ToolError(
                 f"{agent_name} was not called: {self._running[parent.id]} agent calls of "
                 f"yours run already, and this hdsp allows at most {limits.max_fan_out} at "
                 "once (the operator's agent_limits.max_fan_out). Wait for their results first."
             )
-        return await self._host.spawn_agent(agent, message, parent=parent, call_id=call_id)
+        return agent
 
     async def _depth(self, task: Task) -> int:
         """How far below its root `task` is (the root is 0)."""
