@@ -34,6 +34,7 @@ from hdsp.protocol import (
     PROTOCOL_VERSION,
     Ack,
     AckData,
+    AgentList,
     AnswerDocumentEdit,
     AttachKernel,
     BlobData,
@@ -84,6 +85,7 @@ from hdsp.protocol import (
     KernelInfo,
     KernelList,
     KernelRef,
+    ListAgents,
     ListCheckpoints,
     ListCheckpointsData,
     ListKernels,
@@ -892,6 +894,10 @@ class Client:
         `.hdsp/modes.yaml`); `problems` says why a custom mode was left out."""
         data = GetModesData(workspace=_absolute_workspace(workspace) if workspace else None)
         return await self.request(GetModes(data=data))
+
+    async def list_agents(self) -> AgentList:
+        """The agents a task can run (`start_task(agent=...)`) and call."""
+        return await self.request(ListAgents())
 
     async def get_commands(self, workspace: str | os.PathLike[str] | None = None) -> CommandList:
         """The slash commands (global, and `workspace`'s `.hdsp/commands/`)."""

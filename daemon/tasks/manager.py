@@ -30,7 +30,7 @@ import msgspec
 import structlog
 from anyio.abc import TaskGroup, TaskStatus
 
-from hdsp.daemon.agents import AgentCatalog, UnknownAgent
+from hdsp.daemon.agents import BUILT_IN_AGENTS, AgentCatalog, UnknownAgent
 from hdsp.daemon.approvals import ApprovalPolicy
 from hdsp.daemon.checkpoints import (
     CheckpointService,
@@ -71,6 +71,8 @@ from hdsp.daemon.store import (
 from hdsp.daemon.tools import AskAnswer, ToolError, ToolRegistry, default_tools
 from hdsp.protocol import (
     MAX_TASK_PAGE,
+    AgentInfo,
+    AgentList,
     Ask,
     AskResponse,
     CheckpointDiff,
@@ -696,6 +698,27 @@ class TaskManager:
         catalog = AgentCatalog(agents, limits)
         self.deps.agents = catalog
         self.subtasks.agents = catalog
+
+    def list_agents(self) -> AgentList:
+        """ListAgents: the built-in agents and the settings' (which replace a
+        built-in one of the same name), with the tree limits."""
+        catalog = self.deps.agents
+        built_in = {a.name: a for a in BUILT_IN_AGENTS}
+        return AgentList(
+            agents=[
+                AgentInfo(
+                    name=a.name,
+                    instructions=a.instructions,
+                    profile=a.profile,
+                    groups=[str(g) for g in a.groups],
+                    mode=a.mode,
+                    source="built-in" if built_in.get(a.name) is a else "settings",
+                )
+                for a in catalog.all()
+            ],
+            max_depth=catalog.limits.max_depth,
+            max_fan_out=catalog.limits.max_fan_out,
+        )
 
     async def _committed_unless_failing(self) -> None:
         """Wait until what is queued is committed, or until the storage fails:
