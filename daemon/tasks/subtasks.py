@@ -3,8 +3,9 @@ task of its own, with a fresh context and its own durable history, linked to
 its caller by `parentTaskId`/`rootTaskId`/`parentCallId` (the child) and
 `childIds`/`delegatedToId` (the parent). The caller's topic shows
 `taskSpawned` and `taskDelegated` when the child starts, and
-`taskDelegationCompleted` with what it returned when it is done; the child's
-own events go to its own topic.
+`taskDelegationCompleted` with what it returned when it is done, and
+`taskPaused` / `taskUnpaused` while it waits for children; the child's own
+events go to its own topic.
 
 Two message kinds only: the call's message goes forward (the child's first
 message), the child's return goes back to its caller and to no one else (its
@@ -36,7 +37,9 @@ from hdsp.protocol import (
     SendMessageData,
     TaskActive,
     TaskDelegationCompleted,
+    TaskPaused,
     TaskState,
+    TaskUnpaused,
 )
 
 from .task import Task
@@ -87,6 +90,9 @@ class Subtasks:
             # The call holds its place in the fan-out from here (calls of one
             # reply check it at once).
             self._running[parent.id] += 1
+            if self._running[parent.id] == 1:
+                # The caller waits for its children (Roo's paused parent).
+                await self._journal.emit(TaskPaused(payload=(parent.id,)))
             try:
                 if child is None:
                     child = await self._host.spawn_agent(
@@ -97,6 +103,8 @@ class Subtasks:
                 self._running[parent.id] -= 1
                 if not self._running[parent.id]:
                     del self._running[parent.id]
+                    with anyio.move_on_after(5, shield=True):
+                        await self._journal.emit(TaskUnpaused(payload=(parent.id,)))
         finally:
             self._host.settle(parent)
 

@@ -23,7 +23,9 @@ from hdsp.protocol import (
     TaskDelegated,
     TaskDelegationCompleted,
     TaskEvent,
+    TaskPaused,
     TaskSpawned,
+    TaskUnpaused,
 )
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
 from tests.support.events import collect_turn
@@ -175,6 +177,9 @@ async def test_three_calls_in_one_reply_run_concurrently_and_one_failing_disturb
         [(children["b"], "b did part one"), (children["c"], "c did part two")]
     )
     assert all(p.payload[0] == root for p in [*spawned, *delegated, *returned])
+    # The caller waited for its children once (Roo's paused parent), then went on.
+    assert [p.payload for p in of_type(events, TaskPaused)] == [(root,)]
+    assert [p.payload for p in of_type(events, TaskUnpaused)] == [(root,)]
 
 
 @pytest.mark.slow
