@@ -87,6 +87,22 @@ async def test_agents_are_added_listed_run_and_removed_and_a_tree_shows(
     assert "children (1):" in r.stdout
     assert child[:8] in r.stdout and "returned: there are 2 rows" in r.stdout
 
+    # Followed live, the run says when an agent takes a part and when it returns.
+    r = await run_hdsp(
+        daemon.runtime_dir,
+        "run",
+        "count again",
+        "--agent",
+        "lead",
+        "--workspace",
+        str(tmp_path),
+        "--auto-approve",
+        "subtasks",
+    )
+    assert r.returncode == ExitCode.OK, r.stderr
+    assert "an agent works on a part: task" in r.stderr and "returned" in r.stderr
+    assert "lead: there are 2 rows" in r.stdout
+
     r = await run_hdsp(daemon.runtime_dir, "agent", "remove", "helper")
     assert r.returncode == ExitCode.OK, r.stderr
     r = await run_hdsp(daemon.runtime_dir, "agent", "remove", "analyst")
