@@ -28,6 +28,7 @@ from hdsp.protocol import (
 )
 
 from .acp.command import add_acp_parser
+from .agents_command import add_agent_parsers, print_children, print_tree
 from .asks_command import add_asks_parser
 from .chat import add_chat_parser
 from .checkpoints_command import add_checkpoints_parsers
@@ -186,6 +187,7 @@ def _parser() -> argparse.ArgumentParser:
         "prompt", help="what the agent should do (`/name args` runs a slash command)"
     ).completer = complete_slash_commands
     run.add_argument("--mode", help="the task's mode: ask, plan, analyst, code, ... (`hdsp modes`)")
+    run.add_argument("--agent", help="the agent the task runs (`hdsp agent list`)")
     run.add_argument("--profile", help="provider profile (`demo` needs no key)")
     run.add_argument("--workspace", help="directory the agent works in (default: here)")
     run.add_argument(
@@ -226,6 +228,9 @@ def _parser() -> argparse.ArgumentParser:
 
     tasks = sub.add_parser("tasks", parents=[common], help="list tasks, newest first")
     tasks.add_argument("--limit", type=int, default=20)
+    tasks.add_argument(
+        "--tree", action="store_true", help="show agent calls: each task's children below it"
+    )
 
     show = sub.add_parser(
         "show",
@@ -327,6 +332,7 @@ def _parser() -> argparse.ArgumentParser:
     add_kernels_parser(sub, common)
     add_checkpoints_parsers(sub, common)
     add_modes_parsers(sub, common)
+    add_agent_parsers(sub, common)
     add_vars_parser(sub, common)
     add_chat_parser(sub, common)
     add_completion_parser(sub, common)
@@ -451,6 +457,7 @@ class _Cli:
                 approvals=_approvals(a.auto_approve, a.yes),
                 allow_broad_workspace=a.allow_broad_workspace,
                 context=_prompt_context(a),
+                agent=a.agent,
             )
         except FileNotFoundError:
             raise CommandFailed(
@@ -533,6 +540,9 @@ class _Cli:
             return ExitCode.OK
         if not page.tasks:
             self.out('No tasks yet. Start one with: hdsp run "..."')
+        if self.args.tree:
+            print_tree(self, page.tasks)
+            return ExitCode.OK
         for t in page.tasks:
             title = t.task.replace("\n", " ")
             title = title if len(title) <= 60 else title[:59] + "…"
@@ -546,6 +556,7 @@ class _Cli:
             return ExitCode.OK
         color = use_color(sys.stdout)
         HistoryView(sys.stdout, color=color, full=self.args.full).render(snap)
+        await print_children(self, client, snap.item)
         return ExitCode.OK
 
     async def _simple(

@@ -34,6 +34,7 @@ from hdsp.protocol import (
     PROTOCOL_VERSION,
     Ack,
     AckData,
+    AgentList,
     AnswerDocumentEdit,
     AttachKernel,
     BlobData,
@@ -84,6 +85,7 @@ from hdsp.protocol import (
     KernelInfo,
     KernelList,
     KernelRef,
+    ListAgents,
     ListCheckpoints,
     ListCheckpointsData,
     ListKernels,
@@ -555,6 +557,7 @@ class Client:
         approvals: dict[str, Any] | None = None,
         allow_broad_workspace: bool = False,
         context: PromptContext | None = None,
+        agent: str | None = None,
     ) -> TaskRef:
         """Start a task in `workspace` (by default the caller's working
         directory; a relative path is taken from it too). `approvals` overrides
@@ -562,7 +565,8 @@ class Client:
         {"always_allow_write": True}). The daemon refuses `/`, the home directory
         itself and its own directories as a workspace unless
         `allow_broad_workspace` says that one was meant. `context` says what the
-        message is about (a notebook, its active cell; see `PromptContext`)."""
+        message is about (a notebook, its active cell; see `PromptContext`);
+        `agent` names the agent the task runs (seed 002)."""
         config = TaskConfiguration(
             api_config_name=profile,
             workspace=_absolute_workspace(workspace),
@@ -570,6 +574,7 @@ class Client:
             kernel_id=kernel_id,
             approvals=approvals,
             allow_broad_workspace=allow_broad_workspace,
+            agent=agent,
         )
         data = StartNewTaskData(text=text, configuration=config, images=images, context=context)
         return await self.request(StartNewTask(data=data))
@@ -889,6 +894,10 @@ class Client:
         `.hdsp/modes.yaml`); `problems` says why a custom mode was left out."""
         data = GetModesData(workspace=_absolute_workspace(workspace) if workspace else None)
         return await self.request(GetModes(data=data))
+
+    async def list_agents(self) -> AgentList:
+        """The agents a task can run (`start_task(agent=...)`) and call."""
+        return await self.request(ListAgents())
 
     async def get_commands(self, workspace: str | os.PathLike[str] | None = None) -> CommandList:
         """The slash commands (global, and `workspace`'s `.hdsp/commands/`)."""

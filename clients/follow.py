@@ -37,6 +37,8 @@ from hdsp.protocol import (
     TaskAskResponded,
     TaskClosed,
     TaskCompleted,
+    TaskDelegated,
+    TaskDelegationCompleted,
     TaskEvent,
     TaskIdle,
     TaskInteractive,
@@ -47,6 +49,7 @@ from hdsp.protocol import (
 from .ask_prompt import read_line
 from .client import Client
 from .errors import ClientError, CommandFailed
+from .escape import escape_controls
 from .exit_codes import ExitCode
 from .live import LiveView
 
@@ -178,6 +181,14 @@ class TaskFollower:
             self.out_raw(encode(event).decode())
         else:
             self.view.event(event)
+        if isinstance(data, TaskDelegated):
+            child = escape_controls(data.payload[1][:8])
+            self.note(
+                f"an agent works on a part: task {child} (`hdsp attach {child}`; "
+                "its asks: `hdsp asks`)"
+            )
+        elif isinstance(data, TaskDelegationCompleted):
+            self.note(f"agent task {escape_controls(data.payload[1][:8])} returned")
         if isinstance(data, (TaskInteractive, TaskIdle)):
             ask = (await self.client.get_task(self.task_id)).pending_ask
             if ask is not None:

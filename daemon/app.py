@@ -112,6 +112,7 @@ def _load_engine(sandbox: Sandbox, emit: Callable[[Event], Awaitable[None]]) -> 
     """Import the engine, make the default tools (checking their schemas) and check
     that the sandbox works: the bulk of the start-up's CPU time, run on a worker
     thread after READY."""
+    from .agents import agent_tools
     from .approvals import ApprovalPolicy
     from .checkpoints import CheckpointService
     from .commands import Commands
@@ -122,12 +123,15 @@ def _load_engine(sandbox: Sandbox, emit: Callable[[Event], Awaitable[None]]) -> 
 
     _report_sandbox(sandbox)
     documents = NotebookHosts(emit)
+    tools = default_tools(sandbox, documents=documents)
+    for tool in agent_tools():
+        tools.register(tool)
     return _Engine(
         ApprovalPolicy,
         KernelService,
         TaskManager,
         Commands,
-        default_tools(sandbox, documents=documents),
+        tools,
         CheckpointService,
         documents,
     )
@@ -369,6 +373,7 @@ class Daemon:
             private_dirs=(self.paths.data_dir, self.paths.runtime_dir),
         )
         self.tasks.apply_mode_settings(settings.custom_modes, settings.custom_instructions)
+        self.tasks.apply_agent_settings(settings.agents, settings.agent_limits)
         await tg.start(self.kernels.run)
         await tg.start(self.tasks.run)
         self._commands = engine.commands(
@@ -455,6 +460,7 @@ class Daemon:
         self.tasks.approvals.settings = settings.approvals
         self.tasks.retry_policy = RetryPolicy.from_settings(settings.retry)
         self.tasks.apply_mode_settings(settings.custom_modes, settings.custom_instructions)
+        self.tasks.apply_agent_settings(settings.agents, settings.agent_limits)
         if any(key == "sandbox" or key.startswith("sandbox.") for key in change.keys):
             await anyio.to_thread.run_sync(_report_sandbox, self.sandbox)
 

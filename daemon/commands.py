@@ -61,6 +61,7 @@ from hdsp.protocol import (
     ImportSettings,
     InterruptKernel,
     KernelList,
+    ListAgents,
     ListCheckpoints,
     ListKernels,
     ListProfiles,
@@ -270,6 +271,8 @@ class Commands:
             # ---- modes, prompts, slash commands, todo lists
             case GetModes(data=data):
                 return await self._modes(data.workspace)
+            case ListAgents():
+                return self._tasks.list_agents()
             case GetCommands(data=data):
                 return await self._slash_commands(data.workspace)
             case GetSystemPrompt(data=data):

@@ -5,6 +5,8 @@ Imports only msgspec and the standard library (a test checks it).
 
 from __future__ import annotations
 
+from .agents import *  # noqa: F403
+from .agents import __all__ as _agents_all
 from .blobs import *  # noqa: F403
 from .blobs import __all__ as _blobs_all
 from .checkpoints import *  # noqa: F403
@@ -82,6 +84,7 @@ __all__ = [
     *_kernels_all,
     *_checkpoints_all,
     *_modes_all,
+    *_agents_all,
     *_prompt_context_all,
     *_settings_all,
     *_variables_all,

@@ -19,6 +19,7 @@ import msgspec
 from msgspec import Meta
 
 from ._base import CommandBase, WireStruct
+from .agents import AgentList, ListAgents
 from .blobs import BlobData, GetBlob
 from .checkpoints import (
     CheckpointDiff,
@@ -197,6 +198,15 @@ class TaskConfiguration(WireStruct, frozen=True):
             )
         ),
     ] = False
+    agent: Annotated[
+        str | None,
+        Meta(
+            description=(
+                "hdsp: the agent the task runs (ListAgents; seed 002): its instructions and "
+                "tools, and it may call other agents. None: a task of its mode, as before."
+            )
+        ),
+    ] = None
 
 
 class StartNewTaskData(WireStruct, frozen=True):
@@ -574,6 +584,7 @@ Command = (
     | GetSystemPrompt
     | SwitchMode
     | UpdateTodoList
+    | ListAgents
 )
 
 
@@ -834,6 +845,7 @@ _ROWS = (
     ),
     CommandSpec(SwitchMode, TaskRef, ordering=lambda c: c.task_id, idempotent=True),
     CommandSpec(UpdateTodoList, TaskRef, ordering=lambda c: c.task_id, idempotent=True),
+    CommandSpec(ListAgents, AgentList, idempotent=True, without_storage=True),
 )
 
 #: The table: each command's row, by its `commandName`.

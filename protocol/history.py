@@ -284,3 +284,27 @@ class HistoryItem(WireStruct, frozen=True):
         str | None,
         Meta(description="The task's own custom instructions (its configuration's)."),
     ] = None
+    agent: Annotated[
+        str | None,
+        Meta(
+            description="hdsp: the agent the task runs (seed 002); None: no agent, its mode's role."
+        ),
+    ] = None
+    parent_call_id: Annotated[
+        str | None,
+        Meta(
+            description=(
+                "hdsp: the parent's call_agent tool call that started this child task (its "
+                "tool_use id), with `parentTaskId`."
+            )
+        ),
+    ] = None
+    result: Annotated[
+        str | None,
+        Meta(
+            description=(
+                "hdsp: what the task returned to its caller when it finished (its finish "
+                "message, or its last reply's text)."
+            )
+        ),
+    ] = None

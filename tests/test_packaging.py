@@ -180,6 +180,7 @@ DAEMON_LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"tools"}),
     frozenset({"approvals"}),
     frozenset({"modes"}),  # which tools each mode may use; rules files, slash commands
+    frozenset({"agents"}),  # agent definitions, their prompt, call_agent and finish
     frozenset({"checkpoints"}),
     frozenset({"tasks"}),
     frozenset({"commands"}),

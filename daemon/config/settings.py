@@ -50,6 +50,7 @@ from hdsp.daemon.errors import HdspError
 from hdsp.daemon.logs import is_secret_key
 from hdsp.protocol import ErrorCode
 
+from .agents import AgentDefinition, AgentLimits
 from .approvals import ApprovalSettings
 from .modes import ModeDefinition
 from .provider_kinds import ProviderKind
@@ -272,6 +273,10 @@ class Settings(_Section):
     custom_instructions: str = Field(default="", max_length=20_000)
     #: The user's own modes, beside the built-in ones (:mod:`hdsp.daemon.modes`).
     custom_modes: list[ModeDefinition] = []
+    #: The user's agents, beside the built-in ones (:mod:`hdsp.daemon.agents`).
+    agents: list[AgentDefinition] = []
+    #: Depth and fan-out limits of a tree of agents.
+    agent_limits: AgentLimits = AgentLimits()
 
     @model_validator(mode="before")
     @classmethod

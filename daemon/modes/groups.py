@@ -38,10 +38,12 @@ TOOL_GROUPS: Final[dict[str, ToolGroup]] = {
     "edit_cell": ToolGroup.NOTEBOOK,
     "delete_cell": ToolGroup.NOTEBOOK,
     "move_cell": ToolGroup.NOTEBOOK,
-    # mcp and agents: none yet (use_mcp_tool, call_agent when they land)
+    # mcp: none yet (use_mcp_tool when it lands)
     "use_mcp_tool": ToolGroup.MCP,
     "access_mcp_resource": ToolGroup.MCP,
+    # agents: calling an agent, and returning to the caller (seed 002)
     "call_agent": ToolGroup.AGENTS,
+    "finish": ToolGroup.AGENTS,
 }
 
 #: Tools every mode has.

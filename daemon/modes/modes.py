@@ -10,8 +10,7 @@ ask            read files and notebooks, inspect variables; runs nothing
 plan           read and propose; writes only a plan file
 analyst        runs code in kernels and edits notebooks
 code           files and the shell (the default)
-orchestrator   delegates to other agents (its agents group has no tool
-               until call_agent exists: today it can only read and plan)
+orchestrator   delegates to other agents (call_agent) and reads
 =============  =========================================================
 
 Custom modes come from the settings (`custom_modes`) and from the workspace's
@@ -159,9 +158,9 @@ BUILT_IN_MODES: tuple[Mode, ...] = (
         "the mode or agent that fits it.",
         when_to_use="Large pieces of work split into parts for other modes or agents.",
         groups=["read", "agents"],
-        custom_instructions="Delegating to other agents (call_agent) is not available yet: "
-        "the agents tool group has no tool. Read what you need, write the plan as a todo "
-        "list (update_todo_list), and call switch_mode to carry out each part.",
+        custom_instructions="Read what you need, write the plan as a todo list "
+        "(update_todo_list), and hand each part to the agent that fits it with call_agent; "
+        "calls in one reply run at once. Put their results together for the user.",
     ),
 )
 

@@ -1,13 +1,15 @@
-"""A task's ask box: the ask that waits for a person (at most one), the asks
-answered lately, and `respond`, by which any client answers; the first answer
-wins. While an ask waits, the task is in the state Roo gives that kind of ask
-(interactive, idle or resumable).
+"""A task's ask box: the asks that wait for a person (several at once when
+concurrent tool calls of one reply each ask for approval: they are asked
+together and answered one by one), the asks answered lately, and `respond`, by
+which any client answers; the first answer wins. While an ask waits, the task is
+in the state Roo gives that kind of ask (interactive, idle or resumable).
 """
 
 from __future__ import annotations
 
-from collections import deque
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,6 +69,13 @@ class _PendingAsk:
     answer: AskAnswer | None = None
 
 
+#: While a tool runs (in its own context): its AskBox and (seconds, answer on
+#: timeout or None to fail) for its asks.
+_tool_timeout: ContextVar[tuple[object, tuple[float, AskAnswer | None]] | None] = ContextVar(
+    "tool_timeout", default=None
+)
+
+
 class AskBox:
     def __init__(
         self, messages: TaskMessages, set_state: SetState, clock: Callable[[], int]
@@ -74,11 +83,21 @@ class AskBox:
         self._messages = messages
         self._set_state = set_state
         self._clock = clock
-        self._pending: _PendingAsk | None = None
-        self._answered: deque[int] = deque(maxlen=ANSWERED_KEPT)
-        self._last_answered: _PendingAsk | None = None
-        #: While a tool runs: (seconds, answer on timeout or None to fail) for its asks.
-        self.timeout: tuple[float, AskAnswer | None] | None = None
+        #: The asks that wait, oldest first, by ts.
+        self._waiting: dict[int, _PendingAsk] = {}
+        #: Asks answered lately, by ts, oldest first.
+        self._answered: OrderedDict[int, _PendingAsk] = OrderedDict()
+
+    @property
+    def timeout(self) -> tuple[float, AskAnswer | None] | None:
+        """While a tool runs: (seconds, answer on timeout or None to fail) for its
+        asks. Per running call (a context variable): concurrent calls each have theirs."""
+        found = _tool_timeout.get()
+        return found[1] if found is not None and found[0] is self else None
+
+    @timeout.setter
+    def timeout(self, value: tuple[float, AskAnswer | None] | None) -> None:
+        _tool_timeout.set(None if value is None else (self, value))
 
     @property
     def task_id(self) -> str:
@@ -86,12 +105,19 @@ class AskBox:
 
     @property
     def pending(self) -> ClineMessage | None:
-        """The ask that waits for an answer, if one does."""
-        return self._pending.message if self._pending is not None else None
+        """The oldest ask that waits for an answer, if one does."""
+        for waiting in self._waiting.values():
+            return waiting.message
+        return None
+
+    @property
+    def waiting(self) -> list[ClineMessage]:
+        """Every ask that waits for an answer, oldest first."""
+        return [w.message for w in self._waiting.values()]
 
     def clear(self) -> None:
         """The turn is over: no ask waits any more (nor a tool's time limit)."""
-        self._pending = None
+        self._waiting.clear()
         self.timeout = None
 
     async def ask(self, ask: str, text: str | None = None, **fields: Any) -> AskAnswer:
@@ -113,7 +139,7 @@ class AskBox:
         """Post an ask; it is answerable from this moment (an answer that comes
         before `wait` is kept for it)."""
         message = self._messages.new("ask", ask=ask, text=text, **fields)
-        self._pending = _PendingAsk(message)
+        self._waiting[message.ts] = _PendingAsk(message)
         return await self._messages.create(message)
 
     async def wait(
@@ -126,15 +152,14 @@ class AskBox:
         """Wait for the answer to the ask `message` (posted now or before a restart),
         with the task in the state Roo gives that kind of ask. At `deadline_ms` the
         ask is answered with `on_timeout`, as if a client had, so everyone sees it."""
-        last = self._last_answered
-        if last is not None and last.message.ts == message.ts and last.answer is not None:
+        last = self._answered.get(message.ts)
+        if last is not None and last.answer is not None:
             return last.answer  # answered between posting and waiting
-        pending = self._pending
-        if pending is None or pending.message.ts != message.ts:
-            pending = self._pending = _PendingAsk(message)
-        state, event = ASK_STATES.get(message.ask or "", (TaskState.INTERACTIVE, TaskInteractive))
+        pending = self._waiting.get(message.ts)
+        if pending is None:
+            pending = self._waiting[message.ts] = _PendingAsk(message)
         try:
-            await self._set_state(state, event(payload=(self.task_id,)))
+            await self._show_state()
             if deadline_ms is None:
                 await pending.answered.wait()
             else:
@@ -143,30 +168,41 @@ class AskBox:
                 if pending.answer is None and on_timeout is not None:
                     await self.respond(message.ts, on_timeout)
         finally:
-            if self._pending is pending:
-                self._pending = None
-        await self._set_state(TaskState.RUNNING, TaskActive(payload=(self.task_id,)))
+            if self._waiting.get(message.ts) is pending:
+                del self._waiting[message.ts]
+        await self._show_state()
         assert pending.answer is not None
         return pending.answer
 
+    async def _show_state(self) -> None:
+        """The state the oldest waiting ask gives the task; running when none waits."""
+        oldest = self.pending
+        if oldest is None:
+            await self._set_state(TaskState.RUNNING, TaskActive(payload=(self.task_id,)))
+            return
+        state, event = ASK_STATES.get(oldest.ask or "", (TaskState.INTERACTIVE, TaskInteractive))
+        await self._set_state(state, event(payload=(self.task_id,)))
+
     async def respond(self, ask_ts: int, answer: AskAnswer) -> None:
         """Answer the waiting ask `ask_ts`; raises CommandError when there is none."""
-        pending = self._pending
-        if pending is None or pending.message.ts != ask_ts:
+        pending = self._waiting.get(ask_ts)
+        if pending is None:
             if ask_ts in self._answered:
                 raise CommandError(
                     ErrorCode.ALREADY_ANSWERED,
                     f"The ask {ask_ts} of task {self.task_id} was already answered.",
                 )
+            waiting = ", ".join(str(ts) for ts in self._waiting)
             raise CommandError(
                 ErrorCode.INVALID_STATE,
                 f"No ask {ask_ts} waits in task {self.task_id}"
-                + (f"; the waiting one is {pending.message.ts}." if pending else "."),
+                + (f"; the waiting ones: {waiting}." if waiting else "."),
             )
         # First answer wins: from here on, the ask is no longer pending.
-        self._pending = None
-        self._last_answered = pending
-        self._answered.append(ask_ts)
+        del self._waiting[ask_ts]
+        self._answered[ask_ts] = pending
+        while len(self._answered) > ANSWERED_KEPT:
+            self._answered.popitem(last=False)
         pending.answer = answer
         await self._messages.update(
             pending.message, is_answered=True, answer=answer.response, answered_by=answer.by

@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 from collections.abc import Awaitable, Callable, Mapping
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,7 @@ from hdsp.protocol import (
 from .asks import AskBox
 from .deps import TaskDeps, TaskKernels
 from .messages import TaskMessages
+from .parallel import EVERYTHING, Resources, run_concurrently
 from .turn import CallState, encodable_result
 
 __all__ = [
@@ -74,6 +76,9 @@ _EFFECTS_IN_HISTORY = frozenset({ToolCategory.COMPLETION, ToolCategory.FOLLOWUP}
 _CHANGES = frozenset({ToolCategory.WRITE, ToolCategory.EXECUTE, ToolCategory.COMMAND})
 
 _result_encoder = msgspec.json.Encoder()
+
+#: The running call's key (CallState.key), per context: calls run concurrently.
+_running_key: ContextVar[str | None] = ContextVar("running_call_key", default=None)
 
 
 def command_cwd(workspace: Path, given: Any) -> str:
@@ -126,6 +131,9 @@ class CallContext:
     def service(self, name: str) -> Any:
         if name == "kernels" and self._kernels is not None:
             return self._kernels
+        if name == "call_key":
+            # The running call's lasting key (per context: calls run concurrently).
+            return _running_key.get()
         if name == "execution_log" and self._checkpoints is not None:
             # The task's kernel execution log (issue 20): what ran where, in order.
             return functools.partial(self._checkpoints.record_execution, self._task_id)
@@ -143,7 +151,11 @@ class ToolCalls:
         *,
         mode: Callable[[], Mode] | None = None,
         services: Mapping[str, Any] | None = None,
+        approvals_key: Callable[[], str] | None = None,
     ) -> None:
+        #: Whose approval settings and counts a call uses: a tree of agents
+        #: shares its root's (its caps count the whole tree).
+        self._approvals_key = approvals_key or (lambda: messages.task_id)
         #: What the tools this task runs see of it.
         self.context: ToolContext = CallContext(
             messages.task_id,
@@ -169,9 +181,52 @@ class ToolCalls:
         self.last_call: tuple[str, bytes] | None = None
         self.repeats = 0
 
+    async def run_all(self, calls: list[CallState]) -> None:
+        """Take every call of one reply to done, concurrently (:mod:`.parallel`):
+        calls that change the same thing keep their order."""
+        await run_concurrently(calls, self.run, self.resources, self._failed)
+
+    def resources(self, call: CallState) -> Resources:
+        """What `call` changes, for the order of concurrent calls: a file it
+        writes, the kernel it runs code in; a shell command may change anything,
+        and a call that ends the turn or switches mode keeps its place among all."""
+        tool = self._deps.tools.get(call.name)
+        if tool is None or call.arguments is None:
+            return Resources()  # refused at once
+        category = tool.category
+        if category in (ToolCategory.COMPLETION, ToolCategory.MODE):
+            return Resources(names=frozenset({EVERYTHING}))
+        if category is ToolCategory.WRITE:
+            paths = tool.written_paths(call.arguments)
+            if not paths:
+                return Resources(exclusive=True)
+            return Resources(names=frozenset(f"path:{os.path.normpath(p)}" for p in paths))
+        if category is ToolCategory.EXECUTE:
+            return Resources(names=frozenset({"kernel"}))
+        if category in (ToolCategory.COMMAND, ToolCategory.MCP):
+            return Resources(exclusive=True)
+        if category in (ToolCategory.FOLLOWUP, ToolCategory.TODO):
+            return Resources(names=frozenset({category.value}))
+        return Resources()  # reads, agents: independent
+
+    async def _failed(self, call: CallState, exc: Exception) -> None:
+        """A call whose handling raised: an error result, the others go on."""
+        if call.status != "done":
+            await self.finish(
+                call,
+                ToolResult.text(
+                    f"Error: the tool {call.name} failed inside hdsp ({type(exc).__name__}).",
+                    is_error=True,
+                ),
+            )
+
     async def run(self, call: CallState) -> None:
         """Take `call` from where it stands to done."""
         tool = self._deps.tools.get(call.name)
+        if call.status == "running" and tool is not None and tool.category is ToolCategory.SUBTASK:
+            # An agent call attaches again to the child task it started (which
+            # resumes), so the caller gets its return once.
+            call.status = "approved"
         if call.status == "running":
             # It was running when the daemon stopped: what it did is unknown.
             output = await self._messages.tool_output(call.id)
@@ -199,7 +254,7 @@ class ToolCalls:
             assert tool is not None and call.arguments is not None
             ctx = self._ctx
             verdict = self._deps.approvals.decide(
-                tool, call.arguments, task_id=ctx.task_id, workspace=ctx.workspace
+                tool, call.arguments, task_id=self._approvals_key(), workspace=ctx.workspace
             )
             if verdict.decision is Decision.DENY:
                 await self.finish(call, ToolResult.text(f"Denied: {verdict.reason}", is_error=True))
@@ -264,7 +319,7 @@ class ToolCalls:
                 )
                 return
             if call.cap_reached:
-                self._deps.approvals.reset_count(self._ctx.task_id)
+                self._deps.approvals.reset_count(self._approvals_key())
             call.status = "approved"
         assert call.status == "approved" and tool is not None and call.arguments is not None
         call.status = "running"
@@ -274,6 +329,7 @@ class ToolCalls:
             await self._deps.journal.flush()
         await self._checkpoint(tool)
         self._messages.tool_use_id = call.id
+        _running_key.set(call.key)
         try:
             result = await tool.execute(self._ctx, call.arguments)
         except ToolError as exc:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from hdsp.daemon.agents import AgentCaller, AgentCatalog
 from hdsp.daemon.approvals import ApprovalPolicy
 from hdsp.daemon.checkpoints import CheckpointService
 from hdsp.daemon.llm.registry import Providers
@@ -75,3 +76,7 @@ class TaskDeps:
     custom_instructions: str = ""
     #: Slash commands (`/name` at the start of a prompt).
     slash_commands: SlashCommands = field(default_factory=SlashCommands)
+    #: The agents tasks can run and call (seed 002), with the tree limits.
+    agents: AgentCatalog = field(default_factory=AgentCatalog)
+    #: Runs call_agent's child tasks (the task manager); None: no agent calls.
+    subtasks: AgentCaller | None = None

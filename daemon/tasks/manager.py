@@ -30,6 +30,7 @@ import msgspec
 import structlog
 from anyio.abc import TaskGroup, TaskStatus
 
+from hdsp.daemon.agents import BUILT_IN_AGENTS, AgentCatalog, UnknownAgent
 from hdsp.daemon.approvals import ApprovalPolicy
 from hdsp.daemon.checkpoints import (
     CheckpointService,
@@ -39,6 +40,7 @@ from hdsp.daemon.checkpoints import (
     skip_reason,
 )
 from hdsp.daemon.config import ProfileNotFound
+from hdsp.daemon.config.agents import AgentDefinition, AgentLimits
 from hdsp.daemon.config.modes import ModeDefinition
 from hdsp.daemon.conversation import ApiMessage
 from hdsp.daemon.errors import CommandError
@@ -67,9 +69,11 @@ from hdsp.daemon.store import (
     save_ui_message,
     update_task,
 )
-from hdsp.daemon.tools import AskAnswer, ToolRegistry, default_tools
+from hdsp.daemon.tools import AskAnswer, ToolError, ToolRegistry, default_tools
 from hdsp.protocol import (
     MAX_TASK_PAGE,
+    AgentInfo,
+    AgentList,
     Ask,
     AskResponse,
     CheckpointDiff,
@@ -82,6 +86,7 @@ from hdsp.protocol import (
     ExecutionResult,
     HistoryItem,
     KernelReplay,
+    PromptContext,
     RespondToAskData,
     RestoreCheckpointData,
     Say,
@@ -90,6 +95,7 @@ from hdsp.protocol import (
     SystemPromptText,
     TaskClosed,
     TaskCreated,
+    TaskDelegated,
     TaskIdle,
     TaskList,
     TaskMessagesDeleted,
@@ -98,6 +104,7 @@ from hdsp.protocol import (
     TaskResumable,
     TaskRewound,
     TaskSnapshot,
+    TaskSpawned,
     TaskState,
     TodoItem,
     ToolUsageEntry,
@@ -109,6 +116,7 @@ from .notebook_context import resolve_context
 from .prompt import system_prompt
 from .queued import decode_queued
 from .rewind import RewindRefused, plan_rewind
+from .subtasks import Subtasks
 from .task import Task
 from .turn import TurnState, api_write, turn_decoder, turn_write, user_content
 
@@ -224,6 +232,9 @@ class TaskManager:
             checkpoints=checkpoints,
             closing=lambda: self._closing,
         )
+        #: Agent calls: child tasks (seed 002).
+        self.subtasks = Subtasks(self, journal, self.deps.agents)
+        self.deps.subtasks = self.subtasks
         self.store = store
         self.journal = journal
         self.providers = providers
@@ -338,6 +349,13 @@ class TaskManager:
                     continue
                 turn = TurnState()
             task.turn = turn
+            if not await self._waits_on_ask(task, turn) and task.item.parent_task_id is not None:
+                # An agent's child task goes on when its caller's call attaches to it
+                # again (after the tree's root is resumed), not on an ask of its own.
+                await task.set_state(TaskState.RESUMABLE, TaskResumable(payload=(task.id,)))
+                await task.save_turn()
+                log.info("child task waits for its caller", task_id=task.id)
+                continue
             if not await self._waits_on_ask(task, turn):
                 await task.set_state(TaskState.RESUMABLE, TaskResumable(payload=(task.id,)))
                 ask = await task.asks.post(Ask.RESUME_TASK)
@@ -565,6 +583,11 @@ class TaskManager:
             mode = self.deps.modes.get(mode, Path(workspace)).slug
         except UnknownMode as exc:
             raise CommandError(ErrorCode.INVALID_REQUEST, str(exc)) from None
+        if config.agent is not None:
+            try:
+                self.deps.agents.get(config.agent)
+            except UnknownAgent as exc:
+                raise CommandError(ErrorCode.INVALID_REQUEST, str(exc)) from None
         task_id = str(uuid.uuid4())
         if config.approvals:
             try:
@@ -573,12 +596,11 @@ class TaskManager:
                 raise CommandError(
                     ErrorCode.INVALID_REQUEST, f"Invalid approval settings: {exc}"
                 ) from None
-        self._number += 1
         if kernel_id is not None and kernels is not None:
             kernels.bind_task(task_id, kernel_id)
         item = HistoryItem(
             id=task_id,
-            number=self._number,
+            number=0,
             ts=0,
             task=data.text,
             workspace=workspace,
@@ -586,28 +608,124 @@ class TaskManager:
             custom_instructions=config.custom_instructions,
             api_config_name=profile,
             status="active",
+            agent=config.agent,
+        )
+        await self._start(tg, item, text, data.images, context)
+        log.info("task started", task_id=task_id, profile=profile, agent=config.agent)
+        # The reply hands out the task's id: the task must be on disk first, or a
+        # crash right after it leaves the client an id that names nothing.
+        await self._committed_unless_failing()
+        return TaskRef(task_id=task_id, state=TaskState.RUNNING)
+
+    async def _start(
+        self,
+        tg: TaskGroup,
+        item: HistoryItem,
+        text: str,
+        images: list[str] | None = None,
+        context: PromptContext | None = None,
+        *,
+        parent: Task | None = None,
+    ) -> Task:
+        """Create the task `item` (with its first message `text`) and start its
+        first turn: a user's new task and an agent's call (a child of `parent`)
+        go this one way (seed 002, §8). A child is inserted with its parent's
+        new `childIds` in one transaction."""
+        self._number += 1
+        item = msgspec.structs.replace(
+            item,
+            number=self._number,
             # Stored as running from the start: a crash before the turn records
             # anything leaves a task that recovery makes resumable, not idle.
             state=TaskState.RUNNING,
         )
         task = Task(self.deps, item, api=[], state=TaskState.IDLE, settle=self.settle)
         task.item = msgspec.structs.replace(item, ts=task.messages.next_ts())
-        self._tasks[task_id] = task
-        await self.journal.emit(TaskCreated(payload=(task_id,)), insert_task(task.item))
-        await task.messages.say(Say.TEXT, text, images=data.images, context=context)
-        await task.history.append(
-            ApiMessage(
-                role="user",
-                content=user_content(text, data.images, context),
-                ts=task.item.ts,
+        self._tasks[task.id] = task
+        writes: list[Write] = [insert_task(task.item)]
+        if parent is not None:
+            parent.item = msgspec.structs.replace(
+                parent.item,
+                child_ids=[*(parent.item.child_ids or []), task.id],
+                delegated_to_id=task.id,
+                status="delegated",
             )
+            writes.append(update_task(parent.item))
+        await self.journal.emit(TaskCreated(payload=(task.id,)), *writes)
+        if parent is not None:
+            await self.journal.emit(TaskSpawned(payload=(parent.id, task.id)))
+            await self.journal.emit(TaskDelegated(payload=(parent.id, task.id)))
+        await task.messages.say(Say.TEXT, text, images=images, context=context)
+        await task.history.append(
+            ApiMessage(role="user", content=user_content(text, images, context), ts=task.item.ts)
         )
         task.start_turn(tg, first=True)
-        log.info("task started", task_id=task_id, profile=profile)
-        # The reply hands out the task's id: the task must be on disk first, or a
-        # crash right after it leaves the client an id that names nothing.
-        await self._committed_unless_failing()
-        return TaskRef(task_id=task_id, state=TaskState.RUNNING)
+        return task
+
+    # ---- agent calls (TaskHost of .subtasks) ----------------------------------
+
+    async def load_task(self, task_id: str) -> Task:
+        return await self._load(task_id)
+
+    def task_group(self) -> TaskGroup:
+        return self._require_tg()
+
+    async def spawn_agent(
+        self, agent: AgentDefinition, message: str, *, parent: Task, call_id: str
+    ) -> Task:
+        """Start `agent` with `message` as a child task of `parent` (its call `call_id`):
+        in the parent's workspace, with the agent's profile or the parent's."""
+        tg = self._require_tg()
+        profile = parent.item.api_config_name
+        if agent.profile is not None:
+            try:
+                profile = self.providers.resolve_name(agent.profile)
+            except ProfileNotFound as exc:
+                raise ToolError(f"{agent.name} cannot run: {exc}") from None
+        item = HistoryItem(
+            id=str(uuid.uuid4()),
+            number=0,
+            ts=0,
+            task=message,
+            workspace=parent.item.workspace,
+            mode=agent.mode,
+            api_config_name=profile,
+            status="active",
+            agent=agent.name,
+            parent_task_id=parent.id,
+            root_task_id=parent.item.root_task_id or parent.id,
+            parent_call_id=call_id,
+        )
+        child = await self._start(tg, item, message, parent=parent)
+        log.info("agent called", task_id=parent.id, child_id=child.id, agent=agent.name)
+        return child
+
+    def apply_agent_settings(self, agents: Sequence[AgentDefinition], limits: AgentLimits) -> None:
+        """The settings' agents and tree limits, for every task."""
+        catalog = AgentCatalog(agents, limits)
+        self.deps.agents = catalog
+        self.subtasks.agents = catalog
+
+    def list_agents(self) -> AgentList:
+        """ListAgents: the built-in agents and the settings' (which replace a
+        built-in one of the same name), with the tree limits."""
+        catalog = self.deps.agents
+        built_in = {a.name: a for a in BUILT_IN_AGENTS}
+        return AgentList(
+            agents=[
+                AgentInfo(
+                    name=a.name,
+                    instructions=a.instructions,
+                    profile=a.profile,
+                    groups=[str(g) for g in a.groups],
+                    mode=a.mode,
+                    source="built-in" if built_in.get(a.name) is a else "settings",
+                )
+                for a in catalog.all()
+            ],
+            max_depth=catalog.limits.max_depth,
+            max_fan_out=catalog.limits.max_fan_out,
+        )
 
     async def _committed_unless_failing(self) -> None:
         """Wait until what is queued is committed, or until the storage fails:

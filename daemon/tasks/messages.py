@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Any, Literal
 
 import msgspec
@@ -25,6 +26,11 @@ TOOL_OUTPUT_KEPT = 4000
 
 _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder(ClineMessage)
+
+#: The running tool call's (messages object, tool_use_id): per context, so that
+#: the concurrent calls of one reply (each in a task of its own) each label their
+#: messages with their own id, and a child task started from a call is not labelled.
+_running_call: ContextVar[tuple[object, str] | None] = ContextVar("running_call", default=None)
 
 
 class TaskMessages:
@@ -44,8 +50,16 @@ class TaskMessages:
         #: Messages still streaming, by ts: newer here than in the store.
         self.partial: dict[int, ClineMessage] = {}
         self._partial_saved: dict[int, float] = {}
-        #: Set while a tool runs: messages it creates carry its tool_use_id.
-        self.tool_use_id: str | None = None
+
+    @property
+    def tool_use_id(self) -> str | None:
+        """Set while a tool runs (in its own context): messages it creates carry it."""
+        running = _running_call.get()
+        return running[1] if running is not None and running[0] is self else None
+
+    @tool_use_id.setter
+    def tool_use_id(self, value: str | None) -> None:
+        _running_call.set(None if value is None else (self, value))
 
     def next_ts(self) -> int:
         """A ts for a new message (or API message): now, and after every one before."""

@@ -27,6 +27,7 @@ import msgspec
 import structlog
 from anyio.abc import TaskGroup
 
+from hdsp.daemon.agents import UnknownAgent, agent_prompt, agents_section
 from hdsp.daemon.conversation import (
     ApiMessage,
     Block,
@@ -82,6 +83,7 @@ from .messages import TaskMessages
 from .prompt import system_prompt
 from .queued import MessageQueue
 from .reply import INTERRUPTED_NOTE, StreamedReply
+from .returns import returned_by
 from .turn import TurnState, tool_results, turn_write, user_content
 from .waiting import WAIT_UPDATE_INTERVAL, ReplyWait, count_down, show_wait
 
@@ -120,7 +122,8 @@ class Task:
             self.workspace,
             self.save_turn,
             mode=self.mode,
-            services={"modes": self, "todo_list": self},
+            services={"modes": self, "todo_list": self, "agents": deps.subtasks},
+            approvals_key=lambda: self.item.root_task_id or self.id,
         )
         self._scope: anyio.CancelScope | None = None
         self._turn_done = anyio.Event()
@@ -136,6 +139,8 @@ class Task:
         self.queue = MessageQueue(item.id, self.messages.emit, deps.clock, queued)
         self.context_tokens = 0
         self.budget = ContextBudget()
+        #: What the open turn returns to the caller (seed 002) once it completes.
+        self._returned: str | None = None
 
     @property
     def id(self) -> str:
@@ -183,11 +188,15 @@ class Task:
     # ---- mode and todo list ---------------------------------------------------
 
     def mode(self) -> Mode:
-        """The task's mode. One that no longer exists (a workspace file changed)
-        falls back to the built-in read-only `ask`, never to more than was given."""
+        """The task's mode (an agent's task: its agent's). One that no longer exists
+        (a workspace file changed) falls back to the built-in read-only `ask`,
+        never to more than was given."""
         try:
+            if self.item.agent is not None:
+                agents = self._deps.agents
+                return agents.mode_of(agents.get(self.item.agent), self._deps.modes, self.workspace)
             return self._deps.modes.get(self.item.mode or DEFAULT_MODE, self.workspace)
-        except UnknownMode:
+        except (UnknownMode, UnknownAgent):
             log.warning("task mode unknown; using ask", mode=self.item.mode)
             return BUILT_IN_MODES[0]
 
@@ -259,12 +268,18 @@ class Task:
         with `resume`, go on from the saved `self.turn`. The caller checked that no
         turn is running."""
         assert not self.busy
+        self._returned = None
         self._turn_done = anyio.Event()
         self._scope = anyio.CancelScope()
         self._stop_as = TaskState.ABORTED
         if not resume:
             self.state = TaskState.RUNNING
         tg.start_soon(self._run_turn, tg, first, message, resume, name=f"task {self.id}")
+
+    async def wait_turn_over(self) -> None:
+        """Wait until no turn runs (one that starts meanwhile is waited for too)."""
+        while self.busy:
+            await self._turn_done.wait()
 
     async def stop(self, *, as_state: TaskState = TaskState.ABORTED) -> None:
         """Cancel the running turn, if any, and wait until it has ended."""
@@ -329,6 +344,8 @@ class Task:
             await self.save_turn()
         if outcome is TaskState.COMPLETED:
             is_subtask = self.item.parent_task_id is not None
+            # What the task returns to its caller (seed 002), stored with its state.
+            self.item = msgspec.structs.replace(self.item, result=self._returned)
             completed = TaskCompleted(
                 payload=(
                     self.id,
@@ -385,15 +402,15 @@ class Task:
                 reply = await self._request(turn)
                 if not reply.tool_calls:
                     await self.history.add("assistant", reply.content())
+                    self._returned = reply.text  # the text fallback (seed 002, §4)
                     return  # a reply with no tool call ends the turn
                 turn.phase = "tools"
                 turn.calls = reply.call_states()
                 await self._add_with_turn("assistant", reply.content())
-            for call in turn.calls:
-                if call.status != "done":
-                    await self.calls.run(call)
+            await self.calls.run_all(turn.calls)
             await self._close_calls("")
             if any(c.completes_task for c in turn.calls):
+                self._returned = returned_by(turn.calls)
                 return
             if self.calls.mistakes >= self._deps.mistake_limit:
                 answer = await self.asks.ask(
@@ -497,9 +514,23 @@ class Task:
             mode=f"{mode.slug} ({mode.name})",
             tools=[n for n in tools.names() if mode.allows(tools[n])],
             kernel=kernels.describe_for_task(self.id, self.workspace) if kernels else None,
-            role=mode.definition.role_definition,
+            role=self._agent_role(mode) or mode.definition.role_definition,
             instructions=instructions_text(sources),
         )
+
+    def _agent_role(self, mode: Mode) -> str | None:
+        """An agent's task: the agent's part of the prompt (seed 002, §7); a task
+        of a mode that may call agents: its role and the agents."""
+        agents = self._deps.agents
+        if self.item.agent is None:
+            call_agent = self._deps.tools.get("call_agent")
+            if call_agent is None or not mode.allows(call_agent):
+                return None
+            return mode.definition.role_definition + "\n\n" + agents_section(agents.all())
+        try:
+            return agent_prompt(agents.get(self.item.agent), agents.all())
+        except UnknownAgent:
+            return None
 
     def model_request(self) -> ModelRequest:
         mode = self.mode()

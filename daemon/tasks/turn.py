@@ -8,6 +8,7 @@ Pure shapes and functions: no I/O, no task.
 
 from __future__ import annotations
 
+import uuid
 from typing import Any, Literal
 
 import msgspec
@@ -39,6 +40,9 @@ class CallState(msgspec.Struct, kw_only=True, omit_defaults=True):
     name: str
     arguments: dict[str, Any] | None
     raw_arguments: str = ""
+    #: Names this call for good, where `id` (the model's) may repeat across
+    #: replies: an agent call's child task carries it (seed 002).
+    key: str = msgspec.field(default_factory=lambda: uuid.uuid4().hex)
     status: Literal["pending", "asking", "approved", "running", "done"] = "pending"
     #: The approval ask, while one waits.
     ask_ts: int | None = None

@@ -48,8 +48,8 @@ EXPECTED_TOOLS = {
     "plan": ALWAYS | READ | EDIT,
     "analyst": ALWAYS | READ | KERNEL | NOTEBOOK,
     "code": ALWAYS | READ | EDIT | {"execute_command"} | KERNEL | NOTEBOOK,
-    # The agents group has no tool until call_agent exists.
-    "orchestrator": ALWAYS | READ,
+    # The agents group: calling an agent and returning (seed 002).
+    "orchestrator": ALWAYS | READ | {"call_agent", "finish"},
 }
 
 

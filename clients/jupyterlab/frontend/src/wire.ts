@@ -76,6 +76,8 @@ export interface HdspWire {
   Ack: Ack;
   AckData: AckData;
   ActiveCell: ActiveCell;
+  AgentInfo: AgentInfo;
+  AgentList: AgentList;
   AnswerDocumentEdit: AnswerDocumentEdit;
   AttachKernel: AttachKernel;
   BlobData: BlobData;
@@ -160,6 +162,7 @@ export interface HdspWire {
   KernelState: KernelState;
   KernelStatus: KernelStatus;
   KernelVariable: KernelVariable;
+  ListAgents: ListAgents;
   ListCheckpoints: ListCheckpoints;
   ListCheckpointsData: ListCheckpointsData;
   ListKernels: ListKernels;
@@ -321,6 +324,34 @@ export interface ActiveCell {
    * Its index, from 0.
    */
   index: number;
+}
+export interface AgentInfo {
+  /**
+   * The tool groups it may use.
+   */
+  groups?: string[];
+  instructions: string;
+  /**
+   * A mode whose tools it takes instead of `groups`.
+   */
+  mode?: string | null;
+  name: string;
+  /**
+   * The provider profile it uses; None: its caller's.
+   */
+  profile?: string | null;
+  source?: 'built-in' | 'settings';
+}
+export interface AgentList {
+  agents: AgentInfo[];
+  /**
+   * How deep a tree of agents may grow (agent_limits).
+   */
+  maxDepth?: number;
+  /**
+   * How many agent calls of one task may run at once.
+   */
+  maxFanOut?: number;
 }
 /**
  * A document host's answer to a `documentEditRequested`.
@@ -618,7 +649,8 @@ export interface TaskCommand {
     | GetCommands
     | GetSystemPrompt
     | SwitchMode
-    | UpdateTodoList;
+    | UpdateTodoList
+    | ListAgents;
   origin?: 'client';
   /**
    * Chosen by the client, unique among its commands in flight; the `Reply` carries it back.
@@ -645,6 +677,10 @@ export interface StartNewTaskData {
  * accepted and ignored.
  */
 export interface TaskConfiguration {
+  /**
+   * hdsp: the agent the task runs (ListAgents; seed 002): its instructions and tools, and it may call other agents. None: a task of its mode, as before.
+   */
+  agent?: string | null;
   /**
    * hdsp: the daemon refuses `/`, its user's home directory itself and its own data and runtime dirs as a workspace (the agent reads a workspace freely) unless this is set, by a person who named one of them on purpose.
    */
@@ -1365,6 +1401,12 @@ export interface TodoItem {
   status?: 'completed' | 'in_progress' | 'pending';
 }
 /**
+ * The agents, built-in and the settings'.
+ */
+export interface ListAgents {
+  commandName: 'ListAgents';
+}
+/**
  * Sent by a client that is going away, so the daemon forgets it at once.
  */
 export interface Disconnect {
@@ -1475,6 +1517,7 @@ export interface CommandResults {
   HostDocuments?: DocumentsHosted;
   ImportSettings?: ImportResult;
   InterruptKernel?: KernelRef;
+  ListAgents?: AgentList;
   ListCheckpoints?: CheckpointList;
   ListKernels?: KernelList;
   ListProfiles?: ProfileList;
@@ -1826,6 +1869,10 @@ export interface TaskSnapshot {
  * One row per task: Roo's HistoryItem, plus hdsp's `state`.
  */
 export interface HistoryItem {
+  /**
+   * hdsp: the agent the task runs (seed 002); None: no agent, its mode's role.
+   */
+  agent?: string | null;
   apiConfigName?: string | null;
   awaitingChildId?: string | null;
   cacheReads?: number | null;
@@ -1847,7 +1894,15 @@ export interface HistoryItem {
    * 1 for the daemon's first task, then counting up.
    */
   number: number;
+  /**
+   * hdsp: the parent's call_agent tool call that started this child task (its tool_use id), with `parentTaskId`.
+   */
+  parentCallId?: string | null;
   parentTaskId?: string | null;
+  /**
+   * hdsp: what the task returned to its caller when it finished (its finish message, or its last reply's text).
+   */
+  result?: string | null;
   rootTaskId?: string | null;
   size?: number | null;
   state?: TaskState | null;
@@ -2756,6 +2811,10 @@ export interface SendMessageData1 {
  * accepted and ignored.
  */
 export interface TaskConfiguration1 {
+  /**
+   * hdsp: the agent the task runs (ListAgents; seed 002): its instructions and tools, and it may call other agents. None: a task of its mode, as before.
+   */
+  agent?: string | null;
   /**
    * hdsp: the daemon refuses `/`, its user's home directory itself and its own data and runtime dirs as a workspace (the agent reads a workspace freely) unless this is set, by a person who named one of them on purpose.
    */

@@ -1,0 +1,171 @@
+"""Control over a tree of agents, through the real daemon: Stop on the root
+cancels the whole tree, the approval caps count every task of the tree, and the
+operator's depth and fan-out limits reach the model as the call's error."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from hdsp.client import Client
+from hdsp.protocol import Ask, TaskAborted, TaskCompleted, TaskState
+from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.integration.test_agents_e2e import (
+    AGENTS,
+    agent_of,
+    calls,
+    finish,
+    first_user_text,
+    requests_of,
+    results_in,
+    start_agent,
+    wait_item,
+)
+from tests.support.events import collect_turn
+from tests.support.scripted_turns import ask_or_end
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "data.csv").write_text("x,y\n1,2\n")
+    return ws
+
+
+@pytest.mark.slow
+async def test_stop_on_the_root_cancels_the_whole_tree(
+    client: Client, fake_openai: FakeOpenAI, workspace: Path
+) -> None:
+    await client.update_settings({"agents": AGENTS})
+
+    def respond(body: dict[str, Any]) -> Reply | None:
+        name = agent_of(body)
+        if name == "lead":
+            return calls(
+                ("call_agent", {"agent_name": "b", "message": "go deeper"}),
+                ("call_agent", {"agent_name": "c", "message": "wait"}),
+            )
+        if name == "b":
+            return calls(("call_agent", {"agent_name": "d", "message": "wait too"}))
+        return Reply.hang()  # c and d work until stopped
+
+    fake_openai.responder = respond
+    root, head = await start_agent(client, workspace, "lead", "a tree")
+    with anyio.fail_after(60):
+        # lead, b, then c and d wait on the model: four tasks in flight.
+        await fake_openai.wait_for_requests_async(4)
+        item = await wait_item(client, root, lambda i: len(i.child_ids or []) == 2)
+        agents = {(await client.get_task(c)).item.agent: c for c in item.child_ids or []}
+        b_id = agents["b"]
+        b = await wait_item(client, b_id, lambda i: bool(i.child_ids))
+        tree = [root, *(item.child_ids or []), *(b.child_ids or [])]
+        await client.cancel_task(root)
+        await collect_turn(client, root, head, until=(TaskAborted,))
+        for task_id in tree:
+            await wait_item(client, task_id, lambda i: i.state is TaskState.ABORTED)
+    assert len(tree) == 4
+    # Nothing of the tree asks the model any more.
+    await fake_openai.wait_for_open_connections_async(0)
+
+
+@pytest.mark.slow
+async def test_the_approval_cap_counts_every_task_of_the_tree(
+    client: Client, fake_openai: FakeOpenAI, workspace: Path
+) -> None:
+    await client.update_settings({"agents": AGENTS})
+
+    def respond(body: dict[str, Any]) -> Reply | None:
+        name, results = agent_of(body), results_in(body)
+        if name == "lead":
+            if not results:
+                return calls(
+                    ("call_agent", {"agent_name": "b", "message": "read"}),
+                    ("call_agent", {"agent_name": "c", "message": "read"}),
+                )
+            return finish("read twice")
+        if not results:
+            return calls(("read_file", {"path": "data.csv"}))
+        return finish(f"{name} read")
+
+    fake_openai.responder = respond
+    head = (await client.status()).head_seq
+    ref = await client.start_task(
+        "read in two agents",
+        workspace=workspace,
+        agent="lead",
+        approvals={"always_allow_subtasks": True, "max_auto_approved_requests": 3},
+    )
+    root = ref.task_id
+    with anyio.fail_after(60):
+        item = await wait_item(client, root, lambda i: len(i.child_ids or []) == 2)
+        # Two calls and one read were approved (three, the cap): the other
+        # agent's read asks, though no task by itself made three requests.
+        asks = []
+        for child in item.child_ids or []:
+            ask = await ask_or_end(client, child, 0)
+            if ask is not None:
+                asks.append((child, ask))
+        assert len(asks) == 1
+        child, ask = asks[0]
+        assert ask.ask == Ask.AUTO_APPROVAL_MAX_REQ_REACHED
+        await client.respond_to_ask(child, ask.ts, "yesButtonClicked")
+        await collect_turn(client, root, head, until=(TaskCompleted,))
+    assert (await client.get_task(root)).item.result == "read twice"
+
+
+@pytest.mark.slow
+async def test_depth_and_fan_out_limits_are_the_calls_errors(
+    client: Client, fake_openai: FakeOpenAI, workspace: Path
+) -> None:
+    await client.update_settings(
+        {"agents": AGENTS, "agent_limits": {"max_depth": 1, "max_fan_out": 2}}
+    )
+
+    def respond(body: dict[str, Any]) -> Reply | None:
+        name, results = agent_of(body), results_in(body)
+        if name == "lead":
+            if not results:
+                return calls(("call_agent", {"agent_name": "b", "message": "go deeper"}))
+            if len(results) == 1:
+                return calls(
+                    ("call_agent", {"agent_name": "c", "message": "one"}),
+                    ("call_agent", {"agent_name": "d", "message": "two"}),
+                    ("call_agent", {"agent_name": "c", "message": "three"}),
+                )
+            return finish("|".join(results))
+        if name == "b" and not results:
+            return calls(("call_agent", {"agent_name": "c", "message": "deeper"}))
+        if name == "b":
+            return finish(f"b saw: {results[0]}")
+        # The two calls let through return only once both run.
+        both.wait()
+        return finish(f"{name} did {first_user_text(body)}")
+
+    both = threading.Barrier(2, timeout=30)
+    fake_openai.responder = respond
+    root, head = await start_agent(client, workspace, "lead", "limits")
+    with anyio.fail_after(60):
+        await collect_turn(client, root, head, until=(TaskCompleted,))
+    leads = requests_of(fake_openai, "lead")
+    # b, one level down, may call no agent (max_depth 1): its call's error.
+    (b_result,) = results_in(leads[1])
+    assert b_result.startswith("b saw: Error: c was not called")
+    assert "agent_limits.max_depth" in b_result
+    # One of the three calls of one reply was refused (two at once at most).
+    results = results_in(leads[2])[1:]
+    assert len(results) == 3
+    refused = [r for r in results if "agent_limits.max_fan_out" in r]
+    assert len(refused) == 1 and refused[0].startswith("Error: "), results
+    assert sorted(r for r in results if r not in refused) in (
+        ["c did one", "d did two"],
+        ["c did one", "c did three"],
+        ["c did three", "d did two"],
+    )
+    # Nothing in any prompt says there is a limit.
+    for body in fake_openai.requests:
+        assert "max_depth" not in body["messages"][0]["content"]
