@@ -54,6 +54,7 @@ from .modes import (
     TodoItem,
 )
 from .prompt_context import PromptContext
+from .relayed_calls import CallTool, CreateTask, ToolCallResult
 from .settings import (
     DeleteProfile,
     DeleteSecret,
@@ -574,6 +575,8 @@ Command = (
     | GetSystemPrompt
     | SwitchMode
     | UpdateTodoList
+    | CreateTask
+    | CallTool
 )
 
 
@@ -834,6 +837,11 @@ _ROWS = (
     ),
     CommandSpec(SwitchMode, TaskRef, ordering=lambda c: c.task_id, idempotent=True),
     CommandSpec(UpdateTodoList, TaskRef, ordering=lambda c: c.task_id, idempotent=True),
+    # Relayed tool calls (issue 23, relayed_calls.py). CallTool waits for the answer
+    # to its ask, which comes as a RespondToAsk ordered by the task: so it runs
+    # concurrently (the task refuses a second call while one runs).
+    CommandSpec(CreateTask, TaskRef),
+    CommandSpec(CallTool, ToolCallResult),
 )
 
 #: The table: each command's row, by its `commandName`.
