@@ -89,34 +89,49 @@ class InputAnswer(BaseModel):
 
 
 class HdspBridge:
-    """What the MCP tools share: the daemon connection, the workspace, the task
-    through which relayed calls run (made on first use), one relayed call at a
-    time, and the kernels this server started."""
+    """What the MCP tools share: the daemon connection, the workspace, and the
+    tasks relayed calls run in: one for the session's own kernel (started on
+    first use) and one for each other kernel the host names, made on first use
+    and bound to that kernel for good (so that a call in one kernel never moves
+    another's binding, and an approval's task names the kernel). Calls in one
+    task run one at a time (the daemon refuses a second while the first runs)."""
 
     def __init__(self, client: Client, workspace: Path, *, title: str = "MCP host") -> None:
         self.client = client
         self.workspace = workspace
         self.title = title
-        self._task_id: str | None = None
+        self._tasks: dict[str | None, str] = {}
+        self._locks: dict[str | None, anyio.Lock] = {}
         self._creating = anyio.Lock()
-        #: Relayed calls run one at a time in the task (the daemon refuses a
-        #: second one while the first runs): later ones wait here.
-        self.calls = anyio.Lock()
         self.started_kernels = 0
+        #: Tasks started through this session (start_task): the ones follow_task follows.
+        self.started_tasks: set[str] = set()
 
-    async def task_id(self, ctx: Context[Any, Any] | None = None) -> str:
-        """The task relayed calls run in, created on first use and named after
-        the host (as it introduced itself: shown as data)."""
+    def _host(self, ctx: Context[Any, Any] | None) -> str:
+        """How the host introduced itself (shown as data, in a task's title)."""
+        params = ctx.session.client_params if ctx is not None else None
+        if params is None:
+            return self.title
+        return f"MCP host {params.client_info.name[:60]}"
+
+    def lock(self, kernel_id: str | None) -> anyio.Lock:
+        return self._locks.setdefault(kernel_id, anyio.Lock())
+
+    async def task_id(
+        self, ctx: Context[Any, Any] | None = None, kernel_id: str | None = None
+    ) -> tuple[str, bool]:
+        """The task for calls in `kernel_id` (None: the session's own kernel), and
+        whether it is new (its first call binds it to the kernel)."""
         async with self._creating:
-            if self._task_id is None:
-                title = self.title
-                if ctx is not None:
-                    params = ctx.session.client_params
-                    if params is not None:
-                        title = f"MCP host {params.client_info.name[:60]}"
-                ref = await self.client.create_task(title, workspace=self.workspace)
-                self._task_id = ref.task_id
-            return self._task_id
+            found = self._tasks.get(kernel_id)
+            if found is not None:
+                return found, False
+            title = self._host(ctx)
+            if kernel_id is not None:
+                title += f", in kernel {kernel_id[:36]}"
+            ref = await self.client.create_task(title, workspace=self.workspace)
+            self._tasks[kernel_id] = ref.task_id
+            return ref.task_id, True
 
 
 def _output_text(output: KernelOutput) -> str:
@@ -261,15 +276,20 @@ async def relay_call(
     *,
     kernel_id: str | None = None,
 ) -> types.CallToolResult:
-    """Run one of hdsp's tools in the server's task, streaming execution output as
-    progress; the host's cancellation cancels the call (interrupting its kernel)."""
-    async with bridge.calls:
-        task_id = await bridge.task_id(ctx)
+    """Run one of hdsp's tools in the task for `kernel_id`, streaming execution
+    output as progress; the host's cancellation cancels the call (interrupting
+    its kernel)."""
+    async with bridge.lock(kernel_id):
+        try:
+            task_id, new = await bridge.task_id(ctx, kernel_id)
+        except CommandFailed as exc:
+            return _error(f"hdsp refused: {exc.message}")
+        binding = kernel_id if new else None
 
         async def call() -> ToolCallResult:
             try:
-                return await bridge.client.call_tool(task_id, tool, arguments, kernel_id=kernel_id)
-            except BaseException:
+                return await bridge.client.call_tool(task_id, tool, arguments, kernel_id=binding)
+            except anyio.get_cancelled_exc_class():
                 with anyio.CancelScope(shield=True), anyio.move_on_after(10):
                     await bridge.client.cancel_task(task_id)
                 raise
@@ -310,7 +330,19 @@ def build_server(bridge: HdspBridge) -> MCPServer[Any]:
     @server.tool(description="List the Jupyter kernels the hdsp daemon holds (JSON lines).")
     async def list_kernels() -> str:
         listing = await client.list_kernels()
-        return "\n".join(encode(k).decode() for k in listing.kernels) or "No kernels."
+        lines = [
+            json.dumps(
+                {
+                    "kernelId": k.kernel_id,
+                    "kernelName": k.kernel_name,
+                    "status": k.status,
+                    "startedByHdsp": k.owned,
+                    "cwd": k.cwd,
+                }
+            )
+            for k in listing.kernels
+        ]
+        return "\n".join(lines) or "No kernels."
 
     @server.tool(
         description=(
@@ -356,12 +388,17 @@ def build_server(bridge: HdspBridge) -> MCPServer[Any]:
             "this session's kernel by default. Runs nothing of the user's."
         )
     )
-    async def list_variables(ctx: Context[Any, Any], kernel_id: str | None = None) -> str:
-        if kernel_id is None:
-            listing = await client.list_variables(await bridge.task_id(ctx))
-        else:
-            listing = await client.list_variables(kernel_id=kernel_id)
-        return encode(listing).decode()
+    async def list_variables(
+        ctx: Context[Any, Any], kernel_id: str | None = None
+    ) -> types.CallToolResult:
+        if kernel_id is not None:
+            # Another kernel (a notebook's?): read as hdsp's model would, so the
+            # approval policy decides and the task's history shows it.
+            return await relay_call(bridge, ctx, "list_variables", {}, kernel_id=kernel_id)
+        task_id, _ = await bridge.task_id(ctx)
+        listing = await client.list_variables(task_id)
+        text = encode(listing).decode()
+        return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
 
     @server.tool(
         description="Read a notebook (.ipynb) in the workspace: every cell with its index."
@@ -420,6 +457,7 @@ def build_server(bridge: HdspBridge) -> MCPServer[Any]:
             ref = await client.request(StartNewTask(data=data))
         except CommandFailed as exc:
             return _error(f"hdsp refused: {exc.message}")
+        bridge.started_tasks.add(ref.task_id)
         text = json.dumps({"taskId": ref.task_id, "state": ref.state})
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
 
@@ -432,6 +470,9 @@ def build_server(bridge: HdspBridge) -> MCPServer[Any]:
     async def follow_task(
         task_id: str, ctx: Context[Any, Any], wait_seconds: float = 600
     ) -> types.CallToolResult:
+        if task_id not in bridge.started_tasks:
+            # The user's other tasks are not the host's to read.
+            return _error(f"{task_id[:40]!r} is not a task this session started (start_task).")
         settled = anyio.Event()
 
         def on_event(data: Any) -> str | None:

@@ -22,9 +22,11 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from hdsp.client import Client
 from hdsp.protocol import MessageEvent, Say, TaskAborted
+from tests.fakes.openai_server import FakeOpenAI
 from tests.support.cli_process import cli_env, run_hdsp
-from tests.support.events import collect_turn
 from tests.support.daemon_process import DaemonProcess, short_tmp_dir
+from tests.support.events import collect_turn
+from tests.support.scripted_turns import call, done
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]
 
@@ -257,3 +259,76 @@ async def test_the_hosts_user_approves_through_elicitation(
     answered = [m for m in snapshot.messages if m.type == "ask" and m.is_answered]
     assert [m.answer for m in answered] == ["yesButtonClicked", "noButtonClicked"]
     assert all(m.answered_by == "hdsp mcp serve" for m in answered)
+
+
+async def test_a_task_started_through_mcp_is_followed_and_its_asks_go_to_the_host(
+    daemon: DaemonProcess, client: Client, fake_openai: FakeOpenAI
+) -> None:
+    fake_openai.script(
+        call("execute_code", code="made_by_agent = 7\nprint('agent ran')"), done("7")
+    )
+    workspace = short_tmp_dir()
+    asked: list[str] = []
+
+    async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"approve": True})
+
+    async with mcp_session(daemon, workspace, elicit) as session:
+        started = await session.call_tool("start_task", {"prompt": "make a variable"})
+        assert not started.is_error, text_of(started)
+        task_id = json.loads(text_of(started))["taskId"]
+        progress: list[str] = []
+
+        async def on_progress(value: float, total: float | None, message: str | None) -> None:
+            progress.append(message or "")
+
+        followed = await session.call_tool(
+            "follow_task", {"task_id": task_id}, progress_callback=on_progress
+        )
+        assert not followed.is_error, text_of(followed)
+        assert json.loads(text_of(followed))["state"] == "completed"
+        assert any("agent ran" in p for p in progress)
+        # The agent's run was approved by the host's user, and it ran in the
+        # task's kernel, as the CLI reads it.
+        assert len(asked) == 1 and "made_by_agent = 7" in asked[0]
+        listed = await run_hdsp(daemon.runtime_dir, "vars", task_id)
+        assert "made_by_agent  int" in listed.stdout
+
+        # A task the session did not start is not the host's to read.
+        other = await client.start_task("someone else's", workspace=workspace)
+        refused = await session.call_tool("follow_task", {"task_id": other.task_id})
+        assert refused.is_error
+        assert "not a task this session started" in text_of(refused)
+
+
+async def test_code_runs_in_the_kernel_the_host_names(
+    daemon: DaemonProcess, client: Client
+) -> None:
+    workspace = short_tmp_dir()
+
+    async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        return types.ElicitResult(action="accept", content={"approve": True})
+
+    async with mcp_session(daemon, workspace, elicit) as session:
+        own = await session.call_tool("execute_code", {"code": "where = 'own'"})
+        assert not own.is_error, text_of(own)
+        started = await session.call_tool("start_kernel", {})
+        assert not started.is_error, text_of(started)
+        kernel_id = json.loads(text_of(started))["kernelId"]
+        there = await session.call_tool(
+            "execute_code", {"code": "where = 'named'", "kernel_id": kernel_id}
+        )
+        assert not there.is_error, text_of(there)
+        # Each kernel keeps its own state: the named one did not move the
+        # session's own kernel.
+        back = await session.call_tool("execute_code", {"code": "print(where)"})
+        assert text_of(back).splitlines()[-1] == "own"
+        named = await session.call_tool("list_variables", {"kernel_id": kernel_id})
+        assert "'named'" in text_of(named)
+        listing = await session.call_tool("list_kernels", {})
+        assert kernel_id in text_of(listing)
+        assert "connectionFile" not in text_of(listing)
+    # The approval of the named kernel's code was asked in a task that says which kernel.
+    titles = [t.task for t in (await client.list_tasks()).tasks]
+    assert any(title.endswith(f"in kernel {kernel_id}") for title in titles)
