@@ -27,3 +27,9 @@ def add_mcp_serve_parser(actions: Any, common: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="the directory the host works in (default: the current directory)",
     )
+    serve.add_argument(
+        "--no-elicitation",
+        action="store_true",
+        help="never put hdsp's asks to the host, even when it offers elicitation (for a "
+        "host that may let its model answer them): answer them in hdsp's clients only",
+    )

@@ -96,10 +96,19 @@ class HdspBridge:
     another's binding, and an approval's task names the kernel). Calls in one
     task run one at a time (the daemon refuses a second while the first runs)."""
 
-    def __init__(self, client: Client, workspace: Path, *, title: str = "MCP host") -> None:
+    def __init__(
+        self,
+        client: Client,
+        workspace: Path,
+        *,
+        title: str = "MCP host",
+        elicitation: bool = True,
+    ) -> None:
         self.client = client
         self.workspace = workspace
         self.title = title
+        #: Whether asks may go to the host's user when the host offers elicitation.
+        self.elicitation = elicitation
         self._tasks: dict[str | None, str] = {}
         self._locks: dict[str | None, anyio.Lock] = {}
         self._creating = anyio.Lock()
@@ -172,7 +181,7 @@ class _AskRelay:
         self._task_id = task_id
         self._open: dict[int, anyio.CancelScope] = {}
         caps = ctx.client_capabilities
-        self.enabled = caps is not None and caps.elicitation is not None
+        self.enabled = bridge.elicitation and caps is not None and caps.elicitation is not None
 
     def on_message(self, tg: anyio.abc.TaskGroup, event: MessageEvent) -> None:
         message = event.payload[0].message
@@ -504,7 +513,7 @@ def build_server(bridge: HdspBridge) -> MCPServer[Any]:
 
 async def _serve(args: argparse.Namespace, workspace: Path) -> int:
     async with connect(args.runtime_dir, name="hdsp mcp serve", kind="mcp") as client:
-        bridge = HdspBridge(client, workspace)
+        bridge = HdspBridge(client, workspace, elicitation=not args.no_elicitation)
         await build_server(bridge).run_stdio_async()
     return ExitCode.OK
 

@@ -35,12 +35,12 @@ Elicit = Callable[[Any, types.ElicitRequestParams], Awaitable[types.ElicitResult
 
 @asynccontextmanager
 async def mcp_session(
-    daemon: DaemonProcess, workspace: Path, elicit: Elicit | None = None
+    daemon: DaemonProcess, workspace: Path, elicit: Elicit | None = None, *options: str
 ) -> AsyncIterator[ClientSession]:
     """An MCP client session with `hdsp mcp serve`, started as a host starts it."""
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "hdsp.client", "mcp", "serve"],
+        args=["-m", "hdsp.client", "mcp", "serve", *options],
         env=cli_env(daemon.runtime_dir),
         cwd=workspace,
     )
@@ -332,3 +332,48 @@ async def test_code_runs_in_the_kernel_the_host_names(
     # The approval of the named kernel's code was asked in a task that says which kernel.
     titles = [t.task for t in (await client.list_tasks()).tasks]
     assert any(title.endswith(f"in kernel {kernel_id}") for title in titles)
+
+
+async def test_serve_without_a_daemon_says_so_on_stderr(tmp_path: Path) -> None:
+    done = await run_hdsp(tmp_path / "no-daemon", "mcp", "serve")
+    assert done.returncode == 3
+    assert done.stdout == ""  # stdout is the MCP stream's: nothing else goes there
+    assert "hdsp mcp serve:" in done.stderr
+
+
+async def test_with_no_elicitation_asks_stay_with_hdsps_clients(
+    daemon: DaemonProcess, client: Client
+) -> None:
+    workspace = short_tmp_dir()
+    asked: list[str] = []
+
+    async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"approve": True})
+
+    async with mcp_session(daemon, workspace, elicit, "--no-elicitation") as session:
+        head = (await client.status()).head_seq
+        waiting = anyio.Event()
+
+        async def on_progress(value: float, total: float | None, message: str | None) -> None:
+            if "Waiting for approval" in (message or ""):
+                waiting.set()
+
+        result: list[types.CallToolResult] = []
+        async with anyio.create_task_group() as tg:
+
+            async def run() -> None:
+                code = {"code": "3*3"}
+                result.append(
+                    await session.call_tool("execute_code", code, progress_callback=on_progress)
+                )
+
+            tg.start_soon(run)
+            await waiting.wait()
+            # The server has seen the ask; a round trip later, an elicitation it
+            # had sent would have reached us.
+            await session.send_ping()
+            assert asked == []
+            await approve_next(client, head)
+        assert text_of(result[0]).splitlines()[-1] == "Out[1]: 9"
+    assert asked == []
