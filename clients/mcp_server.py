@@ -32,7 +32,8 @@ from typing import Any
 import anyio
 import mcp_types as types
 from mcp.server.mcpserver import Context, MCPServer
-from pydantic import BaseModel, Field
+from mcp.shared.exceptions import MCPError
+from pydantic import BaseModel, Field, ValidationError
 
 from hdsp.protocol import (
     Ask,
@@ -157,17 +158,28 @@ def _output_text(output: KernelOutput) -> str:
     return ""
 
 
+def _text(text: str) -> types.TextContent:
+    """Text made by a kernel, a tool, a file or the host's model, as data: its
+    control characters (terminal escapes, bidi overrides) shown as visible
+    escapes, since a host may print what it is given on a terminal."""
+    return types.TextContent(type="text", text=escape_controls(text))
+
+
 def _content(result: ToolCallResult) -> types.CallToolResult:
-    blocks: list[types.ContentBlock] = [types.TextContent(type="text", text=result.text)]
+    blocks: list[types.ContentBlock] = [_text(result.text)]
     for image in result.images:
         blocks.append(types.ImageContent(type="image", data=image.data, mime_type=image.media_type))
     if result.status == "denied":
-        blocks[0] = types.TextContent(type="text", text=result.text or "Denied by the user.")
+        blocks[0] = _text(result.text or "Denied by the user.")
     return types.CallToolResult(content=blocks, is_error=result.is_error)
 
 
 def _error(text: str) -> types.CallToolResult:
-    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
+    return types.CallToolResult(content=[_text(text)], is_error=True)
+
+
+def _ok(text: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[_text(text)])
 
 
 class _AskRelay:
@@ -202,23 +214,33 @@ class _AskRelay:
                 scope.cancel()
 
     async def _elicit(self, scope: anyio.CancelScope, ts: int, kind: str, text: str) -> None:
-        shown = text if len(text) <= ELICIT_TEXT_LIMIT else text[:ELICIT_TEXT_LIMIT] + " […]"
+        if len(text) > ELICIT_TEXT_LIMIT:
+            text = text[:ELICIT_TEXT_LIMIT] + " […]"
+        shown = escape_controls(text)
         with scope:
-            if kind == Ask.FOLLOWUP:
-                asked = await self._ctx.elicit(
-                    f"hdsp: the code asks for input: {shown}", InputAnswer
+            try:
+                await self._put(ts, kind, shown)
+            except (MCPError, ValidationError) as exc:
+                # The host could not ask (or answered out of shape): the ask
+                # stays open for hdsp's clients.
+                print(
+                    f"hdsp mcp serve: elicitation failed: {escape_controls(str(exc))}",
+                    file=sys.stderr,
                 )
-                if asked.action != "accept":
-                    return  # left to hdsp's clients
+
+    async def _put(self, ts: int, kind: str, shown: str) -> None:
+        if kind == Ask.FOLLOWUP:
+            asked = await self._ctx.elicit(f"hdsp: the code asks for input: {shown}", InputAnswer)
+            if asked.action == "accept":
                 await self._respond(ts, "messageResponse", asked.data.answer)
-                return
-            answer = await self._ctx.elicit(
-                f"hdsp asks before it does this (from {self._task_id[:8]}):\n{shown}", Approval
-            )
-            if answer.action == "cancel":
-                return  # dismissed: the ask stays open for hdsp's clients
-            yes = answer.action == "accept" and answer.data.approve
-            await self._respond(ts, "yesButtonClicked" if yes else "noButtonClicked", None)
+            return  # else left to hdsp's clients
+        answer = await self._ctx.elicit(
+            f"hdsp asks before it does this (task {self._task_id[:8]}):\n{shown}", Approval
+        )
+        if answer.action == "cancel":
+            return  # dismissed: the ask stays open for hdsp's clients
+        yes = answer.action == "accept" and answer.data.approve
+        await self._respond(ts, "yesButtonClicked" if yes else "noButtonClicked", None)
 
     async def _respond(self, ts: int, response: Any, text: str | None) -> None:
         try:
@@ -255,7 +277,8 @@ async def _follow(
                     text = on_event(data)
                     if text:
                         progress += 1
-                        await ctx.report_progress(progress, None, text[:PROGRESS_TEXT_LIMIT])
+                        shown = escape_controls(text[:PROGRESS_TEXT_LIMIT])
+                        await ctx.report_progress(progress, None, shown)
 
             async def run() -> None:
                 nonlocal result
@@ -371,7 +394,7 @@ def build_server(bridge: HdspBridge) -> MCPServer[Any]:
             return _error(f"hdsp refused: {exc.message}")
         bridge.started_kernels += 1
         text = encode(info).decode()
-        return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
+        return _ok(text)
 
     @server.tool(
         description=(
@@ -407,7 +430,7 @@ def build_server(bridge: HdspBridge) -> MCPServer[Any]:
         task_id, _ = await bridge.task_id(ctx)
         listing = await client.list_variables(task_id)
         text = encode(listing).decode()
-        return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
+        return _ok(text)
 
     @server.tool(
         description="Read a notebook (.ipynb) in the workspace: every cell with its index."
@@ -468,7 +491,7 @@ def build_server(bridge: HdspBridge) -> MCPServer[Any]:
             return _error(f"hdsp refused: {exc.message}")
         bridge.started_tasks.add(ref.task_id)
         text = json.dumps({"taskId": ref.task_id, "state": ref.state})
-        return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
+        return _ok(text)
 
     @server.tool(
         description=(
@@ -506,7 +529,7 @@ def build_server(bridge: HdspBridge) -> MCPServer[Any]:
             text = await _follow(bridge, ctx, task_id, until_settled, on_event=on_event)
         except CommandFailed as exc:
             return _error(f"hdsp refused: {exc.message}")
-        return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
+        return _ok(text)
 
     return server
 

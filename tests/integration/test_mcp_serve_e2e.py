@@ -377,3 +377,44 @@ async def test_with_no_elicitation_asks_stay_with_hdsps_clients(
             await approve_next(client, head)
         assert text_of(result[0]).splitlines()[-1] == "Out[1]: 9"
     assert asked == []
+
+
+async def test_a_host_that_fails_to_ask_leaves_the_ask_to_hdsp_and_output_is_escaped(
+    daemon: DaemonProcess, client: Client
+) -> None:
+    workspace = short_tmp_dir()
+    tried = anyio.Event()
+
+    async def broken(context: Any, params: types.ElicitRequestParams) -> types.ErrorData:
+        tried.set()
+        return types.ErrorData(code=types.INTERNAL_ERROR, message="the host's dialog broke")
+
+    async with mcp_session(daemon, workspace, broken) as session:
+        head = (await client.status()).head_seq
+        progress: list[str] = []
+
+        async def on_progress(value: float, total: float | None, message: str | None) -> None:
+            progress.append(message or "")
+
+        result: list[types.CallToolResult] = []
+        # Output that would drive a terminal: set the clipboard (OSC 52), erase
+        # the line, reverse the text.
+        code = "print('\\x1b]52;c;aGk=\\x07 \\x1b[2Kfake \\u202egnp.exe', flush=True)"
+        async with anyio.create_task_group() as tg:
+
+            async def run() -> None:
+                result.append(
+                    await session.call_tool(
+                        "execute_code", {"code": code}, progress_callback=on_progress
+                    )
+                )
+
+            tg.start_soon(run)
+            await tried.wait()  # the host was asked and failed: the ask still waits
+            await approve_next(client, head)
+    text = text_of(result[0])
+    assert not result[0].is_error, text
+    for shown in [text, *progress]:
+        assert "\x1b" not in shown and "\x07" not in shown and "\u202e" not in shown
+    assert "\\x1b]52;c;aGk=\\x07" in text
+    assert any("\\x1b[2Kfake \\u202egnp.exe" in p for p in progress)
