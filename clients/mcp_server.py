@@ -263,6 +263,7 @@ async def _follow(
     relay = _AskRelay(bridge, ctx, task_id)
     progress = 0
     result: Any = None
+    failure: ClientError | None = None
     async with bridge.client.events(task_id, since_seq=head) as events:
         async with anyio.create_task_group() as tg:
 
@@ -281,12 +282,17 @@ async def _follow(
                         await ctx.report_progress(progress, None, shown)
 
             async def run() -> None:
-                nonlocal result
-                result = await work()
+                nonlocal result, failure
+                try:
+                    result = await work()
+                except ClientError as exc:
+                    failure = exc  # raised as itself, not in the task group's group
                 tg.cancel_scope.cancel()
 
             tg.start_soon(watch)
             tg.start_soon(run)
+    if failure is not None:
+        raise failure
     return result
 
 
@@ -332,6 +338,8 @@ async def relay_call(
             )
         except CommandFailed as exc:
             return _error(f"hdsp refused: {exc.message}")
+        except ClientError as exc:
+            return _error(f"hdsp: {exc}")
     return _content(result)
 
 

@@ -418,3 +418,33 @@ async def test_a_host_that_fails_to_ask_leaves_the_ask_to_hdsp_and_output_is_esc
         assert "\x1b" not in shown and "\x07" not in shown and "\u202e" not in shown
     assert "\\x1b]52;c;aGk=\\x07" in text
     assert any("\\x1b[2Kfake \\u202egnp.exe" in p for p in progress)
+
+
+async def test_a_call_while_a_person_works_in_the_task_is_refused_clearly(
+    daemon: DaemonProcess, client: Client, fake_openai: FakeOpenAI
+) -> None:
+    workspace = short_tmp_dir()
+    async with mcp_session(daemon, workspace) as session:
+        variables = await session.call_tool("list_variables", {})  # makes the session's task
+        assert not variables.is_error, text_of(variables)
+        mcp_task = next(t for t in (await client.list_tasks()).tasks if t.task.startswith("MCP"))
+        # A person sends the task a message: its model's turn waits on an ask.
+        fake_openai.script(call("execute_code", code="1"), done())
+        head = (await client.status()).head_seq
+        await client.send_message(mcp_task.id, "run something")
+        ask = await pending_ask_ts(client, mcp_task.id, head)
+        busy = await session.call_tool("execute_code", {"code": "2"})
+        assert busy.is_error
+        assert "hdsp refused" in text_of(busy) and "working" in text_of(busy)
+        await client.respond_to_ask(mcp_task.id, ask, "noButtonClicked")
+
+
+async def pending_ask_ts(client: Client, task_id: str, since: int) -> int:
+    """The ts of the next unanswered ask of `task_id` after `since`."""
+    async with client.events(task_id, since_seq=since) as events:
+        async for event in events:
+            if isinstance(event.data, MessageEvent):
+                m = event.data.payload[0].message
+                if m.type == "ask" and not m.partial and not m.is_answered:
+                    return m.ts
+    raise AssertionError("event stream ended early")
