@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import itertools
 import logging
+import math
 import os
 import time
 import uuid
@@ -38,6 +39,8 @@ from hdsp.protocol import (
     AnswerDocumentEdit,
     AttachKernel,
     BlobData,
+    CallTool,
+    CallToolData,
     CancelTask,
     CheckpointDiff,
     CheckpointList,
@@ -49,6 +52,8 @@ from hdsp.protocol import (
     CommandList,
     CondenseTask,
     Connect,
+    CreateTask,
+    CreateTaskData,
     DeleteMessage,
     DeleteMessageData,
     DeleteQueuedMessage,
@@ -126,6 +131,7 @@ from hdsp.protocol import (
     TaskPage,
     TaskRef,
     TaskSnapshot,
+    ToolCallResult,
     UpdateTodoList,
     UpdateTodoListData,
     VariableList,
@@ -646,6 +652,32 @@ class Client:
     async def fork_task(self, task_id: str, ts: int) -> TaskRef:
         """A new task with this one's history up to its message `ts`: its TaskRef."""
         return await self.request(ForkTask(data=ForkTaskData(task_id=task_id, ts=ts)))
+
+    async def create_task(
+        self,
+        title: str,
+        *,
+        workspace: str | os.PathLike[str] | None = None,
+        mode: str | None = None,
+    ) -> TaskRef:
+        """A task that runs no model turn and waits, for `call_tool` (CreateTask);
+        `workspace` defaults to this process's working directory."""
+        data = CreateTaskData(title=title, workspace=_absolute_workspace(workspace), mode=mode)
+        return await self.request(CreateTask(data=data))
+
+    async def call_tool(
+        self,
+        task_id: str,
+        tool: str,
+        arguments: Mapping[str, Any],
+        *,
+        kernel_id: str | None = None,
+    ) -> ToolCallResult:
+        """Run one of hdsp's tools in the task as its model would (CallTool): the
+        approval policy decides, and an ask waits for any client's answer; so
+        the reply waits without a time limit (cancel the task to stop it)."""
+        data = CallToolData(tool=tool, arguments=dict(arguments), kernel_id=kernel_id)
+        return await self.request(CallTool(task_id=task_id, data=data), timeout=math.inf)
 
     async def list_checkpoints(self, task_id: str) -> CheckpointList:
         """The task's checkpoints, oldest first (see ListCheckpoints)."""

@@ -29,12 +29,14 @@ from hdsp.protocol import (
     AnswerDocumentEdit,
     AttachKernel,
     BlobData,
+    CallTool,
     CancelTask,
     CloseTask,
     Command,
     CommandList,
     CommandsResponse,
     CondenseTask,
+    CreateTask,
     DeleteMessage,
     DeleteProfile,
     DeleteQueuedMessage,
@@ -210,6 +212,11 @@ class Commands:
                 return await tasks.delete_message(data.task_id, data.ts)
             case ForkTask(data=data):
                 return await tasks.fork(data.task_id, data.ts)
+            # ---- tool calls relayed from another agent (issue 23)
+            case CreateTask(data=data):
+                return await tasks.create_task(data)
+            case CallTool(task_id=task_id, data=data):
+                return await tasks.call_tool(task_id, data)
             # ---- checkpoints
             case ListCheckpoints(data=data):
                 return await tasks.list_checkpoints(data.task_id)

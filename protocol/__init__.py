@@ -47,6 +47,8 @@ from .modes import *  # noqa: F403
 from .modes import __all__ as _modes_all
 from .prompt_context import *  # noqa: F403
 from .prompt_context import __all__ as _prompt_context_all
+from .relayed_calls import *  # noqa: F403
+from .relayed_calls import __all__ as _relayed_calls_all
 from .settings import *  # noqa: F403
 from .settings import __all__ as _settings_all
 from .storage import StorageHealth, StorageState
@@ -86,6 +88,7 @@ __all__ = [
     *_modes_all,
     *_agents_all,
     *_prompt_context_all,
+    *_relayed_calls_all,
     *_settings_all,
     *_variables_all,
 ]

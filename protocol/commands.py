@@ -55,6 +55,7 @@ from .modes import (
     TodoItem,
 )
 from .prompt_context import PromptContext
+from .relayed_calls import CallTool, CreateTask, ToolCallResult
 from .settings import (
     DeleteProfile,
     DeleteSecret,
@@ -585,6 +586,8 @@ Command = (
     | SwitchMode
     | UpdateTodoList
     | ListAgents
+    | CreateTask
+    | CallTool
 )
 
 
@@ -846,6 +849,11 @@ _ROWS = (
     CommandSpec(SwitchMode, TaskRef, ordering=lambda c: c.task_id, idempotent=True),
     CommandSpec(UpdateTodoList, TaskRef, ordering=lambda c: c.task_id, idempotent=True),
     CommandSpec(ListAgents, AgentList, idempotent=True, without_storage=True),
+    # Relayed tool calls (issue 23, relayed_calls.py). CallTool waits for the answer
+    # to its ask, which comes as a RespondToAsk ordered by the task: so it runs
+    # concurrently (the task refuses a second call while one runs).
+    CommandSpec(CreateTask, TaskRef),
+    CommandSpec(CallTool, ToolCallResult),
 )
 
 #: The table: each command's row, by its `commandName`.

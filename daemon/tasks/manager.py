@@ -76,11 +76,13 @@ from hdsp.protocol import (
     AgentList,
     Ask,
     AskResponse,
+    CallToolData,
     CheckpointDiff,
     CheckpointInfo,
     CheckpointList,
     CheckpointRestoreResult,
     ClineMessage,
+    CreateTaskData,
     DiffCheckpointsData,
     ErrorCode,
     ExecutionResult,
@@ -107,6 +109,7 @@ from hdsp.protocol import (
     TaskSpawned,
     TaskState,
     TodoItem,
+    ToolCallResult,
     ToolUsageEntry,
 )
 
@@ -115,6 +118,7 @@ from .deps import TaskDeps, TaskKernels
 from .notebook_context import resolve_context
 from .prompt import system_prompt
 from .queued import decode_queued
+from .relayed import relay_refusal, relayed_result
 from .rewind import RewindRefused, plan_rewind
 from .subtasks import Subtasks
 from .task import Task
@@ -1311,6 +1315,86 @@ class TaskManager:
         await self._committed_unless_failing()
         log.info("task forked", task_id=task_id, ts=ts, new_task_id=new_id)
         return TaskRef(task_id=new_id, state=TaskState.IDLE)
+
+    async def create_task(self, data: CreateTaskData) -> TaskRef:
+        """CreateTask: a task that runs no model turn and waits (issue 23), for a
+        client that relays another agent's tool calls into it (CallTool)."""
+        self._check_open()
+        workspace = await self._checked_workspace(data.workspace, data.allow_broad_workspace)
+        try:
+            mode = self.deps.modes.get(data.mode or DEFAULT_MODE, Path(workspace)).slug
+        except UnknownMode as exc:
+            raise CommandError(ErrorCode.INVALID_REQUEST, str(exc)) from None
+        task_id = str(uuid.uuid4())
+        self._number += 1
+        item = HistoryItem(
+            id=task_id,
+            number=self._number,
+            ts=0,
+            task=data.title,
+            workspace=workspace,
+            mode=mode,
+            api_config_name=None,  # the current profile, if a message ever starts a turn
+            status="active",
+            state=TaskState.IDLE,
+        )
+        task = Task(self.deps, item, api=[], state=TaskState.IDLE, settle=self.settle)
+        task.item = msgspec.structs.replace(item, ts=task.messages.next_ts())
+        self._tasks[task_id] = task
+        try:
+            await self.journal.emit(TaskCreated(payload=(task_id,)), insert_task(task.item))
+            await task.messages.say(Say.TEXT, data.title)
+            await self._committed_unless_failing()
+        finally:
+            self.settle(task)
+        log.info("task created", task_id=task_id)
+        return TaskRef(task_id=task_id, state=TaskState.IDLE)
+
+    async def call_tool(self, task_id: str, data: CallToolData) -> ToolCallResult:
+        """CallTool: one of hdsp's tools run in a task that is not working, on
+        the path of its model's calls (schema, mode, approval, checkpoint)."""
+        self._check_open()
+        problem = relay_refusal(self.tools, data.tool)
+        if problem is not None:
+            raise CommandError(ErrorCode.INVALID_REQUEST, problem)
+        task = await self._load(task_id)
+        try:
+            if data.kernel_id is not None:
+                kernels = self.deps.kernels
+                if kernels is None or not kernels.has_kernel(data.kernel_id):
+                    raise CommandError(
+                        ErrorCode.KERNEL_NOT_FOUND,
+                        f"No kernel {data.kernel_id!r}; ListKernels lists the kernels.",
+                    )
+            if task.busy or task.pending_ask is not None:
+                raise CommandError(
+                    ErrorCode.TASK_BUSY,
+                    f"Task {task_id} is working; a relayed call waits until it is not.",
+                )
+            if data.kernel_id is not None and self.deps.kernels is not None:
+                self.deps.kernels.bind_task(task_id, data.kernel_id)
+            call = await task.run_relayed_call(self._require_tg(), data.tool, data.arguments)
+        finally:
+            self.settle(task)
+        return relayed_result(task_id, call)
+
+    async def _checked_workspace(self, given: str | None, allow_broad: bool) -> str:
+        """The absolute workspace a new task gets (the daemon's own when none is
+        given); one that is not a directory, or too broad, is refused."""
+        workspace = str(await anyio.Path(given or self.default_workspace).absolute())
+        if not await anyio.Path(workspace).is_dir():
+            raise CommandError(
+                ErrorCode.INVALID_REQUEST, f"The workspace {workspace} is not a directory."
+            )
+        if not allow_broad:
+            problem = await anyio.to_thread.run_sync(self._broad_workspace, workspace)
+            if problem is not None:
+                raise CommandError(
+                    ErrorCode.INVALID_REQUEST,
+                    f"Refusing {workspace} as the workspace: it is {problem}, and the agent "
+                    "reads everything in its workspace without asking.",
+                )
+        return workspace
 
     async def _history_of(self, task: Task) -> tuple[list[ClineMessage], list[ApiMessage]]:
         """The task's UI messages as stored and its API history."""

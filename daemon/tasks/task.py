@@ -18,6 +18,7 @@ history; what a request sends is :mod:`.context`'s pure reduction of it),
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
@@ -37,6 +38,7 @@ from hdsp.daemon.conversation import (
     TextDelta,
     UsageChunk,
 )
+from hdsp.daemon.errors import CommandError
 from hdsp.daemon.llm import Provider
 from hdsp.daemon.llm.errors import ContextWindowExceeded, ProviderError
 from hdsp.daemon.llm.images import image_refused
@@ -56,6 +58,7 @@ from hdsp.protocol import (
     AskResponse,
     ClineMessage,
     CompletedInfo,
+    ErrorCode,
     Event,
     HistoryItem,
     QueuedMessage,
@@ -84,7 +87,7 @@ from .prompt import system_prompt
 from .queued import MessageQueue
 from .reply import INTERRUPTED_NOTE, StreamedReply
 from .returns import returned_by
-from .turn import TurnState, tool_results, turn_write, user_content
+from .turn import CallState, TurnState, tool_results, turn_write, user_content
 from .waiting import WAIT_UPDATE_INTERVAL, ReplyWait, count_down, show_wait
 
 __all__ = ["MAX_REQUESTS_PER_TURN", "WAIT_UPDATE_INTERVAL", "Task"]
@@ -287,6 +290,47 @@ class Task:
             self._stop_as = as_state
             self._scope.cancel()
         await self._turn_done.wait()
+
+    async def run_relayed_call(
+        self, tg: TaskGroup, name: str, arguments: dict[str, Any]
+    ) -> CallState:
+        """Run one tool call relayed from another agent (CallTool, issue 23) as a
+        turn of its own: the task is busy meanwhile (a message waits in the
+        queue), `stop` cancels it (interrupting its kernel), and it ends with
+        taskCompleted or taskAborted as a turn does. The call takes the path of
+        the model's calls (schema, mode, approval policy, checkpoint, messages).
+        It is not added to the API history, and not resumed after a restart."""
+        if self.busy:
+            raise CommandError(ErrorCode.TASK_BUSY, f"Task {self.id} is working.")
+        self._turn_done = anyio.Event()
+        scope = self._scope = anyio.CancelScope()
+        self._stop_as = TaskState.ABORTED
+        call = CallState(id=f"relayed_{uuid.uuid4().hex}", name=name, arguments=dict(arguments))
+        done = False
+        try:
+            with scope:
+                await self.set_state(TaskState.RUNNING, TaskActive(payload=(self.id,)))
+                await self.calls.run(call)
+                done = True
+        finally:
+            with anyio.move_on_after(10, shield=True):
+                await self.messages.finish_partial()
+                if done:
+                    info = CompletedInfo(is_subtask=False)
+                    usage = (self.id, self.usage(), dict(self.calls.tool_usage), info)
+                    await self.set_state(TaskState.COMPLETED, TaskCompleted(payload=usage))
+                else:
+                    await self.set_state(TaskState.ABORTED, TaskAborted(payload=(self.id,)))
+            self._scope = None
+            self.asks.clear()
+            self.messages.tool_use_id = None
+            self._turn_done.set()
+        if done and not self._deps.closing():
+            queued = await self.queue.take()
+            if queued is not None:
+                self.start_turn(tg, message=queued)
+        self._settle(self)
+        return call
 
     async def _run_turn(
         self, tg: TaskGroup, first: bool, message: SendMessageData | None, resume: bool

@@ -81,6 +81,8 @@ export interface HdspWire {
   AnswerDocumentEdit: AnswerDocumentEdit;
   AttachKernel: AttachKernel;
   BlobData: BlobData;
+  CallTool: CallTool;
+  CallToolData: CallToolData;
   CancelTask: CancelTask;
   CheckpointDiff: CheckpointDiff;
   CheckpointInfo: CheckpointInfo;
@@ -99,6 +101,8 @@ export interface HdspWire {
   CompletedInfo: CompletedInfo;
   CondenseTask: CondenseTask;
   Connect: Connect;
+  CreateTask: CreateTask;
+  CreateTaskData: CreateTaskData;
   DaemonShuttingDown: DaemonShuttingDown;
   DeleteMessage: DeleteMessage;
   DeleteMessageData: DeleteMessageData;
@@ -190,6 +194,7 @@ export interface HdspWire {
   QueuedMessage: QueuedMessage;
   QueuedMessagesUpdated: QueuedMessagesUpdated;
   Rejection: Rejection;
+  RelayedImage: RelayedImage;
   Replay: Replay;
   ReplayData: ReplayData;
   ReplayPage: ReplayPage;
@@ -264,6 +269,7 @@ export interface HdspWire {
   TaskUnpaused: TaskUnpaused;
   TodoItem: TodoItem;
   TokenUsage: TokenUsage;
+  ToolCallResult: ToolCallResult;
   ToolUsageEntry: ToolUsageEntry | undefined;
   UpdateSettings: UpdateSettings;
   UpdateSettingsData: UpdateSettingsData;
@@ -413,6 +419,32 @@ export interface BlobData {
    * Bytes of the whole blob.
    */
   size: number;
+}
+/**
+ * Run one tool in a task that is not working, as if its model had called it,
+ * and answer with the result once the call is done: after an approval ask was
+ * answered (by any client) if the policy asks. `CancelTask` stops it (a running
+ * kernel is interrupted). Runs concurrently with other commands (an answer to its
+ * ask comes as a RespondToAsk ordered by the same task).
+ */
+export interface CallTool {
+  commandName: 'CallTool';
+  data: CallToolData;
+  taskId: string;
+}
+export interface CallToolData {
+  /**
+   * The tool's arguments, checked against its JSON Schema.
+   */
+  arguments?: {};
+  /**
+   * Run the task's code in this kernel (ListKernels) from now on, as a message's context can; by default the task starts its own kernel on first use.
+   */
+  kernelId?: string | null;
+  /**
+   * One of hdsp's own tools that reads, writes or runs code or commands (read_notebook, edit_cell, execute_code, list_variables, ...); the tools that steer a task (attempt_completion, ask_followup_question, switch_mode, update_todo_list) are refused.
+   */
+  tool: string;
 }
 export interface CancelTask {
   commandName: 'CancelTask';
@@ -650,7 +682,9 @@ export interface TaskCommand {
     | GetSystemPrompt
     | SwitchMode
     | UpdateTodoList
-    | ListAgents;
+    | ListAgents
+    | CreateTask
+    | CallTool;
   origin?: 'client';
   /**
    * Chosen by the client, unique among its commands in flight; the `Reply` carries it back.
@@ -1407,6 +1441,32 @@ export interface ListAgents {
   commandName: 'ListAgents';
 }
 /**
+ * A task that starts no model turn: it waits, in state idle, for `CallTool`
+ * (or a message). The reply names it.
+ */
+export interface CreateTask {
+  commandName: 'CreateTask';
+  data: CreateTaskData;
+}
+export interface CreateTaskData {
+  /**
+   * As in StartNewTask's configuration.
+   */
+  allowBroadWorkspace?: boolean;
+  /**
+   * The task's mode (GetModes lists them); `code` when absent.
+   */
+  mode?: string | null;
+  /**
+   * What the task is (its first message): who acts through it.
+   */
+  title: string;
+  /**
+   * Directory the task works in (absolute); as for StartNewTask.
+   */
+  workspace?: string | null;
+}
+/**
  * Sent by a client that is going away, so the daemon forgets it at once.
  */
 export interface Disconnect {
@@ -1493,9 +1553,11 @@ export interface CommandList {
 export interface CommandResults {
   AnswerDocumentEdit?: DocumentEditTaken;
   AttachKernel?: KernelInfo;
+  CallTool?: ToolCallResult;
   CancelTask?: TaskRef;
   CloseTask?: TaskRef;
   CondenseTask?: TaskRef;
+  CreateTask?: TaskRef;
   DeleteMessage?: TaskRef;
   DeleteProfile?: ProfileList;
   DeleteQueuedMessage?: TaskRef;
@@ -1569,6 +1631,27 @@ export interface KernelInfo {
    * Tasks whose code runs in this kernel.
    */
   taskIds?: string[];
+}
+export interface ToolCallResult {
+  images?: RelayedImage[];
+  isError?: boolean;
+  /**
+   * done: the call is over, its result may be an error (the tool failed, or the call was invalid and did not run: arguments, mode, repetition); denied: a person (or the policy, or an approval's timeout) said no; cancelled: CancelTask stopped it.
+   */
+  status: 'cancelled' | 'denied' | 'done';
+  taskId: string;
+  /**
+   * The result as the model would read it. Produced by the tool, a kernel or a file: untrusted text.
+   */
+  text?: string;
+  tool: string;
+}
+export interface RelayedImage {
+  /**
+   * The image, base64 (no data: prefix).
+   */
+  data: string;
+  mediaType: string;
 }
 export interface TaskRef {
   /**

@@ -1,0 +1,122 @@
+"""`hdsp mcp serve` driven by a second, independent MCP client: the MCP
+Inspector's CLI mode (`@modelcontextprotocol/inspector`, Node.js), which starts
+the server over stdio as a host does. `npm ci` installs it into
+tests/js-inspector/node_modules from the committed lockfile, once per lockfile;
+without Node.js and npm the test fails and says so (never a silent skip)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+
+from hdsp.client import Client
+from hdsp.protocol import MessageEvent
+from tests.support.daemon_process import DaemonProcess, short_tmp_dir
+
+pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
+
+JS_DIR = Path(__file__).resolve().parents[1] / "js-inspector"
+_STAMP = JS_DIR / "node_modules" / ".hdsp-lockfile-sha256"
+
+
+def _tool(name: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        raise RuntimeError(
+            f"{name} is not installed: this test runs the MCP Inspector under Node.js 20 or "
+            "newer (Debian: apt-get install nodejs npm)."
+        )
+    return path
+
+
+def install_inspector() -> Path:
+    """The Inspector's launcher, installed from the lockfile if need be."""
+    lock = hashlib.sha256((JS_DIR / "package-lock.json").read_bytes()).hexdigest()
+    launcher = JS_DIR / "node_modules" / ".bin" / "mcp-inspector"
+    if not (_STAMP.is_file() and _STAMP.read_text() == lock and launcher.exists()):
+        done = subprocess.run(
+            [_tool("npm"), "ci", "--no-audit", "--no-fund", "--loglevel=error"],
+            cwd=JS_DIR,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"npm ci failed in {JS_DIR}:\n{done.stdout}\n{done.stderr}")
+        _STAMP.write_text(lock)
+    return launcher
+
+
+async def inspector(
+    daemon: DaemonProcess, workspace: Path, *method: str
+) -> subprocess.CompletedProcess[bytes]:
+    """One `mcp-inspector --cli` run against `hdsp mcp serve` started in `workspace`."""
+    launcher = await anyio.to_thread.run_sync(install_inspector)
+    command = [
+        str(launcher),
+        "--cli",
+        "-e",
+        f"HDSP_RUNTIME_DIR={daemon.runtime_dir}",
+        sys.executable,
+        "-m",
+        "hdsp.client",
+        "mcp",
+        "serve",
+        *method,
+    ]
+    with anyio.fail_after(120):
+        return await anyio.run_process(command, cwd=workspace, check=False)
+
+
+async def test_the_inspector_lists_and_calls_hdsps_tools(
+    daemon: DaemonProcess, client: Client
+) -> None:
+    workspace = short_tmp_dir()
+    listed = await inspector(daemon, workspace, "--method", "tools/list")
+    assert listed.returncode == 0, listed.stderr.decode()
+    tools = {t["name"]: t for t in json.loads(listed.stdout)["tools"]}
+    assert "code" in tools["execute_code"]["inputSchema"]["properties"]
+    assert {"read_notebook", "edit_cell", "list_variables", "start_task"} <= set(tools)
+
+    # A run waits for hdsp's approval (the Inspector offers no elicitation):
+    # another hdsp client gives it.
+    head = (await client.status()).head_seq
+    result: list[subprocess.CompletedProcess[bytes]] = []
+    async with anyio.create_task_group() as tg:
+
+        async def call() -> None:
+            result.append(
+                await inspector(
+                    daemon,
+                    workspace,
+                    "--method",
+                    "tools/call",
+                    "--tool-name",
+                    "execute_code",
+                    "--tool-arg",
+                    "code=6*7",
+                )
+            )
+
+        tg.start_soon(call)
+        async with client.events(since_seq=head) as events:
+            async for event in events:
+                if isinstance(event.data, MessageEvent):
+                    p = event.data.payload[0]
+                    m = p.message
+                    if m.type == "ask" and not m.partial and not m.is_answered:
+                        await client.respond_to_ask(p.task_id, m.ts, "yesButtonClicked")
+                        break
+    done = result[0]
+    assert done.returncode == 0, done.stderr.decode()
+    answer = json.loads(done.stdout)
+    assert not answer.get("isError")
+    assert answer["content"][0]["text"].splitlines()[-1] == "Out[1]: 42"
