@@ -221,7 +221,9 @@ test('scenario 4: the user closes the notebook mid-task; the agent edits its fil
   await request('release-insert');
   await completed(page);
 
-  // Opened again, the notebook shows the agent's cell at the end, marked.
+  // Opened again (from the file browser), the notebook shows the agent's cell
+  // at the end, marked.
+  await page.sidebar.openTab('filebrowser');
   expect(await page.notebook.openByPath(`/${NOTEBOOK()}`)).toBe(true);
   await expect(cells(page)).toHaveCount(USER_CELLS().length + 1);
   const agent = cells(page).last();
