@@ -45,6 +45,7 @@ from tests.support.live_edit_scenarios import (
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 SPEC = "live-edits-rtc.spec.ts"
+_v4: Any = nbformat.v4
 
 
 @pytest.fixture
@@ -120,10 +121,14 @@ def spec(
 
 
 def _write_user_notebook(path: Path) -> None:
-    nb = nbformat.v4.new_notebook()  # type: ignore[no-untyped-call]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nb.cells = [nbformat.v4.new_code_cell(s) for s in USER_CELLS]  # type: ignore[no-untyped-call]
-    nbformat.write(nb, str(path))  # type: ignore[no-untyped-call]
+    nb = _v4.new_notebook()
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    nb.cells = [_v4.new_code_cell(s) for s in USER_CELLS]
+    nbformat.write(nb, str(path))
 
 
 def _wait(condition: object, what: str, proc: ScenarioSpec, timeout: float = 60) -> None:
@@ -141,13 +146,15 @@ def _wait(condition: object, what: str, proc: ScenarioSpec, timeout: float = 60)
 
 def _declared(lab: JupyterProcess, count: int) -> bool:
     """Whether the extension's last declaration of open notebooks was `count`."""
-    lines = [line for line in lab.stderr().splitlines() if "open notebook(s) are edited live" in line]
+    lines = [
+        line for line in lab.stderr().splitlines() if "open notebook(s) are edited live" in line
+    ]
     return bool(lines) and f"hdsp: {count} open notebook(s)" in lines[-1]
 
 
 def _notebook_context(fake: FakeOpenAI) -> dict[str, Any]:
     """The <notebook_context> the user's first message carried, parsed."""
-    user = [m for m in fake.requests[0]["messages"] if m["role"] == "user"][0]
+    user = next(m for m in fake.requests[0]["messages"] if m["role"] == "user")
     text = next(b["text"] for b in user["content"] if "<notebook_context>" in b["text"])
     found: dict[str, Any] = json.loads(text.split("\n")[2])
     return found
@@ -172,7 +179,7 @@ def test_scenario_2_an_inserted_plot_cell_runs_live_in_the_open_notebook(
     assert "are in cell 1 of plots.ipynb, open in JupyterLab" in ran
     # The run was in the notebook's own kernel (where the user built df): no error.
     assert "Error" not in ran and "NameError" not in ran, ran
-    saved = nbformat.read(str(workspace / NOTEBOOK), as_version=4)  # type: ignore[no-untyped-call]
+    saved = nbformat.read(str(workspace / NOTEBOOK), as_version=4)
     assert saved.cells[1].metadata["hdsp"]["editedBy"] == "agent"
     assert saved.cells[1].execution_count == 2
 
@@ -197,7 +204,7 @@ def test_scenario_3_a_cell_the_user_edits_meanwhile_is_a_conflict_for_the_agent(
     conflict = tool_results(fake_openai, 3)[-1]
     assert "Conflict: cell 1 of plots.ipynb was changed in JupyterLab" in conflict, conflict
     assert USER_EDIT in conflict and "your change was not made" in conflict
-    saved = nbformat.read(str(workspace / NOTEBOOK), as_version=4)  # type: ignore[no-untyped-call]
+    saved = nbformat.read(str(workspace / NOTEBOOK), as_version=4)
     assert [c.source for c in saved.cells] == [USER_CELLS[0], USER_EDIT, USER_CELLS[1]]
     assert AGENT_EDIT not in (workspace / NOTEBOOK).read_text()
 
@@ -226,6 +233,6 @@ def test_scenario_4_a_notebook_closed_mid_task_gets_the_edit_in_its_file(
 
     inserted = tool_results(fake_openai, 2)[-1]
     assert "Inserted a code cell at index 2 of plots.ipynb (now 3 cells)" in inserted, inserted
-    saved = nbformat.read(str(workspace / NOTEBOOK), as_version=4)  # type: ignore[no-untyped-call]
+    saved = nbformat.read(str(workspace / NOTEBOOK), as_version=4)
     assert [c.source for c in saved.cells] == [*USER_CELLS, CLOSED_INSERT]
     assert saved.cells[2].metadata["hdsp"]["editedBy"] == "agent"

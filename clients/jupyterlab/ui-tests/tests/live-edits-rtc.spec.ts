@@ -27,6 +27,9 @@ const env = (name: string): string => {
 const NOTEBOOK = () => env('HDSP_NOTEBOOK');
 const USER_CELLS = (): string[] => JSON.parse(env('HDSP_USER_CELLS'));
 
+// (Room for the panel beside the notebook in the README's picture.)
+test.use({ viewport: { width: 1280, height: 800 } });
+
 /** The notebook's cells in the page. */
 const cells = (page: IJupyterLabPageFixture): Locator =>
   page.locator('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell');
@@ -149,10 +152,12 @@ test('scenario 2: the agent inserts a plot cell, runs it, and its outputs stream
   await expect(cells(page).nth(0)).not.toHaveClass(/\bhdsp-agent-cell\b/);
   await expect(cells(page).nth(2)).not.toHaveClass(/\bhdsp-agent-cell\b/);
 
-  // The plot shows while the kernel still holds the cell: it streamed in.
+  // The plot shows while the kernel still holds the cell (it streamed in), and
+  // the cell shows as running, as one the user runs does.
   const plot = agent.locator('.jp-OutputArea-output img');
   await expect(plot).toBeVisible();
   await expect.poll(() => plot.evaluate(img => (img as HTMLImageElement).naturalWidth)).toBeGreaterThan(100);
+  await expect(agent.locator('.jp-InputPrompt')).toContainText('[*]');
   expect(fs.existsSync(env('HDSP_RELEASE_KERNEL'))).toBe(false);
   fs.writeFileSync(env('HDSP_RELEASE_KERNEL'), '');
 
@@ -160,6 +165,8 @@ test('scenario 2: the agent inserts a plot cell, runs it, and its outputs stream
   // The final outputs came with the execution count (the user's run was 1).
   await expect(agent.locator('.jp-InputPrompt')).toContainText('[2]');
   await expect(plot).toBeVisible();
+  // (The variables view reads the kernel again once it is idle.)
+  await expect(page.getByTestId('hdsp-variables')).not.toContainText('running code');
   await screenshotLab(page, 'live-edit-agent-plot');
 
   // Saved, the file holds what the page shows.
