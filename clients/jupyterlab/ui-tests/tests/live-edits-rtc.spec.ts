@@ -29,6 +29,9 @@ const USER_CELLS = (): string[] => JSON.parse(env('HDSP_USER_CELLS'));
 
 // (Room for the panel beside the notebook in the README's picture.)
 test.use({ viewport: { width: 1280, height: 800 } });
+// A whole task with a notebook and its kernel: more than the config's 90 s on a
+// loaded machine.
+test.describe.configure({ timeout: 180000 });
 
 /** The notebook's cells in the page. */
 const cells = (page: IJupyterLabPageFixture): Locator =>
