@@ -7,7 +7,8 @@ One `NotebookHosts` lives for the daemon's life: `HostDocuments` declares (with 
 lease), `AnswerDocumentEdit` answers, and the notebook tools `request`. A request
 waits for its answer (the caller bounds the wait with `fail_after`); a host that
 lets a request time out is forgotten (by the caller), so the next edit goes to
-the file at once instead of waiting again. Requests waiting at once are bounded (MAX_PENDING).
+the file at once instead of waiting again. Requests waiting at once are bounded
+(MAX_PENDING).
 """
 
 from __future__ import annotations

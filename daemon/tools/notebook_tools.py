@@ -868,21 +868,29 @@ class RunCell(_NotebookTool):
             shown, _ = ex.outputs.preview(text_limit=_LIVE_TEXT_LIMIT, max_outputs=_LIVE_OUTPUTS)
             pusher.offer([_output_dict(o) for o in shown])
 
+        failure: ToolError | None = None
         async with anyio.create_task_group() as tg:
             tg.start_soon(pusher.run)
             try:
                 run = await run_code(
                     ctx, cell.source, time_limit=args.get("timeout"), on_outputs=streamed
                 )
+            except ToolError as exc:  # (raised here, it would leave as an exception group)
+                failure = exc
             except BaseException:
-                # Cancelled, or the kernel failed: no more live pushes; the cell
-                # keeps what came, and no longer shows as running.
+                # Cancelled: no more live pushes; the cell keeps what came, and no
+                # longer shows as running.
                 tg.cancel_scope.cancel()
                 with anyio.move_on_after(5, shield=True), suppress(HostGone, ToolError):
                     await push(pusher.latest, None, False)
                 raise
             finally:
                 pusher.close()
+        if failure is not None:
+            # The kernel failed: the same, once the live pushes are done.
+            with suppress(HostGone, ToolError):
+                await push(pusher.latest, None, False)
+            raise failure
         result = await run.model_content(text_limit=self.text_limit, max_images=self.max_images)
         final = [_output_dict(o) for o in run.result.outputs]
         try:

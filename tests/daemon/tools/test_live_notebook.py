@@ -301,6 +301,20 @@ async def test_a_run_stopped_midway_keeps_its_outputs_and_ends_running(tmp_path:
         tg.cancel_scope.cancel()
 
 
+async def test_a_run_that_fails_is_a_tool_error_and_ends_running(tmp_path: Path) -> None:
+    async with anyio.create_task_group() as tg:
+        host, _ = await _open(tmp_path, tg, "x = 1")
+        tools = Tools(host.hosts)
+        ctx = RecordingContext(tmp_path)  # (a daemon that runs no kernels)
+        await tools.read.execute(ctx, {"path": "open.ipynb"})
+        # The model is told what happened (not an exception group from inside).
+        with pytest.raises(ToolError, match="runs no kernels"):
+            await tools.run.execute(ctx, {"path": "open.ipynb", "index": 0})
+        assert host.runs[0] == ("run", None, "running")
+        assert host.runs[-1][2] == "idle"
+        tg.cancel_scope.cancel()
+
+
 def test_only_a_code_cell_is_run_or_given_outputs() -> None:
     ynb = YNotebook()
     nb = _v4.new_notebook()
