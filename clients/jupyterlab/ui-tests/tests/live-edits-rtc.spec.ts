@@ -134,8 +134,8 @@ async function screenshotLab(page: IJupyterLabPageFixture, name: string): Promis
 test('scenario 2: the agent inserts a plot cell, runs it, and its outputs stream into the open notebook', async ({
   page
 }) => {
-  await openUserNotebook(page);
   const dialogs = await watchDialogs(page);
+  await openUserNotebook(page);
   // The kernel will hold the plot cell after its figure is shown, until released.
   await page.evaluate(async code => {
     const panel = (window as any).jupyterapp.shell.currentWidget;
@@ -188,8 +188,8 @@ test('scenario 2: the agent inserts a plot cell, runs it, and its outputs stream
 });
 
 test('scenario 3: the user edits the agent cell while the agent prepares an edit', async ({ page }) => {
-  await openUserNotebook(page);
   const dialogs = await watchDialogs(page);
+  await openUserNotebook(page);
   await ask(page, 'add a cell that plots df.x');
 
   await expect(cells(page)).toHaveCount(USER_CELLS().length + 1);
@@ -218,8 +218,8 @@ test('scenario 3: the user edits the agent cell while the agent prepares an edit
 test('scenario 4: the user closes the notebook mid-task; the agent edits its file, reopening shows it', async ({
   page
 }) => {
-  await openUserNotebook(page);
   const dialogs = await watchDialogs(page);
+  await openUserNotebook(page);
   await ask(page, 'add a cell with the largest x');
   await request('agent-read'); // the agent has read the open notebook
 
