@@ -95,10 +95,13 @@ chromium:
 		exit 1; }
 
 # The README's screenshots of the panel mid-task (browser scenarios 1-3), taken
-# by the browser tests into clients/jupyterlab/screenshots (commit them).
+# by the browser tests into clients/jupyterlab/screenshots (commit them), and of
+# an agent-run cell with its plot in the open notebook (live edits through RTC).
 screenshots: $(STAMP) labext browser-deps
 	HDSP_SCREENSHOT_DIR=$(CURDIR)/clients/jupyterlab/screenshots $(BIN)/python -m pytest \
 		tests/jupyterlab/test_browser.py -q -k "scenario_1 or scenario_2 or scenario_3"
+	HDSP_SCREENSHOT_DIR=$(CURDIR)/clients/jupyterlab/screenshots $(BIN)/python -m pytest \
+		tests/jupyterlab/test_browser_live_edits_rtc.py -q -k scenario_2
 
 # JupyterLab with hdsp's plugin on a sample workspace; hdspd is started first
 # when `hdsp daemon status` says it is not running (the plugin reconnects by itself).

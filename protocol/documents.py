@@ -96,8 +96,10 @@ class DocumentEdit(WireStruct, frozen=True):
     - edit: replace the source (and type) of `cellId`; clears a code cell's outputs.
     - delete: remove `cellId`.
     - move: put `cellId` after `afterId` (at the top when absent).
-    - run: the agent is about to run `cellId`: clear its outputs and execution count.
-    - outputs: set the outputs and execution count of `cellId` (as they stream).
+    - run: the agent is about to run `cellId`: clear its outputs and execution count,
+      and show it running.
+    - outputs: set the outputs and execution count of `cellId` (as they stream);
+      `running`: the cell still runs (its final outputs come with `running` false).
 
     `expectedSha256` (edit, delete, move, run): the SHA-256 of the UTF-8 source the
     agent last read of `cellId`; the host answers `conflict` if the live source
@@ -113,6 +115,7 @@ class DocumentEdit(WireStruct, frozen=True):
     outputs: list[dict[str, Any]] | None = None
     execution_count: int | None = None
     marker: dict[str, Any] | None = None
+    running: bool = False
 
 
 class DocumentEditRequest(WireStruct, frozen=True):

@@ -115,7 +115,11 @@ def _youtputs(outputs: list[dict[str, Any]]) -> list[Map[Any]]:
     return made
 
 
-def _set_outputs(ycell: Any, outputs: list[dict[str, Any]], count: int | None) -> None:
+def _set_outputs(
+    ycell: Any, outputs: list[dict[str, Any]], count: int | None, *, running: bool = False
+) -> None:
+    """The cell's outputs and execution count, and whether it shows as running
+    (`execution_state`, which JupyterLab shows as `[*]`)."""
     from pycrdt import Array
 
     youtputs = ycell.get("outputs")
@@ -125,6 +129,7 @@ def _set_outputs(ycell: Any, outputs: list[dict[str, Any]], count: int | None) -
     else:
         ycell["outputs"] = Array(_youtputs(outputs))
     ycell["execution_count"] = count
+    ycell["execution_state"] = "running" if running else "idle"
 
 
 def _mark(ycell: Any, marker: dict[str, Any] | None) -> None:
@@ -224,10 +229,16 @@ def _apply(ynb: _YNotebook, edit: DocumentEdit) -> EditOutcome:
                 return "conflict", "The cell to move after is no longer in the notebook.", None
             ynb.ycells.insert(at, ynb.create_ycell(value))
         case "run":
-            _set_outputs(ycell, [], None)
+            # (Only a code cell has outputs: the agent is told another cell's type.)
+            if ycell.get("cell_type") == "code":
+                _set_outputs(ycell, [], None, running=True)
             return "ok", None, [_doc_cell(ynb, index, outputs=False)]
         case "outputs":
-            _set_outputs(ycell, list(edit.outputs or []), edit.execution_count)
+            if ycell.get("cell_type") != "code":
+                return "invalid", "Only a code cell has outputs.", None
+            _set_outputs(
+                ycell, list(edit.outputs or []), edit.execution_count, running=edit.running
+            )
             return "ok", None, None
         case _:
             return "invalid", f"Unknown op {edit.op!r}.", None

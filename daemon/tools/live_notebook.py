@@ -94,6 +94,7 @@ class LiveNotebook:
                     task_id=self.task_id,
                 )
         except TimeoutError:
+            self.hosts.forget(self.host.host_id)
             raise HostGone(f"JupyterLab did not answer within {self.answer_limit:g} s") from None
         except HostUnavailable as exc:
             raise HostGone(str(exc)) from None
@@ -148,17 +149,18 @@ class OutputPusher:
     """Streams a running cell's outputs into the open document: only the newest
     outputs wait (each push replaces the cell's outputs, so an older one is never
     worth sending), one request at a time. A push that fails stops the rest; the
-    run goes on."""
+    run goes on. `latest` is what was offered last, sent or not."""
 
-    def __init__(self, send: Callable[[list[dict[str, Any]], int | None], Awaitable[None]]) -> None:
+    def __init__(self, send: Callable[[list[dict[str, Any]]], Awaitable[None]]) -> None:
         self._send = send
-        self._latest: tuple[list[dict[str, Any]], int | None] | None = None
+        self._latest: list[dict[str, Any]] | None = None
         self._wake = anyio.Event()
         self._closed = False
         self.failure: str | None = None
+        self.latest: list[dict[str, Any]] = []
 
-    def offer(self, outputs: list[dict[str, Any]], execution_count: int | None) -> None:
-        self._latest = (outputs, execution_count)
+    def offer(self, outputs: list[dict[str, Any]]) -> None:
+        self._latest = self.latest = outputs
         self._wake.set()
 
     def close(self) -> None:
@@ -172,7 +174,7 @@ class OutputPusher:
             item, self._latest = self._latest, None
             if item is not None and self.failure is None:
                 try:
-                    await self._send(*item)
+                    await self._send(item)
                 except (HostGone, ToolError) as exc:
                     self.failure = str(exc)
             if self._closed and self._latest is None:

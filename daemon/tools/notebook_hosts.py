@@ -6,8 +6,9 @@ panel), and the request/reply by which a notebook tool edits it there
 One `NotebookHosts` lives for the daemon's life: `HostDocuments` declares (with a
 lease), `AnswerDocumentEdit` answers, and the notebook tools `request`. A request
 waits for its answer (the caller bounds the wait with `fail_after`); a host that
-lets a request time out is forgotten, so the next edit goes to the file at once
-instead of waiting again. Requests waiting at once are bounded (MAX_PENDING).
+lets a request time out is forgotten (by the caller), so the next edit goes to
+the file at once instead of waiting again. Requests waiting at once are bounded
+(MAX_PENDING).
 """
 
 from __future__ import annotations
@@ -144,14 +145,14 @@ class NotebookHosts:
         task_id: str | None = None,
     ) -> DocumentEditAnswer:
         """Send `edit` to `host` and wait for its answer. The caller bounds the wait
-        (with `fail_after(expires_in)`); the host refuses the request after
-        `expires_in` seconds of wall time. A wait that is cancelled or times out
-        forgets the host (HostUnavailable if too many requests wait already)."""
+        (with `fail_after(expires_in)`, and forgets a host that let it time out);
+        the host refuses the request after `expires_in` seconds of wall time.
+        HostUnavailable if too many requests wait already. A wait cancelled from
+        outside (the task was stopped) says nothing of the host: it stays."""
         if len(self._pending) >= MAX_PENDING:
             raise HostUnavailable(f"{MAX_PENDING} edits wait for their document hosts already")
         request_id = uuid.uuid4().hex
         pending = self._pending[request_id] = _Pending(host.host_id)
-        answered = False
         try:
             await self._emit(
                 DocumentEditRequested(
@@ -168,11 +169,8 @@ class NotebookHosts:
                 )
             )
             await pending.done.wait()
-            answered = True
         finally:
             del self._pending[request_id]
-            if not answered:
-                self.forget(host.host_id)
         assert pending.answer is not None
         return pending.answer
 

@@ -37,6 +37,7 @@ import uuid
 import warnings
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -849,30 +850,51 @@ class RunCell(_NotebookTool):
         if cell.cell_type != "code":
             raise ToolError(f"Cell {index} is a {cell.cell_type} cell; only code cells run.")
 
-        async def push(outputs: list[dict[str, Any]], count: int | None) -> None:
+        async def push(outputs: list[dict[str, Any]], count: int | None, running: bool) -> None:
             edit = DocumentEdit(
-                op="outputs", cell_id=cell_id, outputs=outputs, execution_count=count
+                op="outputs",
+                cell_id=cell_id,
+                outputs=outputs,
+                execution_count=count,
+                running=running,
             )
             await live.send(edit)
 
-        pusher = OutputPusher(push)
+        # While it runs, the cell shows as running ([*]) with no execution count, as
+        # a cell the user runs does (JupyterLab takes a count as the end of a run).
+        pusher = OutputPusher(partial(push, count=None, running=True))
 
         def streamed(ex: Any) -> None:
             shown, _ = ex.outputs.preview(text_limit=_LIVE_TEXT_LIMIT, max_outputs=_LIVE_OUTPUTS)
-            pusher.offer([_output_dict(o) for o in shown], ex.execution_count)
+            pusher.offer([_output_dict(o) for o in shown])
 
+        failure: ToolError | None = None
         async with anyio.create_task_group() as tg:
             tg.start_soon(pusher.run)
             try:
                 run = await run_code(
                     ctx, cell.source, time_limit=args.get("timeout"), on_outputs=streamed
                 )
+            except ToolError as exc:  # (raised here, it would leave as an exception group)
+                failure = exc
+            except BaseException:
+                # Cancelled: no more live pushes; the cell keeps what came, and no
+                # longer shows as running.
+                tg.cancel_scope.cancel()
+                with anyio.move_on_after(5, shield=True), suppress(HostGone, ToolError):
+                    await push(pusher.latest, None, False)
+                raise
             finally:
                 pusher.close()
+        if failure is not None:
+            # The kernel failed: the same, once the live pushes are done.
+            with suppress(HostGone, ToolError):
+                await push(pusher.latest, None, False)
+            raise failure
         result = await run.model_content(text_limit=self.text_limit, max_images=self.max_images)
         final = [_output_dict(o) for o in run.result.outputs]
         try:
-            await push(final, run.result.execution_count)
+            await push(final, run.result.execution_count, False)
         except (HostGone, ToolError) as exc:
             note = (
                 f"The outputs could not be put into cell {index} of {path.shown} in JupyterLab "

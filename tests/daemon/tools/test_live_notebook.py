@@ -7,6 +7,7 @@ pycrdt document), answering through the same request/reply the daemon uses.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ from hdsp.daemon.tools.notebook_tools import (
     ReadNotebook,
     RunCell,
 )
-from hdsp.protocol import DocumentEditAnswer, DocumentEditRequested, Event
+from hdsp.protocol import DocumentEdit, DocumentEditAnswer, DocumentEditRequested, Event
 from tests.support.kernel_helpers import running_service
 from tests.support.tool_context import RecordingContext
 
@@ -49,6 +50,10 @@ class SharedNotebookHost:
         self.open = True
         self.silent = False
         self.requests: list[Any] = []
+        #: After each run or outputs request: its op, and the cell's execution
+        #: count and state then (what JupyterLab shows: `[*]` while "running").
+        self.runs: list[tuple[str, Any, Any]] = []
+        self._changed = anyio.Event()
         send, receive = anyio.create_memory_object_stream[Any](16)
         self._send, self._receive = send, receive
         self.hosts = NotebookHosts(self.emit)
@@ -70,6 +75,12 @@ class SharedNotebookHost:
                 status, message, cells = "not_open", "closed", None
             else:
                 status, message, cells = apply_edit(self.ynb, request.edit)
+                if request.edit.op in ("run", "outputs"):
+                    ycell = next(c for c in self.ynb.ycells if c["id"] == request.edit.cell_id)
+                    state = (ycell.get("execution_count"), ycell.get("execution_state"))
+                    self.runs.append((request.edit.op, *state))
+            self._changed.set()
+            self._changed = anyio.Event()
             self.hosts.answer(
                 DocumentEditAnswer(
                     request_id=request.request_id,
@@ -79,6 +90,11 @@ class SharedNotebookHost:
                     cells=cells,
                 )
             )
+
+    async def wait_until(self, condition: Callable[[], bool]) -> None:
+        """Wait until `condition` holds after a request (the caller bounds it)."""
+        while not condition():
+            await self._changed.wait()
 
     def sources(self) -> list[str]:
         return [str(c["source"]) for c in self.ynb.ycells]
@@ -239,6 +255,11 @@ async def test_run_cell_streams_its_outputs_into_the_open_document(tmp_path: Pat
         assert cell["outputs"][1]["data"] == {"text/plain": "42"}
         outputs_sent = [r for r in host.requests if r.edit.op == "outputs"]
         assert len(outputs_sent) >= 2  # streamed while it ran, then the final ones
+        # While it ran, the cell showed as running, with no execution count (as a
+        # cell the user runs does); the final outputs brought the count.
+        assert host.runs[0] == ("run", None, "running")
+        assert set(host.runs[1:-1]) == {("outputs", None, "running")}
+        assert host.runs[-1] == ("outputs", 1, "idle")
         assert (tmp_path / "open.ipynb").read_bytes() == on_disk
 
         # A cell the user changed is not run.
@@ -246,6 +267,71 @@ async def test_run_cell_streams_its_outputs_into_the_open_document(tmp_path: Pat
         with pytest.raises(ToolError, match="Conflict"):
             await tools.run.execute(ctx, {"path": "open.ipynb", "index": 0})
         tg.cancel_scope.cancel()
+
+
+async def test_a_run_stopped_midway_keeps_its_outputs_and_ends_running(tmp_path: Path) -> None:
+    async with running_service() as (svc, _), anyio.create_task_group() as tg:
+        host, _ = await _open(
+            tmp_path, tg, "print('started', flush=True)\nimport time\ntime.sleep(60)"
+        )
+        tools = Tools(host.hosts)
+        ctx = RecordingContext(tmp_path, services={"kernels": svc})
+        await tools.read.execute(ctx, {"path": "open.ipynb"})
+        stop = anyio.CancelScope()
+
+        async def run() -> None:
+            with stop:
+                await tools.run.execute(ctx, {"path": "open.ipynb", "index": 0})
+
+        tg.start_soon(run)
+
+        def outputs() -> str:
+            return str(host.ynb.get_cell(0)["outputs"])
+
+        with anyio.fail_after(30):
+            await host.wait_until(lambda: "started" in outputs())
+            assert host.runs[-1][2] == "running"
+            stop.cancel()  # the user pressed Stop
+            await host.wait_until(lambda: host.runs[-1][2] == "idle")
+        assert "started" in outputs()  # what came stays
+        # The host was not to blame: the next edit still goes to the open document.
+        assert [h.host_id for h in host.hosts.hosts()] == ["rtc-1"]
+        done = await tools.insert.execute(ctx, {"path": "open.ipynb", "source": "x = 1"})
+        assert "open in JupyterLab" in _text(done)
+        tg.cancel_scope.cancel()
+
+
+async def test_a_run_that_fails_is_a_tool_error_and_ends_running(tmp_path: Path) -> None:
+    async with anyio.create_task_group() as tg:
+        host, _ = await _open(tmp_path, tg, "x = 1")
+        tools = Tools(host.hosts)
+        ctx = RecordingContext(tmp_path)  # (a daemon that runs no kernels)
+        await tools.read.execute(ctx, {"path": "open.ipynb"})
+        # The model is told what happened (not an exception group from inside).
+        with pytest.raises(ToolError, match="runs no kernels"):
+            await tools.run.execute(ctx, {"path": "open.ipynb", "index": 0})
+        assert host.runs[0] == ("run", None, "running")
+        assert host.runs[-1][2] == "idle"
+        tg.cancel_scope.cancel()
+
+
+def test_only_a_code_cell_is_run_or_given_outputs() -> None:
+    ynb = YNotebook()
+    nb = _v4.new_notebook()
+    nb.cells = [_v4.new_markdown_cell("# Title")]
+    ynb.set(nb)
+    cell_id = ynb.get_cell(0)["id"]
+    status, _, cells = apply_edit(ynb, DocumentEdit(op="run", cell_id=cell_id))
+    assert status == "ok" and cells is not None and cells[0].cell_type == "markdown"
+    edit = DocumentEdit(op="outputs", cell_id=cell_id, outputs=[], execution_count=1)
+    assert apply_edit(ynb, edit)[0] == "invalid"
+    # The markdown cell got no outputs or execution count (nbformat would refuse them).
+    assert ynb.get_cell(0) == {
+        "id": cell_id,
+        "cell_type": "markdown",
+        "source": "# Title",
+        "metadata": {},
+    }
 
 
 def test_declarations_expire_and_the_shared_document_is_preferred() -> None:

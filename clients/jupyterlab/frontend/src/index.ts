@@ -13,6 +13,7 @@ import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
 import { LabIcon } from '@jupyterlab/ui-components';
 import React from 'react';
 
+import { agentCellMarksPlugin } from './agentCellMarks';
 import { NotebookContextSource } from './contextChips';
 import { PanelModel } from './model';
 import { Panel } from './panel';
@@ -66,4 +67,4 @@ const plugin: JupyterFrontEndPlugin<void> = {
   }
 };
 
-export default plugin;
+export default [plugin, agentCellMarksPlugin];

@@ -2705,8 +2705,10 @@ export interface DocumentEditRequest {
  * - edit: replace the source (and type) of `cellId`; clears a code cell's outputs.
  * - delete: remove `cellId`.
  * - move: put `cellId` after `afterId` (at the top when absent).
- * - run: the agent is about to run `cellId`: clear its outputs and execution count.
- * - outputs: set the outputs and execution count of `cellId` (as they stream).
+ * - run: the agent is about to run `cellId`: clear its outputs and execution count,
+ *   and show it running.
+ * - outputs: set the outputs and execution count of `cellId` (as they stream);
+ *   `running`: the cell still runs (its final outputs come with `running` false).
  *
  * `expectedSha256` (edit, delete, move, run): the SHA-256 of the UTF-8 source the
  * agent last read of `cellId`; the host answers `conflict` if the live source
@@ -2722,6 +2724,7 @@ export interface DocumentEdit {
   newId?: string | null;
   op: 'delete' | 'edit' | 'insert' | 'move' | 'outputs' | 'read' | 'run';
   outputs?: {}[] | null;
+  running?: boolean;
   source?: string | null;
 }
 /**

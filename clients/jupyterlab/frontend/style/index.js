@@ -1,2 +1,3 @@
 import './base.css';
 import './checkpoints.css';
+import './agentCellMarks.css';

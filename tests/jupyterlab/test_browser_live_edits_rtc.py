@@ -1,0 +1,238 @@
+"""Live edits through real-time collaboration in the real browser (issue 17,
+scenarios 2-4): Galata on Debian's chromium against JupyterLab with
+jupyter-collaboration on and hdsp's plugin, a real hdspd and the scripted model.
+The agent's notebook tools change the open notebook's shared document: its cell
+appears under the user's active cell, highlighted, a run's outputs stream into
+it, no "file changed on disk" dialog comes, and the saved file matches the page;
+a cell the user changed is a conflict the model is told about; a notebook the
+user closed is edited in its file. The story is shared with the panel route's
+tests (tests/support/live_edit_scenarios.py); the browser steps are in
+clients/jupyterlab/ui-tests/tests/live-edits-rtc.spec.ts.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import jupyterlab
+import nbformat
+import pytest
+
+from tests.fakes.openai_server import FakeOpenAI
+from tests.jupyterlab.test_browser import UI_TESTS, Spec, browser_tools
+from tests.support.daemon_process import DaemonProcess
+from tests.support.jupyter_process import JupyterProcess
+from tests.support.live_edit_scenarios import (
+    AGENT_EDIT,
+    CLOSED_INSERT,
+    NOTEBOOK,
+    PLOT_SOURCE,
+    USER_CELLS,
+    USER_EDIT,
+    closed_notebook_script,
+    conflict_script,
+    insert_and_run_script,
+    kernel_hold,
+    tool_results,
+)
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+SPEC = "live-edits-rtc.spec.ts"
+_v4: Any = nbformat.v4
+
+
+@pytest.fixture
+def rtc_lab_process(
+    daemon_process: DaemonProcess, workspace: Path, request: pytest.FixtureRequest
+) -> Iterator[JupyterProcess]:
+    """JupyterLab as test_browser's `lab_process`, with real-time collaboration on."""
+    proc = JupyterProcess(
+        daemon_process.root,
+        hdsp_runtime_dir=daemon_process.runtime_dir,
+        root_dir=workspace,
+        app="lab",
+        rtc=True,
+        config={
+            "LabServerApp": {
+                "extra_labextensions_path": [str(Path(jupyterlab.__file__).parent / "galata")]
+            },
+            "LabApp": {
+                "expose_app_in_browser": True,
+                "workspaces_dir": str(daemon_process.root / "lab-workspaces"),
+            },
+        },
+    )
+    try:
+        yield proc
+    finally:
+        proc.stop()
+        failed = getattr(request.node, "rep_call", None)
+        if failed is not None and failed.failed:
+            print(f"---- jupyter lab stderr ----\n{proc.stderr()}")
+
+
+class ScenarioSpec(Spec):
+    """One test of the spec file, chosen by its title."""
+
+    def start_test(self, title: str) -> None:
+        self.proc = subprocess.Popen(
+            ["npx", "--no-install", "playwright", "test", f"tests/{SPEC}", "-g", title],
+            cwd=UI_TESTS,
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+
+    def finish_test(self) -> str:
+        out = self.finish()
+        assert "1 passed" in out, out
+        return out
+
+
+@pytest.fixture
+def spec(
+    daemon: DaemonProcess, rtc_lab_process: JupyterProcess, tmp_path: Path, workspace: Path
+) -> Iterator[ScenarioSpec]:
+    browser_tools()
+    _write_user_notebook(workspace / NOTEBOOK)
+    rtc_lab_process.start()
+    runner = ScenarioSpec(rtc_lab_process, tmp_path, workspace)
+    runner.env |= {
+        "HDSP_NOTEBOOK": NOTEBOOK,
+        "HDSP_USER_CELLS": json.dumps(USER_CELLS),
+        "HDSP_PLOT_SOURCE": PLOT_SOURCE,
+        "HDSP_USER_EDIT": USER_EDIT,
+        "HDSP_CLOSED_INSERT": CLOSED_INSERT,
+    }
+    try:
+        yield runner
+    finally:
+        if runner.proc is not None and runner.proc.poll() is None:
+            runner.proc.kill()
+            runner.proc.communicate()
+
+
+def _write_user_notebook(path: Path) -> None:
+    nb = _v4.new_notebook()
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    nb.cells = [_v4.new_code_cell(s) for s in USER_CELLS]
+    nbformat.write(nb, str(path))
+
+
+def _wait(condition: object, what: str, proc: ScenarioSpec, timeout: float = 60) -> None:
+    """Wait for state another process changes (the model's requests, Lab's log,
+    a file), failing with the spec's output if the spec ends first."""
+    assert callable(condition)
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if proc.proc is not None and proc.proc.poll() is not None:
+            proc.finish()
+            raise AssertionError(f"the spec ended before {what}")
+        assert time.monotonic() < deadline, f"no {what} within {timeout} s"
+        time.sleep(0.05)  # (nothing to wait on but the state itself)
+
+
+def _declared(lab: JupyterProcess, count: int) -> bool:
+    """Whether the extension's last declaration of open notebooks was `count`."""
+    lines = [
+        line for line in lab.stderr().splitlines() if "open notebook(s) are edited live" in line
+    ]
+    return bool(lines) and f"hdsp: {count} open notebook(s)" in lines[-1]
+
+
+def _notebook_context(fake: FakeOpenAI) -> dict[str, Any]:
+    """The <notebook_context> the user's first message carried, parsed."""
+    user = next(m for m in fake.requests[0]["messages"] if m["role"] == "user")
+    text = next(b["text"] for b in user["content"] if "<notebook_context>" in b["text"])
+    found: dict[str, Any] = json.loads(text.split("\n")[2])
+    return found
+
+
+def test_scenario_2_an_inserted_plot_cell_runs_live_in_the_open_notebook(
+    fake_openai: FakeOpenAI, spec: ScenarioSpec, tmp_path: Path, workspace: Path
+) -> None:
+    release = tmp_path / "release-kernel"
+    spec.env["HDSP_KERNEL_HOLD"] = kernel_hold(release)
+    spec.env["HDSP_RELEASE_KERNEL"] = str(release)
+    fake_openai.script(*insert_and_run_script())
+    spec.start_test("scenario 2")
+    spec.finish_test()
+
+    # The prompt carried the open notebook and its active cell (the first).
+    context = _notebook_context(fake_openai)
+    assert context["notebook"] == NOTEBOOK and context["cell"]["index"] == 0, context
+    read, inserted, ran = tool_results(fake_openai, 3)
+    assert "open in JupyterLab (the shared document)" in read
+    assert "Inserted a code cell at index 1 of plots.ipynb, open in JupyterLab" in inserted
+    assert "are in cell 1 of plots.ipynb, open in JupyterLab" in ran
+    # The run was in the notebook's own kernel (where the user built df): no error.
+    assert "Error" not in ran and "NameError" not in ran, ran
+    saved = nbformat.read(str(workspace / NOTEBOOK), as_version=4)
+    assert saved.cells[1].metadata["hdsp"]["editedBy"] == "agent"
+    assert saved.cells[1].execution_count == 2
+
+
+def test_scenario_3_a_cell_the_user_edits_meanwhile_is_a_conflict_for_the_agent(
+    fake_openai: FakeOpenAI, spec: ScenarioSpec, workspace: Path
+) -> None:
+    gate = threading.Event()
+    fake_openai.script(*conflict_script(gate))
+    spec.start_test("scenario 3")
+
+    def user_edited(body: str) -> str:
+        # The user's keystrokes reached the shared document on the server when
+        # the room has saved them (its autosave): only then may the agent edit.
+        _wait(lambda: body in (workspace / NOTEBOOK).read_text(), "the user's edit saved", spec)
+        gate.set()
+        return ""
+
+    spec.serve("release-edit", user_edited)
+    spec.finish_test()
+
+    conflict = tool_results(fake_openai, 3)[-1]
+    assert "Conflict: cell 1 of plots.ipynb was changed in JupyterLab" in conflict, conflict
+    assert USER_EDIT in conflict and "your change was not made" in conflict
+    saved = nbformat.read(str(workspace / NOTEBOOK), as_version=4)
+    assert [c.source for c in saved.cells] == [USER_CELLS[0], USER_EDIT, USER_CELLS[1]]
+    assert AGENT_EDIT not in (workspace / NOTEBOOK).read_text()
+
+
+def test_scenario_4_a_notebook_closed_mid_task_gets_the_edit_in_its_file(
+    fake_openai: FakeOpenAI, spec: ScenarioSpec, rtc_lab_process: JupyterProcess, workspace: Path
+) -> None:
+    gate = threading.Event()
+    fake_openai.script(*closed_notebook_script(gate))
+    spec.start_test("scenario 4")
+
+    def agent_read(body: str) -> str:
+        _wait(lambda: len(fake_openai.requests) >= 2, "the agent's read", spec)
+        assert "open in JupyterLab (the shared document)" in tool_results(fake_openai, 1)[0]
+        return ""
+
+    def closed(body: str) -> str:
+        # The window closed: the extension no longer declares the notebook open.
+        _wait(lambda: _declared(rtc_lab_process, 0), "the notebook withdrawn", spec)
+        gate.set()
+        return ""
+
+    spec.serve("agent-read", agent_read)
+    spec.serve("release-insert", closed)
+    spec.finish_test()
+
+    inserted = tool_results(fake_openai, 2)[-1]
+    assert "Inserted a code cell at index 2 of plots.ipynb (now 3 cells)" in inserted, inserted
+    saved = nbformat.read(str(workspace / NOTEBOOK), as_version=4)
+    assert [c.source for c in saved.cells] == [*USER_CELLS, CLOSED_INSERT]
+    assert saved.cells[2].metadata["hdsp"]["editedBy"] == "agent"

@@ -1,0 +1,123 @@
+"""The browser scenarios of live notebook edits (issue 17), as both routes run
+them: through real-time collaboration (tests/jupyterlab/test_browser_live_edits_rtc.py)
+and through the panel. What is shared is the story, not the browser steps: the
+notebook the user builds, what the scripted model does, the code that holds the
+kernel so a spec can look at a cell still running, and what the model must have
+been told.
+
+Scenario 2: "add a cell that plots df.x": the agent reads the notebook, inserts
+a plot cell under the active cell (the user's first) and runs it.
+Scenario 3: the agent inserts the cell, then prepares an edit of it while the
+user types in it: the edit is a conflict, the user's text stays.
+Scenario 4: the user closes the notebook while the agent prepares an insert: the
+insert goes to the file, and the reopened notebook shows it.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+from tests.fakes.openai_server import FakeOpenAI, ToolCall
+from tests.fakes.openai_server import Reply as FakeReply
+
+__all__ = [
+    "AGENT_EDIT",
+    "CLOSED_INSERT",
+    "NOTEBOOK",
+    "PLOT_SOURCE",
+    "USER_CELLS",
+    "USER_EDIT",
+    "closed_notebook_script",
+    "conflict_script",
+    "insert_and_run_script",
+    "kernel_hold",
+    "tool_results",
+]
+
+#: The notebook the user makes in the browser (in the workspace's root).
+NOTEBOOK = "plots.ipynb"
+#: The user's cells: the first builds `df` (the active cell when they ask), the
+#: second is one of theirs the agent's cell must go above.
+USER_CELLS = (
+    "import pandas as pd\ndf = pd.DataFrame({'x': [3, 1, 4, 1, 5, 9, 2, 6]})\ndf.shape",
+    "df.x.describe()",
+)
+#: The agent's plot cell (the semicolon keeps the Axes' repr out of the outputs).
+PLOT_SOURCE = "df.x.plot(title='df.x');"
+#: What the agent tries to make of its cell in scenario 3, and what the user
+#: types into it meanwhile.
+AGENT_EDIT = "df.x.plot(title='df.x', kind='bar');"
+USER_EDIT = "df.x.cumsum().plot(title='mine');"
+#: The cell the agent inserts in scenario 4 (after the notebook was closed).
+CLOSED_INSERT = "df.x.max()"
+
+
+def _call(name: str, **args: Any) -> FakeReply:
+    return FakeReply.tool_calls([ToolCall(name, json.dumps(args))])
+
+
+def _done(text: str) -> FakeReply:
+    return _call("attempt_completion", result=text)
+
+
+def insert_and_run_script() -> list[FakeReply]:
+    """Scenario 2: read, insert the plot under cell 0, run it, done."""
+    return [
+        _call("read_notebook", path=NOTEBOOK),
+        _call("insert_cell", path=NOTEBOOK, index=1, source=PLOT_SOURCE),
+        _call("run_cell", path=NOTEBOOK, index=1),
+        _done("Added a plot of df.x under your cell and ran it."),
+    ]
+
+
+def conflict_script(gate: threading.Event) -> list[FakeReply]:
+    """Scenario 3: read, insert the plot under cell 0, then an edit of it held
+    until `gate` (the user types meanwhile), done."""
+    return [
+        _call("read_notebook", path=NOTEBOOK),
+        _call("insert_cell", path=NOTEBOOK, index=1, source=PLOT_SOURCE),
+        _call("edit_cell", path=NOTEBOOK, index=1, source=AGENT_EDIT).held_after(0, gate),
+        _done("Your version of the cell stays."),
+    ]
+
+
+def closed_notebook_script(gate: threading.Event) -> list[FakeReply]:
+    """Scenario 4: read, then an insert at the end held until `gate` (the user
+    closes the notebook meanwhile), done."""
+    return [
+        _call("read_notebook", path=NOTEBOOK),
+        _call("insert_cell", path=NOTEBOOK, source=CLOSED_INSERT).held_after(0, gate),
+        _done("Added the cell to the notebook's file."),
+    ]
+
+
+def kernel_hold(release: Path, marker: str = PLOT_SOURCE) -> str:
+    """Python for the notebook's kernel, run silently (no execution count, no
+    history) before the task: the next cell whose source contains `marker`
+    runs, its figures are displayed (matplotlib's inline backend shows them
+    after the code, at `post_execute`), and then the kernel waits for the file
+    `release` before it replies. Meanwhile the cell's outputs can only have come
+    live. The hook takes itself off when it has held once."""
+    return (
+        "def _hdsp_test_hold(result):\n"
+        "    import os, time\n"
+        f"    if {marker!r} not in (result.info.raw_cell or ''):\n"
+        "        return\n"
+        "    get_ipython().events.unregister('post_run_cell', _hdsp_test_hold)\n"
+        f"    while not os.path.exists({str(release)!r}):\n"
+        "        time.sleep(0.05)\n"
+        "get_ipython().events.register('post_run_cell', _hdsp_test_hold)\n"
+    )
+
+
+def tool_results(fake: FakeOpenAI, request: int | None = None) -> list[str]:
+    """The tool results the model received, as of its `request`th request (0
+    based; the last one by default), each as one string."""
+    messages = fake.requests[-1 if request is None else request]["messages"]
+    return [
+        content if isinstance(content, str) else json.dumps(content)
+        for content in (m["content"] for m in messages if m["role"] == "tool")
+    ]
