@@ -44,6 +44,7 @@ from .kernels import (
     ShutdownKernel,
     StartKernel,
 )
+from .mcp import ListMcpServers, McpServerList, McpServerStatus, RestartMcpServer, TrustMcpServer
 from .modes import (
     CommandList,
     GetCommands,
@@ -552,6 +553,9 @@ Command = (
     | ShutdownKernel
     | ExecuteCode
     | ListVariables
+    | ListMcpServers
+    | RestartMcpServer
+    | TrustMcpServer
     | GetSettings
     | UpdateSettings
     | ListProfiles
@@ -834,6 +838,10 @@ _ROWS = (
     ),
     CommandSpec(SwitchMode, TaskRef, ordering=lambda c: c.task_id, idempotent=True),
     CommandSpec(UpdateTodoList, TaskRef, ordering=lambda c: c.task_id, idempotent=True),
+    # MCP servers (issue 23): the MCP hub orders its own work per server.
+    CommandSpec(ListMcpServers, McpServerList, idempotent=True, without_storage=True),
+    CommandSpec(RestartMcpServer, McpServerStatus, idempotent=True, without_storage=True),
+    CommandSpec(TrustMcpServer, McpServerStatus, idempotent=True),
 )
 
 #: The table: each command's row, by its `commandName`.

@@ -51,6 +51,7 @@ from hdsp.daemon.logs import is_secret_key
 from hdsp.protocol import ErrorCode
 
 from .approvals import ApprovalSettings
+from .mcp import McpSettings
 from .modes import ModeDefinition
 from .provider_kinds import ProviderKind
 from .secrets import SECRET_NAME_PATTERN
@@ -272,6 +273,8 @@ class Settings(_Section):
     custom_instructions: str = Field(default="", max_length=20_000)
     #: The user's own modes, beside the built-in ones (:mod:`hdsp.daemon.modes`).
     custom_modes: list[ModeDefinition] = []
+    #: MCP servers every workspace has (issue 23; :mod:`hdsp.daemon.config.mcp`).
+    mcp: McpSettings = McpSettings()
 
     @model_validator(mode="before")
     @classmethod

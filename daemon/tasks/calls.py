@@ -27,7 +27,15 @@ from hdsp.daemon.checkpoints import CheckpointService, GitFailed, WorkspaceRefus
 from hdsp.daemon.conversation import ImageBlock, TextBlock
 from hdsp.daemon.modes import Mode
 from hdsp.daemon.scrubber import scrubber
-from hdsp.daemon.tools import AskAnswer, Tool, ToolCategory, ToolContext, ToolError, ToolResult
+from hdsp.daemon.tools import (
+    AskAnswer,
+    Tool,
+    ToolCategory,
+    ToolContext,
+    ToolError,
+    ToolRegistry,
+    ToolResult,
+)
 from hdsp.protocol import (
     Ask,
     AskResponse,
@@ -169,9 +177,14 @@ class ToolCalls:
         self.last_call: tuple[str, bytes] | None = None
         self.repeats = 0
 
+    @property
+    def _tools(self) -> ToolRegistry:
+        """The tools of this task's workspace (its MCP servers' among them)."""
+        return self._deps.tools.scoped(self._ctx.workspace)
+
     async def run(self, call: CallState) -> None:
         """Take `call` from where it stands to done."""
-        tool = self._deps.tools.get(call.name)
+        tool = self._tools.get(call.name)
         if call.status == "running":
             # It was running when the daemon stopped: what it did is unknown.
             output = await self._messages.tool_output(call.id)
@@ -330,7 +343,7 @@ class ToolCalls:
         call.is_error = result.is_error
         call.completes_task = result.completes_task
         await self._save_turn()
-        tool = self._deps.tools.get(call.name)
+        tool = self._tools.get(call.name)
         if shown and (tool is None or tool.category not in _RESULT_SHOWN_BY_TOOL):
             await self._say_result(call, result)
         if result.is_error:
@@ -384,7 +397,7 @@ class ToolCalls:
         """An error result for a call its task's mode does not allow (a tool
         outside the mode's groups, a write outside its `file_regex`): the model
         may call a tool it was not offered, so the list is not the guard."""
-        tool = self._deps.tools.get(call.name)
+        tool = self._tools.get(call.name)
         if self._mode is None or tool is None:
             return None
         refusal = self._mode().refusal(tool, call.arguments)
@@ -392,7 +405,7 @@ class ToolCalls:
 
     def check_call(self, call: CallState) -> ToolResult | None:
         """An error result for a call that cannot run as the model sent it."""
-        registry = self._deps.tools
+        registry = self._tools
         if registry.get(call.name) is None:
             return ToolResult.text(
                 f"Error: there is no tool named {call.name!r}. "
