@@ -38,6 +38,7 @@ from .escape import escape_controls
 from .exit_codes import ExitCode, exit_code_table
 from .history_view import HistoryView
 from .kernels_command import add_kernels_parser
+from .mcp_command import add_mcp_parser
 from .modes_command import add_modes_parsers, complete_slash_commands
 from .render import Renderer
 from .task_ids import add_task_argument, resolve_task_id
@@ -327,6 +328,7 @@ def _parser() -> argparse.ArgumentParser:
     add_checkpoints_parsers(sub, common)
     add_modes_parsers(sub, common)
     add_vars_parser(sub, common)
+    add_mcp_parser(sub, common)
     add_chat_parser(sub, common)
     add_completion_parser(sub, common)
     return p

@@ -119,6 +119,7 @@ def _load_engine(sandbox: Sandbox, emit: Callable[[Event], Awaitable[None]]) -> 
     from .checkpoints import CheckpointService
     from .commands import Commands
     from .kernels import KernelService
+    from .mcp import McpHub
     from .tasks import TaskManager
     from .tools import default_tools
     from .tools.notebook_hosts import NotebookHosts

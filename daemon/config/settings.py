@@ -416,7 +416,13 @@ def _secret_like_keys(document: Mapping[str, Any]) -> list[tuple[str, ...]]:
         for path in _walk(document)
         if is_secret_key(path[-1])
         and not (len(path) == 3 and path[0] == "profiles" and path[2] == "secret")
+        # An MCP server's env and headers: McpSettings lets only `${secret:NAME}`
+        # references stand under names like these.
+        and not (len(path) == 5 and path[:2] == ("mcp", "servers") and path[3] in _MCP_MAPS)
     ]
+
+
+_MCP_MAPS = frozenset({"env", "headers"})
 
 
 _SECRET_REASON = (

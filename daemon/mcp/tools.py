@@ -22,7 +22,7 @@ import mcp.types as mcp_types
 
 from hdsp.daemon.bounded_text import BoundedText
 from hdsp.daemon.conversation import ImageBlock, TextBlock
-from hdsp.daemon.tools import Tool, ToolCategory, ToolContext, ToolResult
+from hdsp.daemon.tools import Tool, ToolCategory, ToolContext, ToolError, ToolResult
 from hdsp.protocol import Say
 
 from .connection import McpConnection
@@ -83,15 +83,22 @@ class McpTool(Tool):
     async def execute(self, ctx: ToolContext, args: Mapping[str, Any]) -> ToolResult:
         label = f"{self.server} · {self.tool_name}"
         progress = _Progress(ctx, label)
+        result: mcp_types.CallToolResult | None = None
+        failure: ToolError | None = None
         async with anyio.create_task_group() as tg:
             tg.start_soon(progress.show)
             try:
                 result = await self.connection.call_tool(
                     self.tool_name, dict(args), progress.report
                 )
+            except ToolError as exc:  # raised as itself, not in the group's
+                failure = exc
             finally:
                 tg.cancel_scope.cancel()
         await progress.finish()
+        if failure is not None:
+            raise failure
+        assert result is not None
         return result_from_mcp(result, self.server)
 
 
