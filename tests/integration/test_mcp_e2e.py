@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from hdsp.protocol import (
 from tests.fakes.openai_server import FakeOpenAI
 from tests.support.daemon_process import DaemonProcess
 from tests.support.events import collect_turn, wait_for_said
+from tests.support.host_processes import processes_mentioning
 from tests.support.mcp_servers import BAD_SERVER, everything_server, free_port, venv_script
 from tests.support.model_requests import image_urls, tool_results
 from tests.support.scripted_turns import ask_or_end, call, done, next_ask, start
@@ -423,3 +425,35 @@ async def test_settings_refuse_a_credential_written_in(client: Client) -> None:
     )
     exported = await client.export_settings()
     assert "${secret:api-token}" in json.dumps(exported.settings)
+
+
+async def test_autostart_servers_start_with_hdspd_and_stop_with_it(
+    client: Client, daemon: DaemonProcess, workspace: Path
+) -> None:
+    marker = f"--hdsp-test-{uuid.uuid4().hex}"
+    head = (await client.status()).head_seq
+    await configure(
+        client,
+        {"bad": {"command": sys.executable, "args": [str(BAD_SERVER), marker], "autostart": True}},
+    )
+    # No task needed it: it started because of `autostart`.
+    await wait_for_server(client, head, "bad", "connected")
+    assert processes_mentioning(marker)
+    assert daemon.stop() == 0
+    assert processes_mentioning(marker) == []
+
+
+async def test_a_call_past_its_timeout_is_cancelled_with_a_clear_error(
+    client: Client, fake_openai: FakeOpenAI, workspace: Path, everything: str
+) -> None:
+    await configure(client, {"every": allow_all(command=everything, args=["stdio"], timeout=1)})
+    fake_openai.script(
+        call("mcp__every__trigger-long-running-operation", duration=30, steps=30),
+        call("mcp__every__echo", message="after the timeout"),
+        done(),
+    )
+    task_id, head = await start(client, "slow", workspace)
+    await collect_turn(client, task_id, head, until=(TaskCompleted,))
+    error = tool_results(fake_openai, 1)[-1]
+    assert "did not finish trigger-long-running-operation within 1 s" in error
+    assert "after the timeout" in tool_results(fake_openai, 2)[-1]

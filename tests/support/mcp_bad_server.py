@@ -7,10 +7,9 @@ Tools: `ping` answers "pong N" (N: its process id, so a test sees a restart);
 
 from __future__ import annotations
 
+import io
 import os
 import sys
-
-import io
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.utilities.types import Image
