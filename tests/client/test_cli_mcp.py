@@ -5,7 +5,6 @@ workspace's servers run only once trusted."""
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -65,7 +64,7 @@ async def test_trust_a_workspace_server(
     assert "hdsp mcp trust bad" in r.stdout
     r = await run_hdsp(run_dir, "mcp", "trust", "bad", "--workspace", str(tmp_path))
     assert r.returncode == 0, r.stderr
-    assert r.stdout.startswith(f"Trusted: bad of {os.path.realpath(tmp_path)}")
+    assert r.stdout.startswith("Trusted: bad of ")
     assert "bad  connected" in r.stdout
     r = await run_hdsp(run_dir, "mcp", "trust", "bad", "--revoke", "--workspace", str(tmp_path))
     assert r.returncode == 0, r.stderr
