@@ -359,7 +359,9 @@ class HistoryView:
             if data.get("type") == "access_mcp_resource":
                 self._write(f"ask: read {data.get('uri')} from the MCP server {server}?", _YELLOW)
             else:
-                self._write(f"ask: call {data.get('toolName')} on the MCP server {server}?", _YELLOW)
+                self._write(
+                    f"ask: call {data.get('toolName')} on the MCP server {server}?", _YELLOW
+                )
                 self._write(str(data.get("arguments", "")), None, "    ")
         elif data is not None and "tool" in data:
             self._write(
