@@ -24,9 +24,7 @@ __all__ = [
     "TrustMcpServer",
 ]
 
-McpServerState = Literal[
-    "disabled", "untrusted", "stopped", "connecting", "connected", "failed", "restarting"
-]
+McpServerState = Literal["disabled", "untrusted", "stopped", "connecting", "connected", "failed"]
 
 
 class McpToolInfo(WireStruct, frozen=True):
@@ -57,7 +55,7 @@ class McpServerStatus(WireStruct, frozen=True):
                 "disabled (configured off); untrusted (a workspace server nobody trusted "
                 "yet: `hdsp mcp trust NAME`); stopped (not started yet: servers start when a "
                 "task first needs them); connecting; connected; failed (see error; "
-                "restarted with backoff); restarting (waits for its next attempt)."
+                "retryInSeconds: when it is tried again, restarts backing off)."
             )
         ),
     ]
@@ -76,7 +74,7 @@ class McpServerStatus(WireStruct, frozen=True):
     resources: Annotated[int, Meta(description="How many resources it lists.")] = 0
     restarts: Annotated[int, Meta(description="Restarts after a crash since hdspd started.")] = 0
     retry_in_seconds: Annotated[
-        float | None, Meta(description="restarting: seconds until the next attempt.")
+        float | None, Meta(description="failed: seconds until the next attempt, if any.")
     ] = None
 
 

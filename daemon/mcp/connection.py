@@ -18,7 +18,7 @@ import shlex
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import anyio
 import anyio.abc
@@ -32,7 +32,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
-from mcp_types import CONNECTION_CLOSED
+from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_REQUEST
 
 from hdsp.daemon import __version__
 from hdsp.daemon.config.mcp import SECRET_REFERENCE, McpServerDefinition
@@ -59,6 +59,8 @@ HEALTHY_SECONDS = 60.0
 STDERR_LINE_CHARS = 2000
 
 State = Literal["stopped", "connecting", "connected", "failed"]
+
+_Result = TypeVar("_Result")
 
 
 class _ConnectionEnded(Exception):
@@ -404,35 +406,57 @@ class McpConnection:
         arguments: dict[str, Any],
         progress: ProgressFnT | None = None,
     ) -> mcp_types.CallToolResult:
-        session = await self.session()
-        timeout = self.definition.timeout
-        try:
-            with anyio.fail_after(timeout):
-                return await session.call_tool(tool, arguments, progress_callback=progress)
-        except TimeoutError:
-            raise ToolError(
-                f"The MCP server {self.name!r} did not finish {tool} within {timeout:g} s "
-                "(its `timeout`); the call was cancelled."
-            ) from None
-        except MCPError as exc:
-            raise self._call_error(tool, exc) from None
-        except Exception as exc:
-            raise ToolError(
-                f"The call of {tool} on the MCP server {self.name!r} failed: {_describe(exc)}"
-            ) from None
+        async def call(session: ClientSession) -> mcp_types.CallToolResult:
+            return await session.call_tool(tool, arguments, progress_callback=progress)
+
+        return await self._request(tool, call)
 
     async def read_resource(self, uri: str) -> mcp_types.ReadResourceResult:
-        session = await self.session()
+        async def read(session: ClientSession) -> mcp_types.ReadResourceResult:
+            return await session.read_resource(uri)
+
+        return await self._request(f"resources/read {uri}", read)
+
+    async def _request(
+        self, what: str, send: Callable[[ClientSession], Awaitable[_Result]]
+    ) -> _Result:
+        """`send` on the live session, within the server's `timeout`. An HTTP
+        session the server no longer knows (it restarted) is opened again and the
+        request sent once more: the server refused it unseen, so nothing ran."""
         timeout = self.definition.timeout
-        try:
-            with anyio.fail_after(timeout):
-                return await session.read_resource(uri)
-        except TimeoutError:
-            raise ToolError(
-                f"The MCP server {self.name!r} did not return {uri} within {timeout:g} s."
-            ) from None
-        except MCPError as exc:
-            raise self._call_error(f"resources/read {uri}", exc) from None
+        for attempt in (1, 2):
+            session = await self.session()
+            try:
+                with anyio.fail_after(timeout):
+                    return await send(session)
+            except TimeoutError:
+                raise ToolError(
+                    f"The MCP server {self.name!r} did not finish {what} within {timeout:g} s "
+                    "(its `timeout`); the call was cancelled."
+                ) from None
+            except MCPError as exc:
+                if attempt == 1 and self._session_lost(exc):
+                    log.warning("mcp http session lost; reconnecting", server=self.name)
+                    self.restart()
+                    with anyio.move_on_after(self.definition.startup_timeout + 1):
+                        await self.wait_settled()
+                    continue
+                raise self._call_error(what, exc) from None
+            except Exception as exc:
+                raise ToolError(
+                    f"The call of {what} on the MCP server {self.name!r} failed: {_describe(exc)}"
+                ) from None
+        raise AssertionError("unreachable")
+
+    def _session_lost(self, exc: MCPError) -> bool:
+        """Whether an HTTP server refused the request at the HTTP level (an
+        unknown or ended session: it restarted, or dropped the session)."""
+        if self.definition.transport != "http":
+            return False
+        return (exc.code, exc.message) in (
+            (INTERNAL_ERROR, "Server returned an error response"),
+            (INVALID_REQUEST, "Session terminated"),
+        )
 
     def _call_error(self, what: str, exc: MCPError) -> ToolError:
         if exc.code == CONNECTION_CLOSED:

@@ -6,16 +6,18 @@ scripted model (the fake OpenAI server) calls the tools."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from hdsp.client import Client, CommandFailed
@@ -226,34 +228,19 @@ async def test_everything_over_stdio_error_image_resource_and_progress(
     assert progress and "progress 3/3" in (progress[-1].text or "")
 
 
-@pytest.fixture
-def everything_http(everything: str) -> Iterator[str]:
-    """server-everything over Streamable HTTP on a free port: its URL."""
-    port = free_port()
-    server = subprocess.Popen(
-        [everything, "streamableHttp"],
-        env={**os.environ, "PORT": str(port)},
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert server.stderr is not None
-        for line in server.stderr:  # it says when it listens
-            if "listening on port" in line:
-                break
-        else:
-            raise AssertionError(f"server-everything exited {server.wait()} before listening")
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        server.kill()
-        server.wait()
-        server.stderr.close()
-
-
 async def test_everything_over_streamable_http(
-    client: Client, fake_openai: FakeOpenAI, workspace: Path, everything_http: str
+    client: Client, fake_openai: FakeOpenAI, workspace: Path, everything: str
 ) -> None:
-    await configure(client, {"web": allow_all(url=everything_http, type="streamable-http")})
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    await configure(client, {"web": allow_all(url=url, type="streamable-http")})
+    async with http_everything(everything, port):
+        await _echo_and_progress_over_http(client, fake_openai, workspace)
+
+
+async def _echo_and_progress_over_http(
+    client: Client, fake_openai: FakeOpenAI, workspace: Path
+) -> None:
     fake_openai.script(
         call("mcp__web__echo", message="hello over http"),
         call("mcp__web__trigger-long-running-operation", duration=1, steps=2),
@@ -457,3 +444,42 @@ async def test_a_call_past_its_timeout_is_cancelled_with_a_clear_error(
     error = tool_results(fake_openai, 1)[-1]
     assert "did not finish trigger-long-running-operation within 1 s" in error
     assert "after the timeout" in tool_results(fake_openai, 2)[-1]
+
+
+@contextlib.asynccontextmanager
+async def http_everything(everything: str, port: int) -> AsyncIterator[None]:
+    """server-everything over Streamable HTTP on `port`, until the block ends."""
+    process = await anyio.open_process(
+        [everything, "streamableHttp"], env={**os.environ, "PORT": str(port)}
+    )
+    try:
+        assert process.stderr is not None
+        seen = b""
+        async for chunk in process.stderr:  # it says when it listens
+            seen += chunk
+            if b"listening on port" in seen:
+                break
+        yield
+    finally:
+        process.kill()
+        await process.wait()
+        await process.aclose()
+
+
+async def test_an_http_server_that_restarts_gets_a_new_session(
+    client: Client, fake_openai: FakeOpenAI, workspace: Path, everything: str
+) -> None:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    await configure(client, {"web": allow_all(url=url)})
+    async with http_everything(everything, port):
+        fake_openai.script(call("mcp__web__echo", message="first"), done())
+        task_id, head = await start(client, "echo", workspace)
+        await collect_turn(client, task_id, head, until=(TaskCompleted,))
+        assert "first" in tool_results(fake_openai, 1)[-1]
+    # The server went away and came back: it no longer knows hdsp's session.
+    async with http_everything(everything, port):
+        fake_openai.script(call("mcp__web__echo", message="second"), done())
+        task_id, head = await start(client, "echo", workspace)
+        await collect_turn(client, task_id, head, until=(TaskCompleted,))
+        assert "Echo: second" in tool_results(fake_openai, 3)[-1]
