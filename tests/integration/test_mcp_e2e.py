@@ -483,3 +483,32 @@ async def test_an_http_server_that_restarts_gets_a_new_session(
         task_id, head = await start(client, "echo", workspace)
         await collect_turn(client, task_id, head, until=(TaskCompleted,))
         assert "Echo: second" in tool_results(fake_openai, 3)[-1]
+
+
+async def test_the_modes_tool_groups_apply_to_mcp_tools(
+    client: Client, fake_openai: FakeOpenAI, workspace: Path
+) -> None:
+    await configure(client, {"time": {"command": venv_script("mcp-server-time")}})
+    fake_openai.script(call("mcp__time__get_current_time", timezone="Etc/UTC"), done())
+    head = (await client.status()).head_seq
+    ref = await client.start_task("time?", workspace=workspace, mode="ask")
+    await collect_turn(client, ref.task_id, head, until=(TaskCompleted,))
+    # Ask mode has no mcp group: not offered, and refused when called anyway.
+    assert not any(name.startswith("mcp__") for name in offered(fake_openai, 0))
+    result = tool_results(fake_openai, 1)[-1]
+    assert "not available in Ask mode" in result and "datetime" not in result
+
+
+async def test_a_stdio_server_gets_no_key_of_hdspd(
+    client: Client, fake_openai: FakeOpenAI, workspace: Path, everything: str
+) -> None:
+    await configure(
+        client,
+        {"every": {"command": everything, "args": ["stdio"], "env": {"MY_SETTING": "on"}}},
+    )
+    fake_openai.script(call("mcp__every__get-env"), done())
+    task_id, head = await start(client, "env", workspace, always_allow_mcp=True)
+    await collect_turn(client, task_id, head, until=(TaskCompleted,))
+    env = tool_results(fake_openai, 1)[-1]
+    assert '"MY_SETTING": "on"' in env and '"PATH"' in env
+    assert "HDSP_API_KEY" not in env and "HDSP_BASE_URL" not in env
