@@ -512,3 +512,26 @@ async def test_a_stdio_server_gets_no_key_of_hdspd(
     env = tool_results(fake_openai, 1)[-1]
     assert '"MY_SETTING": "on"' in env and '"PATH"' in env
     assert "HDSP_API_KEY" not in env and "HDSP_BASE_URL" not in env
+
+
+async def test_a_servers_new_tools_are_offered_after_it_says_they_changed(
+    client: Client, fake_openai: FakeOpenAI, workspace: Path
+) -> None:
+    await configure(
+        client,
+        {"bad": {"command": sys.executable, "args": [str(BAD_SERVER)], "alwaysAllow": ["grow"]}},
+    )
+    fake_openai.script(call("mcp__bad__grow"), done())
+    task_id, head = await start(client, "grow", workspace)
+    async with client.events(None, since_seq=head) as events:
+        async for event in events:
+            if isinstance(event.data, McpServerChanged):
+                status = event.data.payload[0]
+                if "extra" in {t.name for t in status.tools}:
+                    break
+    await collect_turn(client, task_id, head, until=(TaskCompleted,))
+    assert "mcp__bad__extra" not in offered(fake_openai, 0)
+    fake_openai.script(done())
+    task_id, head = await start(client, "again", workspace)
+    await collect_turn(client, task_id, head, until=(TaskCompleted,))
+    assert "mcp__bad__extra" in offered(fake_openai, 2)
