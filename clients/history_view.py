@@ -301,6 +301,9 @@ class HistoryView:
             self._write(text or "the kernel was shut down after being idle", _DIM)
         elif say == "image":
             self._write(f"[{len(m.images or [])} image(s)]", _DIM)
+        elif say == "mcp_server_request_started":
+            # An MCP call's last progress notification (the server's words).
+            self._write(f"MCP {text}", _DIM)
         else:
             self._write(f"[{say}] {text}".rstrip(), _DIM)
 
