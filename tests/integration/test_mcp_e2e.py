@@ -499,19 +499,20 @@ async def test_the_modes_tool_groups_apply_to_mcp_tools(
     assert "not available in Ask mode" in result and "datetime" not in result
 
 
-async def test_a_stdio_server_gets_no_key_of_hdspd(
+async def test_a_stdio_server_gets_its_secret_and_no_key_of_hdspd(
     client: Client, fake_openai: FakeOpenAI, workspace: Path, everything: str
 ) -> None:
-    await configure(
-        client,
-        {"every": {"command": everything, "args": ["stdio"], "env": {"MY_SETTING": "on"}}},
-    )
+    await client.set_secret("mcp-token", "tok-4711-value")
+    env = {"MY_SETTING": "on", "MY_TOKEN": "${secret:mcp-token}"}
+    await configure(client, {"every": {"command": everything, "args": ["stdio"], "env": env}})
     fake_openai.script(call("mcp__every__get-env"), done())
     task_id, head = await start(client, "env", workspace, always_allow_mcp=True)
     await collect_turn(client, task_id, head, until=(TaskCompleted,))
     env = tool_results(fake_openai, 1)[-1]
     assert '"MY_SETTING": "on"' in env and '"PATH"' in env
     assert "HDSP_API_KEY" not in env and "HDSP_BASE_URL" not in env
+    # The server got the secret's value; what it says back reaches the model scrubbed.
+    assert '"MY_TOKEN": "[secret:mcp-token]"' in env and "tok-4711-value" not in env
 
 
 async def test_a_servers_new_tools_are_offered_after_it_says_they_changed(
