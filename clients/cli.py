@@ -40,6 +40,7 @@ from .escape import escape_controls
 from .exit_codes import ExitCode, exit_code_table
 from .history_view import HistoryView
 from .kernels_command import add_kernels_parser
+from .mcp_command import add_mcp_parser
 from .mcp_serve_command import add_mcp_serve_parser
 from .modes_command import add_modes_parsers, complete_slash_commands
 from .render import Renderer
@@ -335,14 +336,12 @@ def _parser() -> argparse.ArgumentParser:
     add_modes_parsers(sub, common)
     add_agent_parsers(sub, common)
     add_vars_parser(sub, common)
+    # `hdsp mcp list|tools|restart|trust` (clients/mcp_command.py) and `hdsp mcp
+    # serve` (clients/mcp_serve_command.py), one group.
+    add_mcp_serve_parser(add_mcp_parser(sub, common), common)
     add_chat_parser(sub, common)
     add_completion_parser(sub, common)
     add_acp_parser(sub, common)
-    # issue 23: `hdsp mcp serve` (clients/mcp_server.py).
-    mcp = sub.add_parser("mcp", parents=[common], help="hdsp and MCP (the Model Context Protocol)")
-    add_mcp_serve_parser(
-        mcp.add_subparsers(dest="mcp_action", metavar="ACTION", required=True), common
-    )
     return p
 
 
@@ -922,7 +921,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.value:
             print("hdsp: the value is empty; nothing was stored.", file=sys.stderr)
             return ExitCode.USAGE
-    if args.command == "mcp" and args.mcp_action == "serve":
+    if args.command == "mcp" and args.action == "serve":
         from .mcp_server import run_mcp_serve  # the mcp SDK loads only for this command
 
         return run_mcp_serve(args)

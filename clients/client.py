@@ -94,9 +94,12 @@ from hdsp.protocol import (
     ListCheckpoints,
     ListCheckpointsData,
     ListKernels,
+    ListMcpServers,
     ListTasks,
     ListTasksData,
     ListVariables,
+    McpServerList,
+    McpServerStatus,
     ModeList,
     Ping,
     Pong,
@@ -108,6 +111,7 @@ from hdsp.protocol import (
     RespondToAsk,
     RespondToAskData,
     RestartKernel,
+    RestartMcpServer,
     RestoreCheckpoint,
     RestoreCheckpointData,
     ResumeTask,
@@ -132,6 +136,7 @@ from hdsp.protocol import (
     TaskRef,
     TaskSnapshot,
     ToolCallResult,
+    TrustMcpServer,
     UpdateTodoList,
     UpdateTodoListData,
     VariableList,
@@ -848,6 +853,26 @@ class Client:
         return await self.request(
             ListVariables(task_id=task_id, kernel_id=kernel_id, include_private=include_private)
         )
+
+    # ---- MCP servers --------------------------------------------------------------
+
+    async def list_mcp_servers(
+        self, workspace: str | None = None, *, start: bool = False
+    ) -> McpServerList:
+        """The MCP servers a task in `workspace` has, with their state; `start`
+        starts those not started and waits until each connected or failed."""
+        return await self.request(ListMcpServers(workspace=workspace, start=start))
+
+    async def restart_mcp_server(self, name: str, workspace: str | None = None) -> McpServerStatus:
+        """Restart an MCP server; the reply waits until it connected or failed."""
+        return await self.request(RestartMcpServer(name=name, workspace=workspace))
+
+    async def trust_mcp_server(
+        self, name: str, workspace: str, *, trusted: bool = True
+    ) -> McpServerStatus:
+        """Trust (or stop trusting) a server of `workspace`'s .hdsp/mcp.json as it
+        is written now."""
+        return await self.request(TrustMcpServer(name=name, workspace=workspace, trusted=trusted))
 
     # ---- settings, profiles, secrets ------------------------------------------
 

@@ -301,6 +301,9 @@ class HistoryView:
             self._write(text or "the kernel was shut down after being idle", _DIM)
         elif say == "image":
             self._write(f"[{len(m.images or [])} image(s)]", _DIM)
+        elif say == "mcp_server_request_started":
+            # An MCP call's last progress notification (the server's words).
+            self._write(f"MCP {text}", _DIM)
         else:
             self._write(f"[{say}] {text}".rstrip(), _DIM)
 
@@ -352,6 +355,17 @@ class HistoryView:
             for s in data.get("suggest", []):
                 if isinstance(s, dict):
                     self._write(f"  - {s.get('answer', '')}", _DIM)
+        elif kind == "use_mcp_server" and data is not None and "serverName" in data:
+            # What an MCP server is asked: server, tool (or resource) and arguments,
+            # all of them written by the model or the server: shown escaped.
+            server = str(data.get("serverName"))
+            if data.get("type") == "access_mcp_resource":
+                self._write(f"ask: read {data.get('uri')} from the MCP server {server}?", _YELLOW)
+            else:
+                self._write(
+                    f"ask: call {data.get('toolName')} on the MCP server {server}?", _YELLOW
+                )
+                self._write(str(data.get("arguments", "")), None, "    ")
         elif data is not None and "tool" in data:
             self._write(
                 "ask: allow this?" + (" (protected path)" if m.is_protected else ""), _YELLOW

@@ -68,6 +68,7 @@ if TYPE_CHECKING:
     from .checkpoints import CheckpointService
     from .commands import Commands
     from .kernels import KernelService
+    from .mcp import McpHub
     from .tasks import TaskManager
     from .tools import ToolRegistry
     from .tools.notebook_hosts import NotebookHosts
@@ -106,6 +107,8 @@ class _Engine:
     checkpoint_service: type[CheckpointService]
     #: The notebooks open in JupyterLab, which the notebook tools edit there.
     documents: NotebookHosts
+    #: MCP servers as tools (issue 23).
+    mcp_hub: type[McpHub]
 
 
 def _load_engine(sandbox: Sandbox, emit: Callable[[Event], Awaitable[None]]) -> _Engine:
@@ -117,6 +120,7 @@ def _load_engine(sandbox: Sandbox, emit: Callable[[Event], Awaitable[None]]) -> 
     from .checkpoints import CheckpointService
     from .commands import Commands
     from .kernels import KernelService
+    from .mcp import McpHub
     from .tasks import TaskManager
     from .tools import default_tools
     from .tools.notebook_hosts import NotebookHosts
@@ -134,6 +138,7 @@ def _load_engine(sandbox: Sandbox, emit: Callable[[Event], Awaitable[None]]) -> 
         tools,
         CheckpointService,
         documents,
+        McpHub,
     )
 
 
@@ -215,6 +220,7 @@ class Daemon:
         self.kernels: KernelService
         self.config: ConfigService
         self.sandbox: Sandbox
+        self.mcp: McpHub
         self._commands: Commands
 
     def request_shutdown(self, reason: str) -> None:
@@ -374,6 +380,14 @@ class Daemon:
         )
         self.tasks.apply_mode_settings(settings.custom_modes, settings.custom_instructions)
         self.tasks.apply_agent_settings(settings.agents, settings.agent_limits)
+        self.mcp = engine.mcp_hub(
+            lambda: store.settings.mcp,
+            secrets=self.config.secrets.get,
+            emit=self.journal.emit,
+            trust_file=self.paths.data_dir / "mcp-trust.json",
+        )
+        engine.tools.add_source(self.mcp)
+        await tg.start(self.mcp.run)
         await tg.start(self.kernels.run)
         await tg.start(self.tasks.run)
         self._commands = engine.commands(
@@ -386,6 +400,7 @@ class Daemon:
             shutdown=self.request_shutdown,
             max_message_size=self.max_message_size,
             documents=engine.documents,
+            mcp=self.mcp,
         )
         self._engine_started.set()
 
@@ -461,6 +476,8 @@ class Daemon:
         self.tasks.retry_policy = RetryPolicy.from_settings(settings.retry)
         self.tasks.apply_mode_settings(settings.custom_modes, settings.custom_instructions)
         self.tasks.apply_agent_settings(settings.agents, settings.agent_limits)
+        if any(key == "mcp" or key.startswith("mcp.") for key in change.keys):
+            self.mcp.apply_settings()
         if any(key == "sandbox" or key.startswith("sandbox.") for key in change.keys):
             await anyio.to_thread.run_sync(_report_sandbox, self.sandbox)
 
@@ -471,6 +488,7 @@ class Daemon:
         self.server.stop_accepting()
         self.paths.discovery_file.unlink(missing_ok=True)
         await self.tasks.shutdown()
+        await self.mcp.aclose()
         await self.kernels.aclose()
         await self.journal.emit(DaemonShuttingDown(payload=(self._shutdown_reason,)))
         await self.journal.aclose()

@@ -66,6 +66,7 @@ from hdsp.protocol import (
     ListAgents,
     ListCheckpoints,
     ListKernels,
+    ListMcpServers,
     ListProfiles,
     ListTasks,
     ListVariables,
@@ -80,6 +81,7 @@ from hdsp.protocol import (
     ReplayPage,
     RespondToAsk,
     RestartKernel,
+    RestartMcpServer,
     RestoreCheckpoint,
     ResumeTask,
     RewindTask,
@@ -95,6 +97,7 @@ from hdsp.protocol import (
     SwitchMode,
     TaskEvent,
     TodoItem,
+    TrustMcpServer,
     UpdateSettings,
     UpdateTodoList,
     UpdateTodoListData,
@@ -106,6 +109,7 @@ from .errors import CommandError
 from .kernels import KernelService
 from .llm.models import roo_model_record
 from .logs import register_secret
+from .mcp import McpHub
 from .modes import group_names
 from .store import Journal, StorageUnavailable, Store
 from .tasks import TaskManager
@@ -165,8 +169,11 @@ class Commands:
         shutdown: Callable[[str], None],
         max_message_size: int,
         documents: NotebookHosts | None = None,
+        mcp: McpHub | None = None,
     ) -> None:
         self._tasks = tasks
+        #: MCP servers (issue 23), if the daemon has them.
+        self._mcp = mcp
         #: The notebooks open in JupyterLab (hosts of live documents), if the
         #: daemon edits them there.
         self._documents = documents
@@ -330,6 +337,21 @@ class Commands:
                 return await kernels.list_task_variables(
                     task_id=task_id, kernel_id=kernel_id, include_private=private
                 )
+            # ---- MCP servers
+            case ListMcpServers(workspace=workspace, start=start):
+                return await self._mcp_hub().list(workspace, start=start)
+            case RestartMcpServer(name=name, workspace=workspace):
+                try:
+                    return await self._mcp_hub().restart(name, workspace)
+                except KeyError as exc:
+                    raise CommandError(ErrorCode.INVALID_REQUEST, exc.args[0]) from None
+                except ValueError as exc:
+                    raise CommandError(ErrorCode.INVALID_STATE, str(exc)) from None
+            case TrustMcpServer(name=name, workspace=workspace, trusted=trusted):
+                try:
+                    return await self._mcp_hub().trust(name, workspace, trusted)
+                except KeyError as exc:
+                    raise CommandError(ErrorCode.INVALID_REQUEST, exc.args[0]) from None
             # ---- the daemon
             case Ping():
                 # The server answers Ping where it receives it (a liveness probe
@@ -342,6 +364,11 @@ class Commands:
                 return None
             case _:
                 assert_never(command)
+
+    def _mcp_hub(self) -> McpHub:
+        if self._mcp is None:
+            raise CommandError(ErrorCode.UNAVAILABLE, "This daemon runs no MCP servers.")
+        return self._mcp
 
     async def _replay(self, since_seq: int, task_id: str | None, limit: int) -> ReplayPage:
         if since_seq < 0:

@@ -43,6 +43,8 @@ from .history import *  # noqa: F403
 from .history import __all__ as _history_all
 from .kernels import *  # noqa: F403
 from .kernels import __all__ as _kernels_all
+from .mcp import *  # noqa: F403
+from .mcp import __all__ as _mcp_all
 from .modes import *  # noqa: F403
 from .modes import __all__ as _modes_all
 from .prompt_context import *  # noqa: F403
@@ -85,6 +87,7 @@ __all__ = [
     *_history_all,
     *_kernels_all,
     *_checkpoints_all,
+    *_mcp_all,
     *_modes_all,
     *_agents_all,
     *_prompt_context_all,

@@ -45,6 +45,7 @@ from .kernels import (
     ShutdownKernel,
     StartKernel,
 )
+from .mcp import ListMcpServers, McpServerList, McpServerStatus, RestartMcpServer, TrustMcpServer
 from .modes import (
     CommandList,
     GetCommands,
@@ -563,6 +564,9 @@ Command = (
     | ShutdownKernel
     | ExecuteCode
     | ListVariables
+    | ListMcpServers
+    | RestartMcpServer
+    | TrustMcpServer
     | GetSettings
     | UpdateSettings
     | ListProfiles
@@ -854,6 +858,10 @@ _ROWS = (
     # concurrently (the task refuses a second call while one runs).
     CommandSpec(CreateTask, TaskRef),
     CommandSpec(CallTool, ToolCallResult),
+    # MCP servers (issue 23): the MCP hub orders its own work per server.
+    CommandSpec(ListMcpServers, McpServerList, idempotent=True, without_storage=True),
+    CommandSpec(RestartMcpServer, McpServerStatus, idempotent=True, without_storage=True),
+    CommandSpec(TrustMcpServer, McpServerStatus, idempotent=True),
 )
 
 #: The table: each command's row, by its `commandName`.

@@ -18,6 +18,7 @@ from .checkpoints import CheckpointInfo
 from .documents import DocumentEditRequest
 from .history import ClineMessage, TokenUsage, ToolUsage
 from .kernels import ExecutionOutputData, KernelInfo, KernelState
+from .mcp import McpServerStatus
 from .modes import TodoItem
 from .prompt_context import PromptContext
 from .settings import SettingsChange
@@ -37,6 +38,7 @@ __all__ = [
     "KernelShutdown",
     "KernelStarted",
     "KernelStatus",
+    "McpServerChanged",
     "MessageEvent",
     "MessagePayload",
     "ModelsResponse",
@@ -311,6 +313,13 @@ class StorageChanged(_EventBase, tag="storageChanged", frozen=True):
     payload: tuple[StorageHealth]
 
 
+class McpServerChanged(_EventBase, tag="mcpServerChanged", frozen=True):
+    """An MCP server's state changed (connecting, connected, failed, restarting,
+    its tools changed): [status]. Daemon-wide."""
+
+    payload: tuple[McpServerStatus]
+
+
 class DocumentEditRequested(_EventBase, tag="documentEditRequested", frozen=True):
     """A notebook tool asks a document host to change (or read) a notebook open
     there: [request] (see hdsp.protocol.documents). Daemon-wide and live-only: a
@@ -374,6 +383,7 @@ Event = (
     | EventsSynced
     | DocumentEditRequested
     | TaskTodoListUpdated
+    | McpServerChanged
 )
 
 _DAEMON_WIDE = (
@@ -388,6 +398,7 @@ _DAEMON_WIDE = (
     StorageChanged,
     EventsSynced,
     DocumentEditRequested,
+    McpServerChanged,
 )
 
 

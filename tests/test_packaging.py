@@ -178,6 +178,7 @@ DAEMON_LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"llm", "kernels"}),
     frozenset({"sandbox"}),
     frozenset({"tools"}),
+    frozenset({"mcp"}),  # MCP servers' tools (issue 23)
     frozenset({"approvals"}),
     frozenset({"modes"}),  # which tools each mode may use; rules files, slash commands
     frozenset({"agents"}),  # agent definitions, their prompt, call_agent and finish

@@ -193,6 +193,8 @@ class ApprovalPolicy:
 
         if protected:
             return self._ask(settings, "it writes to a protected path", protected=True)
+        if category is ToolCategory.MCP and tool.always_allowed:
+            return self._approve(settings, task_id, "alwaysAllow in the MCP server's configuration")
         switch = _SWITCHES.get(category)
         if switch is None:
             return self._ask(settings, f"{category} tools always ask")

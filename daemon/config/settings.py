@@ -52,6 +52,7 @@ from hdsp.protocol import ErrorCode
 
 from .agents import AgentDefinition, AgentLimits
 from .approvals import ApprovalSettings
+from .mcp import McpSettings
 from .modes import ModeDefinition
 from .provider_kinds import ProviderKind
 from .secrets import SECRET_NAME_PATTERN
@@ -277,6 +278,8 @@ class Settings(_Section):
     agents: list[AgentDefinition] = []
     #: Depth and fan-out limits of a tree of agents.
     agent_limits: AgentLimits = AgentLimits()
+    #: MCP servers every workspace has (issue 23; :mod:`hdsp.daemon.config.mcp`).
+    mcp: McpSettings = McpSettings()
 
     @model_validator(mode="before")
     @classmethod
@@ -418,7 +421,13 @@ def _secret_like_keys(document: Mapping[str, Any]) -> list[tuple[str, ...]]:
         for path in _walk(document)
         if is_secret_key(path[-1])
         and not (len(path) == 3 and path[0] == "profiles" and path[2] == "secret")
+        # An MCP server's env and headers: McpSettings lets only `${secret:NAME}`
+        # references stand under names like these.
+        and not (len(path) == 5 and path[:2] == ("mcp", "servers") and path[3] in _MCP_MAPS)
     ]
+
+
+_MCP_MAPS = frozenset({"env", "headers"})
 
 
 _SECRET_REASON = (

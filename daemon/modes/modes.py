@@ -139,7 +139,7 @@ BUILT_IN_MODES: tuple[Mode, ...] = (
         + "In this mode you explore and analyse data in Jupyter kernels and notebooks: "
         "you run code, inspect results and keep the notebook tidy.",
         when_to_use="Running analyses in a kernel, editing and running notebook cells.",
-        groups=["read", "kernel", "notebook"],
+        groups=["read", "kernel", "notebook", "mcp"],
     ),
     _builtin(
         slug="code",
@@ -148,7 +148,7 @@ BUILT_IN_MODES: tuple[Mode, ...] = (
         + "You help the user explore data, write and run code, and explain results. Be "
         "concise and precise; show code when it helps; say plainly when you are unsure.",
         when_to_use="Writing and changing files, running shell commands and code.",
-        groups=["read", "edit", "command", "kernel", "notebook"],
+        groups=["read", "edit", "command", "kernel", "notebook", "mcp"],
     ),
     _builtin(
         slug="orchestrator",

@@ -28,7 +28,15 @@ from hdsp.daemon.checkpoints import CheckpointService, GitFailed, WorkspaceRefus
 from hdsp.daemon.conversation import ImageBlock, TextBlock
 from hdsp.daemon.modes import Mode
 from hdsp.daemon.scrubber import scrubber
-from hdsp.daemon.tools import AskAnswer, Tool, ToolCategory, ToolContext, ToolError, ToolResult
+from hdsp.daemon.tools import (
+    AskAnswer,
+    Tool,
+    ToolCategory,
+    ToolContext,
+    ToolError,
+    ToolRegistry,
+    ToolResult,
+)
 from hdsp.protocol import (
     Ask,
     AskResponse,
@@ -181,6 +189,11 @@ class ToolCalls:
         self.last_call: tuple[str, bytes] | None = None
         self.repeats = 0
 
+    @property
+    def _tools(self) -> ToolRegistry:
+        """The tools of this task's workspace (its MCP servers' among them)."""
+        return self._deps.tools.scoped(self._ctx.workspace)
+
     async def run_all(self, calls: list[CallState]) -> None:
         """Take every call of one reply to done, concurrently (:mod:`.parallel`):
         calls that change the same thing keep their order."""
@@ -190,7 +203,7 @@ class ToolCalls:
         """What `call` changes, for the order of concurrent calls: a file it
         writes, the kernel it runs code in; a shell command may change anything,
         and a call that ends the turn or switches mode keeps its place among all."""
-        tool = self._deps.tools.get(call.name)
+        tool = self._tools.get(call.name)
         if tool is None or call.arguments is None:
             return Resources()  # refused at once
         category = tool.category
@@ -222,7 +235,7 @@ class ToolCalls:
 
     async def run(self, call: CallState) -> None:
         """Take `call` from where it stands to done."""
-        tool = self._deps.tools.get(call.name)
+        tool = self._tools.get(call.name)
         if call.status == "running" and tool is not None and tool.category is ToolCategory.SUBTASK:
             # An agent call attaches again to the child task it started (which
             # resumes), so the caller gets its return once.
@@ -386,7 +399,7 @@ class ToolCalls:
         call.is_error = result.is_error
         call.completes_task = result.completes_task
         await self._save_turn()
-        tool = self._deps.tools.get(call.name)
+        tool = self._tools.get(call.name)
         if shown and (tool is None or tool.category not in _RESULT_SHOWN_BY_TOOL):
             await self._say_result(call, result)
         if result.is_error:
@@ -440,7 +453,7 @@ class ToolCalls:
         """An error result for a call its task's mode does not allow (a tool
         outside the mode's groups, a write outside its `file_regex`): the model
         may call a tool it was not offered, so the list is not the guard."""
-        tool = self._deps.tools.get(call.name)
+        tool = self._tools.get(call.name)
         if self._mode is None or tool is None:
             return None
         refusal = self._mode().refusal(tool, call.arguments)
@@ -448,7 +461,7 @@ class ToolCalls:
 
     def check_call(self, call: CallState) -> ToolResult | None:
         """An error result for a call that cannot run as the model sent it."""
-        registry = self._deps.tools
+        registry = self._tools
         if registry.get(call.name) is None:
             return ToolResult.text(
                 f"Error: there is no tool named {call.name!r}. "

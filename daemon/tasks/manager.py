@@ -293,7 +293,7 @@ class TaskManager:
             found = self.deps.modes.get(mode or DEFAULT_MODE, where)
         except UnknownMode as exc:
             raise CommandError(ErrorCode.INVALID_REQUEST, str(exc)) from None
-        tools = self.deps.tools
+        tools = self.deps.tools.scoped(where)
         sources = instruction_sources(
             workspace=where,
             mode=found,

@@ -482,6 +482,9 @@ class Task:
         attempt = 0
         reductions = 0
         previous: StreamedReply | None = None
+        # Tools that come from elsewhere (MCP servers) get ready first: a server
+        # starts when a task first needs it (bounded by its startup timeout).
+        await deps.tools.prepare(self.workspace)
         while True:
             if turn.ask_ts is not None:
                 # Resumed while an api_req_failed ask waited: it still waits.
@@ -545,7 +548,7 @@ class Task:
     def system_prompt(self) -> str:
         """The system prompt of the task's next request (GetSystemPrompt shows it)."""
         mode = self.mode()
-        tools = self._deps.tools
+        tools = self._deps.tools.scoped(self.workspace)
         kernels = self._deps.kernels
         sources = instruction_sources(
             workspace=self.workspace,
@@ -578,7 +581,7 @@ class Task:
 
     def model_request(self) -> ModelRequest:
         mode = self.mode()
-        tools = self._deps.tools
+        tools = self._deps.tools.scoped(self.workspace)
         return ModelRequest(
             system=self.system_prompt(),
             messages=self.history.for_request(),

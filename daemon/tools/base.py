@@ -115,6 +115,10 @@ class Tool(ABC):
     #: JSON Schema (draft 2020-12) of the arguments object.
     parameters: ClassVar[Mapping[str, Any]]
     category: ClassVar[ToolCategory]
+    #: Runs without asking whatever the category's switch says: set only from the
+    #: user's own configuration (an MCP server's per-tool `alwaysAllow`), never
+    #: from anything a tool or a server says about itself.
+    always_allowed: ClassVar[bool] = False
 
     def approval_text(self, args: Mapping[str, Any]) -> str:
         """The JSON text of the `tool` ask or say that shows this call to a person

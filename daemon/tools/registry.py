@@ -1,10 +1,18 @@
 """The tools a task can offer the model, with their arguments checked against
-each tool's JSON Schema before anything runs."""
+each tool's JSON Schema before anything runs.
+
+Besides its own tools, a registry may have sources of tools that come and go
+(MCP servers' tools, issue 23): :meth:`ToolRegistry.scoped` gives the view a
+task in one workspace sees, and :meth:`ToolRegistry.prepare` lets the sources
+get ready (start servers) before a task's model request.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any
+import weakref
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol
 
 import jsonschema
 
@@ -12,13 +20,29 @@ from hdsp.daemon.conversation import ToolSpec
 
 from .base import Tool
 
-__all__ = ["ToolRegistry"]
+__all__ = ["ToolRegistry", "ToolSource"]
+
+
+class ToolSource(Protocol):
+    """Tools that depend on the workspace and change while the daemon runs."""
+
+    async def prepare(self, workspace: Path) -> None:
+        """Get the tools of `workspace` ready (bounded in time by the source)."""
+        ...
+
+    def tools(self, workspace: Path) -> Sequence[Tool]:
+        """The tools a task in `workspace` has now (their schemas already checked)."""
+        ...
 
 
 class ToolRegistry:
     def __init__(self, tools: Iterable[Tool] = ()) -> None:
         self._tools: dict[str, Tool] = {}
         self._validators: dict[str, jsonschema.protocols.Validator] = {}
+        self._sources: list[ToolSource] = []
+        self._source_validators: weakref.WeakKeyDictionary[Tool, jsonschema.protocols.Validator] = (
+            weakref.WeakKeyDictionary()
+        )
         for tool in tools:
             self.register(tool)
 
@@ -29,6 +53,33 @@ class ToolRegistry:
         cls.check_schema(dict(tool.parameters))
         self._tools[tool.name] = tool
         self._validators[tool.name] = cls(tool.parameters)
+
+    def add_source(self, source: ToolSource) -> None:
+        self._sources.append(source)
+
+    async def prepare(self, workspace: Path) -> None:
+        for source in self._sources:
+            await source.prepare(workspace)
+
+    def scoped(self, workspace: Path) -> ToolRegistry:
+        """The tools a task in `workspace` has: these and its sources' (a source's
+        tool never replaces one of these)."""
+        if not self._sources:
+            return self
+        view = ToolRegistry()
+        view._tools = dict(self._tools)
+        view._validators = dict(self._validators)
+        for source in self._sources:
+            for tool in source.tools(workspace):
+                if tool.name in view._tools:
+                    continue
+                validator = self._source_validators.get(tool)
+                if validator is None:
+                    cls = jsonschema.validators.validator_for(tool.parameters)
+                    validator = self._source_validators[tool] = cls(tool.parameters)
+                view._tools[tool.name] = tool
+                view._validators[tool.name] = validator
+        return view
 
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name)

@@ -170,10 +170,15 @@ export interface HdspWire {
   ListCheckpoints: ListCheckpoints;
   ListCheckpointsData: ListCheckpointsData;
   ListKernels: ListKernels;
+  ListMcpServers: ListMcpServers;
   ListProfiles: ListProfiles;
   ListTasks: ListTasks;
   ListTasksData: ListTasksData1;
   ListVariables: ListVariables;
+  McpServerChanged: McpServerChanged;
+  McpServerList: McpServerList;
+  McpServerStatus: McpServerStatus;
+  McpToolInfo: McpToolInfo;
   MessageEvent: MessageEvent;
   MessagePayload: MessagePayload;
   ModeInfo: ModeInfo;
@@ -203,6 +208,7 @@ export interface HdspWire {
   RespondToAsk: RespondToAsk;
   RespondToAskData: RespondToAskData;
   RestartKernel: RestartKernel;
+  RestartMcpServer: RestartMcpServer;
   RestoreCheckpoint: RestoreCheckpoint;
   RestoreCheckpointData: RestoreCheckpointData;
   ResumeTask: ResumeTask;
@@ -271,6 +277,7 @@ export interface HdspWire {
   TokenUsage: TokenUsage;
   ToolCallResult: ToolCallResult;
   ToolUsageEntry: ToolUsageEntry | undefined;
+  TrustMcpServer: TrustMcpServer;
   UpdateSettings: UpdateSettings;
   UpdateSettingsData: UpdateSettingsData;
   UpdateTodoList: UpdateTodoList;
@@ -660,6 +667,9 @@ export interface TaskCommand {
     | ShutdownKernel
     | ExecuteCode
     | ListVariables
+    | ListMcpServers
+    | RestartMcpServer
+    | TrustMcpServer
     | GetSettings
     | UpdateSettings
     | ListProfiles
@@ -1127,6 +1137,38 @@ export interface ListVariables {
   kernelId?: string | null;
   taskId?: string | null;
 }
+/**
+ * The MCP servers a task in `workspace` has (the settings' and the workspace's
+ * `.hdsp/mcp.json`), with their state; without `workspace`, the settings' only.
+ * With `start`, servers not started yet are started, and the reply waits (up to
+ * their startup timeout) until each is connected or failed.
+ */
+export interface ListMcpServers {
+  commandName: 'ListMcpServers';
+  start?: boolean;
+  workspace?: string | null;
+}
+/**
+ * Stop a server (if it runs) and start it again; the reply waits until it is
+ * connected or failed. A failed server's backoff is reset.
+ */
+export interface RestartMcpServer {
+  commandName: 'RestartMcpServer';
+  name: string;
+  workspace?: string | null;
+}
+/**
+ * Trust (or, with `trusted` false, stop trusting) a server of a workspace's
+ * `.hdsp/mcp.json`, exactly as it is written now: a change to its definition
+ * (command, arguments, environment, URL, headers, alwaysAllow) makes it
+ * untrusted again. A trusted server starts at once.
+ */
+export interface TrustMcpServer {
+  commandName: 'TrustMcpServer';
+  name: string;
+  trusted?: boolean;
+  workspace: string;
+}
 export interface GetSettings {
   commandName: 'GetSettings';
 }
@@ -1582,6 +1624,7 @@ export interface CommandResults {
   ListAgents?: AgentList;
   ListCheckpoints?: CheckpointList;
   ListKernels?: KernelList;
+  ListMcpServers?: McpServerList;
   ListProfiles?: ProfileList;
   ListTasks?: TaskList;
   ListVariables?: VariableList;
@@ -1589,6 +1632,7 @@ export interface CommandResults {
   Replay?: ReplayPage;
   RespondToAsk?: TaskRef;
   RestartKernel?: KernelRef;
+  RestartMcpServer?: McpServerStatus;
   RestoreCheckpoint?: CheckpointRestoreResult;
   ResumeTask?: TaskRef;
   RewindTask?: TaskRef;
@@ -1601,6 +1645,7 @@ export interface CommandResults {
   StartKernel?: KernelInfo;
   StartNewTask?: TaskRef;
   SwitchMode?: TaskRef;
+  TrustMcpServer?: McpServerStatus;
   UpdateSettings?: SettingsView;
   UpdateTodoList?: TaskRef;
 }
@@ -2078,6 +2123,78 @@ export interface KernelRef {
 export interface KernelList {
   kernels: KernelInfo[];
 }
+export interface McpServerList {
+  /**
+   * Why the workspace's .hdsp/mcp.json could not be read, if it could not.
+   */
+  configError?: string | null;
+  servers?: McpServerStatus[];
+}
+/**
+ * One configured server and how it is doing.
+ */
+export interface McpServerStatus {
+  /**
+   * Why it failed or is untrusted.
+   */
+  error?: string | null;
+  name: string;
+  /**
+   * How many resources it lists.
+   */
+  resources?: number;
+  /**
+   * Restarts after a crash since hdspd started.
+   */
+  restarts?: number;
+  /**
+   * failed: seconds until the next attempt, if any.
+   */
+  retryInSeconds?: number | null;
+  /**
+   * global: the settings' mcp.servers; workspace: a .hdsp/mcp.json.
+   */
+  scope: 'global' | 'workspace';
+  /**
+   * The server's name and version for itself (untrusted).
+   */
+  serverInfo?: string | null;
+  /**
+   * disabled (configured off); untrusted (a workspace server nobody trusted yet: `hdsp mcp trust NAME`); stopped (not started yet: servers start when a task first needs them); connecting; connected; failed (see error; retryInSeconds: when it is tried again, restarts backing off).
+   */
+  state: 'connected' | 'connecting' | 'disabled' | 'failed' | 'stopped' | 'untrusted';
+  /**
+   * What it runs (command and arguments) or its URL.
+   */
+  target?: string;
+  tools?: McpToolInfo[];
+  transport?: 'http' | 'stdio';
+  /**
+   * The workspace of a workspace server.
+   */
+  workspace?: string | null;
+}
+/**
+ * One tool of a server.
+ */
+export interface McpToolInfo {
+  /**
+   * The configuration lets it run without asking.
+   */
+  alwaysAllow?: boolean;
+  /**
+   * The server's description (untrusted).
+   */
+  description?: string;
+  /**
+   * The tool's name on its server.
+   */
+  name: string;
+  /**
+   * The name the model calls it by: mcp__SERVER__TOOL.
+   */
+  offeredAs: string;
+}
 export interface TaskList {
   /**
    * Pass as `cursor` to get the next (older) page; absent on the last page.
@@ -2226,7 +2343,8 @@ export interface TaskEvent {
     | StorageChanged
     | EventsSynced
     | DocumentEditRequested
-    | TaskTodoListUpdated;
+    | TaskTodoListUpdated
+    | McpServerChanged;
   origin?: 'server';
   /**
    * `seq` of the previous durable event of the same topic (task id, or the empty daemon-wide topic); 0 for the topic's first. A client following one task has missed events exactly when prevSeq is greater than the last seq it saw of that task. On a live-only event: the last durable event of its topic published before it, so a client that has a later version of the message from the log can ignore it.
@@ -2738,6 +2856,18 @@ export interface TaskTodoListUpdated {
    * @maxItems 3
    */
   payload: [string, TodoItem[], string];
+}
+/**
+ * An MCP server's state changed (connecting, connected, failed, restarting,
+ * its tools changed): [status]. Daemon-wide.
+ */
+export interface McpServerChanged {
+  eventName: 'mcpServerChanged';
+  /**
+   * @minItems 1
+   * @maxItems 1
+   */
+  payload: [McpServerStatus];
 }
 /**
  * The discovery file, `hdspd.json` in the daemon's runtime dir: how a client

@@ -1,0 +1,170 @@
+"""`hdsp mcp list|tools|restart|trust`: the MCP servers the agent uses as tools.
+
+The workspace is the directory the command runs in (as for `hdsp run`), or
+`--workspace DIR`: its `.hdsp/mcp.json` servers are listed beside the settings'.
+What a server says of itself (its name, its tools' descriptions, its errors) is
+untrusted: it is printed through `Console.out`, which escapes control
+characters; `--json` prints the replies as NDJSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+from hdsp.protocol import ErrorCode, McpServerList, McpServerStatus, encode
+
+from .client import Client
+from .console import Console
+from .errors import CommandFailed
+from .exit_codes import ExitCode
+
+__all__ = ["add_mcp_parser", "format_server", "format_tools"]
+
+
+def _workspace(args: argparse.Namespace) -> str:
+    return os.path.abspath(args.workspace or os.getcwd())
+
+
+def format_server(status: McpServerStatus) -> list[str]:
+    """The lines `hdsp mcp list` prints for one server (escaped by `Console.out`)."""
+    where = "settings" if status.scope == "global" else "workspace"
+    head = f"{status.name}  {status.state}  ({where}, {status.transport})"
+    if status.state == "connected":
+        head += f"  {len(status.tools)} tools"
+        if status.resources:
+            head += f", {status.resources} resources"
+    lines = [head, f"    {status.target}"]
+    if status.server_info:
+        lines.append(f"    server: {status.server_info}")
+    if status.error:
+        lines.append(f"    error: {status.error}")
+    if status.retry_in_seconds is not None:
+        lines.append(f"    next attempt in {status.retry_in_seconds:g} s")
+    if status.restarts:
+        lines.append(f"    restarted {status.restarts} times after it stopped")
+    return lines
+
+
+def format_tools(status: McpServerStatus) -> list[str]:
+    """The lines `hdsp mcp tools` prints for one server."""
+    if status.state != "connected":
+        why = f": {status.error}" if status.error else ""
+        return [f"{status.name}: {status.state}{why}"]
+    lines = [f"{status.name}:"]
+    for tool in status.tools:
+        mark = "  (always allowed)" if tool.always_allow else ""
+        lines.append(f"  {tool.offered_as}{mark}")
+        first = tool.description.strip().splitlines()[0] if tool.description.strip() else ""
+        if first:
+            lines.append(f"      {first[:200]}")
+    if not status.tools:
+        lines.append("  (no tools)")
+    return lines
+
+
+def _print_list(cli: Console, listing: McpServerList) -> None:
+    if listing.config_error:
+        cli.out(f"warning: {listing.config_error}")
+    if not listing.servers:
+        cli.out(
+            "No MCP servers. Add one to the settings (`hdsp config set mcp.servers "
+            '\'{"NAME": {"command": "..."}}\'`) or to .hdsp/mcp.json in the workspace.'
+        )
+    for status in listing.servers:
+        for line in format_server(status):
+            cli.out(line)
+
+
+async def run_list(cli: Console, client: Client) -> int:
+    a = cli.args
+    listing = await client.list_mcp_servers(_workspace(a), start=a.start)
+    if a.json:
+        cli.out_raw(encode(listing).decode())
+    else:
+        _print_list(cli, listing)
+    return ExitCode.OK
+
+
+async def run_tools(cli: Console, client: Client) -> int:
+    a = cli.args
+    listing = await client.list_mcp_servers(_workspace(a), start=True)
+    servers = [s for s in listing.servers if a.name is None or s.name == a.name]
+    if a.name is not None and not servers:
+        raise CommandFailed(
+            ErrorCode.INVALID_REQUEST, f"There is no MCP server named {a.name!r} here."
+        )
+    if a.json:
+        for status in servers:
+            cli.out_raw(encode(status).decode())
+        return ExitCode.OK
+    for status in servers:
+        for line in format_tools(status):
+            cli.out(line)
+    return ExitCode.OK
+
+
+async def run_restart(cli: Console, client: Client) -> int:
+    a = cli.args
+    status = await client.restart_mcp_server(a.name, _workspace(a))
+    if a.json:
+        cli.out_raw(encode(status).decode())
+    else:
+        for line in format_server(status):
+            cli.out(line)
+    return ExitCode.OK if status.state == "connected" else ExitCode.FAILED
+
+
+async def run_trust(cli: Console, client: Client) -> int:
+    a = cli.args
+    status = await client.trust_mcp_server(a.name, _workspace(a), trusted=not a.revoke)
+    if a.json:
+        cli.out_raw(encode(status).decode())
+        return ExitCode.OK
+    verb = "No longer trusted" if a.revoke else "Trusted"
+    cli.out(f"{verb}: {status.name} of {status.workspace} ({status.target})")
+    for line in format_server(status):
+        cli.out(line)
+    return ExitCode.OK
+
+
+def add_mcp_parser(sub: Any, common: argparse.ArgumentParser) -> Any:
+    """`hdsp mcp ...`; returns its subcommands, for more of them (`serve`)."""
+    text = "MCP: the agent's tools from MCP servers, and hdsp as an MCP server (serve)"
+    p = sub.add_parser("mcp", parents=[common], help=text, description=text)
+    actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    where = argparse.ArgumentParser(add_help=False)
+    where.add_argument(
+        "--workspace", help="the workspace whose .hdsp/mcp.json counts (default: here)"
+    )
+
+    listing = actions.add_parser(
+        "list", parents=[common, where], help="the servers, their state and errors"
+    )
+    listing.add_argument(
+        "--start", action="store_true", help="start servers not started yet, and wait for them"
+    )
+    listing.set_defaults(handler=run_list)
+
+    tools = actions.add_parser(
+        "tools", parents=[common, where], help="the tools each server offers (starts them)"
+    )
+    tools.add_argument("name", nargs="?", help="only this server")
+    tools.set_defaults(handler=run_tools)
+
+    restart = actions.add_parser(
+        "restart", parents=[common, where], help="stop a server and start it again"
+    )
+    restart.add_argument("name")
+    restart.set_defaults(handler=run_restart)
+
+    trust = actions.add_parser(
+        "trust",
+        parents=[common, where],
+        help="let a server of the workspace's .hdsp/mcp.json run, exactly as written now",
+    )
+    trust.add_argument("name")
+    trust.add_argument("--revoke", action="store_true", help="stop trusting it (and stop it)")
+    trust.set_defaults(handler=run_trust)
+    return actions

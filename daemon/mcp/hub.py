@@ -1,0 +1,394 @@
+"""The MCP hub: every MCP server the daemon uses, in one task group.
+
+Servers come from the settings (`mcp.servers`, every workspace) and from a
+workspace's `.hdsp/mcp.json` (tasks in that workspace; a workspace server of the
+same name wins). A server starts when a task first needs its tools (before the
+task's next model request) or, with `autostart`, when hdspd starts; it is
+restarted with backoff when it crashes; it stops when its configuration changes
+or goes, and when hdspd stops. A workspace's servers start only once trusted
+(:mod:`.trust`). Every change of a server's state is a daemon-wide
+`mcpServerChanged` event.
+
+The hub is the tool registry's source of MCP tools (:meth:`tools`,
+:meth:`prepare`): a task is offered the tools of the servers of its workspace
+that are connected.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+
+import anyio
+import anyio.abc
+import jsonschema
+import structlog
+
+from hdsp.daemon.config.mcp import McpServerDefinition, McpSettings, parse_servers
+from hdsp.daemon.tools import Tool, ToolError
+from hdsp.protocol import (
+    Event,
+    McpServerChanged,
+    McpServerList,
+    McpServerStatus,
+    McpToolInfo,
+)
+
+from .connection import McpConnection, SecretLookup, ServerKey
+from .tools import AccessMcpResource, McpTool, make_mcp_tool
+from .trust import TrustStore
+
+__all__ = ["WORKSPACE_FILE", "McpHub"]
+
+log = structlog.get_logger("hdsp.mcp")
+
+#: A workspace's MCP servers, relative to the workspace.
+WORKSPACE_FILE = Path(".hdsp") / "mcp.json"
+
+
+class _Found:
+    """A server configured for a workspace, and whether it may run."""
+
+    def __init__(self, key: ServerKey, definition: McpServerDefinition, *, trusted: bool) -> None:
+        self.key = key
+        self.definition = definition
+        self.trusted = trusted
+
+
+class McpHub:
+    def __init__(
+        self,
+        settings: Callable[[], McpSettings],
+        *,
+        secrets: SecretLookup,
+        emit: Callable[[Event], Awaitable[None]],
+        trust_file: Path,
+    ) -> None:
+        self._settings = settings
+        self._secrets = secrets
+        self._emit = emit
+        self._trust = TrustStore(trust_file)
+        self._connections: dict[ServerKey, McpConnection] = {}
+        self._tool_cache: dict[ServerKey, tuple[int, list[McpTool]]] = {}
+        #: Workspace file contents by workspace: (stat signature, servers, error).
+        self._files: dict[
+            str, tuple[tuple[int, int], dict[str, McpServerDefinition], str | None]
+        ] = {}
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._resource_tool = AccessMcpResource(self._connection_for_resource)
+
+    # ---- lifetime ---------------------------------------------------------------------
+
+    async def run(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            task_status.started()
+            self.apply_settings()
+            await anyio.sleep_forever()
+
+    async def aclose(self) -> None:
+        """Stop every server (their processes end with them)."""
+        for connection in self._connections.values():
+            connection.stop()
+        self._connections.clear()
+        if self._tg is not None:
+            self._tg.cancel_scope.cancel()
+
+    def apply_settings(self) -> None:
+        """The settings changed: stop global servers whose definition changed or
+        went; start the ones marked `autostart`."""
+        configured = self._settings().servers
+        for key, connection in list(self._connections.items()):
+            if key[0] is None and configured.get(key[1]) != connection.definition:
+                self._drop(key)
+        for name, definition in configured.items():
+            if definition.is_enabled and definition.autostart:
+                self._connection(_Found((None, name), definition, trusted=True)).start()
+
+    # ---- what a workspace has -----------------------------------------------------------
+
+    @staticmethod
+    def _workspace_key(workspace: str | os.PathLike[str]) -> str:
+        return os.path.realpath(workspace)
+
+    def _workspace_file(self, workspace: str) -> tuple[dict[str, McpServerDefinition], str | None]:
+        path = Path(workspace) / WORKSPACE_FILE
+        try:
+            info = path.stat()
+        except FileNotFoundError:
+            self._files.pop(workspace, None)
+            return {}, None
+        except OSError as exc:
+            return {}, f"{path}: {exc.strerror or exc}"
+        signature = (info.st_mtime_ns, info.st_size)
+        cached = self._files.get(workspace)
+        if cached is not None and cached[0] == signature:
+            return cached[1], cached[2]
+        servers: dict[str, McpServerDefinition] = {}
+        error: str | None = None
+        try:
+            document = json.loads(path.read_bytes())
+            if not isinstance(document, dict):
+                raise ValueError("it must hold a JSON object with `mcpServers`")
+            servers = parse_servers(document)
+        except (OSError, ValueError) as exc:
+            error = f"{path} was not used: {exc}"
+            log.warning("workspace mcp.json unusable", path=str(path), error=str(exc))
+        self._files[workspace] = (signature, servers, error)
+        return servers, error
+
+    def _found(self, workspace: str | None) -> tuple[dict[str, _Found], str | None]:
+        """The servers a task in `workspace` has, by name."""
+        found = {
+            name: _Found((None, name), definition, trusted=True)
+            for name, definition in self._settings().servers.items()
+        }
+        error = None
+        if workspace is not None:
+            ws = self._workspace_key(workspace)
+            servers, error = self._workspace_file(ws)
+            for name, definition in servers.items():
+                trusted = self._trust.is_trusted(ws, name, definition)
+                found[name] = _Found((ws, name), definition, trusted=trusted)
+        return found, error
+
+    def _connection(self, found: _Found) -> McpConnection:
+        """The connection of `found` (a new one if its definition changed)."""
+        connection = self._connections.get(found.key)
+        if connection is not None and connection.definition == found.definition:
+            return connection
+        if connection is not None:
+            self._drop(found.key)
+        connection = McpConnection(
+            found.key, found.definition, secrets=self._secrets, on_change=self._changed
+        )
+        self._connections[found.key] = connection
+        assert self._tg is not None, "the MCP hub is not running"
+        self._tg.start_soon(connection.run)
+        return connection
+
+    def _drop(self, key: ServerKey) -> None:
+        connection = self._connections.pop(key, None)
+        self._tool_cache.pop(key, None)
+        if connection is not None:
+            connection.stop()
+
+    def _runnable(self, workspace: str | None) -> list[McpConnection]:
+        found, _ = self._found(workspace)
+        return [
+            self._connection(f) for f in found.values() if f.definition.is_enabled and f.trusted
+        ]
+
+    # ---- the tool registry's source -------------------------------------------------------
+
+    async def prepare(self, workspace: Path) -> None:
+        """Start the servers a task in `workspace` has, and wait (each up to its
+        startup timeout) until each is connected or failed."""
+        if self._tg is None:
+            return
+        connections = self._runnable(str(workspace))
+        for connection in connections:
+            connection.start()
+
+        async def settle(connection: McpConnection) -> None:
+            with anyio.move_on_after(connection.definition.startup_timeout + 1):
+                await connection.wait_settled()
+
+        async with anyio.create_task_group() as tg:
+            for connection in connections:
+                tg.start_soon(settle, connection)
+
+    def tools(self, workspace: Path) -> Sequence[Tool]:
+        """The tools of the connected servers a task in `workspace` has."""
+        if self._tg is None:
+            return []
+        found, _ = self._found(str(workspace))
+        tools: list[Tool] = []
+        any_resources = False
+        for f in found.values():
+            connection = self._connections.get(f.key)
+            if (
+                connection is None
+                or connection.definition != f.definition
+                or not f.trusted
+                or not f.definition.is_enabled
+                or connection.state != "connected"
+            ):
+                continue
+            tools += self._tools_of(connection)
+            any_resources = any_resources or bool(connection.resources)
+        if any_resources:
+            tools.append(self._resource_tool)
+        return tools
+
+    def _tools_of(self, connection: McpConnection) -> list[McpTool]:
+        cached = self._tool_cache.get(connection.key)
+        if cached is not None and cached[0] == connection.tools_version:
+            return cached[1]
+        allowed = set(connection.definition.always_allow)
+        made: list[McpTool] = []
+        seen: set[str] = set()
+        for tool in connection.tools:
+            schema = tool.input_schema or {"type": "object"}
+            try:
+                jsonschema.validators.validator_for(schema).check_schema(schema)
+            except jsonschema.SchemaError as exc:
+                log.warning(
+                    "mcp tool skipped: its input schema is invalid",
+                    server=connection.name,
+                    tool=tool.name,
+                    error=exc.message,
+                )
+                continue
+            made_tool = make_mcp_tool(
+                connection, tool, always_allow=tool.name in allowed or "*" in allowed
+            )
+            if made_tool.name in seen:
+                continue
+            seen.add(made_tool.name)
+            made.append(made_tool)
+        self._tool_cache[connection.key] = (connection.tools_version, made)
+        return made
+
+    async def _connection_for_resource(self, workspace: Path, server: str) -> McpConnection:
+        found, _ = self._found(str(workspace))
+        f = found.get(server)
+        if f is None:
+            names = ", ".join(sorted(found)) or "none"
+            raise ToolError(f"There is no MCP server named {server!r} (the servers: {names}).")
+        if not f.definition.is_enabled or not f.trusted:
+            raise ToolError(f"The MCP server {server!r} is disabled or not trusted.")
+        return self._connection(f)
+
+    # ---- commands -------------------------------------------------------------------------
+
+    def status(self, f: _Found) -> McpServerStatus:
+        d = f.definition
+        base = {
+            "name": f.key[1],
+            "scope": "global" if f.key[0] is None else "workspace",
+            "workspace": f.key[0],
+            "transport": d.transport,
+        }
+        connection = self._connections.get(f.key)
+        if connection is not None and connection.definition != d:
+            connection = None
+        if not d.is_enabled:
+            return McpServerStatus(state="disabled", target=_target(d), **base)  # type: ignore[arg-type]
+        if not f.trusted:
+            return McpServerStatus(
+                state="untrusted",
+                target=_target(d),
+                error=(
+                    f"a server of {f.key[0]}/{WORKSPACE_FILE}: check what it runs, then "
+                    f"trust it with `hdsp mcp trust {f.key[1]}` in that workspace"
+                ),
+                **base,  # type: ignore[arg-type]
+            )
+        if connection is None:
+            return McpServerStatus(state="stopped", target=_target(d), **base)  # type: ignore[arg-type]
+        return self._connection_status(connection)
+
+    def _connection_status(self, connection: McpConnection) -> McpServerStatus:
+        d = connection.definition
+        tools = [
+            McpToolInfo(
+                name=t.tool_name,
+                offered_as=t.name,
+                description=t.description.split("] ", 1)[-1],
+                always_allow=t.always_allowed,
+            )
+            for t in (self._tools_of(connection) if connection.state == "connected" else [])
+        ]
+        return McpServerStatus(
+            name=connection.name,
+            scope="global" if connection.workspace is None else "workspace",
+            workspace=connection.workspace,
+            transport=d.transport,
+            state=connection.state,
+            error=connection.error,
+            target=connection.target(),
+            server_info=connection.server_info,
+            tools=tools,
+            resources=len(connection.resources),
+            restarts=connection.restarts,
+            retry_in_seconds=connection.retry_in,
+        )
+
+    async def _changed(self, connection: McpConnection) -> None:
+        if self._connections.get(connection.key) is not connection:
+            return
+        status = self._connection_status(connection)
+        log.info(
+            "mcp server state",
+            server=connection.name,
+            workspace=connection.workspace,
+            state=connection.state,
+            error=connection.error,
+        )
+        await self._emit(McpServerChanged(payload=(status,)))
+
+    async def list(self, workspace: str | None, *, start: bool = False) -> McpServerList:
+        if start and workspace is not None:
+            await self.prepare(Path(workspace))
+        elif start:
+            for connection in self._runnable(None):
+                connection.start()
+        ws = None if workspace is None else self._workspace_key(workspace)
+        found, error = self._found(ws)
+        return McpServerList(
+            servers=[self.status(f) for _, f in sorted(found.items())], config_error=error
+        )
+
+    def _find(self, name: str, workspace: str | None) -> _Found:
+        found, error = self._found(None if workspace is None else self._workspace_key(workspace))
+        f = found.get(name)
+        if f is None:
+            names = ", ".join(sorted(found)) or "none are configured"
+            extra = f" ({error})" if error else ""
+            raise KeyError(
+                f"There is no MCP server named {name!r} here (the servers: {names}){extra}."
+            )
+        return f
+
+    async def restart(self, name: str, workspace: str | None) -> McpServerStatus:
+        """Raises KeyError (unknown) or ValueError (disabled, untrusted)."""
+        f = self._find(name, workspace)
+        if not f.definition.is_enabled:
+            raise ValueError(f"The MCP server {name!r} is disabled in its configuration.")
+        if not f.trusted:
+            raise ValueError(f"The MCP server {name!r} is not trusted: `hdsp mcp trust {name}`.")
+        connection = self._connection(f)
+        connection.restart()
+        with anyio.move_on_after(f.definition.startup_timeout + 1):
+            await connection.wait_settled()
+        return self.status(f)
+
+    async def trust(self, name: str, workspace: str, trusted: bool) -> McpServerStatus:
+        """Raises KeyError (no such workspace server)."""
+        ws = self._workspace_key(workspace)
+        servers, error = self._workspace_file(ws)
+        definition = servers.get(name)
+        if definition is None:
+            extra = f" ({error})" if error else ""
+            raise KeyError(f"{ws}/{WORKSPACE_FILE} has no server named {name!r}{extra}.")
+        self._trust.set(ws, name, definition, trusted)
+        f = _Found((ws, name), definition, trusted=trusted)
+        if not trusted:
+            self._drop(f.key)
+            return self.status(f)
+        if definition.is_enabled:
+            connection = self._connection(f)
+            connection.start()
+            with anyio.move_on_after(definition.startup_timeout + 1):
+                await connection.wait_settled()
+        return self.status(f)
+
+
+def _target(d: McpServerDefinition) -> str:
+    return shlex.join([d.command, *d.args]) if d.command is not None else d.url or ""
