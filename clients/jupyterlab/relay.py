@@ -3,7 +3,8 @@ outcomes become HTTP.
 
 The browser sends a protocol command exactly as `TaskCommand.data` carries it. Only
 commands on tasks and asks, reads of kernels (their variables too: a silent,
-read-only inspection) and profiles, and the daemon's status
+read-only inspection) and profiles, the daemon's status, and a panel's
+declarations and answers as a document host (panel_hosts)
 go through: a page in the browser never sets secrets, imports or exports
 settings, changes profiles, runs code in a kernel of its choosing, or shuts the
 daemon down (the CLI does those).
@@ -18,6 +19,7 @@ from typing import Any
 import msgspec
 
 from hdsp.protocol import (
+    AnswerDocumentEdit,
     CancelTask,
     CloseTask,
     Command,
@@ -30,6 +32,7 @@ from hdsp.protocol import (
     GetStatus,
     GetTask,
     GetTaskPage,
+    HostDocuments,
     ListKernels,
     ListTasks,
     ListVariables,
@@ -79,6 +82,9 @@ FORWARDED: tuple[type[Any], ...] = (
     GetModels,
     GetStatus,
     Ping,
+    # The panel as a document host (panel_hosts checks what a page may declare).
+    HostDocuments,
+    AnswerDocumentEdit,
 )
 
 
