@@ -7,7 +7,7 @@
 import { expect, test } from '@jupyterlab/galata';
 
 import { screenshot } from './control';
-import { activateCell, cellCount, cellSource, noDialog, openNotebook, sendFromPanel } from './livePanel';
+import { activateCell, cellCount, cellSource, noDialog, openNotebook, sendFromPanel, windowShot } from './livePanel';
 
 test('the agent inserts and runs a plotting cell in the open notebook', async ({ page }) => {
   await openNotebook(page, 'plots.ipynb');
@@ -31,6 +31,7 @@ test('the agent inserts and runs a plotting cell in the open notebook', async ({
   await expect(plotted.locator('.jp-InputPrompt')).toContainText('[2]');
   await noDialog(page);
   await screenshot(page, 'live-edits-panel-plot');
+  await windowShot(page, 'live-edits-panel-notebook');
 
   // The user saves: no "File Changed" dialog (the file was never written behind Lab).
   await page.notebook.save();

@@ -2,6 +2,8 @@
 // collaboration): open a notebook the Python side wrote, run its first cell (the
 // user builds `df`), and send a prompt from the panel with that notebook open.
 import { expect, Page } from '@jupyterlab/galata';
+import * as fs from 'fs';
+import * as path from 'path';
 
 import { openPanel } from './control';
 
@@ -56,4 +58,11 @@ export async function sendFromPanel(page: Page, prompt: string): Promise<void> {
 /** No dialog is open (JupyterLab's "File Changed" would be one). */
 export async function noDialog(page: Page): Promise<void> {
   await expect(page.locator('.jp-Dialog')).toHaveCount(0);
+}
+
+/** A picture of the whole window (the open notebook beside the panel), as control.ts's `screenshot` places it. */
+export async function windowShot(page: Page, name: string): Promise<void> {
+  const dir = process.env.HDSP_SCREENSHOT_DIR || process.env.HDSP_UI_OUTPUT!;
+  fs.mkdirSync(dir, { recursive: true });
+  await page.screenshot({ path: path.join(dir, `${name}.png`) });
 }
