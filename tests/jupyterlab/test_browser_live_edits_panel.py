@@ -69,7 +69,7 @@ def test_scenario_2_an_inserted_cell_runs_and_plots_in_the_open_notebook(
     # inserted under it, through the window's notebook model.
     user = [m for m in fake_openai.requests[0]["messages"] if m["role"] == "user"][-1]
     context = json.dumps(user["content"])
-    assert "plots.ipynb" in context and '\\"index\\": 0' in context.replace(":0", ": 0"), context
+    assert "plots.ipynb" in context and '\\"cell\\":{\\"index\\":0' in context, context
     read, inserted, ran = tool_results(fake_openai, 3)[-3:]
     assert "open in JupyterLab (the notebook's window)" in read, read
     assert "df = pd.DataFrame" in read  # the open document's cells
