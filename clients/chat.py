@@ -34,6 +34,7 @@ from hdsp.protocol import (
 
 from .client import Client
 from .console import Console, use_color
+from .context_flags import add_context_arguments, prompt_context
 from .errors import CommandFailed
 from .escape import escape_controls
 from .exit_codes import ExitCode
@@ -92,6 +93,8 @@ class Chat:
             history=InMemoryHistory(), key_bindings=_key_bindings(), multiline=False
         )
         self.answers: PromptSession[str] = PromptSession()
+        #: What every message of this chat is about (--notebook, --cell).
+        self.context = prompt_context(self.args)
 
     def note(self, text: str) -> None:
         sys.stderr.write(escape_controls(text) + "\n")
@@ -172,13 +175,16 @@ class Chat:
         head = (await self.client.status()).head_seq
         if self.task_id is None:
             ref = await self.client.start_task(
-                text, profile=self.args.profile, workspace=self.args.workspace
+                text,
+                profile=self.args.profile,
+                workspace=self.args.workspace,
+                context=self.context,
             )
             self.task_id = ref.task_id
             self.note(f"task {ref.task_id}")
             await self.follow(head, Renderer(first_text_is_prompt=True), echo=False)
             return
-        ref = await self.client.send_message(self.task_id, text)
+        ref = await self.client.send_message(self.task_id, text, context=self.context)
         if ref.queued:
             self.note("The task is busy: the message waits until its turn ends.")
         await self.follow(head, Renderer(first_text_is_prompt=False), ours=True)
@@ -256,7 +262,9 @@ class Chat:
         else:
             response, text = "messageResponse", line
         try:
-            await self.client.respond_to_ask(self.task_id, ask.ts, response, text)
+            # (An answer in words is a message: it carries the chat's context.)
+            context = self.context if response == "messageResponse" else None
+            await self.client.respond_to_ask(self.task_id, ask.ts, response, text, context=context)
         except CommandFailed as exc:
             if exc.code not in (ErrorCode.ALREADY_ANSWERED, ErrorCode.INVALID_STATE):
                 raise
@@ -286,4 +294,5 @@ def add_chat_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     add_task_argument(chat, nargs="?", help="continue this task (id or prefix); default: a new one")
     chat.add_argument("--profile", help="provider profile of a new task")
     chat.add_argument("--workspace", help="directory a new task works in (default: here)")
+    add_context_arguments(chat)
     chat.set_defaults(handler=run_chat)

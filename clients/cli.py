@@ -17,9 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import anyio
 
 from hdsp.protocol import (
-    ActiveCell,
     ErrorCode,
-    PromptContext,
     SandboxStatus,
     TaskRef,
     TaskState,
@@ -35,6 +33,8 @@ from .checkpoints_command import add_checkpoints_parsers
 from .client import Client, connect
 from .completion import add_completion_parser, autocomplete, print_completion
 from .console import use_color
+from .context_flags import add_context_arguments as _add_context_arguments
+from .context_flags import prompt_context as _prompt_context
 from .errors import ClientError, CommandFailed, DaemonNotRunning
 from .escape import escape_controls
 from .exit_codes import ExitCode, exit_code_table
@@ -102,40 +102,6 @@ _AUTO_APPROVE = {
     "subtasks": "always_allow_subtasks",
     "followup": "always_allow_followup",
 }
-
-
-def _add_context_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--notebook",
-        metavar="PATH",
-        help="the notebook the message is about (inside the task's workspace): the agent "
-        "gets its outline (cells, first lines, execution counts, outputs) with the message",
-    )
-    parser.add_argument(
-        "--cell",
-        metavar="INDEX",
-        type=int,
-        help="with --notebook: the cell the message is about, by index from 0",
-    )
-
-
-def _prompt_context(args: argparse.Namespace) -> PromptContext | None:
-    """The context --notebook and --cell give (the daemon reads the outline from
-    the file, inside the workspace only); None without them."""
-    notebook: str | None = getattr(args, "notebook", None)
-    cell: int | None = getattr(args, "cell", None)
-    if notebook is None:
-        if cell is not None:
-            raise CommandFailed(ErrorCode.INVALID_REQUEST, "--cell needs --notebook PATH.")
-        return None
-    if cell is not None and cell < 0:
-        raise CommandFailed(ErrorCode.INVALID_REQUEST, "--cell is an index from 0.")
-    # An absolute path: the daemon takes it relative to the task's workspace.
-    return PromptContext(
-        notebook=os.path.abspath(notebook),
-        cell=ActiveCell(index=cell) if cell is not None else None,
-        outline_from_file=True,
-    )
 
 
 def _approvals(auto_approve: str | None, yes: bool) -> dict[str, Any] | None:

@@ -615,13 +615,17 @@ class Client:
         text: str | None = None,
         *,
         images: list[str] | None = None,
+        context: PromptContext | None = None,
     ) -> TaskRef:
         """Answer a waiting ask: "yesButtonClicked", "noButtonClicked" or
-        "messageResponse" (with text)."""
+        "messageResponse" (with text); `context`: what an answer with text is
+        about (a notebook, a cell), as a message's."""
         data = msgspec.convert(
             {"askTs": ask_ts, "response": response, "text": text, "images": images},
             RespondToAskData,
         )
+        if context is not None:
+            data = msgspec.structs.replace(data, context=context)
         return await self.request(RespondToAsk(task_id=task_id, data=data))
 
     async def delete_queued_message(self, task_id: str, message_id: str) -> TaskRef:
@@ -643,10 +647,17 @@ class Client:
         return await self.request(RewindTask(data=data))
 
     async def edit_message(
-        self, task_id: str, ts: int, text: str, *, images: list[str] | None = None
+        self,
+        task_id: str,
+        ts: int,
+        text: str,
+        *,
+        images: list[str] | None = None,
+        context: PromptContext | None = None,
     ) -> TaskRef:
-        """Replace the user's message `ts` with `text` and go on from there."""
-        data = EditMessageData(task_id=task_id, ts=ts, text=text, images=images)
+        """Replace the user's message `ts` with `text` (about `context`, if given)
+        and go on from there."""
+        data = EditMessageData(task_id=task_id, ts=ts, text=text, images=images, context=context)
         return await self.request(EditMessage(data=data))
 
     async def delete_message(self, task_id: str, ts: int) -> TaskRef:

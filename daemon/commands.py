@@ -214,7 +214,9 @@ class Commands:
             case RewindTask(data=data):
                 return await tasks.rewind(data.task_id, data.ts, include=data.include)
             case EditMessage(data=data):
-                return await tasks.edit_message(data.task_id, data.ts, data.text, data.images)
+                return await tasks.edit_message(
+                    data.task_id, data.ts, data.text, data.images, data.context
+                )
             case DeleteMessage(data=data):
                 return await tasks.delete_message(data.task_id, data.ts)
             case ForkTask(data=data):

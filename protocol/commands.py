@@ -324,6 +324,15 @@ class RespondToAskData(WireStruct, frozen=True):
     ]
     text: str | None = None
     images: list[str] | None = None
+    context: Annotated[
+        PromptContext | None,
+        Meta(
+            description=(
+                "hdsp: what an answer with text is about (as SendMessage's `context`), "
+                "shown to the model as untrusted data and kept on the user's message."
+            )
+        ),
+    ] = None
 
 
 class ReplayData(WireStruct, frozen=True):
@@ -397,6 +406,15 @@ class EditMessageData(WireStruct, frozen=True):
     ts: Annotated[int, Meta(description="A user_feedback message of the task.")]
     text: str
     images: list[str] | None = None
+    context: Annotated[
+        PromptContext | None,
+        Meta(
+            description=(
+                "hdsp: what the new message is about (as SendMessage's `context`); "
+                "the edited message's own context is not carried over."
+            )
+        ),
+    ] = None
 
 
 class EditMessage(CommandBase["TaskRef"], tag="EditMessage", frozen=True):

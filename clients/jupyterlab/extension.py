@@ -57,6 +57,9 @@ class HdspExtension(ExtensionApp):
 
     def initialize_settings(self) -> None:
         self.link = DaemonLink(self.hdsp_runtime_dir, start_daemon=self.start_daemon, log=self.log)
+        # A panel's declarations of the notebooks its window holds (panel_hosts)
+        # are forwarded only while live edits are on.
+        self.settings["hdsp_live_edits"] = self.live_edits
 
     def initialize_handlers(self) -> None:
         assert self.link is not None

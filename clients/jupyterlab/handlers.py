@@ -5,6 +5,7 @@ Server's own authentication and authorization (resource "hdsp")."""
 from __future__ import annotations
 
 import re
+import time
 from http import HTTPStatus
 from typing import Any, cast
 
@@ -16,9 +17,12 @@ from jupyter_server.base.handlers import APIHandler, JupyterHandler
 from tornado import web, websocket
 
 from hdsp.protocol import (
+    AnswerDocumentEdit,
     AttachKernel,
     CommandBase,
+    DocumentsHosted,
     ErrorCode,
+    HostDocuments,
     SendMessage,
     StartNewTask,
     command_name,
@@ -27,6 +31,7 @@ from hdsp.protocol import (
 from ..errors import ClientError, CommandFailed, ConnectionLost
 from .link import DaemonDown, DaemonLink, SinkClosed
 from .notebook_kernel import with_notebook_kernel
+from .panel_hosts import checked_answer, panel_declaration
 from .relay import CommandRefused, decode_request, error_body, http_status, with_workspace
 
 __all__ = [
@@ -95,7 +100,13 @@ class CommandHandler(_LinkHandler):
             return
         command = with_workspace(command, self.settings["server_root_dir"])
         name = command_name(command)
+        #: For a panel's HostDocuments: its paths made absolute (panel_hosts).
+        hosted: dict[str, str] | None = None
         try:
+            if isinstance(command, HostDocuments):
+                command, hosted = panel_declaration(command, self.settings["server_root_dir"])
+            elif isinstance(command, AnswerDocumentEdit):
+                command = checked_answer(command)
             command = await with_notebook_kernel(
                 command,
                 root_dir=self.settings["server_root_dir"],
@@ -109,7 +120,13 @@ class CommandHandler(_LinkHandler):
             )
             if context is not None and context.notebook and not context.kernel_id:
                 self.log.info("hdsp: %s has no running kernel here", context.notebook)
-            result: object = await self.link.request(cast("CommandBase[object]", command))
+            result: object
+            if hosted is not None and not self.settings.get("hdsp_live_edits", True):
+                # Live edits are off: the window holds nothing the agent edits.
+                assert isinstance(command, HostDocuments)
+                result, hosted = DocumentsHosted(host_id=command.host_id, paths=0), {}
+            else:
+                result = await self.link.request(cast("CommandBase[object]", command))
         except CommandRefused as exc:
             self._fail(exc.status, exc.code, exc.message)
             return
@@ -119,6 +136,10 @@ class CommandHandler(_LinkHandler):
             self._client_error(exc)
             return
         self.set_header("Content-Type", "application/json")
+        if hosted is not None:
+            body = {"result": result, "paths": hosted, "serverTime": time.time()}
+            self.finish(msgspec.json.encode(body))
+            return
         self.finish(msgspec.json.encode({"result": result}))
 
     async def _attach(self, connection_file: str) -> str:

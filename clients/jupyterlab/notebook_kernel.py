@@ -25,7 +25,14 @@ from typing import Any
 import msgspec
 from jupyter_core.utils import ensure_async
 
-from hdsp.protocol import Command, ErrorCode, SendMessage, StartNewTask
+from hdsp.protocol import (
+    Command,
+    EditMessage,
+    ErrorCode,
+    RespondToAsk,
+    SendMessage,
+    StartNewTask,
+)
 
 from .relay import CommandRefused
 
@@ -100,11 +107,12 @@ async def with_notebook_kernel(
     attach: AttachConnectionFile,
     page_kernel_id: str | None = None,
 ) -> Command:
-    """`command` (a StartNewTask or SendMessage with a context) with the context's
-    notebook made absolute (`root_dir` is absolute, the server's root) and its
-    kernel attached and named; any other command as it is. `page_kernel_id` is
-    the Jupyter kernel id the page sent: only a kernel of this server is used."""
-    if not isinstance(command, StartNewTask | SendMessage):
+    """`command` (a StartNewTask, SendMessage, EditMessage or RespondToAsk with a
+    context) with the context's notebook made absolute (`root_dir` is absolute,
+    the server's root) and its kernel attached and named; any other command as
+    it is. `page_kernel_id` is the Jupyter kernel id the page sent: only a kernel
+    of this server is used."""
+    if not isinstance(command, StartNewTask | SendMessage | EditMessage | RespondToAsk):
         return command
     context = command.data.context
     if context is None:

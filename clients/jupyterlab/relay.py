@@ -4,8 +4,9 @@ outcomes become HTTP.
 The browser sends a protocol command exactly as `TaskCommand.data` carries it. Only
 commands on tasks and asks, reads of kernels (their variables too: a silent,
 read-only inspection) and profiles, a task's checkpoints (list, diff, restore:
-a replay of the kernel is asked for in the task, as any tool), and the daemon's
-status go through: a page in the browser never sets secrets, imports or exports
+a replay of the kernel is asked for in the task, as any tool), the daemon's
+status, and a panel's declarations and answers as a document host (panel_hosts)
+go through: a page in the browser never sets secrets, imports or exports
 settings, changes profiles, runs code in a kernel of its choosing, or shuts the
 daemon down (the CLI does those).
 """
@@ -19,6 +20,7 @@ from typing import Any
 import msgspec
 
 from hdsp.protocol import (
+    AnswerDocumentEdit,
     CancelTask,
     CloseTask,
     Command,
@@ -33,6 +35,7 @@ from hdsp.protocol import (
     GetTask,
     GetTaskPage,
     ListCheckpoints,
+    HostDocuments,
     ListKernels,
     ListTasks,
     ListVariables,
@@ -86,6 +89,9 @@ FORWARDED: tuple[type[Any], ...] = (
     ListCheckpoints,
     DiffCheckpoints,
     RestoreCheckpoint,
+    # The panel as a document host (panel_hosts checks what a page may declare).
+    HostDocuments,
+    AnswerDocumentEdit,
 )
 
 

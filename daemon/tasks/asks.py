@@ -208,6 +208,8 @@ class AskBox:
             pending.message, is_answered=True, answer=answer.response, answered_by=answer.by
         )
         if answer.text or answer.images:
-            await self._messages.say(Say.USER_FEEDBACK, answer.text, images=answer.images or None)
+            await self._messages.say(
+                Say.USER_FEEDBACK, answer.text, images=answer.images or None, context=answer.context
+            )
         await self._messages.emit(TaskAskResponded(payload=(self.task_id,)))
         pending.answered.set()

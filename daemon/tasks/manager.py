@@ -115,7 +115,7 @@ from hdsp.protocol import (
 
 from .deletion import plan_delete
 from .deps import TaskDeps, TaskKernels
-from .notebook_context import resolve_context
+from .notebook_context import context_block, resolve_context
 from .prompt import system_prompt
 from .queued import decode_queued
 from .relayed import relay_refusal, relayed_result
@@ -771,7 +771,14 @@ class TaskManager:
             data = await self._with_context(task, data)
             ask = task.pending_ask
             if ask is not None:
-                answer = AskAnswer(AskResponse.MESSAGE, data.text, list(data.images or []), by=by)
+                answer = AskAnswer(
+                    AskResponse.MESSAGE,
+                    data.text,
+                    list(data.images or []),
+                    by=by,
+                    context=data.context,
+                    context_block=None if data.context is None else context_block(data.context),
+                )
                 await task.asks.respond(ask.ts, answer)
                 return TaskRef(task_id=task_id, state=TaskState.RUNNING)
             if task.busy:
@@ -858,7 +865,20 @@ class TaskManager:
                         f"The ask {data.ask_ts} of task {task_id} was already answered.",
                     )
             raise CommandError(ErrorCode.INVALID_STATE, f"No ask waits in task {task_id}.")
-        answer = AskAnswer(AskResponse(data.response), data.text, list(data.images or []), by=by)
+        context = None
+        if data.context is not None and (data.text or data.images):
+            # (The context checked, its kernel bound, as a message's.)
+            context = (
+                await self._with_context(task, SendMessageData(context=data.context))
+            ).context
+        answer = AskAnswer(
+            AskResponse(data.response),
+            data.text,
+            list(data.images or []),
+            by=by,
+            context=context,
+            context_block=None if context is None else context_block(context),
+        )
         await task.asks.respond(data.ask_ts, answer)
         return TaskRef(task_id=task_id, state=task.state)
 
@@ -1224,7 +1244,12 @@ class TaskManager:
                 del self._replays[task_id]
 
     async def edit_message(
-        self, task_id: str, ts: int, text: str, images: list[str] | None
+        self,
+        task_id: str,
+        ts: int,
+        text: str,
+        images: list[str] | None,
+        context: PromptContext | None = None,
     ) -> TaskRef:
         """Replace the user's message `ts` and go on from there (EditMessage)."""
         self._check_open()
@@ -1238,7 +1263,8 @@ class TaskManager:
                 "edited (the task's first message cannot: fork the task instead).",
             )
         await self.rewind(task_id, ts, include=True)
-        return await self.send_message(task_id, SendMessageData(text=text, images=images))
+        edited = SendMessageData(text=text, images=images, context=context)
+        return await self.send_message(task_id, edited)
 
     async def delete_message(self, task_id: str, ts: int) -> TaskRef:
         """Delete the user's message `ts` (see DeleteMessage): a running turn is

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 from hdsp.daemon.conversation import ImageBlock, TextBlock
-from hdsp.protocol import AskResponse, ClineMessage
+from hdsp.protocol import AskResponse, ClineMessage, PromptContext
 
 __all__ = [
     "AskAnswer",
@@ -79,6 +79,11 @@ class AskAnswer:
     images: list[str] = field(default_factory=list)
     #: Who answered: a client's name, or what answered for nobody ("timeout").
     by: str | None = None
+    #: What an answer with text is about (the notebook, cell, ...), kept on the
+    #: user's message...
+    context: PromptContext | None = None
+    #: ...and as the model reads it (a delimited block of data, never instructions).
+    context_block: str | None = None
 
     @property
     def approved(self) -> bool:

@@ -82,4 +82,7 @@ class AskFollowupQuestion(Tool):
         if images:
             reply += f"\n({len(images)} image{'s' if len(images) != 1 else ''} attached.)"
         content: list[TextBlock | ImageBlock] = [TextBlock(text=reply), *images]
+        if answer.context_block is not None:
+            # What the answer is about, as a message's context: data, before the answer.
+            content.insert(0, TextBlock(text=answer.context_block))
         return ToolResult(content=content)

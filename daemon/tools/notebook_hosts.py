@@ -127,7 +127,9 @@ class NotebookHosts:
         holding = [h for h in self._hosts.values() if path in h.paths]
         if not holding:
             return None
-        return min(holding, key=lambda h: _PREFERENCE.get(h.route, 9))
+        # Of two panels (two browser windows), the one that declared last: a
+        # window that went away without a word stops declaring first.
+        return min(holding, key=lambda h: (_PREFERENCE.get(h.route, 9), -h.expires))
 
     def hosts(self) -> list[NotebookHost]:
         self._expire()

@@ -353,3 +353,24 @@ def test_declarations_expire_and_the_shared_document_is_preferred() -> None:
     assert hosts.host_for("/w/a.ipynb") is None
     with pytest.raises(ValueError, match="not an absolute path"):
         hosts.declare("panel-2", "panel", ["relative.ipynb"], 30.0)
+
+
+def test_of_two_windows_the_one_that_declared_last_is_chosen() -> None:
+    """Two browser windows (panels) hold the same notebook: exactly one is asked,
+    the one whose declaration is freshest (a window closed without a word stops
+    renewing, so the other takes over before its lease ends)."""
+    now = [100.0]
+
+    async def emit(event: Event) -> None:
+        raise AssertionError("nothing is requested here")
+
+    hosts = NotebookHosts(emit, clock=lambda: now[0])
+    hosts.declare("panel-a", "panel", ["/w/a.ipynb"], 30.0)
+    now[0] += 5
+    hosts.declare("panel-b", "panel", ["/w/a.ipynb"], 30.0)
+    chosen = hosts.host_for("/w/a.ipynb")
+    assert chosen is not None and chosen.host_id == "panel-b"
+    now[0] += 5
+    hosts.declare("panel-a", "panel", ["/w/a.ipynb"], 30.0)  # a renews; b went quiet
+    chosen = hosts.host_for("/w/a.ipynb")
+    assert chosen is not None and chosen.host_id == "panel-a"

@@ -15,6 +15,7 @@ import React from 'react';
 
 import { agentCellMarksPlugin } from './agentCellMarks';
 import { NotebookContextSource } from './contextChips';
+import { startLiveEdits } from './liveEditsLab';
 import { PanelModel } from './model';
 import { Panel } from './panel';
 
@@ -43,12 +44,15 @@ const plugin: JupyterFrontEndPlugin<void> = {
     const model = new PanelModel();
     // The prompt's context chips read the main area's current notebook.
     const notebooks = new NotebookContextSource(app.shell);
+    // The agent's edits to the notebooks open here, without real-time collaboration.
+    const liveEdits = startLiveEdits(app.shell, model);
     const widget = ReactWidget.create(React.createElement(Panel, { model, rendermime, notebooks }));
     widget.id = PANEL_ID;
     widget.title.icon = hdspIcon;
     widget.title.caption = 'hdsp';
     widget.addClass('hdsp-panel-widget');
     widget.disposed.connect(() => {
+      liveEdits.dispose();
       model.dispose();
       notebooks.dispose();
     });

@@ -905,6 +905,10 @@ export interface EditMessage {
   data: EditMessageData;
 }
 export interface EditMessageData {
+  /**
+   * hdsp: what the new message is about (as SendMessage's `context`); the edited message's own context is not carried over.
+   */
+  context?: PromptContext | null;
   images?: string[] | null;
   taskId: string;
   text: string;
@@ -984,6 +988,10 @@ export interface RespondToAskData {
    * `ts` of the ask being answered: the ClineMessage with type "ask" that is the snapshot's `pendingAsk`, or the newest ask of the task's message events.
    */
   askTs: number;
+  /**
+   * hdsp: what an answer with text is about (as SendMessage's `context`), shown to the model as untrusted data and kept on the user's message.
+   */
+  context?: PromptContext | null;
   images?: string[] | null;
   /**
    * Roo's ClineAskResponse: "yesButtonClicked", "noButtonClicked", "messageResponse" or "objectResponse".
