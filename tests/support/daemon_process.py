@@ -162,12 +162,22 @@ class DaemonProcess:
 
     def finish(self, *, show_log: bool) -> None:
         """End a test's daemon: stop it if it runs, print its log when the test
-        failed (`show_log`), remove its files."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.stop()
-        if show_log:
-            print(f"---- hdspd stderr ----\n{self.stderr()}")
-        self.cleanup()
+        failed (`show_log`) or the daemon would not stop, remove its files."""
+        try:
+            if self.proc is not None and self.proc.poll() is None:
+                try:
+                    self.stop()
+                except subprocess.TimeoutExpired:
+                    # The test fails with this, and no process outlives it (a
+                    # Popen left running fails whichever test collects it).
+                    self.proc.kill()
+                    self.proc.wait()
+                    show_log = True
+                    raise
+        finally:
+            if show_log:
+                print(f"---- hdspd stderr ----\n{self.stderr()}")
+            self.cleanup()
 
 
 def call_failed(request: object) -> bool:

@@ -48,5 +48,8 @@ class ImportHold:
             fd = os.open(self._release, os.O_WRONLY | os.O_NONBLOCK)
         except OSError:  # ENXIO: no reader, the import is not held
             return
-        os.close(fd)
+        try:
+            os.write(fd, b"\n")
+        finally:
+            os.close(fd)
         self.released = True

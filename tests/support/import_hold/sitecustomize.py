@@ -8,8 +8,8 @@ The first import of MODULE by a thread other than the main one stops before the
 module's code runs, as a slow import would, while that thread holds the import
 locks of MODULE and of every module it is importing on the way (those that
 import MODULE): it writes
-to HELD (which returns once the test reads it) and then reads RELEASE (which
-returns once the test opens it for writing and closes it). No polling: FIFOs block
+to HELD (which returns once the test reads it) and then reads a byte from RELEASE
+(which the test writes). No polling: FIFOs block
 until the other side opens them.
 """
 
@@ -36,10 +36,16 @@ class _HeldLoader(Loader):
         return self._inner.create_module(spec)
 
     def exec_module(self, module: ModuleType) -> None:
-        with open(self._held, "w") as held:
-            held.write(f"{threading.current_thread().name}\n")
-        with open(self._release) as release:
-            release.read()
+        # RELEASE is open for reading before HELD is written, so the test's
+        # release can never come in between and find no reader. Opened read-write,
+        # so the open does not wait for a writer and the read waits for a byte.
+        release = os.open(self._release, os.O_RDWR)
+        try:
+            with open(self._held, "w") as held:
+                held.write(f"{threading.current_thread().name}\n")
+            os.read(release, 1)
+        finally:
+            os.close(release)
         self._inner.exec_module(module)
 
 

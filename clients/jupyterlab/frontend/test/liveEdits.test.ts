@@ -15,8 +15,14 @@ import {
 } from '../src/liveEdits';
 import type { DocumentEdit, DocumentEditAnswer, DocumentEditRequest, TaskEvent } from '../src/wire';
 
+// Each YNotebook's awareness runs an interval timer until the notebook is
+// disposed: left running, jest's process never exits.
+const made: YNotebook[] = [];
+afterEach(() => made.splice(0).forEach(nb => nb.dispose()));
+
 function notebook(...sources: string[]): YNotebook {
   const nb = new YNotebook();
+  made.push(nb);
   sources.forEach((source, i) => nb.insertCell(i, { cell_type: 'code', source, id: `c${i}` }));
   return nb;
 }
