@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -73,9 +73,13 @@ class CheckpointService:
         settings: Callable[[], CheckpointSettings],
         clock: Callable[[], int],
         kernels: KernelService | None = None,
+        private: Sequence[Path] = (),
     ) -> None:
         #: The kernels a restore "with kernel" restarts and replays into.
         self.kernels = kernels
+        #: hdsp's own folders (data, runtime): never in a checkpoint, and no
+        #: workspace inside one has checkpoints.
+        self._private = list(private)
         self._store = store
         self._journal = journal
         self._root = root
@@ -94,7 +98,7 @@ class CheckpointService:
         return self._settings().enabled
 
     def refusal(self, workspace: Path) -> str | None:
-        return refusal(workspace)
+        return refusal(workspace, self._private)
 
     def _repo(self, workspace: Path) -> tuple[ShadowRepo, anyio.Lock]:
         real = Path(os.path.realpath(workspace))
@@ -106,6 +110,7 @@ class CheckpointService:
                 real,
                 max_file_bytes=settings.max_file_bytes,
                 exclude=settings.exclude,
+                private=self._private,
             )
             self._locks[real] = anyio.Lock()
         repo.max_file_bytes = settings.max_file_bytes
@@ -280,7 +285,7 @@ class CheckpointService:
     async def nested(self, workspace: Path) -> list[str]:
         """The nested repositories the workspace's shadow repository leaves out (as
         its last checkpoint found them); none if it has no shadow repository."""
-        if refusal(workspace) is not None:
+        if self.refusal(workspace) is not None:
             return []
         repo, lock = self._repo(workspace)
         if not (repo.git_dir / "HEAD").exists():

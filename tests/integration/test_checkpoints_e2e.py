@@ -443,3 +443,29 @@ async def test_a_cell_marked_no_replay_is_skipped_with_a_note(
     ]
     variables = {v.name: v.summary for v in result.kernel.variables}
     assert variables == {"x": "1"}  # the restored kernel's variables, listed
+
+
+async def test_the_daemon_s_own_folders_inside_the_workspace_are_never_checkpointed_nor_restored(
+    daemon: DaemonProcess, fake_openai: FakeOpenAI
+) -> None:
+    # A workspace that holds hdspd's data dir (its database, settings and the
+    # shadow repositories themselves) and its runtime dir.
+    workspace = daemon.data_dir.parent
+    assert daemon.runtime_dir.parent == workspace
+    (workspace / ".hdspignore").write_text("hdspd.stderr\n")  # (the test's log of hdspd)
+    fake_openai.script(
+        call("write_to_file", path="one.txt", content="1\n"),
+        call("write_to_file", path="one.txt", content="2\n"),
+        done(),
+    )
+    async with connect(daemon.runtime_dir) as client:
+        task_id, head = await start(client, "write twice", workspace, **ALLOW)
+        await collect_turn(client, task_id, head, until=(TaskCompleted,))
+        first, second = (await client.list_checkpoints(task_id)).checkpoints
+        assert first.changed == [".hdspignore"] and second.changed == ["one.txt"]
+        result = await client.restore_checkpoint(task_id, 1)
+        assert result.files == ["one.txt"]
+        assert not (workspace / "one.txt").exists()
+        # The daemon's database was left alone: it still answers, with all of it.
+        numbers = [c.number for c in (await client.list_checkpoints(task_id)).checkpoints]
+        assert numbers == [1, 2, 3]
