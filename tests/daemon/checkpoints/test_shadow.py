@@ -257,7 +257,11 @@ async def test_a_folder_made_a_link_out_stops_no_checkpoint_and_no_restore_write
     assert second.commit != first.commit and set(second.changed) == {"d", "d/f.txt"}
     _, mode = await repo.git("ls-tree", second.commit, "d")
     assert mode.startswith(b"120000 ")  # the link itself, never what it points to
-    assert sorted(await repo.restore(first.commit)) == ["d", "d/f.txt"]
+    (workspace / "leak").symlink_to(outside / "f.txt")
+    third = await repo.save("three")
+    assert await repo.show(third.commit, "leak") == os.fsencode(outside / "f.txt")
+    assert "the user's, outside" not in await repo.unified_diff(second.commit, third.commit, "leak")
+    assert sorted(await repo.restore(first.commit)) == ["d", "d/f.txt", "leak"]
     assert not (workspace / "d").is_symlink()
     assert (workspace / "d" / "f.txt").read_text() == "inside\n"
     assert (outside / "f.txt").read_text() == "the user's, outside\n"
@@ -341,3 +345,36 @@ async def test_file_names_are_never_patterns_to_git(workspace: Path, tmp_path: P
     assert sorted(await repo.restore(first.commit)) == ["*", "[ad].txt"]
     assert (workspace / "data.bin").read_bytes() == b"x" * 500
     assert not (workspace / "*").exists() and (workspace / "a.txt").read_text() == "a\n"
+
+
+async def test_no_config_hook_or_fsmonitor_of_a_repository_in_the_workspace_ever_runs(
+    workspace: Path, tmp_path: Path
+) -> None:
+    # The user's repository (the workspace's .git) and a nested one, with what a
+    # model could write into them: an fsmonitor command, hooks, a diff driver.
+    marker = tmp_path / "ran"
+    command = f"touch {marker}; false"
+    nested = workspace / "sub"
+    nested.mkdir()
+    _git(nested, "init", "-q")
+    (nested / "n.txt").write_text("n")
+    for repo_dir in (workspace / ".git", nested / ".git"):
+        with (repo_dir / "config").open("a") as config:
+            config.write(
+                f'[core]\n\tfsmonitor = "{command}"\n\tpager = "{command}"\n'
+                f'[diff]\n\texternal = "{command}"\n[diff "x"]\n\ttextconv = "{command}"\n'
+                f'[filter "x"]\n\tclean = "{command}"\n\tsmudge = "{command}"\n'
+            )
+        for hook in ("pre-commit", "post-commit", "post-checkout", "post-index-change"):
+            path = repo_dir / "hooks" / hook
+            path.write_text(f"#!/bin/sh\n{command}\n")
+            path.chmod(0o755)
+    (workspace / ".gitattributes").write_text("* diff=x filter=x\n")
+    repo = ShadowRepo(tmp_path / "data", workspace, max_file_bytes=10**6)
+    first = await repo.save("one")
+    (workspace / "a.txt").write_text("changed\n")
+    second = await repo.save("two")
+    assert "+changed" in await repo.unified_diff(first.commit, second.commit, "a.txt")
+    await repo.restore(first.commit)
+    assert (workspace / "a.txt").read_text() == "a\n"
+    assert not marker.exists()
