@@ -10,7 +10,7 @@ import functools
 import os
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import msgspec
@@ -56,6 +56,24 @@ _encoder = msgspec.json.Encoder()
 
 #: Diff text kept per file (characters).
 DIFF_LIMIT = 200_000
+#: Diff text of one answer, all files together (characters): the files past it
+#: are listed with a note instead of their diff (and cost no git process).
+DIFF_TOTAL_LIMIT = 4_000_000
+
+
+def _status(letter: str) -> Literal["added", "modified", "deleted"]:
+    return "added" if letter == "A" else "deleted" if letter == "D" else "modified"
+
+
+def _not_shown(letter: str, path: str) -> FileChange:
+    return FileChange(
+        path=path,
+        status=_status(letter),
+        diff=(
+            f"[diff not shown: the files before it hold {DIFF_TOTAL_LIMIT:,} characters of "
+            "changes, all one answer holds; diff checkpoints nearer to each other]\n"
+        ),
+    )
 
 
 def _cut(text: str) -> str:
@@ -277,8 +295,14 @@ class CheckpointService:
                     # The workspace now: staged (and committed) as a checkpoint would be.
                     await repo.save(f"diff of checkpoint {number} (task {task_id})")
                 target = new.commit if new is not None else None
+                total = 0
                 for letter, path in await repo.changes(old.commit, target):
-                    files.append(await self._file_change(repo, old.commit, target, letter, path))
+                    if total >= DIFF_TOTAL_LIMIT:
+                        files.append(_not_shown(letter, path))
+                        continue
+                    change = await self._file_change(repo, old.commit, target, letter, path)
+                    total += len(change.diff)
+                    files.append(change)
             nested = sorted(repo.nested)
         return CheckpointDiff(task_id=task_id, checkpoint=number, to=to, files=files, nested=nested)
 
@@ -298,18 +322,18 @@ class CheckpointService:
     async def _file_change(
         self, repo: ShadowRepo, old: str, new: str | None, letter: str, path: str
     ) -> FileChange:
-        status = {"A": "added", "D": "deleted"}.get(letter, "modified")
+        status = _status(letter)
         if path.endswith(".ipynb"):
             before = await repo.show(old, path)
             after = await repo.show(new, path)
             text = notebook_diff(before, after)
             if text is not None:
-                return FileChange(path=path, status=status, diff=_cut(text), notebook=True)  # type: ignore[arg-type]
+                return FileChange(path=path, status=status, diff=_cut(text), notebook=True)
         text = await repo.unified_diff(old, new, path)
         binary = "Binary files" in text.split("@@", 1)[0]
         return FileChange(
             path=path,
-            status=status,  # type: ignore[arg-type]
+            status=status,
             diff="" if binary else _cut(text),
             binary=binary,
         )

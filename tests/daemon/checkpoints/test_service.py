@@ -1,0 +1,47 @@
+"""The checkpoint service with a real store, journal and git: what one diff
+answer holds is bounded."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import pytest
+
+from hdsp.daemon.checkpoints import CheckpointService
+from hdsp.daemon.checkpoints import service as service_module
+from hdsp.daemon.config import CheckpointSettings
+from hdsp.daemon.store import Journal, Store
+
+
+async def _drop(topic: bytes, body: bytes) -> None:
+    pass
+
+
+async def test_a_diff_answer_holds_a_bounded_amount_of_diff_text(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(service_module, "DIFF_TOTAL_LIMIT", 1000)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    names = [f"f{i}.txt" for i in range(5)]
+    for name in names:
+        (ws / name).write_text("")
+    async with Store.open(tmp_path / "db.sqlite3") as store:
+        journal = Journal(store, _drop)
+        async with anyio.create_task_group() as tg:
+            await tg.start(journal.run)
+            service = CheckpointService(
+                store, journal, tmp_path / "data", lambda: CheckpointSettings(), lambda: 0
+            )
+            await service.save("t", ws, "one")
+            for name in names:
+                (ws / name).write_text("".join(f"line {i:04d} of {name}\n" for i in range(30)))
+            diff = await service.diff("t", ws, 1, None)
+            await journal.aclose()
+    assert [f.path for f in diff.files] == names and {f.status for f in diff.files} == {"modified"}
+    shown = [f for f in diff.files if "+line 0029" in f.diff]
+    # Each file's diff is ~700 characters: two make the 1,000, the rest only a note.
+    assert [f.path for f in shown] == names[:2]
+    for f in diff.files[2:]:
+        assert f.diff.startswith("[diff not shown: the files before it hold 1,000 characters")
