@@ -36,7 +36,9 @@ real `git` binary.
   state on top, so every checkpoint stays reachable.
 
 Every git command runs as a subprocess through anyio, never through a shell;
-callers bound it with a deadline.
+callers bound it with a deadline. A git killed hard (by that deadline, or with
+hdspd's process group) leaves its lock files: the next save or restore removes
+them, as nothing else runs git on the shadow repository.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio
+import structlog
 
 from hdsp.daemon.errors import HdspError
 from hdsp.daemon.tools.workspace import Workspace
@@ -62,6 +65,8 @@ __all__ = [
     "WorkspaceRefused",
     "refusal",
 ]
+
+log = structlog.get_logger("hdsp.checkpoints")
 
 #: Folders (relative to the home directory) whose shadow repository would take in
 #: a person's whole life: refused, as Roo refuses them.
@@ -80,6 +85,9 @@ _ATTRIBUTES = (
     "# Written by hdsp: the workspace's .gitattributes steer nothing here.\n"
     "* -text -eol -crlf -ident -filter -working-tree-encoding !diff !merge\n"
 )
+
+#: The lock files of the git commands a save and a restore run.
+_GIT_LOCKS = ("index.lock", "HEAD.lock")
 
 #: Settings given on every git command line (they win over the repository's
 #: config, also one an older hdsp wrote).
@@ -330,10 +338,24 @@ class ShadowRepo:
                 entries.append((record[:2].decode(), os.fsdecode(record[3:])))
         return entries
 
+    def _clear_stale_locks(self) -> None:
+        """Remove the lock files a git killed hard left (the deadline's SIGKILL,
+        or hdspd's process group killed): only hdsp runs git here, one command
+        at a time, so a lock found between commands is stale, and would fail
+        every later checkpoint."""
+        for name in _GIT_LOCKS:
+            try:
+                (self.git_dir / name).unlink()
+            except FileNotFoundError:
+                pass
+            else:
+                log.warning("stale git lock removed", git_dir=str(self.git_dir), lock=name)
+
     async def save(self, message: str) -> SavedTree:
         """Commit the workspace as it is; with nothing changed, the last commit."""
         if not self._ready:
             await self.open()
+        self._clear_stale_locks()
         self._forget_gone_nested()
         self._write_excludes()  # (the settings' patterns may have changed)
         notes: list[str] = []
@@ -441,6 +463,7 @@ class ShadowRepo:
         caller saved the present state first. Returns the paths that changed.
         Files over the size limit and files inside nested repositories are left
         as they are."""
+        self._clear_stale_locks()
         kept = set(self.unsaved)
         changed = [path for _, path in await self.changes(commit, None) if path not in kept]
         if changed:

@@ -378,3 +378,23 @@ async def test_no_config_hook_or_fsmonitor_of_a_repository_in_the_workspace_ever
     await repo.restore(first.commit)
     assert (workspace / "a.txt").read_text() == "a\n"
     assert not marker.exists()
+
+
+async def test_a_lock_left_by_a_killed_git_does_not_stop_later_checkpoints(
+    workspace: Path, tmp_path: Path
+) -> None:
+    # git killed hard (the deadline's SIGKILL, or hdspd's whole group killed)
+    # leaves its lock files behind; only hdsp uses the shadow repository, and it
+    # runs one git at a time on it, so one found there is stale.
+    repo = ShadowRepo(tmp_path / "data", workspace, max_file_bytes=10**6)
+    first = await repo.save("one")
+    (repo.git_dir / "index.lock").write_bytes(b"")
+    (repo.git_dir / "HEAD.lock").write_text(first.commit + "\n")
+    again = ShadowRepo(tmp_path / "data", workspace, max_file_bytes=10**6)  # after a restart
+    (workspace / "a.txt").write_text("changed\n")
+    second = await again.save("two")
+    assert second.changed == ["a.txt"]
+    (repo.git_dir / "index.lock").write_bytes(b"")  # (and one killed by a deadline)
+    (workspace / "a.txt").write_text("changed again\n")
+    assert (await again.save("three")).changed == ["a.txt"]
+    assert await again.restore(first.commit) == ["a.txt"]
