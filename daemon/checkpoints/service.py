@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
@@ -34,7 +35,7 @@ from .executions import ExecutionRecord, replay_plan
 from .notebook_diff import notebook_diff
 from .pending import PendingReplay
 from .replay import replay_kernel
-from .shadow import ShadowRepo, refusal
+from .shadow import GitFailed, ShadowRepo, refusal
 
 __all__ = ["Announce", "CheckpointService"]
 
@@ -59,6 +60,17 @@ DIFF_LIMIT = 200_000
 #: Diff text of one answer, all files together (characters): the files past it
 #: are listed with a note instead of their diff (and cost no git process).
 DIFF_TOTAL_LIMIT = 4_000_000
+
+
+@contextmanager
+def _written(what: str) -> Iterator[None]:
+    """An OSError of the shadow repository's own files (a full disk, a data dir
+    that cannot be written) as the GitFailed its callers handle (they say there
+    is no checkpoint, and the call runs)."""
+    try:
+        yield
+    except OSError as exc:
+        raise GitFailed(f"{what}: {exc}") from exc
 
 
 def _status(letter: str) -> Literal["added", "modified", "deleted"]:
@@ -240,7 +252,8 @@ class CheckpointService:
         repo, lock = self._repo(workspace)
         async with lock:
             with anyio.fail_after(self._deadline()):
-                saved = await repo.save(f"{reason} (task {task_id})")
+                with _written("The checkpoint could not be written"):
+                    saved = await repo.save(f"{reason} (task {task_id})")
             number = await self._last("checkpoints", "number", task_id, self._numbers) + 1
             self._numbers[task_id] = number
         executions = await self._last("kernel_executions", "seq", task_id, self._seqs)
@@ -293,7 +306,8 @@ class CheckpointService:
             with anyio.fail_after(self._deadline() * 4):
                 if new is None:
                     # The workspace now: staged (and committed) as a checkpoint would be.
-                    await repo.save(f"diff of checkpoint {number} (task {task_id})")
+                    with _written("The workspace could not be read for the diff"):
+                        await repo.save(f"diff of checkpoint {number} (task {task_id})")
                 target = new.commit if new is not None else None
                 total = 0
                 for letter, path in await repo.changes(old.commit, target):
@@ -316,7 +330,8 @@ class CheckpointService:
             return []
         async with lock:
             with anyio.fail_after(self._deadline()):
-                await repo.open()
+                with _written("The shadow repository could not be opened"):
+                    await repo.open()
             return sorted(repo.nested)
 
     async def _file_change(
@@ -350,7 +365,8 @@ class CheckpointService:
         repo, lock = self._repo(workspace)
         async with lock:
             with anyio.fail_after(self._deadline() * 4):
-                changed = await repo.restore(info.commit)
+                with _written("The files could not be restored"):
+                    changed = await repo.restore(info.commit)
             nested = sorted(repo.nested)
         return undo, changed, nested
 

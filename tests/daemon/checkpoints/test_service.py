@@ -8,7 +8,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from hdsp.daemon.checkpoints import CheckpointService
+from hdsp.daemon.checkpoints import CheckpointService, GitFailed
 from hdsp.daemon.checkpoints import service as service_module
 from hdsp.daemon.config import CheckpointSettings
 from hdsp.daemon.store import Journal, Store
@@ -45,3 +45,25 @@ async def test_a_diff_answer_holds_a_bounded_amount_of_diff_text(
     assert [f.path for f in shown] == names[:2]
     for f in diff.files[2:]:
         assert f.diff.startswith("[diff not shown: the files before it hold 1,000 characters")
+
+
+async def test_a_checkpoint_that_cannot_be_written_fails_as_a_checkpoint_failure(
+    tmp_path: Path,
+) -> None:
+    # (The data dir unusable: a file where its checkpoints folder should be, as a
+    # full disk or a wrong permission would make it.) The caller says "no
+    # checkpoint" and runs the call: it must get the error it handles, not OSError.
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (tmp_path / "data").write_text("not a folder")
+    async with Store.open(tmp_path / "db.sqlite3") as store:
+        journal = Journal(store, _drop)
+        async with anyio.create_task_group() as tg:
+            await tg.start(journal.run)
+            service = CheckpointService(
+                store, journal, tmp_path / "data", lambda: CheckpointSettings(), lambda: 0
+            )
+            with pytest.raises(GitFailed, match="could not be written"):
+                await service.save("t", ws, "one")
+            assert await service.checkpoints("t") == []
+            await journal.aclose()
