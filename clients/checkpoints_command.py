@@ -23,6 +23,7 @@ from .ask_prompt import read_line
 from .client import Client
 from .console import Console
 from .exit_codes import ExitCode
+from .history_view import replay_lines
 from .task_ids import add_task_argument, resolve_task_id
 
 __all__ = ["add_checkpoints_parsers"]
@@ -90,15 +91,8 @@ def _show_replay_ask(cli: Console, text: str) -> None:
         data: Any = json.loads(text)
     except ValueError:
         data = {}
-    cells = data.get("cells", []) if isinstance(data, dict) else []
-    cli.out(str(data.get("note", "Replay these cells in a restarted kernel:")))
-    for cell in cells if isinstance(cells, list) else []:
-        if not isinstance(cell, dict):
-            continue
-        skip = f"  [{cell['skip']}]" if cell.get("skip") else ""
-        cli.out(f"--- execution {cell.get('seq')}{skip}")
-        for line in str(cell.get("code", "")).split("\n"):
-            cli.out("    " + line)
+    for line in replay_lines(data if isinstance(data, dict) else {}):
+        cli.out(line)
 
 
 async def _answer_replay_ask(cli: Console, client: Client, task_id: str) -> None:

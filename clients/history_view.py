@@ -29,7 +29,7 @@ from .context_line import context_line
 from .escape import escape_controls
 from .todo_view import todo_markdown
 
-__all__ = ["FOLDED_NOTE", "FOLD_LINES", "HistoryView", "usage_line"]
+__all__ = ["FOLDED_NOTE", "FOLD_LINES", "HistoryView", "replay_lines", "usage_line"]
 
 #: Output longer than this many lines is folded to its head and tail.
 FOLD_LINES = 20
@@ -78,6 +78,20 @@ def _json_object(text: str) -> dict[str, Any] | None:
     except ValueError:
         return None
     return data if isinstance(data, dict) else None
+
+
+def replay_lines(data: dict[str, Any]) -> list[str]:
+    """What a kernel replay's ask (a restore with the kernel) will run: its note,
+    then each cell's code under `--- execution N` (and why it is skipped)."""
+    lines = [str(data.get("note", "Replay these cells in a restarted kernel:"))]
+    cells = data.get("cells")
+    for cell in cells if isinstance(cells, list) else []:
+        if not isinstance(cell, dict):
+            continue
+        skip = f"  [{cell['skip']}]" if cell.get("skip") else ""
+        lines.append(f"--- execution {cell.get('seq')}{skip}")
+        lines += ["    " + line for line in str(cell.get("code", "")).split("\n")]
+    return lines
 
 
 def usage_line(tokens_in: int, tokens_out: int, cost: float, cache_reads: int | None) -> str:
@@ -366,6 +380,13 @@ class HistoryView:
                     f"ask: call {data.get('toolName')} on the MCP server {server}?", _YELLOW
                 )
                 self._write(str(data.get("arguments", "")), None, "    ")
+        elif data is not None and data.get("tool") == "replay_kernel":
+            # The code a person approves here runs again: every line of it, shown.
+            self._write(
+                f"ask: restore checkpoint {data.get('checkpoint')} with the kernel?", _YELLOW
+            )
+            for line in replay_lines(data):
+                self._write(line, None, "  ")
         elif data is not None and "tool" in data:
             self._write(
                 "ask: allow this?" + (" (protected path)" if m.is_protected else ""), _YELLOW

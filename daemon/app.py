@@ -366,6 +366,7 @@ class Daemon:
             lambda: store.settings.checkpoints,
             clock=lambda: int(time.time() * 1000),
             kernels=self.kernels,
+            private=(self.paths.data_dir, self.paths.runtime_dir),
         )
         self.tasks = engine.task_manager(
             self.store,

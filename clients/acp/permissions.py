@@ -45,6 +45,10 @@ def always_scope(ask: ClineMessage) -> str | None:
         except ValueError:
             return None
         if isinstance(data, dict) and isinstance(data.get("tool"), str):
+            # A kernel replay runs the code shown in this ask, and another replay
+            # other code: each is approved on its own.
+            if data["tool"] == "replay_kernel":
+                return None
             return f"tool:{data['tool']}"
     return None
 

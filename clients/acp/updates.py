@@ -50,7 +50,7 @@ from unidiff.patch import PatchSet
 
 from hdsp.protocol import CellOutput, ClineMessage, TodoItem, ToolResultText
 
-from ..history_view import kernel_output_text
+from ..history_view import kernel_output_text, replay_lines
 
 __all__ = [
     "PERMISSION_ASKS",
@@ -96,6 +96,7 @@ _KINDS: dict[str, ToolKind] = {
     "execute_command": "execute",
     "execute_code": "execute",
     "run_cell": "execute",
+    "replay_kernel": "execute",
     "switch_mode": "switch_mode",
     "switchMode": "switch_mode",
     "update_todo_list": "think",
@@ -233,10 +234,14 @@ def tool_call_of_ask(
         title = f"Switch to {inline_code(str(data.get('mode') or data.get('mode_slug')))} mode"
     elif tool == "update_todo_list":
         title = "Update the todo list"
+    elif tool == "replay_kernel":
+        title = f"Restore checkpoint {data.get('checkpoint')} with the kernel (run its cells again)"
     else:
         title = inline_code(tool)
     content: list[ToolContent] = []
-    if isinstance(data.get("diff"), str) and absolute is not None:
+    if tool == "replay_kernel":
+        content = [_text(fenced("\n".join(replay_lines(data)), "python"))]
+    elif isinstance(data.get("diff"), str) and absolute is not None:
         content = _diff_content(absolute, str(data["diff"]), bool(data.get("isNewFile")))
     elif isinstance(data.get("code"), str):
         content = [_text(fenced(str(data["code"]), "python"))]
@@ -335,6 +340,9 @@ class UpdateTranslator:
             return self._call_output(self._acp(m.tool_use_id), _cell_content(text))
         if say == "tool_result" and m.tool_use_id:
             return self._call_result(m)
+        if say in ("checkpoint_saved", "checkpoint_restored"):
+            # (A restore may come from another client: the host sees it here.)
+            return self._once(m, text[0:1].upper() + text[1:] + ".")
         if say == "error":
             if m.tool_use_id:
                 return self._call_failed(self._acp(m.tool_use_id), text)

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import msgspec
@@ -34,7 +35,7 @@ from .executions import ExecutionRecord, replay_plan
 from .notebook_diff import notebook_diff
 from .pending import PendingReplay
 from .replay import replay_kernel
-from .shadow import ShadowRepo, refusal
+from .shadow import GitFailed, ShadowRepo, refusal
 
 __all__ = ["Announce", "CheckpointService"]
 
@@ -56,6 +57,35 @@ _encoder = msgspec.json.Encoder()
 
 #: Diff text kept per file (characters).
 DIFF_LIMIT = 200_000
+#: Diff text of one answer, all files together (characters): the files past it
+#: are listed with a note instead of their diff (and cost no git process).
+DIFF_TOTAL_LIMIT = 4_000_000
+
+
+@contextmanager
+def _written(what: str) -> Iterator[None]:
+    """An OSError of the shadow repository's own files (a full disk, a data dir
+    that cannot be written) as the GitFailed its callers handle (they say there
+    is no checkpoint, and the call runs)."""
+    try:
+        yield
+    except OSError as exc:
+        raise GitFailed(f"{what}: {exc}") from exc
+
+
+def _status(letter: str) -> Literal["added", "modified", "deleted"]:
+    return "added" if letter == "A" else "deleted" if letter == "D" else "modified"
+
+
+def _not_shown(letter: str, path: str) -> FileChange:
+    return FileChange(
+        path=path,
+        status=_status(letter),
+        diff=(
+            f"[diff not shown: the files before it hold {DIFF_TOTAL_LIMIT:,} characters of "
+            "changes, all one answer holds; diff checkpoints nearer to each other]\n"
+        ),
+    )
 
 
 def _cut(text: str) -> str:
@@ -73,9 +103,13 @@ class CheckpointService:
         settings: Callable[[], CheckpointSettings],
         clock: Callable[[], int],
         kernels: KernelService | None = None,
+        private: Sequence[Path] = (),
     ) -> None:
         #: The kernels a restore "with kernel" restarts and replays into.
         self.kernels = kernels
+        #: hdsp's own folders (data, runtime): never in a checkpoint, and no
+        #: workspace inside one has checkpoints.
+        self._private = list(private)
         self._store = store
         self._journal = journal
         self._root = root
@@ -94,7 +128,7 @@ class CheckpointService:
         return self._settings().enabled
 
     def refusal(self, workspace: Path) -> str | None:
-        return refusal(workspace)
+        return refusal(workspace, self._private)
 
     def _repo(self, workspace: Path) -> tuple[ShadowRepo, anyio.Lock]:
         real = Path(os.path.realpath(workspace))
@@ -106,6 +140,7 @@ class CheckpointService:
                 real,
                 max_file_bytes=settings.max_file_bytes,
                 exclude=settings.exclude,
+                private=self._private,
             )
             self._locks[real] = anyio.Lock()
         repo.max_file_bytes = settings.max_file_bytes
@@ -217,7 +252,8 @@ class CheckpointService:
         repo, lock = self._repo(workspace)
         async with lock:
             with anyio.fail_after(self._deadline()):
-                saved = await repo.save(f"{reason} (task {task_id})")
+                with _written("The checkpoint could not be written"):
+                    saved = await repo.save(f"{reason} (task {task_id})")
             number = await self._last("checkpoints", "number", task_id, self._numbers) + 1
             self._numbers[task_id] = number
         executions = await self._last("kernel_executions", "seq", task_id, self._seqs)
@@ -270,41 +306,49 @@ class CheckpointService:
             with anyio.fail_after(self._deadline() * 4):
                 if new is None:
                     # The workspace now: staged (and committed) as a checkpoint would be.
-                    await repo.save(f"diff of checkpoint {number} (task {task_id})")
+                    with _written("The workspace could not be read for the diff"):
+                        await repo.save(f"diff of checkpoint {number} (task {task_id})")
                 target = new.commit if new is not None else None
+                total = 0
                 for letter, path in await repo.changes(old.commit, target):
-                    files.append(await self._file_change(repo, old.commit, target, letter, path))
+                    if total >= DIFF_TOTAL_LIMIT:
+                        files.append(_not_shown(letter, path))
+                        continue
+                    change = await self._file_change(repo, old.commit, target, letter, path)
+                    total += len(change.diff)
+                    files.append(change)
             nested = sorted(repo.nested)
         return CheckpointDiff(task_id=task_id, checkpoint=number, to=to, files=files, nested=nested)
 
     async def nested(self, workspace: Path) -> list[str]:
         """The nested repositories the workspace's shadow repository leaves out (as
         its last checkpoint found them); none if it has no shadow repository."""
-        if refusal(workspace) is not None:
+        if self.refusal(workspace) is not None:
             return []
         repo, lock = self._repo(workspace)
         if not (repo.git_dir / "HEAD").exists():
             return []
         async with lock:
             with anyio.fail_after(self._deadline()):
-                await repo.open()
+                with _written("The shadow repository could not be opened"):
+                    await repo.open()
             return sorted(repo.nested)
 
     async def _file_change(
         self, repo: ShadowRepo, old: str, new: str | None, letter: str, path: str
     ) -> FileChange:
-        status = {"A": "added", "D": "deleted"}.get(letter, "modified")
+        status = _status(letter)
         if path.endswith(".ipynb"):
             before = await repo.show(old, path)
             after = await repo.show(new, path)
             text = notebook_diff(before, after)
             if text is not None:
-                return FileChange(path=path, status=status, diff=_cut(text), notebook=True)  # type: ignore[arg-type]
+                return FileChange(path=path, status=status, diff=_cut(text), notebook=True)
         text = await repo.unified_diff(old, new, path)
         binary = "Binary files" in text.split("@@", 1)[0]
         return FileChange(
             path=path,
-            status=status,  # type: ignore[arg-type]
+            status=status,
             diff="" if binary else _cut(text),
             binary=binary,
         )
@@ -321,7 +365,8 @@ class CheckpointService:
         repo, lock = self._repo(workspace)
         async with lock:
             with anyio.fail_after(self._deadline() * 4):
-                changed = await repo.restore(info.commit)
+                with _written("The files could not be restored"):
+                    changed = await repo.restore(info.commit)
             nested = sorted(repo.nested)
         return undo, changed, nested
 

@@ -14,8 +14,20 @@ real `git` binary.
   gets no shadow of its own: its files belong to its own git, whose index and
   HEAD a restore behind its back would contradict.)
 - What is left out: the workspace's `.gitignore` files (git reads them), its
-  `.hdspignore` (`core.excludesFile`), the patterns of the settings, and files
-  over the size limit (with a note).
+  `.hdspignore` (read by hdsp as the file tools read it, never by git: a pipe or
+  a link out of the workspace is no ignore file), the patterns of the settings,
+  hdsp's own folders (data, runtime) when they lie inside the workspace, and
+  files over the size limit (with a note).
+- Nothing in the workspace steers git: its `.gitattributes` are overridden by
+  `info/attributes` (no end-of-line or encoding conversion, no keyword
+  expansion, no filter, no diff driver: files are kept and restored byte for
+  byte, and a diff cannot be hidden as "binary"); no hook, fsmonitor, global or
+  system config or attributes file is used; file names are never patterns
+  (GIT_LITERAL_PATHSPECS: a file named `*` stands for itself). A path beyond a
+  symbolic link (a folder replaced by a link) is only ever taken out of the
+  index, never followed; git's checkout replaces such a link rather than
+  writing through it. A file made a pipe or a socket is left out with a note,
+  and left as it is by a restore (as a file over the size limit is).
 - Saving is cheap when little changed: `git status` (the index's stat data and
   git's untracked cache; fsmonitor off) finds what changed, and only those
   paths are staged; when nothing changed no commit is made.
@@ -24,20 +36,25 @@ real `git` binary.
   state on top, so every checkpoint stays reachable.
 
 Every git command runs as a subprocess through anyio, never through a shell;
-callers bound it with a deadline.
+callers bound it with a deadline. A git killed hard (by that deadline, or with
+hdspd's process group) leaves its lock files: the next save or restore removes
+them, as nothing else runs git on the shadow repository.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio
+import structlog
 
 from hdsp.daemon.errors import HdspError
+from hdsp.daemon.tools.workspace import Workspace
 from hdsp.protocol import ErrorCode
 
 __all__ = [
@@ -49,6 +66,8 @@ __all__ = [
     "refusal",
 ]
 
+log = structlog.get_logger("hdsp.checkpoints")
+
 #: Folders (relative to the home directory) whose shadow repository would take in
 #: a person's whole life: refused, as Roo refuses them.
 REFUSED_WORKSPACES = ("", "Desktop", "Documents", "Downloads")
@@ -58,6 +77,26 @@ _NESTED_HEADER = "# Nested git repositories (their own git keeps them):"
 
 #: An empty commit message body's author.
 _IDENTITY = ("hdsp", "hdsp@localhost")
+
+#: `info/attributes`, which wins over every `.gitattributes` of the workspace:
+#: no conversion of any kind between the files and the checkpoints, and diffs
+#: that decide for themselves what is binary.
+_ATTRIBUTES = (
+    "# Written by hdsp: the workspace's .gitattributes steer nothing here.\n"
+    "* -text -eol -crlf -ident -filter -working-tree-encoding !diff !merge\n"
+)
+
+#: The lock files of the git commands a save and a restore run.
+_GIT_LOCKS = ("index.lock", "HEAD.lock")
+
+#: Settings given on every git command line (they win over the repository's
+#: config, also one an older hdsp wrote).
+_COMMAND_CONFIG = (
+    "core.fsmonitor=false",
+    f"core.hooksPath={os.devnull}",
+    f"core.attributesFile={os.devnull}",
+    f"core.excludesFile={os.devnull}",
+)
 
 
 class WorkspaceRefused(HdspError):
@@ -70,12 +109,25 @@ class GitFailed(HdspError):
     """A git command of the shadow repository failed (its stderr in the message)."""
 
 
-def refusal(workspace: Path) -> str | None:
-    """Why `workspace` may not have a shadow repository, or None."""
+def refusal(workspace: Path, private: Sequence[Path] = ()) -> str | None:
+    """Why `workspace` may not have a shadow repository, or None. `private`:
+    hdsp's own folders (its data, where the shadow repositories are)."""
     real = Path(os.path.realpath(workspace))
     home = Path(os.path.realpath(Path.home()))
     if real == Path(real.anchor):
         return f"Checkpoints are off: the workspace {real} is the file system's root."
+    if home != real and home.is_relative_to(real):
+        return (
+            f"Checkpoints are off: the workspace {real} holds your home directory, too "
+            "much to keep copies of. Start the task in a project folder to have checkpoints."
+        )
+    for folder in private:
+        folder = Path(os.path.realpath(folder))
+        if real == folder or real.is_relative_to(folder):
+            return (
+                f"Checkpoints are off: the workspace {real} is inside hdsp's own folder "
+                f"{folder}. Start the task in a project folder to have checkpoints."
+            )
     for name in REFUSED_WORKSPACES:
         if real == (home / name if name else home):
             what = "your home directory" if not name else f"your {name} folder"
@@ -96,6 +148,8 @@ def _clean_environment(git_dir: Path) -> dict[str, str]:
         GIT_CONFIG_GLOBAL=os.devnull,
         GIT_TERMINAL_PROMPT="0",
         GIT_OPTIONAL_LOCKS="0",
+        # A path is a path: a file named `*` must not be a pattern matching others.
+        GIT_LITERAL_PATHSPECS="1",
         LC_ALL="C",
     )
     return env
@@ -121,12 +175,27 @@ class ShadowRepo:
         *,
         max_file_bytes: int,
         exclude: Sequence[str] = (),
+        private: Sequence[Path] = (),
     ) -> None:
         self.workspace = Path(os.path.realpath(workspace))
         key = hashlib.sha256(os.fsencode(self.workspace)).hexdigest()[:24]
         self.git_dir = root / key
         self.max_file_bytes = max_file_bytes
         self.exclude = list(exclude)
+        #: hdsp's folders, and the shadow repositories', that lie inside the
+        #: workspace (relative, with a trailing /): never in a checkpoint.
+        self.private = sorted(
+            {
+                real.relative_to(self.workspace).as_posix() + "/"
+                for folder in (*private, root)
+                if (real := Path(os.path.realpath(folder))) != self.workspace
+                and real.is_relative_to(self.workspace)
+            }
+        )
+        self._private = private
+        self._skip = tuple(self.private)
+        #: The workspace as the file tools see it (its `.hdspignore`).
+        self._files: Workspace | None = None
         #: Nested repositories found, relative to the workspace (with a trailing /).
         self.nested: set[str] = set()
         #: Files the last save left out by size: a restore leaves them as they are
@@ -142,7 +211,10 @@ class ShadowRepo:
         self, *args: str, input: bytes | None = None, check: bool = True
     ) -> tuple[int, bytes]:
         """Run `git args...` on the shadow repository; its stdout (and exit code)."""
-        command = ["git", "-c", "core.fsmonitor=false", *args]
+        command = ["git"]
+        for setting in _COMMAND_CONFIG:
+            command += ["-c", setting]
+        command += args
         try:
             done = await anyio.run_process(
                 command, input=input, cwd=self.workspace, env=self._env, check=False
@@ -156,10 +228,13 @@ class ShadowRepo:
 
     async def open(self) -> None:
         """Create the repository on first use; refresh its excludes every time."""
-        if refusal(self.workspace) is not None:
-            raise WorkspaceRefused(refusal(self.workspace) or "")
+        why = refusal(self.workspace, self._private)
+        if why is not None:
+            raise WorkspaceRefused(why)
         if not self.workspace.is_dir():
             raise GitFailed(f"The workspace {self.workspace} is not a folder.")
+        if self._files is None:
+            self._files = Workspace(self.workspace)
         if not (self.git_dir / "HEAD").exists():
             self.git_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
             empty = self.git_dir.parent / ".template"
@@ -175,11 +250,12 @@ class ShadowRepo:
                 "core.fsmonitor": "false",
                 "core.quotepath": "false",
                 "core.hooksPath": os.devnull,
+                "core.attributesFile": os.devnull,
                 "commit.gpgsign": "false",
                 "gc.auto": "0",
                 "user.name": _IDENTITY[0],
                 "user.email": _IDENTITY[1],
-                "core.excludesFile": str(self.workspace / ".hdspignore"),
+                "core.excludesFile": os.devnull,
             }
             for key, value in settings.items():
                 await self.git("config", key, value)
@@ -195,7 +271,7 @@ class ShadowRepo:
             text = (self.git_dir / "info" / "exclude").read_text()
         except OSError:
             return
-        _, found, listed = text.partition(_NESTED_HEADER + "\n")
+        _, found, listed = text.rpartition(_NESTED_HEADER + "\n")
         if found:
             self.nested |= {line[1:] for line in listed.splitlines() if line.startswith("/")}
 
@@ -209,25 +285,38 @@ class ShadowRepo:
                 return folder
         return None
 
+    def left_alone(self, path: str) -> bool:
+        """Whether checkpoints leave `path` to someone else: a nested repository's
+        file, or one in hdsp's own folders (kept by an older hdsp)."""
+        return path.startswith(tuple(self.private)) or self.nested_root(path) is not None
+
     def _forget_gone_nested(self) -> None:
         """A nested repository whose .git is gone is a plain folder again."""
         gone = {n for n in self.nested if not os.path.lexists(self.workspace / n / ".git")}
         self.nested -= gone
 
     def _write_excludes(self) -> None:
+        """`info/exclude` (the workspace's `.hdspignore`, then what hdsp leaves
+        out, last so that no `!pattern` before takes it back) and
+        `info/attributes`, each written only when it changes."""
         info = self.git_dir / "info"
         info.mkdir(exist_ok=True)
+        assert self._files is not None
         lines = [
-            "# Written by hdsp: what checkpoints leave out (besides .gitignore, .hdspignore).",
+            "# Written by hdsp: what checkpoints leave out (besides .gitignore).",
+            "# The workspace's .hdspignore:",
+            *self._files.ignore_lines(),
+            "# The settings' patterns, hdsp's own folders:",
             ".git",
             *self.exclude,
+            *("/" + p for p in self.private),
             _NESTED_HEADER,
             *sorted("/" + n for n in self.nested),
         ]
-        text = "\n".join(lines) + "\n"
-        path = info / "exclude"
-        if not path.exists() or path.read_text() != text:
-            path.write_text(text)
+        for name, text in (("exclude", "\n".join(lines) + "\n"), ("attributes", _ATTRIBUTES)):
+            path = info / name
+            if not path.exists() or path.read_text() != text:
+                path.write_text(text)
 
     # ---- saving ---------------------------------------------------------------
 
@@ -249,15 +338,29 @@ class ShadowRepo:
                 entries.append((record[:2].decode(), os.fsdecode(record[3:])))
         return entries
 
+    def _clear_stale_locks(self) -> None:
+        """Remove the lock files a git killed hard left (the deadline's SIGKILL,
+        or hdspd's process group killed): only hdsp runs git here, one command
+        at a time, so a lock found between commands is stale, and would fail
+        every later checkpoint."""
+        for name in _GIT_LOCKS:
+            try:
+                (self.git_dir / name).unlink()
+            except FileNotFoundError:
+                pass
+            else:
+                log.warning("stale git lock removed", git_dir=str(self.git_dir), lock=name)
+
     async def save(self, message: str) -> SavedTree:
         """Commit the workspace as it is; with nothing changed, the last commit."""
         if not self._ready:
             await self.open()
+        self._clear_stale_locks()
         self._forget_gone_nested()
         self._write_excludes()  # (the settings' patterns may have changed)
         notes: list[str] = []
         unsaved: list[str] = []
-        entries = await self._status()
+        entries = [(xy, p) for xy, p in await self._status() if not p.startswith(self._skip)]
         # A folder that shows whole among untracked files with -uall is a nested
         # repository: leave it to its own git. So is a folder of files checkpoints
         # kept before it got a .git of its own: those leave the index.
@@ -273,17 +376,25 @@ class ShadowRepo:
                 "rm", "--cached", "-r", "-q", "--ignore-unmatch",
                 "--pathspec-from-file=-", "--pathspec-file-nul", input=spec,
             )  # fmt: skip
-            entries = await self._status()
+            entries = [(xy, p) for xy, p in await self._status() if not p.startswith(self._skip)]
         paths: list[str] = []
         to_add: list[str] = []
+        to_remove: list[str] = []
         for xy, path in entries:
             if path.endswith("/") or self.nested_root(path) is not None:
                 continue
-            if xy != " D" and xy != "D ":
+            if xy[1] != "D" and xy != "D ":
                 try:
-                    size = (self.workspace / path).lstat().st_size
+                    st = (self.workspace / path).lstat()
+                    size, mode = st.st_size, st.st_mode
                 except OSError:
-                    size = 0
+                    size, mode = 0, stat.S_IFREG
+                if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+                    # (A file made a pipe or a socket: git cannot keep it, and a
+                    # restore must not take it away.)
+                    notes.append(f"{path} is not a regular file (a pipe, a socket): not saved.")
+                    unsaved.append(path)
+                    continue
                 if size > self.max_file_bytes:
                     notes.append(
                         f"{path} ({size:,} bytes) is over the checkpoint size limit "
@@ -292,12 +403,20 @@ class ShadowRepo:
                     unsaved.append(path)
                     continue
             paths.append(path)
-            if xy[1] != " ":  # the file differs from the index (or is new to it)
+            if xy[1] == "D":  # gone, or beyond a symbolic link now: `git add` refuses that
+                to_remove.append(path)
+            elif xy[1] != " ":  # the file differs from the index (or is new to it)
                 to_add.append(path)
         self.unsaved = unsaved
         head = await self.head()
         if not paths and head is not None:
             return SavedTree(head, [], notes)
+        if to_remove:
+            spec = b"".join(os.fsencode(p) + b"\0" for p in to_remove)
+            await self.git(
+                "rm", "--cached", "-q", "--ignore-unmatch",
+                "--pathspec-from-file=-", "--pathspec-file-nul", input=spec,
+            )  # fmt: skip
         if to_add:
             spec = b"\0".join(os.fsencode(p) for p in to_add) + b"\0"
             await self.git("add", "-A", "--pathspec-from-file=-", "--pathspec-file-nul", input=spec)
@@ -324,7 +443,7 @@ class ShadowRepo:
             (parts[i].decode()[:1], os.fsdecode(parts[i + 1])) for i in range(0, len(parts) - 1, 2)
         ]
         # (A nested repository's files, kept before it got its .git, are its git's.)
-        return [(letter, path) for letter, path in found if self.nested_root(path) is None]
+        return [(letter, path) for letter, path in found if not self.left_alone(path)]
 
     async def show(self, commit: str | None, path: str) -> bytes | None:
         """A file's bytes at `commit` (None: in the index), or None if absent."""
@@ -344,6 +463,7 @@ class ShadowRepo:
         caller saved the present state first. Returns the paths that changed.
         Files over the size limit and files inside nested repositories are left
         as they are."""
+        self._clear_stale_locks()
         kept = set(self.unsaved)
         changed = [path for _, path in await self.changes(commit, None) if path not in kept]
         if changed:

@@ -337,10 +337,11 @@ class ToolCalls:
         assert call.status == "approved" and tool is not None and call.arguments is not None
         call.status = "running"
         await self._save_turn()
-        if tool.category not in _EFFECTS_IN_HISTORY:
-            # Durable before the tool acts: after a crash, "running" means it may have.
-            await self._deps.journal.flush()
         await self._checkpoint(tool)
+        if tool.category not in _EFFECTS_IN_HISTORY:
+            # Durable before the tool acts: after a crash, "running" means it may
+            # have, and the checkpoint of the files before it is in the store.
+            await self._deps.journal.flush()
         self._messages.tool_use_id = call.id
         _running_key.set(call.key)
         try:

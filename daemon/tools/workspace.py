@@ -242,6 +242,7 @@ class Workspace:
         self._protected = GitIgnoreSpec.from_lines([*self.DEFAULT_PROTECTED, *protected])
         self._ignore_stamp: tuple[int, int, int, int] | None = None
         self._ignore = _EMPTY_SPEC
+        self._ignore_lines: list[str] = []
 
     def __repr__(self) -> str:
         return f"Workspace({str(self.root)!r})"
@@ -253,6 +254,13 @@ class Workspace:
 
     def ignore_spec(self) -> GitIgnoreSpec:
         """The current `.hdspignore`, read again only when the file has changed."""
+        self.ignore_lines()
+        return self._ignore
+
+    def ignore_lines(self) -> list[str]:
+        """The lines of the current `.hdspignore` (none when there is none, or it
+        is not a regular file inside the workspace: a pipe, a link out of it),
+        read again only when the file has changed."""
         try:
             with self._opened(self.IGNORE_FILE, create_parents=False) as (fd, st):
                 if st is None or not stat.S_ISREG(st.st_mode):
@@ -261,11 +269,12 @@ class Workspace:
                 if stamp != self._ignore_stamp:
                     with os.fdopen(os.dup(fd), "rb") as f:
                         text = f.read().decode("utf-8", errors="replace")
-                    self._ignore = GitIgnoreSpec.from_lines(text.splitlines())
+                    self._ignore_lines = text.splitlines()
+                    self._ignore = GitIgnoreSpec.from_lines(self._ignore_lines)
                     self._ignore_stamp = stamp
         except (FileNotFoundError, ToolError):
-            self._ignore_stamp, self._ignore = None, _EMPTY_SPEC
-        return self._ignore
+            self._ignore_stamp, self._ignore, self._ignore_lines = None, _EMPTY_SPEC, []
+        return self._ignore_lines
 
     # ---- paths ------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ from acp.schema import (
     UserMessageChunk,
 )
 
+from hdsp.client.acp.permissions import always_scope, permission_options
 from hdsp.client.acp.updates import UpdateTranslator
 from hdsp.protocol import ClineMessage, ToolResultText, encode
 
@@ -103,3 +104,42 @@ def test_a_write_shows_its_diff_hunks_and_a_reused_call_id_is_a_new_call() -> No
     (failed,) = t.message(denied)
     assert isinstance(failed, ToolCallProgress)
     assert failed.tool_call_id == "call_0-4" and failed.status == "failed"
+
+
+def test_a_kernel_replay_ask_shows_its_cells_and_is_never_allowed_always() -> None:
+    text = json.dumps(
+        {
+            "tool": "replay_kernel",
+            "checkpoint": 2,
+            "note": "Restart the task's kernel and run these cells again, in order.",
+            "cells": [{"seq": 1, "code": "df = load()\ndf['x'] = 1"}],
+        }
+    )
+    replay = ask(5, "tool", text)
+    t = UpdateTranslator("/ws")
+    call = t.permission_call(replay)
+    assert call.title == "Restore checkpoint 2 with the kernel (run its cells again)"
+    assert call.kind == "execute"
+    shown = "".join(
+        c.content.text
+        for c in call.content or []
+        if isinstance(c, ContentToolCallContent) and isinstance(c.content, TextContentBlock)
+    )
+    assert "--- execution 1\n    df = load()\n    df['x'] = 1" in shown
+    assert always_scope(replay) is None
+    assert [o.kind for o in permission_options(replay)] == ["allow_once", "reject_once"]
+    # (Any other tool's ask may be allowed always in the session.)
+    write = ask(6, "tool", json.dumps({"tool": "write_to_file", "path": "a.txt"}))
+    assert always_scope(write) == "tool:write_to_file"
+
+
+def test_checkpoints_saved_and_restored_are_told_to_the_host() -> None:
+    t = UpdateTranslator("/ws")
+    t.message(say(1, "text", "the prompt"))
+    saved = t.message(say(2, "checkpoint_saved", "checkpoint 1 saved", checkpoint={"number": 1}))
+    restored = t.message(
+        say(3, "checkpoint_restored", "restored checkpoint 1 (files); 1 file(s) changed")
+    )
+    assert texts(saved) == ["Checkpoint 1 saved."]
+    assert texts(restored) == ["\n\nRestored checkpoint 1 (files); 1 file(s) changed."]
+    assert t.message(say(3, "checkpoint_restored", "restored checkpoint 1 (files)")) == []

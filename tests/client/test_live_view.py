@@ -9,6 +9,8 @@ tests: a retry's countdown "Retry 1 in 0 s." printed where `hdsp show` has
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from hdsp.client.live import LiveView, Transcript
@@ -150,3 +152,38 @@ def test_long_output_is_folded_as_hdsp_show_folds_it_and_the_view_says_so(
     assert "  | line 0" in out and "  | line 99" in out and "line 50" not in out
     assert "[... 82 more lines; --full shows them ...]" in out
     assert "`hdsp show --full` shows them whole" in err
+
+
+def test_a_kernel_replay_ask_shows_every_line_of_the_code_it_will_run(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A restore with the kernel asks before it runs the recorded cells again:
+    attached, the person sees each cell's code (escaped), not a line of JSON."""
+    text = json.dumps(
+        {
+            "tool": "replay_kernel",
+            "checkpoint": 3,
+            "note": "Restart the task's kernel and run these cells again, in order.",
+            "cells": [
+                {"seq": 1, "code": "import os\ndf = load()\x1b[2K"},
+                {"seq": 2, "code": "x = 1", "skip": "skipped: marked `# hdsp: no-replay`"},
+            ],
+        }
+    )
+    replay = ClineMessage(ts=2, type="ask", ask="tool", text=text)
+    with LiveView(redraw=False, task_id="0123456789") as view:
+        view.event(event(say(1, "text", "the prompt"), seq=1, prev_seq=0))
+        view.event(event(replay, seq=2, prev_seq=1))
+        view.pending_ask = 2
+        capsys.readouterr()
+        with view.asking(replay):
+            asked = capsys.readouterr().out
+    assert asked.splitlines() == [
+        "ask: restore checkpoint 3 with the kernel?",
+        "  Restart the task's kernel and run these cells again, in order.",
+        "  --- execution 1",
+        "      import os",
+        "      df = load()\\x1b[2K",
+        "  --- execution 2  [skipped: marked `# hdsp: no-replay`]",
+        "      x = 1",
+    ]

@@ -283,11 +283,12 @@ async def test_kernel_state_comes_back_by_replay_and_a_failing_cell_stops_it(
 ) -> None:
     (workspace / ".hdspignore").write_text("flag.txt\n")
     (workspace / "flag.txt").write_text("present")
+    build = "import pandas as pd\ndf = pd.DataFrame({'a': [1], 'b': ['x']})"
     fake_openai.script(
-        call("execute_code", code="df = {'a': [1]}"),
-        call("execute_code", code="df['a'].append(2)"),
+        call("execute_code", code=build),
+        call("execute_code", code="df.loc[len(df)] = [2, 'y']"),
         call("execute_code", code="flag = open('flag.txt').read()"),
-        call("execute_code", code="df['a'].append(3)\nprint(df)"),
+        call("execute_code", code="df.loc[len(df)] = [3, 'z']\ndf['a'] *= 10\nprint(df)"),
         done(),
     )
     task_id, head = await start(client, "build df", workspace, **ALLOW)
@@ -295,17 +296,26 @@ async def test_kernel_state_comes_back_by_replay_and_a_failing_cell_stops_it(
     cps = (await client.list_checkpoints(task_id)).checkpoints
     assert [c.executions for c in cps] == [0, 1, 2, 3]
 
-    # Checkpoint 3 was taken before the third execution: df is {'a': [1, 2]}.
+    # The DataFrame as the agent left it.
+    kernels = await client.list_kernels()
+    (kernel,) = [k for k in kernels.kernels if task_id in (k.task_ids or [])]
+    show = "print(df.to_dict('list'))"
+    value = await client.execute_code(kernel.kernel_id, show)
+    left = "".join(o.text or "" for o in value.outputs)
+    assert "{'a': [10, 20, 30], 'b': ['x', 'y', 'z']}" in left
+
+    # Checkpoint 3 was taken before the third execution: df has two rows.
     result, cells = await _restore_with_kernel(client, task_id, 3)
-    assert [c["code"] for c in cells] == ["df = {'a': [1]}", "df['a'].append(2)"]
+    assert [c["code"] for c in cells] == [build, "df.loc[len(df)] = [2, 'y']"]
     assert result.kernel is not None and result.kernel.failed_at is None
     assert [e.status for e in result.kernel.executions] == ["ok", "ok"]
     variables = {v.name: v for v in result.kernel.variables}
-    assert variables["df"].summary == "{'a': [1, 2]}"
+    assert variables["df"].type == "DataFrame"
     kernels = await client.list_kernels()
     (kernel,) = [k for k in kernels.kernels if task_id in (k.task_ids or [])]
-    value = await client.execute_code(kernel.kernel_id, "print(df['a'])")
-    assert "[1, 2]" in "".join(o.text or "" for o in value.outputs)
+    value = await client.execute_code(kernel.kernel_id, show)
+    restored_df = "".join(o.text or "" for o in value.outputs)
+    assert "{'a': [1, 2], 'b': ['x', 'y']}" in restored_df  # by value
 
     # Replaying up to checkpoint 4 meets the third cell, which cannot run now.
     (workspace / "flag.txt").unlink()
@@ -443,3 +453,29 @@ async def test_a_cell_marked_no_replay_is_skipped_with_a_note(
     ]
     variables = {v.name: v.summary for v in result.kernel.variables}
     assert variables == {"x": "1"}  # the restored kernel's variables, listed
+
+
+async def test_the_daemon_s_own_folders_inside_the_workspace_are_never_checkpointed_nor_restored(
+    daemon: DaemonProcess, fake_openai: FakeOpenAI
+) -> None:
+    # A workspace that holds hdspd's data dir (its database, settings and the
+    # shadow repositories themselves) and its runtime dir.
+    workspace = daemon.data_dir.parent
+    assert daemon.runtime_dir.parent == workspace
+    (workspace / ".hdspignore").write_text("hdspd.stderr\n")  # (the test's log of hdspd)
+    fake_openai.script(
+        call("write_to_file", path="one.txt", content="1\n"),
+        call("write_to_file", path="one.txt", content="2\n"),
+        done(),
+    )
+    async with connect(daemon.runtime_dir) as client:
+        task_id, head = await start(client, "write twice", workspace, **ALLOW)
+        await collect_turn(client, task_id, head, until=(TaskCompleted,))
+        first, second = (await client.list_checkpoints(task_id)).checkpoints
+        assert first.changed == [".hdspignore"] and second.changed == ["one.txt"]
+        result = await client.restore_checkpoint(task_id, 1)
+        assert result.files == ["one.txt"]
+        assert not (workspace / "one.txt").exists()
+        # The daemon's database was left alone: it still answers, with all of it.
+        numbers = [c.number for c in (await client.list_checkpoints(task_id)).checkpoints]
+        assert numbers == [1, 2, 3]

@@ -10,6 +10,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import anyio
 import pytest
 
 from hdsp.daemon.checkpoints import ShadowRepo, WorkspaceRefused, refusal
@@ -206,3 +207,194 @@ async def test_gitignore_hdspignore_and_the_settings_patterns_are_never_in_a_che
     assert await repo.restore(saved.commit) == ["a.txt"]
     for name in ("x.log", "secret/k", "sub/scratch.tmp", "model.ckpt"):
         assert (workspace / name).read_text() == "changed"
+
+
+# ---- what the workspace says cannot steer the shadow repository -------------------
+
+
+async def test_the_workspace_s_gitattributes_neither_change_the_bytes_nor_hide_a_diff(
+    workspace: Path, tmp_path: Path
+) -> None:
+    # A model that can write files could write these: line endings turned on
+    # checkout, keywords expanded, an encoding conversion, and diffs hidden.
+    (workspace / ".gitattributes").write_text(
+        "* text eol=crlf ident\n*.py -diff\n*.csv working-tree-encoding=UTF-16LE-BOM\n"
+    )
+    (workspace / "code.py").write_bytes(b"x = 1\n")
+    (workspace / "ids.txt").write_bytes(b"$Id$\nlf\ncrlf\r\n")
+    (workspace / "data.csv").write_bytes(b"a,b\n1,2\n")  # UTF-8, not what it claims
+    repo = ShadowRepo(tmp_path / "data", workspace, max_file_bytes=10**6)
+    first = await repo.save("one")
+    assert {"code.py", "ids.txt", "data.csv"} <= set(first.changed)
+    saved = {name: (workspace / name).read_bytes() for name in ("code.py", "ids.txt", "data.csv")}
+    (workspace / "code.py").write_bytes(b"x = 2  # the agent's change\n")
+    second = await repo.save("two")
+    diff = await repo.unified_diff(first.commit, second.commit, "code.py")
+    assert "+x = 2  # the agent's change" in diff and "Binary files" not in diff
+    _, blob = await repo.git("cat-file", "blob", f"{first.commit}:ids.txt")
+    assert blob == saved["ids.txt"]
+    for name in ("ids.txt", "data.csv"):
+        (workspace / name).write_bytes(b"changed\n")
+    await repo.save("three")
+    assert sorted(await repo.restore(first.commit)) == ["code.py", "data.csv", "ids.txt"]
+    for name, data in saved.items():
+        assert (workspace / name).read_bytes() == data, name
+
+
+async def test_a_folder_made_a_link_out_stops_no_checkpoint_and_no_restore_writes_through_it(
+    workspace: Path, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "f.txt").write_text("the user's, outside\n")
+    (workspace / "d").mkdir()
+    (workspace / "d" / "f.txt").write_text("inside\n")
+    repo = ShadowRepo(tmp_path / "data", workspace, max_file_bytes=10**6)
+    first = await repo.save("one")
+    shutil.rmtree(workspace / "d")
+    (workspace / "d").symlink_to(outside)
+    second = await repo.save("two")
+    assert second.commit != first.commit and set(second.changed) == {"d", "d/f.txt"}
+    _, mode = await repo.git("ls-tree", second.commit, "d")
+    assert mode.startswith(b"120000 ")  # the link itself, never what it points to
+    (workspace / "leak").symlink_to(outside / "f.txt")
+    third = await repo.save("three")
+    assert await repo.show(third.commit, "leak") == os.fsencode(outside / "f.txt")
+    assert "the user's, outside" not in await repo.unified_diff(second.commit, third.commit, "leak")
+    assert sorted(await repo.restore(first.commit)) == ["d", "d/f.txt", "leak"]
+    assert not (workspace / "d").is_symlink()
+    assert (workspace / "d" / "f.txt").read_text() == "inside\n"
+    assert (outside / "f.txt").read_text() == "the user's, outside\n"
+    assert sorted(os.listdir(outside)) == ["f.txt"]
+
+
+async def test_a_hdspignore_that_is_a_pipe_or_leads_out_of_the_workspace_is_not_read(
+    workspace: Path, tmp_path: Path
+) -> None:
+    repo = ShadowRepo(tmp_path / "data", workspace, max_file_bytes=10**6)
+    await repo.save("one")
+    (workspace / ".hdspignore").unlink()
+    os.mkfifo(workspace / ".hdspignore")  # git would wait forever for a writer
+    (workspace / "a.txt").write_text("changed\n")
+    with anyio.fail_after(30):
+        second = await repo.save("two")
+    assert "a.txt" in second.changed
+    # (It was a file the first checkpoint kept: a pipe now, which git cannot keep.)
+    assert ".hdspignore is not a regular file (a pipe, a socket): not saved." in second.notes
+    # A link to a file outside: its lines are not patterns (nor read at all).
+    (workspace / ".hdspignore").unlink()
+    outside = tmp_path / "patterns"
+    outside.write_text("a.txt\n")
+    (workspace / ".hdspignore").symlink_to(outside)
+    (workspace / "a.txt").write_text("changed again\n")
+    assert "a.txt" in (await repo.save("three")).changed
+    # A regular one is read again when it changes.
+    (workspace / ".hdspignore").unlink()
+    (workspace / ".hdspignore").write_text("late.txt\n")
+    (workspace / "late.txt").write_text("hidden")
+    (workspace / "a.txt").write_text("and again\n")
+    assert "late.txt" not in (await repo.save("four")).changed
+
+
+async def test_hdsp_s_own_folders_inside_the_workspace_are_never_in_a_checkpoint(
+    workspace: Path, tmp_path: Path
+) -> None:
+    data = workspace / ".local" / "hdsp"
+    repo = ShadowRepo(
+        data / "checkpoints", workspace, max_file_bytes=10**6, private=[data, workspace / "run"]
+    )
+    (workspace / "run").mkdir()
+    (workspace / "run" / "discovery.json").write_text("{}")
+    first = await repo.save("one")
+    assert repo.git_dir.is_relative_to(data)
+    _, listed = await repo.git("ls-tree", "-r", "--name-only", first.commit)
+    assert not [p for p in listed.decode().split() if p.startswith((".local/", "run/"))]
+    (workspace / "a.txt").write_text("changed\n")
+    second = await repo.save("two")
+    assert second.changed == ["a.txt"]  # not the shadow repository's own new objects
+    (workspace / "run" / "discovery.json").write_text('{"new": 1}')
+    await repo.restore(first.commit)
+    assert (workspace / "run" / "discovery.json").read_text() == '{"new": 1}'
+
+
+def test_a_workspace_that_holds_the_home_directory_or_lies_in_hdsp_s_folder_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "home" / "me"
+    home.mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    assert "holds your home directory" in (refusal(tmp_path / "home") or "")
+    data = home / ".local" / "share" / "hdsp"
+    assert "hdsp's own folder" in (refusal(data / "x", private=[data]) or "")
+    assert refusal(home / "project", private=[data]) is None
+
+
+async def test_file_names_are_never_patterns_to_git(workspace: Path, tmp_path: Path) -> None:
+    # A file named `*` (or `[ab]`): were names pathspecs, `git add *` would take in
+    # the file over the size limit, and a restore of `*` would overwrite it.
+    repo = ShadowRepo(tmp_path / "data", workspace, max_file_bytes=100)
+    (workspace / "data.bin").write_bytes(b"small")
+    first = await repo.save("one")
+    (workspace / "data.bin").write_bytes(b"x" * 500)
+    (workspace / "*").write_text("star\n")
+    (workspace / "[ad].txt").write_text("brackets\n")
+    second = await repo.save("two")
+    assert second.changed == ["*", "[ad].txt"]
+    _, blob = await repo.git("cat-file", "blob", f"{second.commit}:data.bin")
+    assert blob == b"small"
+    assert sorted(await repo.restore(first.commit)) == ["*", "[ad].txt"]
+    assert (workspace / "data.bin").read_bytes() == b"x" * 500
+    assert not (workspace / "*").exists() and (workspace / "a.txt").read_text() == "a\n"
+
+
+async def test_no_config_hook_or_fsmonitor_of_a_repository_in_the_workspace_ever_runs(
+    workspace: Path, tmp_path: Path
+) -> None:
+    # The user's repository (the workspace's .git) and a nested one, with what a
+    # model could write into them: an fsmonitor command, hooks, a diff driver.
+    marker = tmp_path / "ran"
+    command = f"touch {marker}; false"
+    nested = workspace / "sub"
+    nested.mkdir()
+    _git(nested, "init", "-q")
+    (nested / "n.txt").write_text("n")
+    for repo_dir in (workspace / ".git", nested / ".git"):
+        with (repo_dir / "config").open("a") as config:
+            config.write(
+                f'[core]\n\tfsmonitor = "{command}"\n\tpager = "{command}"\n'
+                f'[diff]\n\texternal = "{command}"\n[diff "x"]\n\ttextconv = "{command}"\n'
+                f'[filter "x"]\n\tclean = "{command}"\n\tsmudge = "{command}"\n'
+            )
+        for hook in ("pre-commit", "post-commit", "post-checkout", "post-index-change"):
+            path = repo_dir / "hooks" / hook
+            path.write_text(f"#!/bin/sh\n{command}\n")
+            path.chmod(0o755)
+    (workspace / ".gitattributes").write_text("* diff=x filter=x\n")
+    repo = ShadowRepo(tmp_path / "data", workspace, max_file_bytes=10**6)
+    first = await repo.save("one")
+    (workspace / "a.txt").write_text("changed\n")
+    second = await repo.save("two")
+    assert "+changed" in await repo.unified_diff(first.commit, second.commit, "a.txt")
+    await repo.restore(first.commit)
+    assert (workspace / "a.txt").read_text() == "a\n"
+    assert not marker.exists()
+
+
+async def test_a_lock_left_by_a_killed_git_does_not_stop_later_checkpoints(
+    workspace: Path, tmp_path: Path
+) -> None:
+    # git killed hard (the deadline's SIGKILL, or hdspd's whole group killed)
+    # leaves its lock files behind; only hdsp uses the shadow repository, and it
+    # runs one git at a time on it, so one found there is stale.
+    repo = ShadowRepo(tmp_path / "data", workspace, max_file_bytes=10**6)
+    first = await repo.save("one")
+    (repo.git_dir / "index.lock").write_bytes(b"")
+    (repo.git_dir / "HEAD.lock").write_text(first.commit + "\n")
+    again = ShadowRepo(tmp_path / "data", workspace, max_file_bytes=10**6)  # after a restart
+    (workspace / "a.txt").write_text("changed\n")
+    second = await again.save("two")
+    assert second.changed == ["a.txt"]
+    (repo.git_dir / "index.lock").write_bytes(b"")  # (and one killed by a deadline)
+    (workspace / "a.txt").write_text("changed again\n")
+    assert (await again.save("three")).changed == ["a.txt"]
+    assert await again.restore(first.commit) == ["a.txt"]
