@@ -1014,6 +1014,16 @@ class Client:
         """
         return EventStream(self, task_id, since_seq, buffer)
 
+    async def caught_up(self, task_id: str) -> None:
+        """Return once every event of `task_id` the daemon emitted before this call
+        is in this client's open event streams. A reply can overtake the events
+        of what it answers (they travel on the event socket, some queued behind a
+        commit): the daemon publishes what it queued before it answers a read (a
+        page of one message), and a subscription's round trip then passes behind
+        all of it."""
+        await self.get_task_page(task_id, limit=1)
+        await self._sync_subscriptions()
+
     async def _sync_subscriptions(self) -> None:
         """Return once every subscription made so far is in effect at the daemon."""
         timeout = self.timeout if self.timeout is not None else 10.0
