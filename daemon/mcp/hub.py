@@ -19,8 +19,10 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import stat
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
+from typing import BinaryIO
 
 import anyio
 import anyio.abc
@@ -47,6 +49,8 @@ log = structlog.get_logger("hdsp.mcp")
 
 #: A workspace's MCP servers, relative to the workspace.
 WORKSPACE_FILE = Path(".hdsp") / "mcp.json"
+#: The largest workspace file read (a hand-written configuration is far smaller).
+MAX_WORKSPACE_FILE_BYTES = 256 * 1024
 
 
 class _Found:
@@ -119,26 +123,30 @@ class McpHub:
     def _workspace_file(self, workspace: str) -> tuple[dict[str, McpServerDefinition], str | None]:
         path = Path(workspace) / WORKSPACE_FILE
         try:
-            info = path.stat()
+            # Non-blocking: a FIFO put there opens at once (and is refused below)
+            # instead of holding the daemon until something writes to it.
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         except FileNotFoundError:
             self._files.pop(workspace, None)
             return {}, None
         except OSError as exc:
             return {}, f"{path}: {exc.strerror or exc}"
-        signature = (info.st_mtime_ns, info.st_size)
-        cached = self._files.get(workspace)
-        if cached is not None and cached[0] == signature:
-            return cached[1], cached[2]
-        servers: dict[str, McpServerDefinition] = {}
-        error: str | None = None
-        try:
-            document = json.loads(path.read_bytes())
-            if not isinstance(document, dict):
-                raise ValueError("it must hold a JSON object with `mcpServers`")
-            servers = parse_servers(document)
-        except (OSError, ValueError) as exc:
-            error = f"{path} was not used: {exc}"
-            log.warning("workspace mcp.json unusable", path=str(path), error=str(exc))
+        with os.fdopen(fd, "rb") as file:
+            info = os.fstat(fd)
+            signature = (info.st_mtime_ns, info.st_size)
+            cached = self._files.get(workspace)
+            if cached is not None and cached[0] == signature:
+                return cached[1], cached[2]
+            servers: dict[str, McpServerDefinition] = {}
+            error: str | None = None
+            try:
+                document = json.loads(_read_bounded(file, info, path, workspace))
+                if not isinstance(document, dict):
+                    raise ValueError("it must hold a JSON object with `mcpServers`")
+                servers = parse_servers(document)
+            except (OSError, ValueError) as exc:
+                error = f"{path} was not used: {exc}"
+                log.warning("workspace mcp.json unusable", path=str(path), error=str(exc))
         self._files[workspace] = (signature, servers, error)
         return servers, error
 
@@ -388,6 +396,23 @@ class McpHub:
             with anyio.move_on_after(definition.startup_timeout + 1):
                 await connection.wait_settled()
         return self.status(f)
+
+
+def _read_bounded(file: BinaryIO, info: os.stat_result, path: Path, workspace: str) -> bytes:
+    """A workspace's mcp.json as it was opened: a regular file inside the
+    workspace (a link may lead anywhere: to the user's files, or to a device that
+    never ends), of at most MAX_WORKSPACE_FILE_BYTES; ValueError says why not."""
+    if not stat.S_ISREG(info.st_mode):
+        raise ValueError("it is not a regular file")
+    opened = os.path.realpath(f"/proc/self/fd/{file.fileno()}")
+    if not os.path.exists(opened):  # no /proc: the name, resolved now
+        opened = os.path.realpath(path)
+    if not Path(opened).is_relative_to(os.path.realpath(workspace)):
+        raise ValueError(f"it leads out of the workspace (to {opened})")
+    data = file.read(MAX_WORKSPACE_FILE_BYTES + 1)
+    if len(data) > MAX_WORKSPACE_FILE_BYTES:
+        raise ValueError(f"it is larger than {MAX_WORKSPACE_FILE_BYTES // 1024} KiB")
+    return data
 
 
 def _target(d: McpServerDefinition) -> str:

@@ -394,6 +394,40 @@ async def test_a_broken_workspace_file_is_reported(client: Client, workspace: Pa
     assert listing.config_error is not None and "mcp.json was not used" in listing.config_error
 
 
+async def test_a_workspace_file_that_is_a_link_out_a_fifo_or_huge_is_refused(
+    client: Client, workspace: Path, tmp_path: Path
+) -> None:
+    """A cloned repository decides what .hdsp/mcp.json is: hdspd reads it only as
+    a regular file inside the workspace, and never waits on it."""
+    hdsp_dir = workspace / ".hdsp"
+    hdsp_dir.mkdir()
+    config = hdsp_dir / "mcp.json"
+    # A link to a file of the user's outside the workspace (here a valid config).
+    elsewhere = tmp_path / "outside.json"
+    elsewhere.write_text(json.dumps({"mcpServers": {"t": {"command": "true"}}}))
+    config.symlink_to(elsewhere)
+    with anyio.fail_after(20):
+        listing = await client.list_mcp_servers(str(workspace))
+    assert listing.servers == []
+    assert "leads out of the workspace" in (listing.config_error or "")
+    # A FIFO: opening it to read would wait for a writer (the daemon with it).
+    config.unlink()
+    os.mkfifo(config)
+    with anyio.fail_after(20):
+        listing = await client.list_mcp_servers(str(workspace))
+    assert "not a regular file" in (listing.config_error or "")
+    # Far larger than any configuration.
+    config.unlink()
+    config.write_text('{"mcpServers": {}}' + " " * 400_000)
+    with anyio.fail_after(20):
+        listing = await client.list_mcp_servers(str(workspace))
+    assert "larger than 256 KiB" in (listing.config_error or "")
+    # The daemon is still answering, and a good file is read again.
+    config.write_text(json.dumps({"mcpServers": {"t": {"command": "true"}}}))
+    (status,) = (await client.list_mcp_servers(str(workspace))).servers
+    assert status.name == "t" and status.state == "untrusted"
+
+
 async def test_settings_refuse_a_credential_written_in(client: Client) -> None:
     with pytest.raises(CommandFailed) as refused:
         await configure(
