@@ -879,11 +879,14 @@ class Client:
         return await self.request(RestartMcpServer(name=name, workspace=workspace))
 
     async def trust_mcp_server(
-        self, name: str, workspace: str, *, trusted: bool = True
+        self, name: str, workspace: str, *, trusted: bool = True, fingerprint: str | None = None
     ) -> McpServerStatus:
         """Trust (or stop trusting) a server of `workspace`'s .hdsp/mcp.json as it
-        is written now."""
-        return await self.request(TrustMcpServer(name=name, workspace=workspace, trusted=trusted))
+        is written now; with `fingerprint` (its status's), only if it still is
+        what that status described (else CommandFailed, invalid_state)."""
+        return await self.request(
+            TrustMcpServer(name=name, workspace=workspace, trusted=trusted, fingerprint=fingerprint)
+        )
 
     # ---- settings, profiles, secrets ------------------------------------------
 

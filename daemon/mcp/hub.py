@@ -22,7 +22,7 @@ import shlex
 import stat
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import anyio
 import anyio.abc
@@ -41,7 +41,7 @@ from hdsp.protocol import (
 
 from .connection import McpConnection, SecretLookup, ServerKey
 from .tools import AccessMcpResource, McpTool, make_mcp_tool
-from .trust import TrustStore
+from .trust import TrustStore, fingerprint
 
 __all__ = ["WORKSPACE_FILE", "McpHub"]
 
@@ -282,12 +282,13 @@ class McpHub:
             "scope": "global" if f.key[0] is None else "workspace",
             "workspace": f.key[0],
             "transport": d.transport,
+            **_configured(d),
         }
         connection = self._connections.get(f.key)
         if connection is not None and connection.definition != d:
             connection = None
         if not d.is_enabled:
-            return McpServerStatus(state="disabled", target=_target(d), **base)  # type: ignore[arg-type]
+            return McpServerStatus(state="disabled", target=_target(d), **base)
         if not f.trusted:
             return McpServerStatus(
                 state="untrusted",
@@ -296,10 +297,10 @@ class McpHub:
                     f"a server of {f.key[0]}/{WORKSPACE_FILE}: check what it runs, then "
                     f"trust it with `hdsp mcp trust {f.key[1]}` in that workspace"
                 ),
-                **base,  # type: ignore[arg-type]
+                **base,
             )
         if connection is None:
-            return McpServerStatus(state="stopped", target=_target(d), **base)  # type: ignore[arg-type]
+            return McpServerStatus(state="stopped", target=_target(d), **base)
         return self._connection_status(connection)
 
     def _connection_status(self, connection: McpConnection) -> McpServerStatus:
@@ -326,6 +327,7 @@ class McpHub:
             resources=len(connection.resources),
             restarts=connection.restarts,
             retry_in_seconds=connection.retry_in,
+            **_configured(d),
         )
 
     async def _changed(self, connection: McpConnection) -> None:
@@ -377,14 +379,22 @@ class McpHub:
             await connection.wait_settled()
         return self.status(f)
 
-    async def trust(self, name: str, workspace: str, trusted: bool) -> McpServerStatus:
-        """Raises KeyError (no such workspace server)."""
+    async def trust(
+        self, name: str, workspace: str, trusted: bool, expected: str | None = None
+    ) -> McpServerStatus:
+        """Raises KeyError (no such workspace server) or ValueError (its entry is
+        no longer the one whose digest is `expected`)."""
         ws = self._workspace_key(workspace)
         servers, error = self._workspace_file(ws)
         definition = servers.get(name)
         if definition is None:
             extra = f" ({error})" if error else ""
             raise KeyError(f"{ws}/{WORKSPACE_FILE} has no server named {name!r}{extra}.")
+        if trusted and expected is not None and fingerprint(definition) != expected:
+            raise ValueError(
+                f"The entry of {name!r} in {ws}/{WORKSPACE_FILE} changed since it was shown: "
+                "nothing was trusted. Check it again (`hdsp mcp trust` shows it)."
+            )
         self._trust.set(ws, name, definition, trusted)
         f = _Found((ws, name), definition, trusted=trusted)
         if not trusted:
@@ -413,6 +423,18 @@ def _read_bounded(file: BinaryIO, info: os.stat_result, path: Path, workspace: s
     if len(data) > MAX_WORKSPACE_FILE_BYTES:
         raise ValueError(f"it is larger than {MAX_WORKSPACE_FILE_BYTES // 1024} KiB")
     return data
+
+
+def _configured(d: McpServerDefinition) -> dict[str, Any]:
+    """What a server's status says of its configuration besides its target."""
+    return {
+        "cwd": d.cwd,
+        "env_names": sorted(d.env),
+        "header_names": sorted(d.headers),
+        "secrets": sorted(set(d.secrets())),
+        "always_allow": list(d.always_allow),
+        "fingerprint": fingerprint(d),
+    }
 
 
 def _target(d: McpServerDefinition) -> str:

@@ -386,6 +386,38 @@ async def test_workspace_servers_run_only_once_trusted_as_written(
     assert not any(n.startswith("mcp__") for n in offered(fake_openai, 2))
 
 
+async def test_trust_is_refused_when_the_entry_changed_since_it_was_shown(
+    client: Client, workspace: Path
+) -> None:
+    """What a person trusts is what they were shown: a repository (or an agent)
+    that rewrites the entry in between gets nothing trusted and nothing run."""
+    config = workspace / ".hdsp" / "mcp.json"
+    config.parent.mkdir()
+    shown_entry = {"command": venv_script("mcp-server-time"), "env": {"TZ": "UTC"}}
+    config.write_text(json.dumps({"mcpServers": {"t": shown_entry}}))
+    (shown,) = (await client.list_mcp_servers(str(workspace))).servers
+    assert shown.state == "untrusted" and shown.env_names == ["TZ"] and shown.fingerprint
+    # The status says what decides what runs, besides the command.
+    marker = f"--hdsp-test-{uuid.uuid4().hex}"
+    swapped = {
+        "command": sys.executable,
+        "args": [str(BAD_SERVER), marker],
+        "env": {"TZ": "UTC", "PYTHONSTARTUP": "evil.py", "TOKEN": "${secret:api-token}"},
+    }
+    config.write_text(json.dumps({"mcpServers": {"t": swapped}}))
+    with pytest.raises(CommandFailed) as refused:
+        await client.trust_mcp_server("t", str(workspace), fingerprint=shown.fingerprint)
+    assert refused.value.code == "invalid_state"
+    assert "changed since it was shown" in refused.value.message
+    (now,) = (await client.list_mcp_servers(str(workspace))).servers
+    assert now.state == "untrusted" and processes_mentioning(marker) == []
+    assert now.env_names == ["PYTHONSTARTUP", "TOKEN", "TZ"] and now.secrets == ["api-token"]
+    # Trusting what is there now, as shown now, works.
+    config.write_text(json.dumps({"mcpServers": {"t": shown_entry}}))
+    trusted = await client.trust_mcp_server("t", str(workspace), fingerprint=shown.fingerprint)
+    assert trusted.state == "connected"
+
+
 async def test_a_broken_workspace_file_is_reported(client: Client, workspace: Path) -> None:
     (workspace / ".hdsp").mkdir()
     (workspace / ".hdsp" / "mcp.json").write_text('{"mcpServers": {"x": {"args": []}}}')
