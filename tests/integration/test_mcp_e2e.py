@@ -30,6 +30,7 @@ from hdsp.protocol import (
     TaskCompleted,
 )
 from tests.fakes.openai_server import FakeOpenAI
+from tests.support.cli_process import run_hdsp
 from tests.support.daemon_process import DaemonProcess
 from tests.support.events import collect_turn, wait_for_said
 from tests.support.host_processes import processes_mentioning
@@ -275,6 +276,55 @@ async def test_cancelling_the_task_cancels_the_call_and_keeps_the_server(
     task_id, head = await start(client, "echo", workspace)
     await collect_turn(client, task_id, head, until=(TaskCompleted,))
     assert "still here" in tool_results(fake_openai, 2)[-1]
+
+
+async def test_cancelling_the_task_cancels_the_call_on_the_server(
+    client: Client, fake_openai: FakeOpenAI, workspace: Path
+) -> None:
+    """The server learns the call was cancelled (notifications/cancelled), and
+    its process, still the same one, stops the work."""
+    await configure(
+        client,
+        {
+            "bad": {
+                "command": sys.executable,
+                "args": [str(BAD_SERVER)],
+                "alwaysAllow": ["hang", "was_hang_cancelled"],
+            }
+        },
+    )
+    fake_openai.script(call("mcp__bad__hang"))
+    task_id, head = await start(client, "hang", workspace)
+    await wait_for_said(client, task_id, head, "mcp_server_request_started", "hanging")
+    await client.cancel_task(task_id)
+    await collect_turn(client, task_id, head, until=(TaskAborted, TaskCompleted))
+    fake_openai.script(call("mcp__bad__was_hang_cancelled"), done())
+    task_id, head = await start(client, "was it cancelled", workspace)
+    await collect_turn(client, task_id, head, until=(TaskCompleted,))
+    assert "hang was cancelled" in tool_results(fake_openai, 2)[-1]
+    (status,) = (await client.list_mcp_servers(str(workspace))).servers
+    assert status.state == "connected" and status.restarts == 0
+
+
+async def test_what_a_server_says_reaches_the_terminal_escaped(
+    client: Client, fake_openai: FakeOpenAI, workspace: Path, daemon: DaemonProcess
+) -> None:
+    """An MCP result and its progress are untrusted text: `hdsp show` prints
+    their escape sequences as visible escapes, never to the terminal."""
+    await configure(
+        client,
+        {"bad": {"command": sys.executable, "args": [str(BAD_SERVER)], "alwaysAllow": ["shout"]}},
+    )
+    fake_openai.script(call("mcp__bad__shout"), done())
+    task_id, head = await start(client, "shout", workspace)
+    await collect_turn(client, task_id, head, until=(TaskCompleted,))
+    assert "\x1b]52;c;aGk=\x07" in tool_results(fake_openai, 1)[-1]  # the model gets it as is
+    shown = await run_hdsp(daemon.runtime_dir, "show", task_id, "--full")
+    assert shown.returncode == 0, shown.stderr
+    assert "\x1b" not in shown.stdout and "\x07" not in shown.stdout
+    assert "\u202e" not in shown.stdout
+    assert "\\x1b]52;c;aGk=\\x07 \\x1b[2J gone \\u202egnp.exe" in shown.stdout
+    assert "MCP bad · shout: progress 1/1 \\x1b[2Jprogress" in shown.stdout
 
 
 # ---- servers that fail ------------------------------------------------------------------
