@@ -301,6 +301,11 @@ class McpConnection:
                             self._session = None
                 finally:
                     tg.cancel_scope.cancel()
+                    if not yielded and startup.cancel_called:
+                        # Say so now: stopping a process that does not answer
+                        # takes the SDK seconds more (stdin closed, then SIGTERM).
+                        with anyio.CancelScope(shield=True):
+                            await self._set("failed", _describe(TimeoutError()))
         if not yielded:
             raise TimeoutError
 

@@ -75,7 +75,7 @@ async def wait_for_server(
 
 
 async def test_time_server_tools_are_offered_and_a_call_asks_with_server_tool_and_arguments(
-    client: Client, fake_openai: FakeOpenAI, workspace: Path
+    client: Client, fake_openai: FakeOpenAI, workspace: Path, daemon: DaemonProcess
 ) -> None:
     await configure(client, {"time": {"command": venv_script("mcp-server-time")}})
     fake_openai.script(
@@ -103,6 +103,10 @@ async def test_time_server_tools_are_offered_and_a_call_asks_with_server_tool_an
     (time_server,) = listing.servers
     assert time_server.state == "connected" and time_server.scope == "global"
     assert {t.name for t in time_server.tools} >= {"get_current_time", "convert_time"}
+    # The CLI says which server, tool and arguments the ask was for.
+    shown = await run_hdsp(daemon.runtime_dir, "show", task_id)
+    assert "ask: call get_current_time on the MCP server time?" in shown.stdout
+    assert '"timezone": "Europe/Paris"' in shown.stdout
 
 
 async def test_denied_mcp_call_does_not_run(
@@ -365,30 +369,56 @@ async def test_a_server_that_crashes_mid_call_gives_a_clear_error_and_is_restart
 async def test_a_server_that_never_starts_has_a_clear_status_and_tasks_go_on(
     client: Client, fake_openai: FakeOpenAI, workspace: Path
 ) -> None:
+    # One that starts but never answers `initialize` is failed at its startup
+    # timeout (the SDK takes seconds more to stop its process: not waited for).
+    silent = {
+        "command": sys.executable,
+        "args": ["-c", "import time; time.sleep(600)"],
+        "startupTimeout": 1,
+    }
+    await configure(client, {"silent": silent})
+    (status,) = (await client.list_mcp_servers(str(workspace), start=True)).servers
+    assert status.state == "failed"
+    assert "did not start and answer within its startup timeout" in (status.error or "")
+    head = (await client.status()).head_seq
     await configure(
         client,
         {
+            "silent": silent,
             "missing": {"command": str(workspace / "no-such-server")},
             "exits": {
                 "command": sys.executable,
                 "args": ["-c", "import sys; sys.stderr.write('no config\\n'); sys.exit(2)"],
             },
+            # Nothing listens there.
+            "down": {"url": f"http://127.0.0.1:{free_port()}/mcp"},
+            "off": {"command": venv_script("mcp-server-time"), "disabled": True},
             "time": {"command": venv_script("mcp-server-time")},
         },
     )
     listing = await client.list_mcp_servers(str(workspace), start=True)
     by_name = {s.name: s for s in listing.servers}
-    assert by_name["missing"].state == "failed"
-    assert "the command was not found" in (by_name["missing"].error or "")
-    assert by_name["exits"].state == "failed"
+    assert by_name["off"].state == "disabled"
     assert by_name["time"].state == "connected"
+    # Each failure says why (a failed server is tried again after a backoff, so
+    # its status is read from its events, not from a listing at some moment).
+    for name, why in (
+        ("missing", "the command was not found"),
+        ("exits", ""),
+        ("down", "ConnectError"),
+    ):
+        failed = await wait_for_server(client, head, name, "failed")
+        assert failed.error and why in failed.error
     # A task still runs, with the tools of the server that works.
     fake_openai.script(done())
     task_id, head = await start(client, "hello", workspace)
     await collect_turn(client, task_id, head, until=(TaskCompleted,))
     names = set(offered(fake_openai, 0))
     assert "mcp__time__get_current_time" in names
-    assert not any(n.startswith(("mcp__missing", "mcp__exits")) for n in names)
+    assert not any(
+        n.startswith(("mcp__missing", "mcp__exits", "mcp__silent", "mcp__down", "mcp__off"))
+        for n in names
+    )
 
 
 async def test_a_restart_command_restarts_a_running_server(client: Client, workspace: Path) -> None:
