@@ -331,6 +331,30 @@ async def test_what_a_server_says_reaches_the_terminal_escaped(
     assert "MCP bad · shout: progress 1/1 \\x1b[2Jprogress" in shown.stdout
 
 
+async def test_a_server_that_floods_list_changed_is_listed_again_a_few_times(
+    client: Client, fake_openai: FakeOpenAI, workspace: Path
+) -> None:
+    """Each refresh of a server's lists is a durable mcpServerChanged event: a
+    server that says its tools changed 50 times in half a second gets a
+    refresh a second, not one each (the journal is not the server's to fill)."""
+    await configure(
+        client,
+        {"bad": {"command": sys.executable, "args": [str(BAD_SERVER)], "alwaysAllow": ["flood"]}},
+    )
+    await client.list_mcp_servers(str(workspace), start=True)
+    head = (await client.status()).head_seq
+    fake_openai.script(call("mcp__bad__flood"), done())
+    task_id, _ = await start(client, "flood", workspace)
+    await collect_turn(client, task_id, head, until=(TaskCompleted,))
+    assert "flooded" in tool_results(fake_openai, 1)[-1]
+    changed = [
+        e
+        for e in (await client.replay(head, limit=1000)).events
+        if isinstance(e.data, McpServerChanged) and e.data.payload[0].name == "bad"
+    ]
+    assert 1 <= len(changed) <= 4, len(changed)
+
+
 # ---- servers that fail ------------------------------------------------------------------
 
 

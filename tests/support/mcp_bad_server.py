@@ -5,7 +5,8 @@ Tools: `ping` answers "pong N" (N: its process id, so a test sees a restart);
 `picture` returns a small PNG (made with Pillow); `grow` adds a tool named
 `extra` and says so (`notifications/tools/list_changed`); `hang` reports
 progress and waits until the client cancels the call, and `was_hang_cancelled`
-says whether that cancellation reached it; `shout` answers (and reports
+says whether that cancellation reached it; `flood` says every 10 ms for half
+a second that its tools changed; `shout` answers (and reports
 progress) with terminal escape sequences.
 """
 
@@ -88,6 +89,15 @@ async def was_hang_cancelled() -> str:
     with anyio.move_on_after(10):
         await cancelled.wait()
     return "hang was cancelled" if cancelled.is_set() else "hang was never cancelled"
+
+
+@server.tool()
+async def flood(ctx: Context) -> str:
+    """Say every 10 ms for half a second that the tools changed (they did not)."""
+    for _ in range(50):
+        await ctx.session.send_tool_list_changed()
+        await anyio.sleep(0.01)
+    return "flooded"
 
 
 @server.tool()
