@@ -214,9 +214,12 @@ async def test_everything_over_stdio_error_image_resource_and_progress(
     events = await collect_turn(client, task_id, head, until=(TaskCompleted,))
     error = tool_results(fake_openai, 1)[-1]
     assert error.startswith("Error: the MCP server 'every' reported an error")
-    # The server's tiny PNG went the way of every image to a model; Pillow cannot
-    # read that file (the test with a picture below shows one that reaches it).
-    assert "image/png" in tool_results(fake_openai, 2)[-1]
+    # The server's tiny PNG went the way of every image to a model: that file has
+    # a bad checksum (its iCCP chunk), so the model is told it was not shown, with
+    # the text around it (the test with a picture below shows one that reaches it).
+    image_result = tool_results(fake_openai, 2)[-1]
+    assert "[image not shown: it is not a readable image/png image]" in image_result
+    assert "Here's the image you requested" in image_result and "MCP logo" in image_result
     embedded = tool_results(fake_openai, 3)[-1]
     assert "Resource demo://resource/dynamic/text/1 (text/plain)" in embedded
     assert "This is a plaintext resource" in embedded
