@@ -22,6 +22,7 @@ never interpreted here.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -295,12 +296,14 @@ async def _follow(
                 nonlocal result, failure, finished
                 try:
                     result = await work()
-                    # The reply can overtake the last output it printed: catch up,
-                    # so that the host gets every line as progress before the result.
-                    with anyio.move_on_after(CATCH_UP_SECONDS):
-                        await client.caught_up(task_id)
                 except ClientError as exc:
                     failure = exc  # raised as itself, not in the task group's group
+                else:
+                    # The reply can overtake the last output it printed: catch up,
+                    # so that the host gets every line as progress before the result
+                    # (which has all of it anyway: a failure here loses nothing).
+                    with anyio.move_on_after(CATCH_UP_SECONDS), contextlib.suppress(ClientError):
+                        await client.caught_up(task_id)
                 async with handling:
                     finished = True
                     if failure is not None or events.buffered == 0:
