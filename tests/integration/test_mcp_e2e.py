@@ -262,6 +262,8 @@ async def _echo_and_progress_over_http(
     listing = await client.list_mcp_servers(str(workspace))
     assert listing.servers[0].transport == "http"
     assert listing.servers[0].state == "connected"
+    assert {"echo", "get-tiny-image"} <= {t.name for t in listing.servers[0].tools}
+    assert listing.servers[0].resources > 0
 
 
 async def test_cancelling_the_task_cancels_the_call_and_keeps_the_server(
