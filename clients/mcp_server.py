@@ -308,6 +308,11 @@ async def _follow(
                     finished = True
                     if failure is not None or events.buffered == 0:
                         tg.cancel_scope.cancel()
+                        return
+                # The watcher passes on what is left; a task that goes on
+                # producing events cannot hold the result back for long.
+                await anyio.sleep(CATCH_UP_SECONDS)
+                tg.cancel_scope.cancel()
 
             tg.start_soon(watch)
             tg.start_soon(run)
