@@ -879,11 +879,14 @@ class Client:
         return await self.request(RestartMcpServer(name=name, workspace=workspace))
 
     async def trust_mcp_server(
-        self, name: str, workspace: str, *, trusted: bool = True
+        self, name: str, workspace: str, *, trusted: bool = True, fingerprint: str | None = None
     ) -> McpServerStatus:
         """Trust (or stop trusting) a server of `workspace`'s .hdsp/mcp.json as it
-        is written now."""
-        return await self.request(TrustMcpServer(name=name, workspace=workspace, trusted=trusted))
+        is written now; with `fingerprint` (its status's), only if it still is
+        what that status described (else CommandFailed, invalid_state)."""
+        return await self.request(
+            TrustMcpServer(name=name, workspace=workspace, trusted=trusted, fingerprint=fingerprint)
+        )
 
     # ---- settings, profiles, secrets ------------------------------------------
 
@@ -1013,6 +1016,16 @@ class Client:
         updates have no seq and are passed through as they come.
         """
         return EventStream(self, task_id, since_seq, buffer)
+
+    async def caught_up(self, task_id: str) -> None:
+        """Return once every event of `task_id` the daemon emitted before this call
+        is in this client's open event streams. A reply can overtake the events
+        of what it answers (they travel on the event socket, some queued behind a
+        commit): the daemon publishes what it queued before it answers a read (a
+        page of one message), and a subscription's round trip then passes behind
+        all of it."""
+        await self.get_task_page(task_id, limit=1)
+        await self._sync_subscriptions()
 
     async def _sync_subscriptions(self) -> None:
         """Return once every subscription made so far is in effect at the daemon."""

@@ -11,10 +11,14 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from typing import Any
+
+import anyio
 
 from hdsp.protocol import ErrorCode, McpServerList, McpServerStatus, encode
 
+from .ask_prompt import read_line
 from .client import Client
 from .console import Console
 from .errors import CommandFailed
@@ -35,7 +39,7 @@ def format_server(status: McpServerStatus) -> list[str]:
         head += f"  {len(status.tools)} tools"
         if status.resources:
             head += f", {status.resources} resources"
-    lines = [head, f"    {status.target}"]
+    lines = [head, f"    {status.target}", *_configuration_lines(status)]
     if status.server_info:
         lines.append(f"    server: {status.server_info}")
     if status.error:
@@ -44,6 +48,23 @@ def format_server(status: McpServerStatus) -> list[str]:
         lines.append(f"    next attempt in {status.retry_in_seconds:g} s")
     if status.restarts:
         lines.append(f"    restarted {status.restarts} times after it stopped")
+    return lines
+
+
+def _configuration_lines(status: McpServerStatus) -> list[str]:
+    """What its configuration says besides the command or URL: what to check
+    before trusting a workspace's server."""
+    lines = []
+    if status.cwd:
+        lines.append(f"    in directory: {status.cwd}")
+    if status.env_names:
+        lines.append(f"    environment: {', '.join(status.env_names)}")
+    if status.header_names:
+        lines.append(f"    headers: {', '.join(status.header_names)}")
+    if status.secrets:
+        lines.append(f"    keyring secrets it gets: {', '.join(status.secrets)}")
+    if status.always_allow:
+        lines.append(f"    runs without asking: {', '.join(status.always_allow)}")
     return lines
 
 
@@ -117,12 +138,57 @@ async def run_restart(cli: Console, client: Client) -> int:
 
 
 async def run_trust(cli: Console, client: Client) -> int:
+    """Show the workspace server's entry as the daemon read it, ask (unless
+    --yes), and trust that entry only: if the file changed in between, the
+    daemon refuses."""
     a = cli.args
-    status = await client.trust_mcp_server(a.name, _workspace(a), trusted=not a.revoke)
-    if a.json:
+    workspace = _workspace(a)
+    if a.revoke:
+        status = await client.trust_mcp_server(a.name, workspace, trusted=False)
+        return _print_trusted(cli, status, "No longer trusted")
+    if a.json and not a.yes:
+        raise CommandFailed(
+            ErrorCode.INVALID_REQUEST, "--json has nobody to ask: add --yes to trust it."
+        )
+    listing = await client.list_mcp_servers(workspace)
+    shown = next((s for s in listing.servers if s.name == a.name and s.scope == "workspace"), None)
+    if shown is None:
+        extra = f" ({listing.config_error})" if listing.config_error else ""
+        raise CommandFailed(
+            ErrorCode.INVALID_REQUEST,
+            f"{workspace}/.hdsp/mcp.json has no server named {a.name!r}{extra}.",
+        )
+    if not a.yes:
+        cli.out(f"The server {shown.name} of {shown.workspace}/.hdsp/mcp.json:")
+        for line in format_server(shown):
+            cli.out(line)
+        reply = await _confirm("Trust it as written, to run when tasks here need it? [y/N] ")
+        if reply.strip().lower() not in ("y", "yes"):
+            cli.out("Not trusted.")
+            return ExitCode.FAILED
+    status = await client.trust_mcp_server(a.name, workspace, fingerprint=shown.fingerprint)
+    return _print_trusted(cli, status, "Trusted")
+
+
+async def _confirm(prompt: str) -> str:
+    """The line typed after `prompt`: on a terminal as every prompt of hdsp
+    reads it, else the next line of stdin ("" at its end)."""
+    if sys.stdin.isatty():
+        try:
+            return await read_line(prompt)
+        except EOFError:
+            return ""
+    sys.stdout.write(prompt)
+    sys.stdout.flush()
+    line: str = await anyio.to_thread.run_sync(sys.stdin.readline)
+    sys.stdout.write("\n")  # what a terminal would have echoed
+    return line
+
+
+def _print_trusted(cli: Console, status: McpServerStatus, verb: str) -> int:
+    if cli.args.json:
         cli.out_raw(encode(status).decode())
         return ExitCode.OK
-    verb = "No longer trusted" if a.revoke else "Trusted"
     cli.out(f"{verb}: {status.name} of {status.workspace} ({status.target})")
     for line in format_server(status):
         cli.out(line)
@@ -166,5 +232,8 @@ def add_mcp_parser(sub: Any, common: argparse.ArgumentParser) -> Any:
     )
     trust.add_argument("name")
     trust.add_argument("--revoke", action="store_true", help="stop trusting it (and stop it)")
+    trust.add_argument(
+        "--yes", action="store_true", help="trust it without asking (it prints what it trusted)"
+    )
     trust.set_defaults(handler=run_trust)
     return actions

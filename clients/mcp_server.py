@@ -22,6 +22,7 @@ never interpreted here.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -65,6 +66,8 @@ MAX_STARTED_KERNELS = 4
 ELICIT_TEXT_LIMIT = 4000
 #: Characters of one progress message.
 PROGRESS_TEXT_LIMIT = 2000
+#: Seconds a finished call waits for the events it caused before its result goes.
+CATCH_UP_SECONDS = 5.0
 
 #: The asks a host's user can answer yes or no through elicitation.
 _APPROVAL_ASKS = frozenset({Ask.TOOL, Ask.COMMAND, Ask.USE_MCP_SERVER})
@@ -259,34 +262,56 @@ async def _follow(
 ) -> Any:
     """Run `work` while following the task's events: each one `on_event` turns
     into text goes to the host as progress, and asks go to the host's user."""
-    head = (await bridge.client.get_task(task_id)).head_seq
+    client = bridge.client
+    head = (await client.get_task(task_id)).head_seq
     relay = _AskRelay(bridge, ctx, task_id)
     progress = 0
     result: Any = None
     failure: ClientError | None = None
-    async with bridge.client.events(task_id, since_seq=head) as events:
+    # Set once `work` is done and the events it caused are in `events`: what is
+    # left there is passed on, then following ends (before the host gets the result).
+    finished = False
+    handling = anyio.Lock()
+    async with client.events(task_id, since_seq=head) as events:
         async with anyio.create_task_group() as tg:
 
             async def watch() -> None:
                 nonlocal progress
                 async for event in events:
-                    data = event.data
-                    if isinstance(data, MessageEvent):
-                        relay.on_message(tg, data)
-                    elif isinstance(data, TaskAskResponded):
-                        relay.answered()
-                    text = on_event(data)
-                    if text:
-                        progress += 1
-                        shown = escape_controls(text[:PROGRESS_TEXT_LIMIT])
-                        await ctx.report_progress(progress, None, shown)
+                    async with handling:
+                        data = event.data
+                        if isinstance(data, MessageEvent):
+                            relay.on_message(tg, data)
+                        elif isinstance(data, TaskAskResponded):
+                            relay.answered()
+                        text = on_event(data)
+                        if text:
+                            progress += 1
+                            shown = escape_controls(text[:PROGRESS_TEXT_LIMIT])
+                            await ctx.report_progress(progress, None, shown)
+                        if finished and events.buffered == 0:
+                            tg.cancel_scope.cancel()
 
             async def run() -> None:
-                nonlocal result, failure
+                nonlocal result, failure, finished
                 try:
                     result = await work()
                 except ClientError as exc:
                     failure = exc  # raised as itself, not in the task group's group
+                else:
+                    # The reply can overtake the last output it printed: catch up,
+                    # so that the host gets every line as progress before the result
+                    # (which has all of it anyway: a failure here loses nothing).
+                    with anyio.move_on_after(CATCH_UP_SECONDS), contextlib.suppress(ClientError):
+                        await client.caught_up(task_id)
+                async with handling:
+                    finished = True
+                    if failure is not None or events.buffered == 0:
+                        tg.cancel_scope.cancel()
+                        return
+                # The watcher passes on what is left; a task that goes on
+                # producing events cannot hold the result back for long.
+                await anyio.sleep(CATCH_UP_SECONDS)
                 tg.cancel_scope.cancel()
 
             tg.start_soon(watch)

@@ -349,11 +349,15 @@ class Commands:
                     raise CommandError(ErrorCode.INVALID_REQUEST, exc.args[0]) from None
                 except ValueError as exc:
                     raise CommandError(ErrorCode.INVALID_STATE, str(exc)) from None
-            case TrustMcpServer(name=name, workspace=workspace, trusted=trusted):
+            case TrustMcpServer(
+                name=name, workspace=workspace, trusted=trusted, fingerprint=expected
+            ):
                 try:
-                    return await self._mcp_hub().trust(name, workspace, trusted)
+                    return await self._mcp_hub().trust(name, workspace, trusted, expected)
                 except KeyError as exc:
                     raise CommandError(ErrorCode.INVALID_REQUEST, exc.args[0]) from None
+                except ValueError as exc:
+                    raise CommandError(ErrorCode.INVALID_STATE, str(exc)) from None
             # ---- the daemon
             case Ping():
                 # The server answers Ping where it receives it (a liveness probe

@@ -76,6 +76,32 @@ class McpServerStatus(WireStruct, frozen=True):
     retry_in_seconds: Annotated[
         float | None, Meta(description="failed: seconds until the next attempt, if any.")
     ] = None
+    # What its configuration says besides `target`: what a person checks before
+    # trusting a workspace's server (values of variables and headers stay in the
+    # file: they may be credentials).
+    cwd: Annotated[str | None, Meta(description="The directory it runs in, as configured.")] = None
+    env_names: Annotated[
+        list[str], Meta(description="The environment variables its configuration sets.")
+    ] = []
+    header_names: Annotated[
+        list[str], Meta(description="The HTTP headers its configuration sends.")
+    ] = []
+    secrets: Annotated[
+        list[str],
+        Meta(description="The keyring secrets (`${secret:NAME}`) it is given when it starts."),
+    ] = []
+    always_allow: Annotated[
+        list[str], Meta(description="Its tools configured to run without asking (`*`: all).")
+    ] = []
+    fingerprint: Annotated[
+        str,
+        Meta(
+            description=(
+                "A digest of its whole configuration entry: TrustMcpServer with it trusts "
+                "this entry only."
+            )
+        ),
+    ] = ""
 
 
 class McpServerList(WireStruct, frozen=True):
@@ -108,8 +134,14 @@ class TrustMcpServer(CommandBase[McpServerStatus], tag="TrustMcpServer", frozen=
     """Trust (or, with `trusted` false, stop trusting) a server of a workspace's
     `.hdsp/mcp.json`, exactly as it is written now: a change to its definition
     (command, arguments, environment, URL, headers, alwaysAllow) makes it
-    untrusted again. A trusted server starts at once."""
+    untrusted again. A trusted server starts at once. With `fingerprint` (from
+    the server's status a person was shown), only that definition is trusted:
+    if the file changed since, the command is refused."""
 
     name: str
     workspace: str
     trusted: bool = True
+    fingerprint: Annotated[
+        str | None,
+        Meta(description="Trust only if the entry's digest is still this one (McpServerStatus)."),
+    ] = None

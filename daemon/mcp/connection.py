@@ -55,6 +55,8 @@ BACKOFF_CAP = 60.0
 MAX_ATTEMPTS = 5
 #: A connection that lived this long resets the backoff when it ends.
 HEALTHY_SECONDS = 60.0
+#: Seconds between two refreshes of a server's lists (list-changed notifications).
+REFRESH_INTERVAL = 1.0
 #: A line of a server's stderr kept in the log, at most.
 STDERR_LINE_CHARS = 2000
 
@@ -214,6 +216,10 @@ class McpConnection:
                     except Exception as exc:
                         log.warning("mcp list refresh failed", server=self.name, error=str(exc))
                     await self._on_change(self)
+                    # Notifications meanwhile make one refresh after the pause:
+                    # a server that never stops saying its lists changed gets
+                    # one listing (and one durable event) a second, not one each.
+                    await anyio.sleep(REFRESH_INTERVAL)
 
             tg.start_soon(refresher)
             await self._ended.wait()
@@ -301,6 +307,11 @@ class McpConnection:
                             self._session = None
                 finally:
                     tg.cancel_scope.cancel()
+                    if not yielded and startup.cancel_called:
+                        # Say so now: stopping a process that does not answer
+                        # takes the SDK seconds more (stdin closed, then SIGTERM).
+                        with anyio.CancelScope(shield=True):
+                            await self._set("failed", _describe(TimeoutError()))
         if not yielded:
             raise TimeoutError
 

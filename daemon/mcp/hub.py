@@ -19,8 +19,10 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import stat
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
+from typing import Any, BinaryIO
 
 import anyio
 import anyio.abc
@@ -39,7 +41,7 @@ from hdsp.protocol import (
 
 from .connection import McpConnection, SecretLookup, ServerKey
 from .tools import AccessMcpResource, McpTool, make_mcp_tool
-from .trust import TrustStore
+from .trust import TrustStore, fingerprint
 
 __all__ = ["WORKSPACE_FILE", "McpHub"]
 
@@ -47,6 +49,8 @@ log = structlog.get_logger("hdsp.mcp")
 
 #: A workspace's MCP servers, relative to the workspace.
 WORKSPACE_FILE = Path(".hdsp") / "mcp.json"
+#: The largest workspace file read (a hand-written configuration is far smaller).
+MAX_WORKSPACE_FILE_BYTES = 256 * 1024
 
 
 class _Found:
@@ -119,26 +123,30 @@ class McpHub:
     def _workspace_file(self, workspace: str) -> tuple[dict[str, McpServerDefinition], str | None]:
         path = Path(workspace) / WORKSPACE_FILE
         try:
-            info = path.stat()
+            # Non-blocking: a FIFO put there opens at once (and is refused below)
+            # instead of holding the daemon until something writes to it.
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         except FileNotFoundError:
             self._files.pop(workspace, None)
             return {}, None
         except OSError as exc:
             return {}, f"{path}: {exc.strerror or exc}"
-        signature = (info.st_mtime_ns, info.st_size)
-        cached = self._files.get(workspace)
-        if cached is not None and cached[0] == signature:
-            return cached[1], cached[2]
-        servers: dict[str, McpServerDefinition] = {}
-        error: str | None = None
-        try:
-            document = json.loads(path.read_bytes())
-            if not isinstance(document, dict):
-                raise ValueError("it must hold a JSON object with `mcpServers`")
-            servers = parse_servers(document)
-        except (OSError, ValueError) as exc:
-            error = f"{path} was not used: {exc}"
-            log.warning("workspace mcp.json unusable", path=str(path), error=str(exc))
+        with os.fdopen(fd, "rb") as file:
+            info = os.fstat(fd)
+            signature = (info.st_mtime_ns, info.st_size)
+            cached = self._files.get(workspace)
+            if cached is not None and cached[0] == signature:
+                return cached[1], cached[2]
+            servers: dict[str, McpServerDefinition] = {}
+            error: str | None = None
+            try:
+                document = json.loads(_read_bounded(file, info, path, workspace))
+                if not isinstance(document, dict):
+                    raise ValueError("it must hold a JSON object with `mcpServers`")
+                servers = parse_servers(document)
+            except (OSError, ValueError) as exc:
+                error = f"{path} was not used: {exc}"
+                log.warning("workspace mcp.json unusable", path=str(path), error=str(exc))
         self._files[workspace] = (signature, servers, error)
         return servers, error
 
@@ -274,12 +282,13 @@ class McpHub:
             "scope": "global" if f.key[0] is None else "workspace",
             "workspace": f.key[0],
             "transport": d.transport,
+            **_configured(d),
         }
         connection = self._connections.get(f.key)
         if connection is not None and connection.definition != d:
             connection = None
         if not d.is_enabled:
-            return McpServerStatus(state="disabled", target=_target(d), **base)  # type: ignore[arg-type]
+            return McpServerStatus(state="disabled", target=_target(d), **base)
         if not f.trusted:
             return McpServerStatus(
                 state="untrusted",
@@ -288,10 +297,10 @@ class McpHub:
                     f"a server of {f.key[0]}/{WORKSPACE_FILE}: check what it runs, then "
                     f"trust it with `hdsp mcp trust {f.key[1]}` in that workspace"
                 ),
-                **base,  # type: ignore[arg-type]
+                **base,
             )
         if connection is None:
-            return McpServerStatus(state="stopped", target=_target(d), **base)  # type: ignore[arg-type]
+            return McpServerStatus(state="stopped", target=_target(d), **base)
         return self._connection_status(connection)
 
     def _connection_status(self, connection: McpConnection) -> McpServerStatus:
@@ -318,6 +327,7 @@ class McpHub:
             resources=len(connection.resources),
             restarts=connection.restarts,
             retry_in_seconds=connection.retry_in,
+            **_configured(d),
         )
 
     async def _changed(self, connection: McpConnection) -> None:
@@ -369,14 +379,22 @@ class McpHub:
             await connection.wait_settled()
         return self.status(f)
 
-    async def trust(self, name: str, workspace: str, trusted: bool) -> McpServerStatus:
-        """Raises KeyError (no such workspace server)."""
+    async def trust(
+        self, name: str, workspace: str, trusted: bool, expected: str | None = None
+    ) -> McpServerStatus:
+        """Raises KeyError (no such workspace server) or ValueError (its entry is
+        no longer the one whose digest is `expected`)."""
         ws = self._workspace_key(workspace)
         servers, error = self._workspace_file(ws)
         definition = servers.get(name)
         if definition is None:
             extra = f" ({error})" if error else ""
             raise KeyError(f"{ws}/{WORKSPACE_FILE} has no server named {name!r}{extra}.")
+        if trusted and expected is not None and fingerprint(definition) != expected:
+            raise ValueError(
+                f"The entry of {name!r} in {ws}/{WORKSPACE_FILE} changed since it was shown: "
+                "nothing was trusted. Check it again (`hdsp mcp trust` shows it)."
+            )
         self._trust.set(ws, name, definition, trusted)
         f = _Found((ws, name), definition, trusted=trusted)
         if not trusted:
@@ -388,6 +406,35 @@ class McpHub:
             with anyio.move_on_after(definition.startup_timeout + 1):
                 await connection.wait_settled()
         return self.status(f)
+
+
+def _read_bounded(file: BinaryIO, info: os.stat_result, path: Path, workspace: str) -> bytes:
+    """A workspace's mcp.json as it was opened: a regular file inside the
+    workspace (a link may lead anywhere: to the user's files, or to a device that
+    never ends), of at most MAX_WORKSPACE_FILE_BYTES; ValueError says why not."""
+    if not stat.S_ISREG(info.st_mode):
+        raise ValueError("it is not a regular file")
+    opened = os.path.realpath(f"/proc/self/fd/{file.fileno()}")
+    if not os.path.exists(opened):  # no /proc: the name, resolved now
+        opened = os.path.realpath(path)
+    if not Path(opened).is_relative_to(os.path.realpath(workspace)):
+        raise ValueError(f"it leads out of the workspace (to {opened})")
+    data = file.read(MAX_WORKSPACE_FILE_BYTES + 1)
+    if len(data) > MAX_WORKSPACE_FILE_BYTES:
+        raise ValueError(f"it is larger than {MAX_WORKSPACE_FILE_BYTES // 1024} KiB")
+    return data
+
+
+def _configured(d: McpServerDefinition) -> dict[str, Any]:
+    """What a server's status says of its configuration besides its target."""
+    return {
+        "cwd": d.cwd,
+        "env_names": sorted(d.env),
+        "header_names": sorted(d.headers),
+        "secrets": sorted(set(d.secrets())),
+        "always_allow": list(d.always_allow),
+        "fingerprint": fingerprint(d),
+    }
 
 
 def _target(d: McpServerDefinition) -> str:

@@ -52,20 +52,43 @@ async def test_list_tools_restart_and_escaped_errors(
     assert r.returncode == 2 and "no MCP server named 'nothing'" in r.stderr
 
 
-async def test_trust_a_workspace_server(
+async def test_trust_a_workspace_server_after_seeing_what_it_runs(
     client: Client, daemon: DaemonProcess, tmp_path: Path
 ) -> None:
     (tmp_path / ".hdsp").mkdir()
-    entry = {"command": sys.executable, "args": [str(BAD_SERVER)]}
+    entry = {
+        "command": sys.executable,
+        "args": [str(BAD_SERVER)],
+        "env": {"BAD_MODE": "calm", "LD_PRELOAD": ""},
+        "alwaysAllow": ["ping"],
+    }
     (tmp_path / ".hdsp" / "mcp.json").write_text(json.dumps({"mcpServers": {"bad": entry}}))
     run_dir = daemon.runtime_dir
     r = await run_hdsp(run_dir, "mcp", "list", "--workspace", str(tmp_path), "--start")
     assert "bad  untrusted  (workspace, stdio)" in r.stdout
     assert "hdsp mcp trust bad" in r.stdout
-    r = await run_hdsp(run_dir, "mcp", "trust", "bad", "--workspace", str(tmp_path))
+    # Everything that decides what runs is shown, not only the command.
+    assert "    environment: BAD_MODE, LD_PRELOAD" in r.stdout
+    assert "    runs without asking: ping" in r.stdout
+    # `trust` shows the entry and asks; anything but yes trusts nothing.
+    for answer in ("", "n\n"):
+        r = await run_hdsp(
+            run_dir, "mcp", "trust", "bad", "--workspace", str(tmp_path), stdin=answer
+        )
+        assert r.returncode == 1, r.stderr
+        assert f"The server bad of {tmp_path}/.hdsp/mcp.json:" in r.stdout
+        assert "environment: BAD_MODE, LD_PRELOAD" in r.stdout
+        assert r.stdout.rstrip().endswith("Not trusted.")
+    (status,) = (await client.list_mcp_servers(str(tmp_path))).servers
+    assert status.state == "untrusted"
+    r = await run_hdsp(run_dir, "mcp", "trust", "bad", "--workspace", str(tmp_path), stdin="y\n")
     assert r.returncode == 0, r.stderr
-    assert r.stdout.startswith("Trusted: bad of ")
+    assert "Trusted: bad of " in r.stdout
     assert "bad  connected" in r.stdout
     r = await run_hdsp(run_dir, "mcp", "trust", "bad", "--revoke", "--workspace", str(tmp_path))
     assert r.returncode == 0, r.stderr
     assert "bad  untrusted" in r.stdout
+    # --yes: for scripts; it still prints what it trusted.
+    r = await run_hdsp(run_dir, "mcp", "trust", "bad", "--yes", "--workspace", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("Trusted: bad of ") and "runs without asking: ping" in r.stdout

@@ -30,6 +30,7 @@ from hdsp.protocol import (
     TaskCompleted,
 )
 from tests.fakes.openai_server import FakeOpenAI
+from tests.support.cli_process import run_hdsp
 from tests.support.daemon_process import DaemonProcess
 from tests.support.events import collect_turn, wait_for_said
 from tests.support.host_processes import processes_mentioning
@@ -74,7 +75,7 @@ async def wait_for_server(
 
 
 async def test_time_server_tools_are_offered_and_a_call_asks_with_server_tool_and_arguments(
-    client: Client, fake_openai: FakeOpenAI, workspace: Path
+    client: Client, fake_openai: FakeOpenAI, workspace: Path, daemon: DaemonProcess
 ) -> None:
     await configure(client, {"time": {"command": venv_script("mcp-server-time")}})
     fake_openai.script(
@@ -102,6 +103,10 @@ async def test_time_server_tools_are_offered_and_a_call_asks_with_server_tool_an
     (time_server,) = listing.servers
     assert time_server.state == "connected" and time_server.scope == "global"
     assert {t.name for t in time_server.tools} >= {"get_current_time", "convert_time"}
+    # The CLI says which server, tool and arguments the ask was for.
+    shown = await run_hdsp(daemon.runtime_dir, "show", task_id)
+    assert "ask: call get_current_time on the MCP server time?" in shown.stdout
+    assert '"timezone": "Europe/Paris"' in shown.stdout
 
 
 async def test_denied_mcp_call_does_not_run(
@@ -209,9 +214,12 @@ async def test_everything_over_stdio_error_image_resource_and_progress(
     events = await collect_turn(client, task_id, head, until=(TaskCompleted,))
     error = tool_results(fake_openai, 1)[-1]
     assert error.startswith("Error: the MCP server 'every' reported an error")
-    # The server's tiny PNG went the way of every image to a model; Pillow cannot
-    # read that file (the test with a picture below shows one that reaches it).
-    assert "image/png" in tool_results(fake_openai, 2)[-1]
+    # The server's tiny PNG went the way of every image to a model: that file has
+    # a bad checksum (its iCCP chunk), so the model is told it was not shown, with
+    # the text around it (the test with a picture below shows one that reaches it).
+    image_result = tool_results(fake_openai, 2)[-1]
+    assert "[image not shown: it is not a readable image/png image]" in image_result
+    assert "Here's the image you requested" in image_result and "MCP logo" in image_result
     embedded = tool_results(fake_openai, 3)[-1]
     assert "Resource demo://resource/dynamic/text/1 (text/plain)" in embedded
     assert "This is a plaintext resource" in embedded
@@ -254,6 +262,8 @@ async def _echo_and_progress_over_http(
     listing = await client.list_mcp_servers(str(workspace))
     assert listing.servers[0].transport == "http"
     assert listing.servers[0].state == "connected"
+    assert {"echo", "get-tiny-image"} <= {t.name for t in listing.servers[0].tools}
+    assert listing.servers[0].resources > 0
 
 
 async def test_cancelling_the_task_cancels_the_call_and_keeps_the_server(
@@ -275,6 +285,79 @@ async def test_cancelling_the_task_cancels_the_call_and_keeps_the_server(
     task_id, head = await start(client, "echo", workspace)
     await collect_turn(client, task_id, head, until=(TaskCompleted,))
     assert "still here" in tool_results(fake_openai, 2)[-1]
+
+
+async def test_cancelling_the_task_cancels_the_call_on_the_server(
+    client: Client, fake_openai: FakeOpenAI, workspace: Path
+) -> None:
+    """The server learns the call was cancelled (notifications/cancelled), and
+    its process, still the same one, stops the work."""
+    await configure(
+        client,
+        {
+            "bad": {
+                "command": sys.executable,
+                "args": [str(BAD_SERVER)],
+                "alwaysAllow": ["hang", "was_hang_cancelled"],
+            }
+        },
+    )
+    fake_openai.script(call("mcp__bad__hang"))
+    task_id, head = await start(client, "hang", workspace)
+    await wait_for_said(client, task_id, head, "mcp_server_request_started", "hanging")
+    await client.cancel_task(task_id)
+    await collect_turn(client, task_id, head, until=(TaskAborted, TaskCompleted))
+    fake_openai.script(call("mcp__bad__was_hang_cancelled"), done())
+    task_id, head = await start(client, "was it cancelled", workspace)
+    await collect_turn(client, task_id, head, until=(TaskCompleted,))
+    assert "hang was cancelled" in tool_results(fake_openai, 2)[-1]
+    (status,) = (await client.list_mcp_servers(str(workspace))).servers
+    assert status.state == "connected" and status.restarts == 0
+
+
+async def test_what_a_server_says_reaches_the_terminal_escaped(
+    client: Client, fake_openai: FakeOpenAI, workspace: Path, daemon: DaemonProcess
+) -> None:
+    """An MCP result and its progress are untrusted text: `hdsp show` prints
+    their escape sequences as visible escapes, never to the terminal."""
+    await configure(
+        client,
+        {"bad": {"command": sys.executable, "args": [str(BAD_SERVER)], "alwaysAllow": ["shout"]}},
+    )
+    fake_openai.script(call("mcp__bad__shout"), done())
+    task_id, head = await start(client, "shout", workspace)
+    await collect_turn(client, task_id, head, until=(TaskCompleted,))
+    assert "\x1b]52;c;aGk=\x07" in tool_results(fake_openai, 1)[-1]  # the model gets it as is
+    shown = await run_hdsp(daemon.runtime_dir, "show", task_id, "--full")
+    assert shown.returncode == 0, shown.stderr
+    assert "\x1b" not in shown.stdout and "\x07" not in shown.stdout
+    assert "\u202e" not in shown.stdout
+    assert "\\x1b]52;c;aGk=\\x07 \\x1b[2J gone \\u202egnp.exe" in shown.stdout
+    assert "MCP bad · shout: progress 1/1 \\x1b[2Jprogress" in shown.stdout
+
+
+async def test_a_server_that_floods_list_changed_is_listed_again_a_few_times(
+    client: Client, fake_openai: FakeOpenAI, workspace: Path
+) -> None:
+    """Each refresh of a server's lists is a durable mcpServerChanged event: a
+    server that says its tools changed 50 times in half a second gets a
+    refresh a second, not one each (the journal is not the server's to fill)."""
+    await configure(
+        client,
+        {"bad": {"command": sys.executable, "args": [str(BAD_SERVER)], "alwaysAllow": ["flood"]}},
+    )
+    await client.list_mcp_servers(str(workspace), start=True)
+    head = (await client.status()).head_seq
+    fake_openai.script(call("mcp__bad__flood"), done())
+    task_id, _ = await start(client, "flood", workspace)
+    await collect_turn(client, task_id, head, until=(TaskCompleted,))
+    assert "flooded" in tool_results(fake_openai, 1)[-1]
+    changed = [
+        e
+        for e in (await client.replay(head, limit=1000)).events
+        if isinstance(e.data, McpServerChanged) and e.data.payload[0].name == "bad"
+    ]
+    assert 1 <= len(changed) <= 4, len(changed)
 
 
 # ---- servers that fail ------------------------------------------------------------------
@@ -315,30 +398,56 @@ async def test_a_server_that_crashes_mid_call_gives_a_clear_error_and_is_restart
 async def test_a_server_that_never_starts_has_a_clear_status_and_tasks_go_on(
     client: Client, fake_openai: FakeOpenAI, workspace: Path
 ) -> None:
+    # One that starts but never answers `initialize` is failed at its startup
+    # timeout (the SDK takes seconds more to stop its process: not waited for).
+    silent = {
+        "command": sys.executable,
+        "args": ["-c", "import time; time.sleep(600)"],
+        "startupTimeout": 1,
+    }
+    await configure(client, {"silent": silent})
+    (status,) = (await client.list_mcp_servers(str(workspace), start=True)).servers
+    assert status.state == "failed"
+    assert "did not start and answer within its startup timeout" in (status.error or "")
+    head = (await client.status()).head_seq
     await configure(
         client,
         {
+            "silent": silent,
             "missing": {"command": str(workspace / "no-such-server")},
             "exits": {
                 "command": sys.executable,
                 "args": ["-c", "import sys; sys.stderr.write('no config\\n'); sys.exit(2)"],
             },
+            # Nothing listens there.
+            "down": {"url": f"http://127.0.0.1:{free_port()}/mcp"},
+            "off": {"command": venv_script("mcp-server-time"), "disabled": True},
             "time": {"command": venv_script("mcp-server-time")},
         },
     )
     listing = await client.list_mcp_servers(str(workspace), start=True)
     by_name = {s.name: s for s in listing.servers}
-    assert by_name["missing"].state == "failed"
-    assert "the command was not found" in (by_name["missing"].error or "")
-    assert by_name["exits"].state == "failed"
+    assert by_name["off"].state == "disabled"
     assert by_name["time"].state == "connected"
+    # Each failure says why (a failed server is tried again after a backoff, so
+    # its status is read from its events, not from a listing at some moment).
+    for name, why in (
+        ("missing", "the command was not found"),
+        ("exits", ""),
+        ("down", "ConnectError"),
+    ):
+        failed = await wait_for_server(client, head, name, "failed")
+        assert failed.error and why in failed.error
     # A task still runs, with the tools of the server that works.
     fake_openai.script(done())
     task_id, head = await start(client, "hello", workspace)
     await collect_turn(client, task_id, head, until=(TaskCompleted,))
     names = set(offered(fake_openai, 0))
     assert "mcp__time__get_current_time" in names
-    assert not any(n.startswith(("mcp__missing", "mcp__exits")) for n in names)
+    assert not any(
+        n.startswith(("mcp__missing", "mcp__exits", "mcp__silent", "mcp__down", "mcp__off"))
+        for n in names
+    )
 
 
 async def test_a_restart_command_restarts_a_running_server(client: Client, workspace: Path) -> None:
@@ -386,12 +495,78 @@ async def test_workspace_servers_run_only_once_trusted_as_written(
     assert not any(n.startswith("mcp__") for n in offered(fake_openai, 2))
 
 
+async def test_trust_is_refused_when_the_entry_changed_since_it_was_shown(
+    client: Client, workspace: Path
+) -> None:
+    """What a person trusts is what they were shown: a repository (or an agent)
+    that rewrites the entry in between gets nothing trusted and nothing run."""
+    config = workspace / ".hdsp" / "mcp.json"
+    config.parent.mkdir()
+    shown_entry = {"command": venv_script("mcp-server-time"), "env": {"TZ": "UTC"}}
+    config.write_text(json.dumps({"mcpServers": {"t": shown_entry}}))
+    (shown,) = (await client.list_mcp_servers(str(workspace))).servers
+    assert shown.state == "untrusted" and shown.env_names == ["TZ"] and shown.fingerprint
+    # The status says what decides what runs, besides the command.
+    marker = f"--hdsp-test-{uuid.uuid4().hex}"
+    swapped = {
+        "command": sys.executable,
+        "args": [str(BAD_SERVER), marker],
+        "env": {"TZ": "UTC", "PYTHONSTARTUP": "evil.py", "TOKEN": "${secret:api-token}"},
+    }
+    config.write_text(json.dumps({"mcpServers": {"t": swapped}}))
+    with pytest.raises(CommandFailed) as refused:
+        await client.trust_mcp_server("t", str(workspace), fingerprint=shown.fingerprint)
+    assert refused.value.code == "invalid_state"
+    assert "changed since it was shown" in refused.value.message
+    (now,) = (await client.list_mcp_servers(str(workspace))).servers
+    assert now.state == "untrusted" and processes_mentioning(marker) == []
+    assert now.env_names == ["PYTHONSTARTUP", "TOKEN", "TZ"] and now.secrets == ["api-token"]
+    # Trusting what is there now, as shown now, works.
+    config.write_text(json.dumps({"mcpServers": {"t": shown_entry}}))
+    trusted = await client.trust_mcp_server("t", str(workspace), fingerprint=shown.fingerprint)
+    assert trusted.state == "connected"
+
+
 async def test_a_broken_workspace_file_is_reported(client: Client, workspace: Path) -> None:
     (workspace / ".hdsp").mkdir()
     (workspace / ".hdsp" / "mcp.json").write_text('{"mcpServers": {"x": {"args": []}}}')
     listing = await client.list_mcp_servers(str(workspace))
     assert listing.servers == []
     assert listing.config_error is not None and "mcp.json was not used" in listing.config_error
+
+
+async def test_a_workspace_file_that_is_a_link_out_a_fifo_or_huge_is_refused(
+    client: Client, workspace: Path, tmp_path: Path
+) -> None:
+    """A cloned repository decides what .hdsp/mcp.json is: hdspd reads it only as
+    a regular file inside the workspace, and never waits on it."""
+    hdsp_dir = workspace / ".hdsp"
+    hdsp_dir.mkdir()
+    config = hdsp_dir / "mcp.json"
+    # A link to a file of the user's outside the workspace (here a valid config).
+    elsewhere = tmp_path / "outside.json"
+    elsewhere.write_text(json.dumps({"mcpServers": {"t": {"command": "true"}}}))
+    config.symlink_to(elsewhere)
+    with anyio.fail_after(20):
+        listing = await client.list_mcp_servers(str(workspace))
+    assert listing.servers == []
+    assert "leads out of the workspace" in (listing.config_error or "")
+    # A FIFO: opening it to read would wait for a writer (the daemon with it).
+    config.unlink()
+    os.mkfifo(config)
+    with anyio.fail_after(20):
+        listing = await client.list_mcp_servers(str(workspace))
+    assert "not a regular file" in (listing.config_error or "")
+    # Far larger than any configuration.
+    config.unlink()
+    config.write_text('{"mcpServers": {}}' + " " * 400_000)
+    with anyio.fail_after(20):
+        listing = await client.list_mcp_servers(str(workspace))
+    assert "larger than 256 KiB" in (listing.config_error or "")
+    # The daemon is still answering, and a good file is read again.
+    config.write_text(json.dumps({"mcpServers": {"t": {"command": "true"}}}))
+    (status,) = (await client.list_mcp_servers(str(workspace))).servers
+    assert status.name == "t" and status.state == "untrusted"
 
 
 async def test_settings_refuse_a_credential_written_in(client: Client) -> None:

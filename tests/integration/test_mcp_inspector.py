@@ -1,14 +1,12 @@
 """`hdsp mcp serve` driven by a second, independent MCP client: the MCP
 Inspector's CLI mode (`@modelcontextprotocol/inspector`, Node.js), which starts
 the server over stdio as a host does. `npm ci` installs it into
-tests/js-inspector/node_modules from the committed lockfile, once per lockfile;
-without Node.js and npm the test fails and says so (never a silent skip)."""
+tests/js-inspector/node_modules from the committed lockfile, once per lockfile
+(tests/support/npm_locked.py); without Node.js and npm the test fails and says so."""
 
 from __future__ import annotations
 
-import hashlib
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -19,40 +17,17 @@ import pytest
 from hdsp.client import Client
 from hdsp.protocol import MessageEvent
 from tests.support.daemon_process import DaemonProcess, short_tmp_dir
+from tests.support.npm_locked import TESTS_DIR, install_locked
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 
-JS_DIR = Path(__file__).resolve().parents[1] / "js-inspector"
-_STAMP = JS_DIR / "node_modules" / ".hdsp-lockfile-sha256"
-
-
-def _tool(name: str) -> str:
-    path = shutil.which(name)
-    if path is None:
-        raise RuntimeError(
-            f"{name} is not installed: this test runs the MCP Inspector under Node.js 20 or "
-            "newer (Debian: apt-get install nodejs npm)."
-        )
-    return path
+JS_DIR = TESTS_DIR / "js-inspector"
 
 
 def install_inspector() -> Path:
     """The Inspector's launcher, installed from the lockfile if need be."""
-    lock = hashlib.sha256((JS_DIR / "package-lock.json").read_bytes()).hexdigest()
-    launcher = JS_DIR / "node_modules" / ".bin" / "mcp-inspector"
-    if not (_STAMP.is_file() and _STAMP.read_text() == lock and launcher.exists()):
-        done = subprocess.run(
-            [_tool("npm"), "ci", "--no-audit", "--no-fund", "--loglevel=error"],
-            cwd=JS_DIR,
-            capture_output=True,
-            text=True,
-            timeout=600,
-            check=False,
-        )
-        if done.returncode != 0:
-            raise RuntimeError(f"npm ci failed in {JS_DIR}:\n{done.stdout}\n{done.stderr}")
-        _STAMP.write_text(lock)
-    return launcher
+    modules = install_locked(JS_DIR, "this test runs the MCP Inspector")
+    return modules / ".bin" / "mcp-inspector"
 
 
 async def inspector(

@@ -261,6 +261,31 @@ async def test_the_hosts_user_approves_through_elicitation(
     assert all(m.answered_by == "hdsp mcp serve" for m in answered)
 
 
+async def test_what_a_quick_run_prints_reaches_the_host_as_progress_before_its_result(
+    daemon: DaemonProcess, client: Client
+) -> None:
+    """The call's reply can overtake its last output (another socket): the
+    server catches up first, so the host never misses a line of progress."""
+    workspace = short_tmp_dir()
+
+    async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        return types.ElicitResult(action="accept", content={"approve": True})
+
+    async with mcp_session(daemon, workspace, elicit) as session:
+        for n in range(5):
+            progress: list[str] = []
+
+            async def on_progress(value: float, total: float | None, message: str | None) -> None:
+                progress.append(message or "")  # noqa: B023  (this call's list)
+
+            result = await session.call_tool(
+                "execute_code", {"code": f"print('quick {n}')"}, progress_callback=on_progress
+            )
+            assert not result.is_error, text_of(result)
+            assert f"quick {n}" in text_of(result)
+            assert any(f"quick {n}" in p for p in progress), progress
+
+
 async def test_a_task_started_through_mcp_is_followed_and_its_asks_go_to_the_host(
     daemon: DaemonProcess, client: Client, fake_openai: FakeOpenAI
 ) -> None:

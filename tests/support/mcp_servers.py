@@ -2,34 +2,32 @@
 
 - `mcp-server-time` and `mcp-server-git` (PyPI, dev dependencies): console
   scripts of this virtual environment.
-- `@modelcontextprotocol/server-everything` (npm): installed on first use with
-  `npm install --prefix` into the test cache in the virtual environment
-  (`<venv>/hdsp-test-cache/server-everything-<version>`), at a pinned version.
-  Without npm the tests that need it are skipped, saying so; a failed install
-  fails them with npm's output.
+- `@modelcontextprotocol/server-everything` (npm): pinned in
+  tests/js-mcp-servers/package.json and installed on first use by `npm ci` from
+  its committed lockfile (tests/support/npm_locked.py). Without node and npm the
+  tests that need it fail, saying how to install them.
 - :data:`BAD_SERVER`: a purpose-built MCP server (the SDK's own `MCPServer`)
   with a tool that kills its process in the middle of a call.
 """
 
 from __future__ import annotations
 
-import shutil
 import socket
-import subprocess
 import sys
 from pathlib import Path
 
-import pytest
+from tests.support.npm_locked import TESTS_DIR, install_locked
 
 __all__ = [
     "BAD_SERVER",
-    "EVERYTHING_VERSION",
+    "JS_DIR",
     "everything_server",
     "free_port",
     "venv_script",
 ]
 
-EVERYTHING_VERSION = "2026.8.31"
+#: tests/js-mcp-servers: its package.json pins server-everything, its lockfile the rest.
+JS_DIR = TESTS_DIR / "js-mcp-servers"
 
 #: The purpose-built server: `python BAD_SERVER`.
 BAD_SERVER = Path(__file__).with_name("mcp_bad_server.py")
@@ -43,32 +41,8 @@ def venv_script(name: str) -> str:
 
 def everything_server() -> str:
     """The path of the `mcp-server-everything` executable, installed if need be."""
-    npm = shutil.which("npm")
-    if npm is None or shutil.which("node") is None:
-        pytest.skip(
-            "npm and node are needed to install @modelcontextprotocol/server-everything "
-            "(apt-get install nodejs npm)"
-        )
-    root = Path(sys.prefix) / "hdsp-test-cache" / f"server-everything-{EVERYTHING_VERSION}"
-    binary = root / "node_modules" / ".bin" / "mcp-server-everything"
-    if binary.exists():
-        return str(binary)
-    root.mkdir(parents=True, exist_ok=True)
-    command = [
-        npm,
-        "install",
-        "--prefix",
-        str(root),
-        "--no-audit",
-        "--no-fund",
-        f"@modelcontextprotocol/server-everything@{EVERYTHING_VERSION}",
-    ]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
-    if done.returncode != 0 or not binary.exists():
-        raise AssertionError(
-            f"`{' '.join(command)}` exited {done.returncode}:\n{done.stderr.strip()[-2000:]}"
-        )
-    return str(binary)
+    modules = install_locked(JS_DIR, "the MCP client's tests run server-everything")
+    return str(modules / ".bin" / "mcp-server-everything")
 
 
 def free_port() -> int:

@@ -1169,10 +1169,16 @@ export interface RestartMcpServer {
  * Trust (or, with `trusted` false, stop trusting) a server of a workspace's
  * `.hdsp/mcp.json`, exactly as it is written now: a change to its definition
  * (command, arguments, environment, URL, headers, alwaysAllow) makes it
- * untrusted again. A trusted server starts at once.
+ * untrusted again. A trusted server starts at once. With `fingerprint` (from
+ * the server's status a person was shown), only that definition is trusted:
+ * if the file changed since, the command is refused.
  */
 export interface TrustMcpServer {
   commandName: 'TrustMcpServer';
+  /**
+   * Trust only if the entry's digest is still this one (McpServerStatus).
+   */
+  fingerprint?: string | null;
   name: string;
   trusted?: boolean;
   workspace: string;
@@ -2143,9 +2149,29 @@ export interface McpServerList {
  */
 export interface McpServerStatus {
   /**
+   * Its tools configured to run without asking (`*`: all).
+   */
+  alwaysAllow?: string[];
+  /**
+   * The directory it runs in, as configured.
+   */
+  cwd?: string | null;
+  /**
+   * The environment variables its configuration sets.
+   */
+  envNames?: string[];
+  /**
    * Why it failed or is untrusted.
    */
   error?: string | null;
+  /**
+   * A digest of its whole configuration entry: TrustMcpServer with it trusts this entry only.
+   */
+  fingerprint?: string;
+  /**
+   * The HTTP headers its configuration sends.
+   */
+  headerNames?: string[];
   name: string;
   /**
    * How many resources it lists.
@@ -2163,6 +2189,10 @@ export interface McpServerStatus {
    * global: the settings' mcp.servers; workspace: a .hdsp/mcp.json.
    */
   scope: 'global' | 'workspace';
+  /**
+   * The keyring secrets (`${secret:NAME}`) it is given when it starts.
+   */
+  secrets?: string[];
   /**
    * The server's name and version for itself (untrusted).
    */
