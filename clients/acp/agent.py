@@ -15,6 +15,7 @@ permissions, and the adapter runs as the user who started the host.
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any
 
 import anyio
@@ -73,6 +74,17 @@ McpServer = HttpMcpServer | SseMcpServer | McpServerStdio | Any
 
 def _error(code: int, message: str) -> RequestError:
     return RequestError(code, message, None)
+
+
+def _absolute(cwd: str) -> str:
+    """The host's working directory, which ACP says is absolute: a relative one
+    is refused rather than taken from wherever this process runs. (Whether it
+    may be a workspace at all is hdspd's to say: it refuses `/`, the home
+    directory itself and its own directories when the first prompt starts the
+    task, as for every client.)"""
+    if not os.path.isabs(cwd):
+        raise _error(_INVALID_PARAMS, f"cwd must be an absolute path, not {cwd!r}.")
+    return os.path.normpath(cwd)
 
 
 def _mcp_record(server: McpServer) -> dict[str, Any]:
@@ -180,6 +192,7 @@ class HdspAcpAgent:
         additional_directories: list[str] | None = None,
         **kwargs: Any,
     ) -> NewSessionResponse:
+        cwd = _absolute(cwd)
         record = SessionRecord(
             session_id=self._records.new_id(),
             cwd=cwd,
@@ -201,6 +214,7 @@ class HdspAcpAgent:
         additional_directories: list[str] | None = None,
         **kwargs: Any,
     ) -> LoadSessionResponse:
+        cwd = _absolute(cwd)
         record = self._records.load(session_id)
         if record is None:
             # A hdsp task's own id opens that task (`hdsp tasks` lists them).
