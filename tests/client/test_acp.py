@@ -15,6 +15,7 @@ import pytest
 from acp import PROTOCOL_VERSION, RequestError, text_block
 from acp.client.connection import ClientSideConnection
 from acp.schema import (
+    AgentPlanUpdate,
     ContentToolCallContent,
     CurrentModeUpdate,
     FileEditToolCallContent,
@@ -379,12 +380,13 @@ async def test_allow_always_covers_the_same_tool_in_this_session_only(
     assert record["taskId"] == snapshot.item.id
 
 
-async def test_a_reply_cut_at_the_output_limit_ends_the_turn_with_max_tokens(
+async def test_a_reply_cut_short_or_filtered_ends_the_turn_with_max_tokens_or_refusal(
     daemon: DaemonProcess, client: Client, fake_openai: FakeOpenAI, workspace: Path, tmp_path: Path
 ) -> None:
     fake_openai.script(
         FakeReply.text("The answer is long and gets cut").with_finish_reason("length"),
         FakeReply.text("Short this time."),
+        FakeReply.text("I can't").with_finish_reason("content_filter"),
     )
     async with adapter(daemon, tmp_path) as a:
         session = await a.conn.new_session(cwd=str(workspace), mcp_servers=[])
@@ -392,9 +394,50 @@ async def test_a_reply_cut_at_the_output_limit_ends_the_turn_with_max_tokens(
         assert response.stop_reason == "max_tokens"
         response = await a.conn.prompt(session_id=session.session_id, prompt=[text_block("again")])
         assert response.stop_reason == "end_turn"
+        response = await a.conn.prompt(session_id=session.session_id, prompt=[text_block("bad")])
+        assert response.stop_reason == "refusal"
     snapshot = await client.get_task(await _only_task(client))
     texts = [(m.text, m.stop_reason) for m in snapshot.messages if m.say == "text"][1:]
-    assert texts == [("The answer is long and gets cut", "max_tokens"), ("Short this time.", None)]
+    assert texts == [
+        ("The answer is long and gets cut", "max_tokens"),
+        ("Short this time.", None),
+        ("I can't", "content_filter"),
+    ]
+
+
+async def test_the_todo_list_is_the_plan_and_a_command_shows_its_output_like_a_terminal(
+    daemon: DaemonProcess, client: Client, fake_openai: FakeOpenAI, workspace: Path, tmp_path: Path
+) -> None:
+    fake_openai.script(
+        call("update_todo_list", todos="- [x] load data\n- [-] clean it\n- [ ] plot"),
+        call("execute_command", command="printf 'hello from the shell\\n'"),
+        done("ran it"),
+    )
+    async with adapter(daemon, tmp_path) as a:
+        session = await a.conn.new_session(cwd=str(workspace), mcp_servers=[])
+        async with _prompting(a, session.session_id, "plan and run") as result:
+            ask = await a.host.next_permission()
+            assert ask.tool_call.kind == "execute"
+            ask.choose("allow_once")
+        assert result["stop"] == "end_turn"
+        (plan,) = [u for u in a.host.updates if isinstance(u, AgentPlanUpdate)]
+        assert [(e.content, e.status) for e in plan.entries] == [
+            ("load data", "completed"),
+            ("clean it", "in_progress"),
+            ("plot", "pending"),
+        ]
+        call_id = ask.tool_call.tool_call_id
+        updates = tool_updates(a.host.updates, call_id)
+        assert [u.status for u in updates if u.status][-1] == "completed"
+        shown = [
+            c.content.text
+            for u in updates
+            for c in u.content or []
+            if isinstance(c, ContentToolCallContent) and isinstance(c.content, TextContentBlock)
+        ]
+        assert any(
+            text.startswith("```console\n") and "hello from the shell" in text for text in shown
+        ), shown
 
 
 async def test_a_task_started_elsewhere_loads_by_its_id_and_goes_on_here(
@@ -419,3 +462,30 @@ async def test_a_task_started_elsewhere_loads_by_its_id_and_goes_on_here(
         assert response.stop_reason == "end_turn"
         assert agent_text(a.host.updates[seen:]) == "Continued here."
     assert len((await client.list_tasks()).tasks) == 1
+
+
+async def test_the_hosts_cwd_must_be_absolute_and_gets_hdspds_broad_workspace_refusal(
+    daemon: DaemonProcess, client: Client, fake_openai: FakeOpenAI, workspace: Path, tmp_path: Path
+) -> None:
+    fake_openai.script(FakeReply.text("never sent"))
+    async with adapter(daemon, tmp_path) as a:
+        # ACP's cwd is absolute: a relative one is not taken from wherever the
+        # adapter happens to run.
+        for relative in ("ws", "."):
+            with pytest.raises(RequestError) as refused:
+                await a.conn.new_session(cwd=relative, mcp_servers=[])
+            assert "absolute" in str(refused.value)
+        # The root and hdspd's own directories are refused as every client's are,
+        # and nothing runs there.
+        (daemon.data_dir / "inside").mkdir()
+        for broad, why in (
+            ("/", "the root directory"),
+            (str(daemon.data_dir / "inside"), "hdspd's own directory"),
+        ):
+            session = await a.conn.new_session(cwd=broad, mcp_servers=[])
+            with pytest.raises(RequestError) as refused:
+                await a.conn.prompt(session_id=session.session_id, prompt=[text_block("ls")])
+            assert f"Refusing {broad} as the workspace" in str(refused.value.data)
+            assert why in str(refused.value.data)
+    assert (await client.list_tasks()).tasks == []
+    assert fake_openai.requests == []
