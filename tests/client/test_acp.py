@@ -489,3 +489,24 @@ async def test_the_hosts_cwd_must_be_absolute_and_gets_hdspds_broad_workspace_re
             assert why in str(refused.value.data)
     assert (await client.list_tasks()).tasks == []
     assert fake_openai.requests == []
+
+
+async def test_allow_always_stops_at_hdsps_cap_on_automatic_approvals(
+    daemon: DaemonProcess, client: Client, fake_openai: FakeOpenAI, workspace: Path, tmp_path: Path
+) -> None:
+    await client.update_settings({"approvals": {"max_auto_approved_requests": 2}})
+    fake_openai.script(
+        *[call("write_to_file", path=f"{n}.txt", content=f"{n}\n") for n in range(5)],
+        done("five files"),
+    )
+    async with adapter(daemon, tmp_path) as a:
+        session = await a.conn.new_session(cwd=str(workspace), mcp_servers=[])
+        async with _prompting(a, session.session_id, "write five files") as result:
+            (await a.host.next_permission()).choose("allow_always")
+            # 1.txt and 2.txt go without asking; at the cap a person is asked again.
+            again = await a.host.next_permission()
+            assert again.tool_call.title == "Write `3.txt`"
+            again.choose("allow_always")
+        assert result["stop"] == "end_turn"
+        assert len(a.host.permissions) == 2
+    assert sorted(p.name for p in workspace.glob("?.txt")) == [f"{n}.txt" for n in range(5)]
