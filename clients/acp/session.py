@@ -31,6 +31,7 @@ from hdsp.protocol import (
     ClineMessage,
     ErrorCode,
     MessageEvent,
+    OfferedMcpServer,
     TaskAborted,
     TaskActive,
     TaskClosed,
@@ -105,6 +106,9 @@ class AcpSession:
         self._sending = anyio.Lock()
         #: Asks answered on an "allow always" since a person last answered one.
         self._answered_alone = 0
+        #: The host's MCP servers, offered to the task with each prompt (in this
+        #: process's and hdspd's memory only: their env and headers may hold keys).
+        self.offered: list[OfferedMcpServer] = []
 
     @property
     def session_id(self) -> str:
@@ -334,12 +338,16 @@ class AcpSession:
                         mode=self.record.mode,
                         profile=self.record.profile,
                         images=images or None,
+                        mcp_servers=self.offered,
                     )
                     self.record.task_id = ref.task_id
                     self.save()
                 else:
                     ref = await self.client.send_message(
-                        self.record.task_id, text, images=images or None
+                        self.record.task_id,
+                        text,
+                        images=images or None,
+                        mcp_servers=self.offered,
                     )
                     turn.queued = bool(ref.queued)
             except CommandFailed as exc:

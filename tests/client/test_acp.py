@@ -4,12 +4,17 @@ model (tests/fakes)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import sys
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import msgspec
 import pytest
 from acp import PROTOCOL_VERSION, RequestError, text_block
@@ -18,7 +23,9 @@ from acp.schema import (
     AgentPlanUpdate,
     ContentToolCallContent,
     CurrentModeUpdate,
+    EnvVariable,
     FileEditToolCallContent,
+    McpServerStdio,
     TextContentBlock,
     ToolCallProgress,
     ToolCallStart,
@@ -32,6 +39,8 @@ from tests.fakes.openai_server import Reply as FakeReply
 from tests.support.acp_host import AcpHost, agent_text, run_hdsp_acp, thought_text, tool_updates
 from tests.support.cli_process import run_hdsp
 from tests.support.daemon_process import DaemonProcess
+from tests.support.host_processes import processes_mentioning
+from tests.support.mcp_servers import BAD_SERVER
 from tests.support.model_requests import tool_results
 from tests.support.scripted_turns import call, done
 
@@ -511,3 +520,69 @@ async def test_allow_always_stops_at_hdsps_cap_on_automatic_approvals(
         assert len(a.host.permissions) == 2
     for n in range(5):
         assert (workspace / f"{n}.txt").read_text() == f"{n}\n"
+
+
+async def test_the_hosts_mcp_servers_are_the_tasks_in_hdspds_memory_only(
+    daemon: DaemonProcess, client: Client, fake_openai: FakeOpenAI, workspace: Path, tmp_path: Path
+) -> None:
+    await client.set_secret("probe", "from-hdsps-keyring")
+    marker = f"acp-offered-{uuid.uuid4().hex}"
+    server = McpServerStdio(
+        name="probe server",  # (ACP allows spaces; hdsp's tool names do not)
+        command=sys.executable,
+        args=[str(BAD_SERVER), marker],
+        env=[
+            EnvVariable(name="PROBE_TOKEN", value="host-credential-123"),
+            EnvVariable(name="PROBE_REF", value="${secret:probe}"),
+        ],
+    )
+    fake_openai.script(
+        call("mcp__probe_server__where", variable="PROBE_TOKEN"),
+        call("mcp__probe_server__where", variable="PROBE_REF"),
+        done("probed"),
+    )
+    async with adapter(daemon, tmp_path) as a:
+        session = await a.conn.new_session(cwd=str(workspace), mcp_servers=[server])
+        async with _prompting(a, session.session_id, "probe") as result:
+            for _ in range(2):
+                ask = await a.host.next_permission()
+                # A tool of the host's server asks as any MCP tool does.
+                assert ask.tool_call.title == "`mcp__probe_server__where`"
+                ask.choose("allow_once")
+        assert result["stop"] == "end_turn"
+        task_id = await _only_task(client)
+        (pid,) = processes_mentioning(marker)  # (the offered server runs)
+        # Closing the task stops its server.
+        exited = os.pidfd_open(pid)
+        try:
+            await client.close_task(task_id)
+            with anyio.fail_after(30):
+                await anyio.wait_readable(exited)  # (a pidfd reads when the process ends)
+        finally:
+            os.close(exited)
+    offered = {t["function"]["name"] for t in fake_openai.requests[0]["tools"]}
+    assert "mcp__probe_server__where" in offered
+
+    # It ran in the task's workspace, with the host's values as they are: a
+    # host's `${secret:NAME}` never reads hdsp's keyring.
+    def sha256(text: str) -> str:
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    assert tool_results(fake_openai, 1) == [
+        f"cwd={workspace} PROBE_TOKEN:sha256={sha256('host-credential-123')}"
+    ]
+    assert tool_results(fake_openai, 2)[-1] == (
+        f"cwd={workspace} PROBE_REF:sha256={sha256('${secret:probe}')}"
+    )
+    # Nothing of the host's credential is written down: not in hdsp's settings,
+    # database or log, not in the adapter's session record.
+    settings = await client.get_settings()
+    assert settings.settings.get("mcp", {}).get("servers", {}) == {}
+    record = (
+        tmp_path / "state" / "hdsp" / "acp-sessions" / f"{session.session_id}.json"
+    ).read_text()
+    assert json.loads(record)["mcpServers"][0]["env"] == ["PROBE_TOKEN", "PROBE_REF"]
+    written = [tmp_path / "acp.stderr", daemon.stderr_path, *daemon.data_dir.rglob("*")]
+    for path in written:
+        if path.is_file():
+            assert b"host-credential-123" not in path.read_bytes(), path

@@ -3,11 +3,15 @@
 Tools: `ping` answers "pong N" (N: its process id, so a test sees a restart);
 `crash` kills the process in the middle of the call, before any answer;
 `picture` returns a small PNG (made with Pillow); `grow` adds a tool named
-`extra` and says so (`notifications/tools/list_changed`).
+`extra` and says so (`notifications/tools/list_changed`); `where` tells its
+working directory and a digest of an environment variable's value (what it
+was started with). Arguments after the script's path are ignored (a test names
+its own server by one).
 """
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
 import sys
@@ -39,6 +43,15 @@ def picture() -> Image:
     out = io.BytesIO()
     PILImage.new("RGB", (16, 8), (255, 0, 0)).save(out, format="PNG")
     return Image(data=out.getvalue(), format="png")
+
+
+@server.tool()
+def where(variable: str) -> str:
+    """The working directory, and the SHA-256 of the environment variable
+    `variable`'s value (not the value: it may be a credential)."""
+    value = os.environ.get(variable)
+    digest = "unset" if value is None else hashlib.sha256(value.encode()).hexdigest()
+    return f"cwd={os.getcwd()} {variable}:sha256={digest}"
 
 
 def extra() -> str:
