@@ -75,6 +75,9 @@ async def adapter(daemon: DaemonProcess, tmp_path: Path) -> AsyncIterator[Adapte
         assert caps is not None and caps.load_session
         assert caps.prompt_capabilities is not None and caps.prompt_capabilities.image
         assert caps.prompt_capabilities.embedded_context
+        # The host's MCP servers: stdio (ACP's baseline) and Streamable HTTP, not SSE.
+        assert caps.mcp_capabilities is not None
+        assert caps.mcp_capabilities.http and not caps.mcp_capabilities.sse
         assert init.auth_methods == []
         yield Adapter(host, conn, process)
 
