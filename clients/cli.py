@@ -25,7 +25,7 @@ from hdsp.protocol import (
     encode,
 )
 
-from .acp.command import add_acp_parser
+from .acp.command import add_acp_parser, print_jupyter_ai_persona
 from .agents_command import add_agent_parsers, print_children, print_tree
 from .asks_command import add_asks_parser
 from .chat import add_chat_parser
@@ -887,6 +887,8 @@ def main(argv: list[str] | None = None) -> int:
         if not args.value:
             print("hdsp: the value is empty; nothing was stored.", file=sys.stderr)
             return ExitCode.USAGE
+    if args.command == "acp" and args.jupyter_ai_persona:
+        return print_jupyter_ai_persona(args.runtime_dir)  # (a file to write: no daemon needed)
     if args.command == "mcp" and args.action == "serve":
         from .mcp_server import run_mcp_serve  # the mcp SDK loads only for this command
 

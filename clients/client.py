@@ -101,6 +101,7 @@ from hdsp.protocol import (
     McpServerList,
     McpServerStatus,
     ModeList,
+    OfferedMcpServer,
     Ping,
     Pong,
     PromptContext,
@@ -569,6 +570,7 @@ class Client:
         allow_broad_workspace: bool = False,
         context: PromptContext | None = None,
         agent: str | None = None,
+        mcp_servers: list[OfferedMcpServer] | None = None,
     ) -> TaskRef:
         """Start a task in `workspace` (by default the caller's working
         directory; a relative path is taken from it too). `approvals` overrides
@@ -577,7 +579,8 @@ class Client:
         itself and its own directories as a workspace unless
         `allow_broad_workspace` says that one was meant. `context` says what the
         message is about (a notebook, its active cell; see `PromptContext`);
-        `agent` names the agent the task runs (seed 002)."""
+        `agent` names the agent the task runs (seed 002); `mcp_servers` are MCP
+        servers this client offers the task (kept in hdspd's memory only)."""
         config = TaskConfiguration(
             api_config_name=profile,
             workspace=_absolute_workspace(workspace),
@@ -587,7 +590,13 @@ class Client:
             allow_broad_workspace=allow_broad_workspace,
             agent=agent,
         )
-        data = StartNewTaskData(text=text, configuration=config, images=images, context=context)
+        data = StartNewTaskData(
+            text=text,
+            configuration=config,
+            images=images,
+            context=context,
+            mcp_servers=mcp_servers,
+        )
         return await self.request(StartNewTask(data=data))
 
     async def send_message(
@@ -598,12 +607,18 @@ class Client:
         images: list[str] | None = None,
         steer: bool = False,
         context: PromptContext | None = None,
+        mcp_servers: list[OfferedMcpServer] | None = None,
     ) -> TaskRef:
         """Send a message; to a working task it waits for the turn to end, or, with
         `steer`, joins the running turn before its next model request. `context`
-        says what it is about (see `PromptContext`)."""
+        says what it is about (see `PromptContext`); `mcp_servers`, if given,
+        replace the MCP servers this client offered the task."""
         data = SendMessageData(
-            text=text, images=images, delivery="steer" if steer else "queue", context=context
+            text=text,
+            images=images,
+            delivery="steer" if steer else "queue",
+            context=context,
+            mcp_servers=mcp_servers,
         )
         return await self.request(SendMessage(task_id=task_id, data=data))
 

@@ -368,6 +368,12 @@ class Daemon:
             kernels=self.kernels,
             private=(self.paths.data_dir, self.paths.runtime_dir),
         )
+        self.mcp = engine.mcp_hub(
+            lambda: store.settings.mcp,
+            secrets=self.config.secrets.get,
+            emit=self.journal.emit,
+            trust_file=self.paths.data_dir / "mcp-trust.json",
+        )
         self.tasks = engine.task_manager(
             self.store,
             self.journal,
@@ -378,15 +384,10 @@ class Daemon:
             kernels=self.kernels,
             checkpoints=checkpoints,
             private_dirs=(self.paths.data_dir, self.paths.runtime_dir),
+            mcp_offers=self.mcp,
         )
         self.tasks.apply_mode_settings(settings.custom_modes, settings.custom_instructions)
         self.tasks.apply_agent_settings(settings.agents, settings.agent_limits)
-        self.mcp = engine.mcp_hub(
-            lambda: store.settings.mcp,
-            secrets=self.config.secrets.get,
-            emit=self.journal.emit,
-            trust_file=self.paths.data_dir / "mcp-trust.json",
-        )
         engine.tools.add_source(self.mcp)
         await tg.start(self.mcp.run)
         await tg.start(self.kernels.run)

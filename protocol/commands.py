@@ -45,7 +45,14 @@ from .kernels import (
     ShutdownKernel,
     StartKernel,
 )
-from .mcp import ListMcpServers, McpServerList, McpServerStatus, RestartMcpServer, TrustMcpServer
+from .mcp import (
+    ListMcpServers,
+    McpServerList,
+    McpServerStatus,
+    OfferedMcpServer,
+    RestartMcpServer,
+    TrustMcpServer,
+)
 from .modes import (
     CommandList,
     GetCommands,
@@ -225,6 +232,15 @@ class StartNewTaskData(WireStruct, frozen=True):
             )
         ),
     ] = None
+    mcp_servers: Annotated[
+        list[OfferedMcpServer] | None,
+        Meta(
+            description=(
+                "hdsp: MCP servers this client offers the task (an ACP host's; at most 16), "
+                "beside the configured ones; they replace the ones offered before. Absent: none."
+            ),
+        ),
+    ] = None
 
 
 class SendMessageData(WireStruct, frozen=True):
@@ -248,6 +264,15 @@ class SendMessageData(WireStruct, frozen=True):
                 "hdsp: what the message is about (the active notebook, cell, selection, an "
                 "outline), shown to the model as untrusted data and kept on the message."
             )
+        ),
+    ] = None
+    mcp_servers: Annotated[
+        list[OfferedMcpServer] | None,
+        Meta(
+            description=(
+                "hdsp: MCP servers this client offers the task (an ACP host's; at most 16), "
+                "beside the configured ones; they replace the ones offered before. Absent: the task keeps those it has."
+            ),
         ),
     ] = None
 

@@ -1,6 +1,7 @@
 """MCP servers the agent uses as tools (issue 23): `ListMcpServers`,
 `RestartMcpServer`, `TrustMcpServer`, and the records they and the daemon-wide
-`mcpServerChanged` event carry.
+`mcpServerChanged` event carry; `OfferedMcpServer`, a server a client offers one
+task (an ACP host's, issue 24) with `StartNewTask` or `SendMessage`.
 
 Everything a server said (its name for itself, its tools' descriptions, an
 error it gave) is untrusted text: clients show it escaped.
@@ -20,9 +21,32 @@ __all__ = [
     "McpServerState",
     "McpServerStatus",
     "McpToolInfo",
+    "OfferedMcpServer",
     "RestartMcpServer",
     "TrustMcpServer",
 ]
+
+#: A server's name: what the model sees in `mcp__NAME__tool`.
+SERVER_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,47}$"
+
+
+class OfferedMcpServer(WireStruct, frozen=True):
+    """An MCP server a client offers one task, beside the configured ones: a
+    program spoken to over stdio (`command`, `args`, `env`; it runs in the task's
+    workspace) or a Streamable HTTP endpoint (`url`, `headers`). hdspd keeps it in
+    memory only, never on disk nor in its log (its `env` and `headers` may hold
+    the client's credentials, taken as they are: `${secret:NAME}` is not filled
+    in), until the task closes, the daemon stops or the client offers others.
+    A configured server of the same name wins; a tool of an offered server runs
+    as any MCP tool does: after an approval, unless `alwaysAllowMcp` is on."""
+
+    name: Annotated[str, Meta(pattern=SERVER_NAME_PATTERN)]
+    command: Annotated[str, Meta(min_length=1)] | None = None
+    args: list[str] = []
+    env: dict[str, str] = {}
+    url: Annotated[str, Meta(pattern="^https?://")] | None = None
+    headers: dict[str, str] = {}
+
 
 McpServerState = Literal["disabled", "untrusted", "stopped", "connecting", "connected", "failed"]
 
@@ -45,8 +69,13 @@ class McpServerStatus(WireStruct, frozen=True):
 
     name: str
     scope: Annotated[
-        Literal["global", "workspace"],
-        Meta(description="global: the settings' mcp.servers; workspace: a .hdsp/mcp.json."),
+        Literal["global", "workspace", "task"],
+        Meta(
+            description=(
+                "global: the settings' mcp.servers; workspace: a .hdsp/mcp.json; task: "
+                "offered to one task by a client (taskId), an ACP host's."
+            )
+        ),
     ]
     state: Annotated[
         McpServerState,
@@ -62,6 +91,7 @@ class McpServerStatus(WireStruct, frozen=True):
     workspace: Annotated[str | None, Meta(description="The workspace of a workspace server.")] = (
         None
     )
+    task_id: Annotated[str | None, Meta(description="The task an offered server is for.")] = None
     transport: Literal["stdio", "http"] = "stdio"
     error: Annotated[str | None, Meta(description="Why it failed or is untrusted.")] = None
     target: Annotated[str, Meta(description="What it runs (command and arguments) or its URL.")] = (

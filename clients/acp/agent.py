@@ -6,8 +6,13 @@ a hdsp task in the host's working directory: it outlives the host and this
 process (`session/load` finds it again and replays it), every other hdsp client
 sees it and may answer its asks, and `session/cancel` interrupts its kernel.
 
+The host's MCP servers (stdio and Streamable HTTP) are offered to the
+session's task with each prompt: hdspd keeps them in memory only and runs their
+tools after an approval like any MCP tool's.
+
 Modes are hdsp's modes (`session/set_mode`); the model is a session config
-option (category "model") whose values are hdsp's provider profiles. There is
+option (category "model") whose values are hdsp's provider profiles (ACP's
+unstable `session/set_model` became this option). There is
 no authentication: who may talk to hdspd is decided by its socket's
 permissions, and the adapter runs as the user who started the host.
 """
@@ -15,6 +20,8 @@ permissions, and the adapter runs as the user who started the host.
 from __future__ import annotations
 
 import logging
+import os
+import re
 from typing import Any
 
 import anyio
@@ -48,7 +55,7 @@ from acp.schema import (
     TextResourceContents,
 )
 
-from hdsp.protocol import __version__
+from hdsp.protocol import OfferedMcpServer, __version__
 
 from ..client import Client
 from ..errors import ClientError, CommandFailed
@@ -56,12 +63,15 @@ from .session import AcpSession
 from .session_records import SessionRecord, SessionRecords
 from .updates import fenced
 
-__all__ = ["HdspAcpAgent", "serve"]
+__all__ = ["HdspAcpAgent", "offered_servers", "serve"]
 
 _log = logging.getLogger("hdsp.client.acp")
 
 #: The id of the session config option that picks the profile (the model).
 MODEL_OPTION = "model"
+
+#: The most MCP servers a session offers its task (hdspd takes at most 16).
+MAX_OFFERED = 16
 
 # JSON-RPC error codes (ACP uses JSON-RPC's).
 _INVALID_PARAMS = -32602
@@ -73,6 +83,52 @@ McpServer = HttpMcpServer | SseMcpServer | McpServerStdio | Any
 
 def _error(code: int, message: str) -> RequestError:
     return RequestError(code, message, None)
+
+
+def _absolute(cwd: str) -> str:
+    """The host's working directory, which ACP says is absolute: a relative one
+    is refused rather than taken from wherever this process runs. (Whether it
+    may be a workspace at all is hdspd's to say: it refuses `/`, the home
+    directory itself and its own directories when the first prompt starts the
+    task, as for every client.)"""
+    if not os.path.isabs(cwd):
+        raise _error(_INVALID_PARAMS, f"cwd must be an absolute path, not {cwd!r}.")
+    return os.path.normpath(cwd)
+
+
+_NOT_IN_NAME = re.compile(r"[^A-Za-z0-9_.\-]+")
+
+
+def offered_servers(servers: list[McpServer]) -> list[OfferedMcpServer]:
+    """The host's MCP servers as hdsp takes them: offered to the session's task
+    (hdspd keeps them in memory only). Names become what hdsp's tool names allow
+    ("Jupyter MCP Server" is `Jupyter_MCP_Server`); SSE, which hdsp does not
+    speak (nor claims to), is left out."""
+    offered: list[OfferedMcpServer] = []
+    taken: set[str] = set()
+    for server in servers:
+        base = _NOT_IN_NAME.sub("_", server.name).strip("_.-")[:44] or "server"
+        name, n = base, 1
+        while name in taken:
+            n += 1
+            name = f"{base}-{n}"
+        if isinstance(server, McpServerStdio):
+            env = {e.name: e.value for e in server.env}
+            offered.append(
+                OfferedMcpServer(name=name, command=server.command, args=server.args, env=env)
+            )
+        elif isinstance(server, HttpMcpServer):
+            headers = {h.name: h.value for h in server.headers}
+            offered.append(OfferedMcpServer(name=name, url=server.url, headers=headers))
+        else:
+            _log.warning("an MCP server left out (hdsp speaks stdio and HTTP): %s", server.name)
+            continue
+        taken.add(name)
+    if len(offered) > MAX_OFFERED:
+        _log.warning(
+            "the host offered %d MCP servers: the first %d kept", len(offered), MAX_OFFERED
+        )
+    return offered[:MAX_OFFERED]
 
 
 def _mcp_record(server: McpServer) -> dict[str, Any]:
@@ -151,10 +207,9 @@ class HdspAcpAgent:
                 prompt_capabilities=PromptCapabilities(
                     image=True, audio=False, embedded_context=True
                 ),
-                # The host's MCP servers are recorded with the session, not used
-                # yet (hdsp's MCP client takes them once it can): no transport is
-                # claimed beyond ACP's baseline.
-                mcp_capabilities=McpCapabilities(http=False, sse=False),
+                # The host's MCP servers go to the session's task (stdio, and
+                # Streamable HTTP, which hdsp's MCP client speaks; not SSE).
+                mcp_capabilities=McpCapabilities(http=True, sse=False),
             ),
             agent_info=Implementation(name="hdsp", title="hdsp", version=__version__),
             auth_methods=[],
@@ -180,12 +235,14 @@ class HdspAcpAgent:
         additional_directories: list[str] | None = None,
         **kwargs: Any,
     ) -> NewSessionResponse:
+        cwd = _absolute(cwd)
         record = SessionRecord(
             session_id=self._records.new_id(),
             cwd=cwd,
             mcp_servers=[_mcp_record(s) for s in mcp_servers or []],
         )
         session = self._open(record, cwd)
+        session.offered = offered_servers(mcp_servers or [])
         session.save()
         return NewSessionResponse(
             session_id=record.session_id,
@@ -201,6 +258,7 @@ class HdspAcpAgent:
         additional_directories: list[str] | None = None,
         **kwargs: Any,
     ) -> LoadSessionResponse:
+        cwd = _absolute(cwd)
         record = self._records.load(session_id)
         if record is None:
             # A hdsp task's own id opens that task (`hdsp tasks` lists them).
@@ -227,6 +285,7 @@ class HdspAcpAgent:
         if session_id in self._sessions:
             raise _error(_INVALID_PARAMS, f"Session {session_id!r} is open already.")
         session = self._open(record, workspace)
+        session.offered = offered_servers(mcp_servers or [])
         session.save()
         if record.task_id is not None:
             await session.replay()

@@ -4,19 +4,26 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from typing import Any
 
 from ..client import Client
 from ..exit_codes import ExitCode
 
-__all__ = ["add_acp_parser"]
+__all__ = ["add_acp_parser", "print_jupyter_ai_persona"]
 
 _HELP = """\
 Speak the Agent Client Protocol (JSON-RPC on stdin/stdout) for an editor that
 hosts agents: Jupyter AI, Zed, ... Each ACP session is a hdsp task in the
 editor's working directory; it outlives the editor, any hdsp client can follow
 and answer it, and a reload finds it again (session/load). Start hdspd first.
+
+Jupyter AI 3: `hdsp acp --jupyter-ai-persona > DIR/.jupyter/personas/hdsp_persona.py`
+(DIR: Jupyter's root directory, or a folder below it that holds the chats) adds
+hdsp to the chats' personas (@hdsp); with --runtime-dir, the persona's adapter
+talks to that hdspd. Zed: an `agent_servers` entry whose command is
+`hdsp` with the argument `acp`.
 """
 
 
@@ -37,4 +44,20 @@ def add_acp_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         description=_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    acp.add_argument(
+        "--jupyter-ai-persona",
+        action="store_true",
+        help="print the Jupyter AI persona file that runs this hdsp's `hdsp acp`, "
+        "for a .jupyter/personas/ directory (needs no hdspd)",
+    )
     acp.set_defaults(handler=run_acp, client_name="hdsp acp", client_kind="acp")
+
+
+def print_jupyter_ai_persona(runtime_dir: str | None) -> int:
+    from .jupyter_ai_persona import persona_file
+
+    command = [sys.executable, "-m", "hdsp.client", "acp"]
+    if runtime_dir is not None:
+        command += ["--runtime-dir", os.path.abspath(runtime_dir)]
+    sys.stdout.write(persona_file(command))
+    return ExitCode.OK

@@ -5,9 +5,11 @@ call), allow always (approve this call, and later calls of the same scope in
 this session without asking), reject (deny it). What "the same scope" is stays
 narrow: the same tool for file and notebook tools, the very same command line
 for shell commands. A protected path and the cap on automatic approvals never
-offer "always". Nothing a host sends widens hdsp's own approval settings: an
-"always" lives in this session's record only, and each call it approves is
-answered as an ordinary approval, which every hdsp client sees.
+offer "always", and hdsp's cap on automatic approvals in a row
+(`max_auto_approved_requests`) counts the calls an "always" approves: at the
+cap the host is asked again. Nothing a host sends widens hdsp's own approval
+settings: an "always" lives in this session's record only, and each call it
+approves is answered as an ordinary approval, which every hdsp client sees.
 """
 
 from __future__ import annotations

@@ -31,6 +31,7 @@ from hdsp.protocol import (
     ClineMessage,
     ErrorCode,
     MessageEvent,
+    OfferedMcpServer,
     TaskAborted,
     TaskActive,
     TaskClosed,
@@ -103,6 +104,11 @@ class AcpSession:
         #: Permission requests the host has open, by the ts of their ask.
         self._asking: dict[int, anyio.CancelScope] = {}
         self._sending = anyio.Lock()
+        #: Asks answered on an "allow always" since a person last answered one.
+        self._answered_alone = 0
+        #: The host's MCP servers, offered to the task with each prompt (in this
+        #: process's and hdspd's memory only: their env and headers may hold keys).
+        self.offered: list[OfferedMcpServer] = []
 
     @property
     def session_id(self) -> str:
@@ -243,6 +249,19 @@ class AcpSession:
         self._asking[ask.ts] = anyio.CancelScope()
         self._tg.start_soon(self._ask_host, ask, self._asking[ask.ts])
 
+    async def _may_answer_alone(self) -> bool:
+        """Whether the adapter may answer one more ask on an "allow always"
+        without asking: hdsp's cap on automatic approvals in a row
+        (`approvals.max_auto_approved_requests`) holds for these answers too."""
+        try:
+            view = await self.client.get_settings()
+        except ClientError as exc:
+            _log.warning("could not read the approval settings: %s", exc)
+            return False
+        approvals = view.settings.get("approvals")
+        cap = approvals.get("max_auto_approved_requests") if isinstance(approvals, dict) else None
+        return not isinstance(cap, int) or self._answered_alone < cap
+
     def _withdraw(self, ask_ts: int) -> None:
         scope = self._asking.pop(ask_ts, None)
         if scope is not None:
@@ -258,8 +277,13 @@ class AcpSession:
         scope_key = always_scope(ask)
         chosen: str | None = None
         with scope:
-            if scope_key is not None and scope_key in self.record.always_allowed:
+            if (
+                scope_key is not None
+                and scope_key in self.record.always_allowed
+                and await self._may_answer_alone()
+            ):
                 chosen = ALLOW_ALWAYS
+                self._answered_alone += 1
             else:
                 # The tool call is shown (pending) before the host is asked about it.
                 await self.send(self.translator.message(ask))
@@ -272,6 +296,7 @@ class AcpSession:
                 except (RequestError, ConnectionError) as exc:
                     _log.warning("the host did not answer the permission request: %s", exc)
                     return
+                self._answered_alone = 0  # a person answered: counted afresh
                 outcome = response.outcome
                 if isinstance(outcome, AllowedOutcome):
                     chosen = outcome.option_id
@@ -313,12 +338,16 @@ class AcpSession:
                         mode=self.record.mode,
                         profile=self.record.profile,
                         images=images or None,
+                        mcp_servers=self.offered,
                     )
                     self.record.task_id = ref.task_id
                     self.save()
                 else:
                     ref = await self.client.send_message(
-                        self.record.task_id, text, images=images or None
+                        self.record.task_id,
+                        text,
+                        images=images or None,
+                        mcp_servers=self.offered,
                     )
                     turn.queued = bool(ref.queued)
             except CommandFailed as exc:

@@ -33,8 +33,7 @@ class SessionRecord(msgspec.Struct, kw_only=True, rename="camel"):
     mode: str | None = None
     profile: str | None = None
     #: The MCP servers the host offered at session/new or session/load, as it
-    #: sent them (names and commands, never shown to the model). hdsp's MCP
-    #: client takes them once it can.
+    #: sent them but for the values of their env and headers (names only).
     mcp_servers: list[dict[str, Any]] = []
     #: What "allow always" covers in this session (see permissions.always_scope).
     always_allowed: list[str] = []

@@ -42,7 +42,8 @@ __all__ = ["MAX_ATTEMPTS", "McpConnection", "SecretLookup", "ServerKey"]
 
 log = structlog.get_logger("hdsp.mcp")
 
-#: (workspace or None for the settings' servers, server name).
+#: (workspace, None for the settings' servers or `task:<id>` for a task's offered
+#: ones; server name).
 ServerKey = tuple[str | None, str]
 
 #: Looks a keyring secret up by name (None: not set).
@@ -77,10 +78,15 @@ class McpConnection:
         *,
         secrets: SecretLookup,
         on_change: Callable[[McpConnection], Awaitable[None]],
+        offered: tuple[str, str] | None = None,
     ) -> None:
         self.key = key
         self.definition = definition
         self._secrets = secrets
+        #: A server a client offered one task: (the task's id, its workspace). It
+        #: runs in that workspace, and its env and headers are taken as they are
+        #: (a client's `${secret:NAME}` never reads hdsp's keyring).
+        self.offered = offered
         self._on_change = on_change
         self.state: State = "stopped"
         self.error: str | None = None
@@ -106,7 +112,8 @@ class McpConnection:
 
     @property
     def workspace(self) -> str | None:
-        return self.key[0]
+        """The workspace of a workspace's server (None: a settings' or offered one)."""
+        return None if self.offered is not None else self.key[0]
 
     def target(self) -> str:
         d = self.definition
@@ -233,6 +240,8 @@ class McpConnection:
             cwd = d.cwd
             if self.workspace is not None:
                 cwd = str(Path(self.workspace, cwd or "."))
+            elif self.offered is not None:
+                cwd = self.offered[1]
             params = StdioServerParameters(command=d.command, args=d.args, env=env, cwd=cwd)
             read_fd, write_fd = os.pipe()
             os.set_blocking(read_fd, False)
@@ -257,7 +266,10 @@ class McpConnection:
             yield streams
 
     async def _fill(self, value: str) -> str:
-        """`value` with its `${secret:NAME}` references filled in from the keyring."""
+        """`value` with its `${secret:NAME}` references filled in from the keyring
+        (an offered server's value as it is)."""
+        if self.offered is not None:
+            return value
         parts: list[str] = []
         last = 0
         for match in SECRET_REFERENCE.finditer(value):

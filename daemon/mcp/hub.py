@@ -12,6 +12,13 @@ or goes, and when hdspd stops. A workspace's servers start only once trusted
 The hub is the tool registry's source of MCP tools (:meth:`tools`,
 :meth:`prepare`): a task is offered the tools of the servers of its workspace
 that are connected.
+
+A client may also offer one task servers of its own (an ACP host's, issue 24:
+`OfferedMcpServer`): they are kept in memory only, for that task alone, beside
+the configured servers (a configured server of the same name wins), and stop
+when the task closes, when the client offers others, or when more than
+`MAX_OFFERING_TASKS` tasks have offered servers (the least recently offered
+go first).
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ import json
 import os
 import shlex
 import stat
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -37,13 +45,14 @@ from hdsp.protocol import (
     McpServerList,
     McpServerStatus,
     McpToolInfo,
+    OfferedMcpServer,
 )
 
 from .connection import McpConnection, SecretLookup, ServerKey
 from .tools import AccessMcpResource, McpTool, make_mcp_tool
 from .trust import TrustStore, fingerprint
 
-__all__ = ["WORKSPACE_FILE", "McpHub"]
+__all__ = ["MAX_OFFERING_TASKS", "WORKSPACE_FILE", "McpHub"]
 
 log = structlog.get_logger("hdsp.mcp")
 
@@ -52,14 +61,33 @@ WORKSPACE_FILE = Path(".hdsp") / "mcp.json"
 #: The largest workspace file read (a hand-written configuration is far smaller).
 MAX_WORKSPACE_FILE_BYTES = 256 * 1024
 
+#: Tasks whose offered servers are kept at once (each may run its own processes).
+MAX_OFFERING_TASKS = 16
+
 
 class _Found:
-    """A server configured for a workspace, and whether it may run."""
+    """A server configured for a workspace (or offered to a task), and whether it
+    may run."""
 
-    def __init__(self, key: ServerKey, definition: McpServerDefinition, *, trusted: bool) -> None:
+    def __init__(
+        self,
+        key: ServerKey,
+        definition: McpServerDefinition,
+        *,
+        trusted: bool,
+        offered: tuple[str, str] | None = None,
+    ) -> None:
         self.key = key
         self.definition = definition
         self.trusted = trusted
+        #: Offered to a task: (its id, its workspace).
+        self.offered = offered
+
+
+def _offered_definition(server: OfferedMcpServer) -> McpServerDefinition:
+    if server.command is not None:
+        return McpServerDefinition(command=server.command, args=server.args, env=server.env)
+    return McpServerDefinition(type="http", url=server.url, headers=server.headers)
 
 
 class McpHub:
@@ -83,6 +111,9 @@ class McpHub:
         ] = {}
         self._tg: anyio.abc.TaskGroup | None = None
         self._resource_tool = AccessMcpResource(self._connection_for_resource)
+        #: Servers clients offered tasks, by task id: (the task's workspace, the
+        #: servers by name), the most recently offered last. Never written down.
+        self._offered: OrderedDict[str, tuple[str, dict[str, McpServerDefinition]]] = OrderedDict()
 
     # ---- lifetime ---------------------------------------------------------------------
 
@@ -150,8 +181,11 @@ class McpHub:
         self._files[workspace] = (signature, servers, error)
         return servers, error
 
-    def _found(self, workspace: str | None) -> tuple[dict[str, _Found], str | None]:
-        """The servers a task in `workspace` has, by name."""
+    def _found(
+        self, workspace: str | None, task_id: str | None = None
+    ) -> tuple[dict[str, _Found], str | None]:
+        """The servers a task in `workspace` has, by name (with `task_id`, the
+        ones offered to that task too)."""
         found = {
             name: _Found((None, name), definition, trusted=True)
             for name, definition in self._settings().servers.items()
@@ -163,7 +197,46 @@ class McpHub:
             for name, definition in servers.items():
                 trusted = self._trust.is_trusted(ws, name, definition)
                 found[name] = _Found((ws, name), definition, trusted=trusted)
+        offered = self._offered.get(task_id) if task_id is not None else None
+        if task_id is not None and offered is not None:
+            task_ws, servers = offered
+            for name, definition in servers.items():
+                if name not in found:  # (a configured server of that name wins)
+                    found[name] = _Found(
+                        (f"task:{task_id}", name),
+                        definition,
+                        trusted=True,
+                        offered=(task_id, task_ws),
+                    )
         return found, error
+
+    # ---- servers offered to a task -------------------------------------------------------
+
+    def offer(self, task_id: str, workspace: str, servers: Sequence[OfferedMcpServer]) -> None:
+        """`servers` are what a client offers the task `task_id` now (in place of
+        what it offered before); they start when the task next needs its tools."""
+        definitions = {s.name: _offered_definition(s) for s in servers}
+        self._withdraw(task_id, keep=definitions)
+        if not definitions:
+            return
+        self._offered[task_id] = (str(workspace), definitions)
+        while len(self._offered) > MAX_OFFERING_TASKS:
+            oldest = next(iter(self._offered))
+            log.info("mcp servers offered to a task dropped: too many tasks", task_id=oldest)
+            self._withdraw(oldest)
+
+    def forget_task(self, task_id: str) -> None:
+        """The task closed: its offered servers stop."""
+        self._withdraw(task_id)
+
+    def _withdraw(self, task_id: str, keep: dict[str, McpServerDefinition] | None = None) -> None:
+        """Stop the servers offered to `task_id`, except those `keep` has as they are."""
+        before = self._offered.pop(task_id, None)
+        if before is None:
+            return
+        for name, definition in before[1].items():
+            if keep is None or keep.get(name) != definition:
+                self._drop((f"task:{task_id}", name))
 
     def _connection(self, found: _Found) -> McpConnection:
         """The connection of `found` (a new one if its definition changed)."""
@@ -173,7 +246,11 @@ class McpHub:
         if connection is not None:
             self._drop(found.key)
         connection = McpConnection(
-            found.key, found.definition, secrets=self._secrets, on_change=self._changed
+            found.key,
+            found.definition,
+            secrets=self._secrets,
+            on_change=self._changed,
+            offered=found.offered,
         )
         self._connections[found.key] = connection
         assert self._tg is not None, "the MCP hub is not running"
@@ -186,20 +263,21 @@ class McpHub:
         if connection is not None:
             connection.stop()
 
-    def _runnable(self, workspace: str | None) -> list[McpConnection]:
-        found, _ = self._found(workspace)
+    def _runnable(self, workspace: str | None, task_id: str | None = None) -> list[McpConnection]:
+        found, _ = self._found(workspace, task_id)
         return [
             self._connection(f) for f in found.values() if f.definition.is_enabled and f.trusted
         ]
 
     # ---- the tool registry's source -------------------------------------------------------
 
-    async def prepare(self, workspace: Path) -> None:
-        """Start the servers a task in `workspace` has, and wait (each up to its
-        startup timeout) until each is connected or failed."""
+    async def prepare(self, workspace: Path, task_id: str | None = None) -> None:
+        """Start the servers a task in `workspace` has (with `task_id`, the ones
+        offered to it too), and wait (each up to its startup timeout) until each
+        is connected or failed."""
         if self._tg is None:
             return
-        connections = self._runnable(str(workspace))
+        connections = self._runnable(str(workspace), task_id)
         for connection in connections:
             connection.start()
 
@@ -211,11 +289,12 @@ class McpHub:
             for connection in connections:
                 tg.start_soon(settle, connection)
 
-    def tools(self, workspace: Path) -> Sequence[Tool]:
-        """The tools of the connected servers a task in `workspace` has."""
+    def tools(self, workspace: Path, task_id: str | None = None) -> Sequence[Tool]:
+        """The tools of the connected servers a task in `workspace` has (with
+        `task_id`, the ones offered to it too)."""
         if self._tg is None:
             return []
-        found, _ = self._found(str(workspace))
+        found, _ = self._found(str(workspace), task_id)
         tools: list[Tool] = []
         any_resources = False
         for f in found.values():
@@ -229,7 +308,9 @@ class McpHub:
             ):
                 continue
             tools += self._tools_of(connection)
-            any_resources = any_resources or bool(connection.resources)
+            # (An offered server's resources are not offered: access_mcp_resource
+            # finds servers by workspace, and an offered one is the task's own.)
+            any_resources = any_resources or (bool(connection.resources) and not f.offered)
         if any_resources:
             tools.append(self._resource_tool)
         return tools
@@ -277,13 +358,15 @@ class McpHub:
 
     def status(self, f: _Found) -> McpServerStatus:
         d = f.definition
-        base = {
+        base: dict[str, object] = {
             "name": f.key[1],
             "scope": "global" if f.key[0] is None else "workspace",
             "workspace": f.key[0],
             "transport": d.transport,
             **_configured(d),
         }
+        if f.offered is not None:
+            base.update(scope="task", workspace=None, task_id=f.offered[0])
         connection = self._connections.get(f.key)
         if connection is not None and connection.definition != d:
             connection = None
@@ -316,8 +399,15 @@ class McpHub:
         ]
         return McpServerStatus(
             name=connection.name,
-            scope="global" if connection.workspace is None else "workspace",
+            scope=(
+                "task"
+                if connection.offered is not None
+                else "global"
+                if connection.workspace is None
+                else "workspace"
+            ),
             workspace=connection.workspace,
+            task_id=connection.offered[0] if connection.offered is not None else None,
             transport=d.transport,
             state=connection.state,
             error=connection.error,

@@ -191,8 +191,9 @@ class ToolCalls:
 
     @property
     def _tools(self) -> ToolRegistry:
-        """The tools of this task's workspace (its MCP servers' among them)."""
-        return self._deps.tools.scoped(self._ctx.workspace)
+        """The tools of this task's workspace (its MCP servers' among them, and
+        those a client offered it)."""
+        return self._deps.tools.scoped(self._ctx.workspace, self._messages.task_id)
 
     async def run_all(self, calls: list[CallState]) -> None:
         """Take every call of one reply to done, concurrently (:mod:`.parallel`):

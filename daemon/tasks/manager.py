@@ -23,7 +23,7 @@ from collections import OrderedDict
 from collections.abc import Collection, Sequence
 from functools import partial
 from pathlib import Path
-from typing import cast
+from typing import Protocol, cast
 
 import anyio
 import msgspec
@@ -88,6 +88,7 @@ from hdsp.protocol import (
     ExecutionResult,
     HistoryItem,
     KernelReplay,
+    OfferedMcpServer,
     PromptContext,
     RespondToAskData,
     RestoreCheckpointData,
@@ -151,6 +152,18 @@ def _stored_messages(
     if as_stored and not partial:
         return cast(list[ClineMessage], [msgspec.Raw(b) for b in bodies])
     return [partial.get(m.ts, m) for m in (_message_decoder.decode(b) for b in bodies)]
+
+
+#: The most MCP servers a client may offer one task.
+MAX_OFFERED_MCP_SERVERS = 16
+
+
+class McpOffers(Protocol):
+    """Where MCP servers a client offers a task go (the daemon's MCP hub)."""
+
+    def offer(self, task_id: str, workspace: str, servers: Sequence[OfferedMcpServer]) -> None: ...
+
+    def forget_task(self, task_id: str) -> None: ...
 
 
 class TaskCarry(msgspec.Struct, kw_only=True, gc=False):
@@ -222,6 +235,7 @@ class TaskManager:
         checkpoints: CheckpointService | None = None,
         default_workspace: str | None = None,
         private_dirs: Sequence[Path] = (),
+        mcp_offers: McpOffers | None = None,
     ) -> None:
         #: What every task of this manager works with (one object: a change here,
         #: such as new settings, reaches them all).
@@ -248,6 +262,8 @@ class TaskManager:
         #: The daemon's own directories (data, runtime): never a workspace, nor
         #: anything inside them, unless a person says so.
         self.private_dirs = [Path(os.path.realpath(d)) for d in private_dirs]
+        #: Where MCP servers a client offers a task go (the daemon's MCP hub).
+        self.mcp_offers = mcp_offers
         #: Idle tasks beyond this many are unloaded, the least recently used first.
         self.max_idle_loaded = MAX_IDLE_LOADED
         self._tasks: dict[str, Task] = {}
@@ -614,6 +630,8 @@ class TaskManager:
             status="active",
             agent=config.agent,
         )
+        # Offered before its first turn starts: that turn's first request has them.
+        self._offer_mcp(task_id, workspace, data.mcp_servers)
         await self._start(tg, item, text, data.images, context)
         log.info("task started", task_id=task_id, profile=profile, agent=config.agent)
         # The reply hands out the task's id: the task must be on disk first, or a
@@ -760,6 +778,7 @@ class TaskManager:
             raise CommandError(ErrorCode.INVALID_REQUEST, "The message has no text and no images.")
         task = await self._load(task_id)
         try:
+            self._offer_mcp(task_id, str(task.workspace), data.mcp_servers)
             if data.text:
                 text, mode = await self._expanded(data.text, task.workspace)
                 if mode is not None and mode != task.item.mode:
@@ -908,6 +927,8 @@ class TaskManager:
         self._idle.pop(task_id, None)
         self._carried.pop(task_id, None)
         self.approvals.forget(task_id)
+        if self.mcp_offers is not None:
+            self.mcp_offers.forget_task(task_id)
         if self.deps.kernels is not None:
             await self.deps.kernels.release_task(task_id)
         await self.journal.emit(TaskClosed(payload=(task_id,)))
@@ -1478,6 +1499,26 @@ class TaskManager:
             if real == private or real.is_relative_to(private):
                 return f"inside hdspd's own directory {private}"
         return None
+
+    def _offer_mcp(
+        self, task_id: str, workspace: str, servers: Sequence[OfferedMcpServer] | None
+    ) -> None:
+        """The MCP servers a client offers the task now (None: it says nothing)."""
+        if servers is None:
+            return
+        if len(servers) > MAX_OFFERED_MCP_SERVERS:
+            raise CommandError(
+                ErrorCode.INVALID_REQUEST,
+                f"{len(servers)} MCP servers offered: a task takes at most "
+                f"{MAX_OFFERED_MCP_SERVERS}.",
+            )
+        if len({s.name for s in servers}) < len(servers):
+            raise CommandError(ErrorCode.INVALID_REQUEST, "Two offered MCP servers share a name.")
+        if self.mcp_offers is None:
+            if servers:
+                raise CommandError(ErrorCode.UNAVAILABLE, "This daemon runs no MCP servers.")
+            return
+        self.mcp_offers.offer(task_id, workspace, servers)
 
     def _check_open(self) -> None:
         if self._closing:

@@ -484,7 +484,7 @@ class Task:
         previous: StreamedReply | None = None
         # Tools that come from elsewhere (MCP servers) get ready first: a server
         # starts when a task first needs it (bounded by its startup timeout).
-        await deps.tools.prepare(self.workspace)
+        await deps.tools.prepare(self.workspace, self.id)
         while True:
             if turn.ask_ts is not None:
                 # Resumed while an api_req_failed ask waited: it still waits.
@@ -548,7 +548,7 @@ class Task:
     def system_prompt(self) -> str:
         """The system prompt of the task's next request (GetSystemPrompt shows it)."""
         mode = self.mode()
-        tools = self._deps.tools.scoped(self.workspace)
+        tools = self._deps.tools.scoped(self.workspace, self.id)
         kernels = self._deps.kernels
         sources = instruction_sources(
             workspace=self.workspace,
@@ -581,7 +581,7 @@ class Task:
 
     def model_request(self) -> ModelRequest:
         mode = self.mode()
-        tools = self._deps.tools.scoped(self.workspace)
+        tools = self._deps.tools.scoped(self.workspace, self.id)
         return ModelRequest(
             system=self.system_prompt(),
             messages=self.history.for_request(),

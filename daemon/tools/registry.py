@@ -24,14 +24,17 @@ __all__ = ["ToolRegistry", "ToolSource"]
 
 
 class ToolSource(Protocol):
-    """Tools that depend on the workspace and change while the daemon runs."""
+    """Tools that depend on the workspace (and on the task: tools a client offered
+    it) and change while the daemon runs."""
 
-    async def prepare(self, workspace: Path) -> None:
-        """Get the tools of `workspace` ready (bounded in time by the source)."""
+    async def prepare(self, workspace: Path, task_id: str | None = None) -> None:
+        """Get the tools of `workspace` (and of the task) ready (bounded in time
+        by the source)."""
         ...
 
-    def tools(self, workspace: Path) -> Sequence[Tool]:
-        """The tools a task in `workspace` has now (their schemas already checked)."""
+    def tools(self, workspace: Path, task_id: str | None = None) -> Sequence[Tool]:
+        """The tools a task in `workspace` (the task `task_id`, if given) has now
+        (their schemas already checked)."""
         ...
 
 
@@ -57,20 +60,20 @@ class ToolRegistry:
     def add_source(self, source: ToolSource) -> None:
         self._sources.append(source)
 
-    async def prepare(self, workspace: Path) -> None:
+    async def prepare(self, workspace: Path, task_id: str | None = None) -> None:
         for source in self._sources:
-            await source.prepare(workspace)
+            await source.prepare(workspace, task_id)
 
-    def scoped(self, workspace: Path) -> ToolRegistry:
-        """The tools a task in `workspace` has: these and its sources' (a source's
-        tool never replaces one of these)."""
+    def scoped(self, workspace: Path, task_id: str | None = None) -> ToolRegistry:
+        """The tools a task in `workspace` (the task `task_id`, if given) has:
+        these and its sources' (a source's tool never replaces one of these)."""
         if not self._sources:
             return self
         view = ToolRegistry()
         view._tools = dict(self._tools)
         view._validators = dict(self._validators)
         for source in self._sources:
-            for tool in source.tools(workspace):
+            for tool in source.tools(workspace, task_id):
                 if tool.name in view._tools:
                     continue
                 validator = self._source_validators.get(tool)

@@ -4,20 +4,28 @@ model (tests/fakes)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import sys
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import msgspec
 import pytest
 from acp import PROTOCOL_VERSION, RequestError, text_block
 from acp.client.connection import ClientSideConnection
 from acp.schema import (
+    AgentPlanUpdate,
     ContentToolCallContent,
     CurrentModeUpdate,
+    EnvVariable,
     FileEditToolCallContent,
+    McpServerStdio,
     TextContentBlock,
     ToolCallProgress,
     ToolCallStart,
@@ -31,6 +39,8 @@ from tests.fakes.openai_server import Reply as FakeReply
 from tests.support.acp_host import AcpHost, agent_text, run_hdsp_acp, thought_text, tool_updates
 from tests.support.cli_process import run_hdsp
 from tests.support.daemon_process import DaemonProcess
+from tests.support.host_processes import processes_mentioning
+from tests.support.mcp_servers import BAD_SERVER
 from tests.support.model_requests import tool_results
 from tests.support.scripted_turns import call, done
 
@@ -65,6 +75,9 @@ async def adapter(daemon: DaemonProcess, tmp_path: Path) -> AsyncIterator[Adapte
         assert caps is not None and caps.load_session
         assert caps.prompt_capabilities is not None and caps.prompt_capabilities.image
         assert caps.prompt_capabilities.embedded_context
+        # The host's MCP servers: stdio (ACP's baseline) and Streamable HTTP, not SSE.
+        assert caps.mcp_capabilities is not None
+        assert caps.mcp_capabilities.http and not caps.mcp_capabilities.sse
         assert init.auth_methods == []
         yield Adapter(host, conn, process)
 
@@ -379,12 +392,13 @@ async def test_allow_always_covers_the_same_tool_in_this_session_only(
     assert record["taskId"] == snapshot.item.id
 
 
-async def test_a_reply_cut_at_the_output_limit_ends_the_turn_with_max_tokens(
+async def test_a_reply_cut_short_or_filtered_ends_the_turn_with_max_tokens_or_refusal(
     daemon: DaemonProcess, client: Client, fake_openai: FakeOpenAI, workspace: Path, tmp_path: Path
 ) -> None:
     fake_openai.script(
         FakeReply.text("The answer is long and gets cut").with_finish_reason("length"),
         FakeReply.text("Short this time."),
+        FakeReply.text("I can't").with_finish_reason("content_filter"),
     )
     async with adapter(daemon, tmp_path) as a:
         session = await a.conn.new_session(cwd=str(workspace), mcp_servers=[])
@@ -392,9 +406,50 @@ async def test_a_reply_cut_at_the_output_limit_ends_the_turn_with_max_tokens(
         assert response.stop_reason == "max_tokens"
         response = await a.conn.prompt(session_id=session.session_id, prompt=[text_block("again")])
         assert response.stop_reason == "end_turn"
+        response = await a.conn.prompt(session_id=session.session_id, prompt=[text_block("bad")])
+        assert response.stop_reason == "refusal"
     snapshot = await client.get_task(await _only_task(client))
     texts = [(m.text, m.stop_reason) for m in snapshot.messages if m.say == "text"][1:]
-    assert texts == [("The answer is long and gets cut", "max_tokens"), ("Short this time.", None)]
+    assert texts == [
+        ("The answer is long and gets cut", "max_tokens"),
+        ("Short this time.", None),
+        ("I can't", "content_filter"),
+    ]
+
+
+async def test_the_todo_list_is_the_plan_and_a_command_shows_its_output_like_a_terminal(
+    daemon: DaemonProcess, client: Client, fake_openai: FakeOpenAI, workspace: Path, tmp_path: Path
+) -> None:
+    fake_openai.script(
+        call("update_todo_list", todos="- [x] load data\n- [-] clean it\n- [ ] plot"),
+        call("execute_command", command="printf 'hello from the shell\\n'"),
+        done("ran it"),
+    )
+    async with adapter(daemon, tmp_path) as a:
+        session = await a.conn.new_session(cwd=str(workspace), mcp_servers=[])
+        async with _prompting(a, session.session_id, "plan and run") as result:
+            ask = await a.host.next_permission()
+            assert ask.tool_call.kind == "execute"
+            ask.choose("allow_once")
+        assert result["stop"] == "end_turn"
+        (plan,) = [u for u in a.host.updates if isinstance(u, AgentPlanUpdate)]
+        assert [(e.content, e.status) for e in plan.entries] == [
+            ("load data", "completed"),
+            ("clean it", "in_progress"),
+            ("plot", "pending"),
+        ]
+        call_id = ask.tool_call.tool_call_id
+        updates = tool_updates(a.host.updates, call_id)
+        assert [u.status for u in updates if u.status][-1] == "completed"
+        shown = [
+            c.content.text
+            for u in updates
+            for c in u.content or []
+            if isinstance(c, ContentToolCallContent) and isinstance(c.content, TextContentBlock)
+        ]
+        assert any(
+            text.startswith("```console\n") and "hello from the shell" in text for text in shown
+        ), shown
 
 
 async def test_a_task_started_elsewhere_loads_by_its_id_and_goes_on_here(
@@ -419,3 +474,118 @@ async def test_a_task_started_elsewhere_loads_by_its_id_and_goes_on_here(
         assert response.stop_reason == "end_turn"
         assert agent_text(a.host.updates[seen:]) == "Continued here."
     assert len((await client.list_tasks()).tasks) == 1
+
+
+async def test_the_hosts_cwd_must_be_absolute_and_gets_hdspds_broad_workspace_refusal(
+    daemon: DaemonProcess, client: Client, fake_openai: FakeOpenAI, workspace: Path, tmp_path: Path
+) -> None:
+    fake_openai.script(FakeReply.text("never sent"))
+    async with adapter(daemon, tmp_path) as a:
+        # ACP's cwd is absolute: a relative one is not taken from wherever the
+        # adapter happens to run.
+        for relative in ("ws", "."):
+            with pytest.raises(RequestError) as refused:
+                await a.conn.new_session(cwd=relative, mcp_servers=[])
+            assert "absolute" in str(refused.value)
+        # The root and hdspd's own directories are refused as every client's are,
+        # and nothing runs there.
+        (daemon.data_dir / "inside").mkdir()
+        for broad, why in (
+            ("/", "the root directory"),
+            (str(daemon.data_dir / "inside"), "hdspd's own directory"),
+        ):
+            session = await a.conn.new_session(cwd=broad, mcp_servers=[])
+            with pytest.raises(RequestError) as refused:
+                await a.conn.prompt(session_id=session.session_id, prompt=[text_block("ls")])
+            assert f"Refusing {broad} as the workspace" in str(refused.value.data)
+            assert why in str(refused.value.data)
+    assert (await client.list_tasks()).tasks == []
+    assert fake_openai.requests == []
+
+
+async def test_allow_always_stops_at_hdsps_cap_on_automatic_approvals(
+    daemon: DaemonProcess, client: Client, fake_openai: FakeOpenAI, workspace: Path, tmp_path: Path
+) -> None:
+    await client.update_settings({"approvals": {"max_auto_approved_requests": 2}})
+    fake_openai.script(
+        *[call("write_to_file", path=f"{n}.txt", content=f"{n}\n") for n in range(5)],
+        done("five files"),
+    )
+    async with adapter(daemon, tmp_path) as a:
+        session = await a.conn.new_session(cwd=str(workspace), mcp_servers=[])
+        async with _prompting(a, session.session_id, "write five files") as result:
+            (await a.host.next_permission()).choose("allow_always")
+            # 1.txt and 2.txt go without asking; at the cap a person is asked again.
+            again = await a.host.next_permission()
+            assert again.tool_call.title == "Write `3.txt`"
+            again.choose("allow_always")
+        assert result["stop"] == "end_turn"
+        assert len(a.host.permissions) == 2
+    for n in range(5):
+        assert (workspace / f"{n}.txt").read_text() == f"{n}\n"
+
+
+async def test_the_hosts_mcp_servers_are_the_tasks_in_hdspds_memory_only(
+    daemon: DaemonProcess, client: Client, fake_openai: FakeOpenAI, workspace: Path, tmp_path: Path
+) -> None:
+    await client.set_secret("probe", "from-hdsps-keyring")
+    marker = f"acp-offered-{uuid.uuid4().hex}"
+    server = McpServerStdio(
+        name="probe server",  # (ACP allows spaces; hdsp's tool names do not)
+        command=sys.executable,
+        args=[str(BAD_SERVER), marker],
+        env=[
+            EnvVariable(name="PROBE_TOKEN", value="host-credential-123"),
+            EnvVariable(name="PROBE_REF", value="${secret:probe}"),
+        ],
+    )
+    fake_openai.script(
+        call("mcp__probe_server__where", variable="PROBE_TOKEN"),
+        call("mcp__probe_server__where", variable="PROBE_REF"),
+        done("probed"),
+    )
+    async with adapter(daemon, tmp_path) as a:
+        session = await a.conn.new_session(cwd=str(workspace), mcp_servers=[server])
+        async with _prompting(a, session.session_id, "probe") as result:
+            for _ in range(2):
+                ask = await a.host.next_permission()
+                # A tool of the host's server asks as any MCP tool does.
+                assert ask.tool_call.title == "`mcp__probe_server__where`"
+                ask.choose("allow_once")
+        assert result["stop"] == "end_turn"
+        task_id = await _only_task(client)
+        (pid,) = processes_mentioning(marker)  # (the offered server runs)
+        # Closing the task stops its server.
+        exited = os.pidfd_open(pid)
+        try:
+            await client.close_task(task_id)
+            with anyio.fail_after(30):
+                await anyio.wait_readable(exited)  # (a pidfd reads when the process ends)
+        finally:
+            os.close(exited)
+    offered = {t["function"]["name"] for t in fake_openai.requests[0]["tools"]}
+    assert "mcp__probe_server__where" in offered
+
+    # It ran in the task's workspace, with the host's values as they are: a
+    # host's `${secret:NAME}` never reads hdsp's keyring.
+    def sha256(text: str) -> str:
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    assert tool_results(fake_openai, 1) == [
+        f"cwd={workspace} PROBE_TOKEN:sha256={sha256('host-credential-123')}"
+    ]
+    assert tool_results(fake_openai, 2)[-1] == (
+        f"cwd={workspace} PROBE_REF:sha256={sha256('${secret:probe}')}"
+    )
+    # Nothing of the host's credential is written down: not in hdsp's settings,
+    # database or log, not in the adapter's session record.
+    settings = await client.get_settings()
+    assert settings.settings.get("mcp", {}).get("servers", {}) == {}
+    record = (
+        tmp_path / "state" / "hdsp" / "acp-sessions" / f"{session.session_id}.json"
+    ).read_text()
+    assert json.loads(record)["mcpServers"][0]["env"] == ["PROBE_TOKEN", "PROBE_REF"]
+    written = [tmp_path / "acp.stderr", daemon.stderr_path, *daemon.data_dir.rglob("*")]
+    for path in written:
+        if path.is_file():
+            assert b"host-credential-123" not in path.read_bytes(), path

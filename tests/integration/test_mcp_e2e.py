@@ -23,9 +23,11 @@ import pytest
 from hdsp.client import Client, CommandFailed
 from hdsp.protocol import (
     Ask,
+    ErrorCode,
     McpServerChanged,
     McpServerStatus,
     MessageEvent,
+    OfferedMcpServer,
     TaskAborted,
     TaskCompleted,
 )
@@ -711,3 +713,15 @@ async def test_a_servers_new_tools_are_offered_after_it_says_they_changed(
     task_id, head = await start(client, "again", workspace)
     await collect_turn(client, task_id, head, until=(TaskCompleted,))
     assert "mcp__bad__extra" in offered(fake_openai, 2)
+
+
+async def test_a_task_takes_at_most_16_offered_servers_with_distinct_names(
+    client: Client, workspace: Path
+) -> None:
+    too_many = [OfferedMcpServer(name=f"s{n}", command="python3") for n in range(17)]
+    twice = [OfferedMcpServer(name="s", command="python3")] * 2
+    for servers, why in ((too_many, "at most 16"), (twice, "share a name")):
+        with pytest.raises(CommandFailed) as refused:
+            await client.start_task("hi", workspace=workspace, mcp_servers=servers)
+        assert refused.value.code == ErrorCode.INVALID_REQUEST and why in refused.value.message
+    assert (await client.list_tasks()).tasks == []

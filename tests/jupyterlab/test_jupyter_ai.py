@@ -1,7 +1,8 @@
-"""hdsp as a Jupyter AI 3 persona, in a real browser: Jupyter AI's own ACP
-client starts `hdsp acp` (found through hdsp's `jupyter_ai.personas` entry
-point), and the persona's answer, from a real hdspd and the scripted model,
-shows in Jupyter AI's chat."""
+"""hdsp as a Jupyter AI 3 persona, in a real browser: Jupyter AI (in a venv of
+its own, without hdsp) loads the persona file `hdsp acp --jupyter-ai-persona`
+wrote into `.jupyter/personas/`, its own ACP client starts this tree's `hdsp
+acp` from hdsp's venv, and the persona's answer, from a real hdspd and the
+scripted model, shows in Jupyter AI's chat."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 from hdsp.client import Client
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.openai_server import Reply as FakeReply
+from tests.support.cli_process import run_hdsp
 from tests.support.daemon_process import DaemonProcess
 from tests.support.jupyter_ai_env import jupyter_ai_python
 from tests.support.jupyter_process import JupyterProcess
@@ -39,8 +41,13 @@ async def test_the_hdsp_persona_answers_in_jupyter_ais_chat(
     _browser()
     python = await anyio.to_thread.run_sync(jupyter_ai_python)
     root = tmp_path / "lab"
-    root.mkdir()
+    personas = root / ".jupyter" / "personas"
+    personas.mkdir(parents=True)
     (root / "hdsp.chat").write_text("")
+    # As a user does it: `hdsp acp --jupyter-ai-persona > .jupyter/personas/hdsp_persona.py`.
+    written = await run_hdsp(daemon.runtime_dir, "acp", "--jupyter-ai-persona")
+    assert written.returncode == 0, written.stderr
+    (personas / "hdsp_persona.py").write_text(written.stdout)
     fake_openai.script(FakeReply.text("Hello from hdsp, answering in Jupyter AI."))
     lab = JupyterProcess(
         daemon.root,
@@ -48,6 +55,7 @@ async def test_the_hdsp_persona_answers_in_jupyter_ais_chat(
         root_dir=root,
         app="lab",
         python=python,
+        hdsp_extension=False,
         # Jupyter AI's MCP server takes port 3001 unless told to pick a free one.
         config={"MCPExtensionApp": {"mcp_port": 0}},
         env={"XDG_STATE_HOME": str(tmp_path / "state")},

@@ -1,12 +1,14 @@
-"""A virtual environment with Jupyter AI 3 and this hdsp, for the test that
-shows hdsp answering as a Jupyter AI persona.
+"""A virtual environment with Jupyter AI 3, for the test that shows hdsp
+answering as a Jupyter AI persona.
 
 Jupyter AI is not a dependency of hdsp, not even a dev one: its server
 extensions would load into every JupyterLab the other tests start, and it pins
-its own MCP and ACP libraries. So it gets a venv of its own, made with pip once
-(`<venv>/hdsp-test-cache/jupyter-ai-<version>/`), with hdsp installed there in
-editable mode from this source tree. A venv that cannot be made fails the test
-that needs it, with pip's reason: it is never a silent skip.
+its own MCP and ACP libraries (`mcp<2`, where hdsp needs `mcp>=2.3`: the two
+cannot share an environment). So it gets a venv of its own, made with pip once
+(`<venv>/hdsp-test-cache/jupyter-ai-<version>-alone/`), without hdsp, as a user
+has it: Jupyter AI runs this tree's `hdsp acp` from hdsp's own venv, through the
+persona file `hdsp acp --jupyter-ai-persona` writes. A venv that cannot be made
+fails the test that needs it, with pip's reason: it is never a silent skip.
 """
 
 from __future__ import annotations
@@ -22,8 +24,6 @@ __all__ = ["JUPYTER_AI", "JupyterAiUnavailable", "jupyter_ai_python"]
 #: The release the test runs (3.x: ACP personas).
 JUPYTER_AI = "3.2.0"
 
-REPO = Path(__file__).resolve().parents[2]
-
 
 class JupyterAiUnavailable(RuntimeError):
     """The Jupyter AI venv could not be made."""
@@ -31,7 +31,7 @@ class JupyterAiUnavailable(RuntimeError):
 
 def jupyter_ai_python() -> Path:
     """The interpreter of the Jupyter AI venv, made on first use."""
-    target = Path(sys.prefix) / "hdsp-test-cache" / f"jupyter-ai-{JUPYTER_AI}"
+    target = Path(sys.prefix) / "hdsp-test-cache" / f"jupyter-ai-{JUPYTER_AI}-alone"
     python = target / "bin" / "python"
     if (target / ".installed").is_file():
         return python
@@ -44,13 +44,11 @@ def jupyter_ai_python() -> Path:
         "install",
         "--quiet",
         f"jupyter-ai=={JUPYTER_AI}",
-        "--editable",
-        str(REPO),
     ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=1200, check=False)
     if done.returncode != 0:
         raise JupyterAiUnavailable(
-            f"could not install Jupyter AI {JUPYTER_AI} next to hdsp: `{' '.join(command)}` "
+            f"could not install Jupyter AI {JUPYTER_AI}: `{' '.join(command)}` "
             f"exited {done.returncode}:\n{done.stderr.strip()[-3000:]}"
         )
     (target / ".installed").write_text(JUPYTER_AI + "\n")

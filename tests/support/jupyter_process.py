@@ -38,10 +38,13 @@ class JupyterProcess:
         args: Sequence[str] = (),
         rtc: bool = False,
         python: str | Path = sys.executable,
+        hdsp_extension: bool = True,
     ) -> None:
         self.root = root
         #: The interpreter that runs Jupyter (another venv's, for Jupyter AI).
         self.python = python
+        #: Load hdsp's server extension (False for a Jupyter without hdsp in it).
+        self.hdsp_extension = hdsp_extension
         self.hdsp_runtime_dir = hdsp_runtime_dir
         self.root_dir = root_dir
         self.app = app
@@ -73,7 +76,9 @@ class JupyterProcess:
         self.runtime_dir.mkdir(parents=True, exist_ok=True)
         # The extension is named here too, so these tests do not depend on how the
         # package was installed (the wheel test checks the installed enable file).
-        server: dict[str, Any] = {"jpserver_extensions": {EXTENSION: True}}
+        server: dict[str, Any] = (
+            {"jpserver_extensions": {EXTENSION: True}} if self.hdsp_extension else {}
+        )
         config: dict[str, Any] = {"ServerApp": server}
         if not self.rtc:
             config["YDocExtension"] = {"disable_rtc": True}

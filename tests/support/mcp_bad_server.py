@@ -7,11 +7,15 @@ Tools: `ping` answers "pong N" (N: its process id, so a test sees a restart);
 progress and waits until the client cancels the call, and `was_hang_cancelled`
 says whether that cancellation reached it; `flood` says every 10 ms for half
 a second that its tools changed; `shout` answers (and reports
-progress) with terminal escape sequences.
+progress) with terminal escape sequences; `where` tells its working directory
+and a digest of an environment variable's value (what it was started with).
+Arguments after the script's path are ignored (a test names its own server by
+one).
 """
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
 import sys
@@ -44,6 +48,15 @@ def picture() -> Image:
     out = io.BytesIO()
     PILImage.new("RGB", (16, 8), (255, 0, 0)).save(out, format="PNG")
     return Image(data=out.getvalue(), format="png")
+
+
+@server.tool()
+def where(variable: str) -> str:
+    """The working directory, and the SHA-256 of the environment variable
+    `variable`'s value (not the value: it may be a credential)."""
+    value = os.environ.get(variable)
+    digest = "unset" if value is None else hashlib.sha256(value.encode()).hexdigest()
+    return f"cwd={os.getcwd()} {variable}:sha256={digest}"
 
 
 def extra() -> str:

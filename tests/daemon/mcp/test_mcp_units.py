@@ -1,7 +1,10 @@
 """MCP client pieces that need no server: the configuration's shapes and checks,
-the names tools are offered by, the trust digest, and how results map."""
+the names tools are offered by, the trust digest, how results map, and the
+servers a client offers one task."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import mcp.types as mcp_types
 import pytest
@@ -9,7 +12,9 @@ from pydantic import ValidationError
 
 from hdsp.daemon.config.mcp import McpServerDefinition, McpSettings, parse_servers
 from hdsp.daemon.conversation import ImageBlock, TextBlock
-from hdsp.daemon.mcp import fingerprint, offered_name, result_from_mcp
+from hdsp.daemon.mcp import McpHub, fingerprint, offered_name, result_from_mcp
+from hdsp.daemon.mcp.hub import MAX_OFFERING_TASKS
+from hdsp.protocol import OfferedMcpServer
 
 
 def test_the_common_mcp_servers_shape_pastes_in() -> None:
@@ -122,3 +127,43 @@ def test_results_map_to_text_images_and_errors() -> None:
         "srv",
     )
     assert isinstance(huge.content[0], TextBlock) and len(huge.content[0].text) < 70_000
+
+
+def test_servers_offered_to_a_task_are_its_own_bounded_and_never_replace_configured_ones(
+    tmp_path: Path,
+) -> None:
+    settings = McpSettings(servers={"time": McpServerDefinition(command="mcp-server-time")})
+
+    async def no_secret(name: str) -> str | None:
+        return None
+
+    async def no_event(event: object) -> None:
+        return None
+
+    hub = McpHub(
+        lambda: settings, secrets=no_secret, emit=no_event, trust_file=tmp_path / "trust.json"
+    )
+    ws = str(tmp_path)
+    mine = [
+        OfferedMcpServer(name="time", command="python3"),
+        OfferedMcpServer(name="notes", url="http://127.0.0.1:9/mcp", headers={"X": "y"}),
+    ]
+    hub.offer("t1", ws, mine)
+    found, _ = hub._found(ws, "t1")
+    # The configured `time` wins over the offered one of that name.
+    assert found["time"].definition.command == "mcp-server-time" and found["time"].offered is None
+    assert found["notes"].offered == ("t1", ws) and found["notes"].definition.transport == "http"
+    # Another task, and hdsp's own listing, do not have them.
+    assert "notes" not in hub._found(ws, "t2")[0] and "notes" not in hub._found(ws)[0]
+    # Offering anew replaces; forgetting the task drops them.
+    hub.offer("t1", ws, [OfferedMcpServer(name="other", command="python3")])
+    assert set(hub._found(ws, "t1")[0]) == {"time", "other"}
+    hub.forget_task("t1")
+    assert set(hub._found(ws, "t1")[0]) == {"time"}
+    # At most MAX_OFFERING_TASKS tasks keep offered servers: the least recently
+    # offered go first.
+    for n in range(MAX_OFFERING_TASKS + 1):
+        hub.offer(f"task{n}", ws, [OfferedMcpServer(name="notes", command="python3")])
+    assert "notes" not in hub._found(ws, "task0")[0]
+    assert "notes" in hub._found(ws, "task1")[0]
+    assert "notes" in hub._found(ws, f"task{MAX_OFFERING_TASKS}")[0]

@@ -187,6 +187,7 @@ export interface HdspWire {
   ModelList: ModelList;
   ModelsResponse: ModelsResponse;
   ModesResponse: ModesResponse;
+  OfferedMcpServer: OfferedMcpServer;
   OutlineCell: OutlineCell;
   Ping: Ping;
   Pong: Pong;
@@ -713,6 +714,10 @@ export interface StartNewTaskData {
    */
   context?: PromptContext | null;
   images?: string[] | null;
+  /**
+   * hdsp: MCP servers this client offers the task (an ACP host's; at most 16), beside the configured ones; they replace the ones offered before. Absent: none.
+   */
+  mcpServers?: OfferedMcpServer[] | null;
   newTab?: boolean | null;
   text: string;
 }
@@ -861,6 +866,28 @@ export interface OutlineCell {
         string
       ];
 }
+/**
+ * An MCP server a client offers one task, beside the configured ones: a
+ * program spoken to over stdio (`command`, `args`, `env`; it runs in the task's
+ * workspace) or a Streamable HTTP endpoint (`url`, `headers`). hdspd keeps it in
+ * memory only, never on disk nor in its log (its `env` and `headers` may hold
+ * the client's credentials, taken as they are: `${secret:NAME}` is not filled
+ * in), until the task closes, the daemon stops or the client offers others.
+ * A configured server of the same name wins; a tool of an offered server runs
+ * as any MCP tool does: after an approval, unless `alwaysAllowMcp` is on.
+ */
+export interface OfferedMcpServer {
+  args?: string[];
+  command?: string | null;
+  env?: {
+    [k: string]: string | undefined;
+  };
+  headers?: {
+    [k: string]: string | undefined;
+  };
+  name: string;
+  url?: string | null;
+}
 export interface CloseTask {
   commandName: 'CloseTask';
   taskId: string;
@@ -972,6 +999,10 @@ export interface SendMessageData {
    */
   delivery?: 'queue' | 'steer';
   images?: string[] | null;
+  /**
+   * hdsp: MCP servers this client offers the task (an ACP host's; at most 16), beside the configured ones; they replace the ones offered before. Absent: the task keeps those it has.
+   */
+  mcpServers?: OfferedMcpServer[] | null;
   text?: string | null;
 }
 /**
@@ -2186,9 +2217,9 @@ export interface McpServerStatus {
    */
   retryInSeconds?: number | null;
   /**
-   * global: the settings' mcp.servers; workspace: a .hdsp/mcp.json.
+   * global: the settings' mcp.servers; workspace: a .hdsp/mcp.json; task: offered to one task by a client (taskId), an ACP host's.
    */
-  scope: 'global' | 'workspace';
+  scope: 'global' | 'task' | 'workspace';
   /**
    * The keyring secrets (`${secret:NAME}`) it is given when it starts.
    */
@@ -2205,6 +2236,10 @@ export interface McpServerStatus {
    * What it runs (command and arguments) or its URL.
    */
   target?: string;
+  /**
+   * The task an offered server is for.
+   */
+  taskId?: string | null;
   tools?: McpToolInfo[];
   transport?: 'http' | 'stdio';
   /**
@@ -3058,6 +3093,10 @@ export interface SendMessageData1 {
    */
   delivery?: 'queue' | 'steer';
   images?: string[] | null;
+  /**
+   * hdsp: MCP servers this client offers the task (an ACP host's; at most 16), beside the configured ones; they replace the ones offered before. Absent: the task keeps those it has.
+   */
+  mcpServers?: OfferedMcpServer[] | null;
   text?: string | null;
 }
 /**
