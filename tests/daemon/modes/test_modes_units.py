@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from hdsp.daemon.config.modes import ModeDefinition
 from hdsp.daemon.modes import (
     ALWAYS_AVAILABLE,
     BUILT_IN_MODES,
@@ -127,3 +128,72 @@ def test_yaml_aliases_and_files_leading_out_are_refused(tmp_path: Path) -> None:
     (ws / ".hdsp" / "commands" / "leak.md").symlink_to(tmp_path / "cmd.md")
     found, problems = SlashCommands(tmp_path / "none").list(ws)
     assert found == [] and "leads out of the workspace" in problems[0]
+
+
+def test_a_workspace_file_may_narrow_a_mode_it_redefines_never_widen_it(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    (ws / ".hdsp").mkdir(parents=True)
+    path = ws / ".hdsp" / "modes.yaml"
+    path.write_text(
+        "customModes:\n"
+        "  - slug: ask\n"  # line 2: read-only made to run commands
+        "    name: Ask\n"
+        "    roleDefinition: r\n"
+        "    groups: [read, command]\n"
+        "  - slug: plan\n"  # line 6: the plan file restriction dropped
+        "    name: Plan\n"
+        "    roleDefinition: r\n"
+        "    groups: [read, edit]\n"
+        "  - slug: architect\n"  # line 10: Roo's slug for plan, widened
+        "    name: Architect\n"
+        "    roleDefinition: r\n"
+        "    groups: [read, kernel]\n"
+        "  - slug: code\n"  # narrower: accepted
+        "    name: Code\n"
+        "    roleDefinition: mine\n"
+        "    groups: [read, kernel]\n"
+        "  - slug: reviewer\n"  # a settings mode, widened
+        "    name: Reviewer\n"
+        "    roleDefinition: r\n"
+        "    groups: [read, edit]\n"
+        "    fileRegex: '.*'\n"
+        "  - slug: wide\n"  # a slug of its own may have any groups
+        "    name: Wide\n"
+        "    roleDefinition: r\n"
+        "    groups: [read, edit, command, kernel, notebook, mcp, agents]\n"
+    )
+    settings_mode = {
+        "slug": "reviewer",
+        "name": "Reviewer",
+        "roleDefinition": "r",
+        "groups": ["read", ["edit", {"fileRegex": r"\.md$"}]],
+    }
+    catalog = ModeCatalog([ModeDefinition.model_validate(settings_mode)])
+    modes, problems = catalog.modes(ws)
+    by_slug = {m.slug: m for m in modes}
+    assert (by_slug["ask"].source, by_slug["ask"].definition.groups) == ("built-in", ["read"])
+    assert by_slug["plan"].source == "built-in"
+    assert by_slug["reviewer"].source == "global"
+    assert catalog.get("architect", ws).slug == "plan"
+    assert (by_slug["code"].source, by_slug["code"].definition.role_definition) == (
+        "project",
+        "mine",
+    )
+    assert by_slug["wide"].source == "project"
+    assert problems == [
+        f"{path}:2: mode 'ask' is left out: it redefines the built-in mode 'ask' and would add "
+        "the tool groups command. A workspace file may only narrow a mode it redefines; give "
+        "the mode a slug of its own, or define it in the settings (custom_modes).",
+        f"{path}:6: mode 'plan' is left out: it redefines the built-in mode 'plan' and would "
+        r"add edits to files outside /(^|/)PLAN\.md$|^plans/[^/]+\.md$/. A workspace file may "
+        "only narrow a mode it redefines; give the mode a slug of its own, or define it in the "
+        "settings (custom_modes).",
+        f"{path}:10: mode 'architect' is left out: it redefines the built-in mode 'plan' and "
+        "would add the tool groups kernel. A workspace file may only narrow a mode it "
+        "redefines; give the mode a slug of its own, or define it in the settings "
+        "(custom_modes).",
+        f"{path}:18: mode 'reviewer' is left out: it redefines the global mode 'reviewer' and "
+        r"would add edits restricted by /.*/ instead of /\.md$/. A workspace file may only "
+        "narrow a mode it redefines; give the mode a slug of its own, or define it in the "
+        "settings (custom_modes).",
+    ]
