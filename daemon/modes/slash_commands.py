@@ -16,8 +16,10 @@ YAML front matter::
 A prompt whose first word is `/NAME` is replaced by the command's body, with
 `$ARGUMENTS` replaced by the rest of the prompt and `$1`...`$9` by its words
 (split as a shell would); a body with neither gets the arguments appended after
-a blank line. A command with `mode` puts the task in that mode. A prompt that
-names no known command is sent as it is.
+a blank line. A command with `mode` puts the task in that mode; a project
+command (untrusted workspace content) only if that narrows the task's mode (the
+task manager decides, with :meth:`Mode.widens`). A prompt that names no known
+command is sent as it is.
 """
 
 from __future__ import annotations

@@ -604,3 +604,47 @@ async def test_a_slash_command_expands_with_its_arguments(
     fake_openai.script(done())
     await run_task(client, "/nothing here", workspace)
     assert "/nothing here" in json.dumps(fake_openai.requests[2]["messages"])
+
+
+async def test_a_workspace_command_cannot_widen_the_task_s_mode(
+    daemon: DaemonProcess, client: Client, fake_openai: FakeOpenAI, workspace: Path
+) -> None:
+    commands = workspace / ".hdsp" / "commands"
+    commands.mkdir(parents=True)
+    (commands / "summarise.md").write_text("---\nmode: code\n---\nSummarise $ARGUMENTS.\n")
+    (commands / "look.md").write_text("---\nmode: ask\n---\nLook at $1.\n")
+    global_dir = daemon.root / "xdg-config" / "hdsp" / "commands"
+    global_dir.mkdir(parents=True)
+    (global_dir / "build.md").write_text("---\nmode: code\n---\nBuild it.\n")
+
+    # Chosen: ask. The workspace's command asks for code: the task stays in ask,
+    # and the model and the user read why.
+    fake_openai.script(done("summarised"))
+    task_id, _ = await run_task(client, "/summarise data.csv", workspace, mode="ask")
+    assert (await client.get_task(task_id)).item.mode == "ask"
+    assert offered(fake_openai.requests[0]) == ALWAYS | READ
+    sent = fake_openai.requests[0]["messages"][-1]
+    text = sent["content"] if isinstance(sent["content"], str) else sent["content"][0]["text"]
+    assert text.startswith("Summarise data.csv.\n\n[hdsp: /summarise (.hdsp/commands/summarise.md")
+    assert "asks for code mode, which would add the tool groups edit, command" in text
+    assert "call switch_mode (the user decides)" in text
+
+    # The same in a later message.
+    fake_openai.script(done("summarised it"))
+    head = (await client.status()).head_seq
+    await client.send_message(task_id, "/summarise it")
+    events = await collect_turn(client, task_id, head, until=(TaskCompleted,))
+    assert not any(isinstance(e.data, TaskModeSwitched) for e in events)
+    assert offered(fake_openai.requests[1]) == ALWAYS | READ
+
+    # A user's own (global) command switches; a workspace command may narrow.
+    fake_openai.script(done("built"), done("looked"))
+    head = (await client.status()).head_seq
+    await client.send_message(task_id, "/build")
+    await collect_turn(client, task_id, head, until=(TaskCompleted,))
+    assert (await client.get_task(task_id)).item.mode == "code"
+    head = (await client.status()).head_seq
+    await client.send_message(task_id, "/look data.csv")
+    await collect_turn(client, task_id, head, until=(TaskCompleted,))
+    assert (await client.get_task(task_id)).item.mode == "ask"
+    assert offered(fake_openai.requests[3]) == ALWAYS | READ
