@@ -37,7 +37,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import ValidationError
 
-from hdsp.daemon.config.modes import ModeDefinition
+from hdsp.daemon.config.modes import ModeDefinition, ToolGroup
 from hdsp.daemon.tools.base import Tool
 
 from .groups import EDIT_GROUPS, group_of
@@ -97,6 +97,23 @@ class Mode:
                 else f"edits restricted by /{mine.file_regex}/ instead of /{theirs.file_regex}/"
             )
         return found
+
+    def held_to(self, groups: Sequence[str], file_regex: str | None) -> Mode:
+        """This mode, allowed no more than `groups` and edits matching
+        `file_regex` (the limits a task entered it with); itself if it allows no
+        more than those."""
+        limit = self.definition.model_copy(
+            update={"groups": [g for g in ToolGroup if g in groups], "file_regex": file_regex}
+        )
+        if not self.widens(Mode(limit, self.source)):
+            return self
+        held = self.definition.model_copy(
+            update={
+                "groups": [g for g in self.definition.groups if g in limit.groups],
+                "file_regex": file_regex if file_regex is not None else self.definition.file_regex,
+            }
+        )
+        return Mode(held, self.source)
 
     def allows(self, tool: Tool) -> bool:
         group = group_of(tool)

@@ -122,7 +122,7 @@ from .queued import decode_queued
 from .relayed import relay_refusal, relayed_result
 from .rewind import RewindRefused, plan_rewind
 from .subtasks import Subtasks
-from .task import Task
+from .task import Task, entered, task_mode
 from .turn import TurnState, api_write, turn_decoder, turn_write, user_content
 
 __all__ = ["MAX_IDLE_LOADED", "TaskCarry", "TaskManager"]
@@ -644,6 +644,7 @@ class TaskManager:
             # anything leaves a task that recovery makes resumable, not idle.
             state=TaskState.RUNNING,
         )
+        item = entered(item, task_mode(self.deps, item))
         task = Task(self.deps, item, api=[], state=TaskState.IDLE, settle=self.settle)
         task.item = msgspec.structs.replace(item, ts=task.messages.next_ts())
         self._tasks[task.id] = task
@@ -1388,6 +1389,7 @@ class TaskManager:
             status="active",
             state=TaskState.IDLE,
         )
+        item = entered(item, task_mode(self.deps, item))
         task = Task(self.deps, item, api=[], state=TaskState.IDLE, settle=self.settle)
         task.item = msgspec.structs.replace(item, ts=task.messages.next_ts())
         self._tasks[task_id] = task

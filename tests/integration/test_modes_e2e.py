@@ -648,3 +648,49 @@ async def test_a_workspace_command_cannot_widen_the_task_s_mode(
     await collect_turn(client, task_id, head, until=(TaskCompleted,))
     assert (await client.get_task(task_id)).item.mode == "ask"
     assert offered(fake_openai.requests[3]) == ALWAYS | READ
+
+
+@pytest.mark.slow
+async def test_a_modes_file_rewritten_mid_task_does_not_widen_the_task(
+    client: Client, fake_openai: FakeOpenAI, workspace: Path
+) -> None:
+    # The task entered a workspace mode with read and kernel; code it runs (the
+    # kernel may write the workspace) rewrites the modes file to give that mode
+    # edit and command. The task keeps what it entered with; a person switching
+    # it to the mode again gives it the mode as the file now says.
+    (workspace / ".hdsp").mkdir()
+    path = workspace / ".hdsp" / "modes.yaml"
+    path.write_text(
+        "customModes:\n  - slug: charts\n    name: Charts\n    roleDefinition: You draw.\n"
+        "    groups: [read, kernel]\n"
+    )
+    wider = path.read_text().replace("[read, kernel]", "[read, kernel, edit, command]")
+    fake_openai.script(
+        call("execute_code", code=f"open({str(path)!r}, 'w').write({wider!r})"),
+        call("write_to_file", path="out.txt", content="x"),
+        done("drawn"),
+    )
+    task_id, _ = await run_task(
+        client, "draw", workspace, mode="charts", always_allow_execute=True, always_allow_write=True
+    )
+    assert path.read_text() == wider  # the kernel did rewrite it
+    listed = {m.slug: m for m in (await client.get_modes(workspace)).modes}
+    assert "write_to_file" in listed["charts"].tools
+    assert offered(fake_openai.requests[1]) == ALWAYS | READ | KERNEL
+    assert "write_to_file is not available in Charts mode" in tool_results(fake_openai, 2)[-1]
+    assert not (workspace / "out.txt").exists()
+    item = (await client.get_task(task_id)).item
+    assert (item.mode, item.mode_groups) == ("charts", ["read", "kernel"])
+
+    await client.switch_mode(task_id, "charts")
+    assert (await client.get_task(task_id)).item.mode_groups == [
+        "read",
+        "kernel",
+        "edit",
+        "command",
+    ]
+    fake_openai.script(done("again"))
+    head = (await client.status()).head_seq
+    await client.send_message(task_id, "go on")
+    await collect_turn(client, task_id, head, until=(TaskCompleted,))
+    assert offered(fake_openai.requests[-1]) == ALWAYS | READ | KERNEL | EDIT | {"execute_command"}

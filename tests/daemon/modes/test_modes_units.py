@@ -13,6 +13,7 @@ from hdsp.daemon.modes import (
     ALWAYS_AVAILABLE,
     BUILT_IN_MODES,
     TOOL_GROUPS,
+    Mode,
     ModeCatalog,
     SlashCommands,
     UnknownMode,
@@ -197,3 +198,18 @@ def test_a_workspace_file_may_narrow_a_mode_it_redefines_never_widen_it(tmp_path
         "narrow a mode it redefines; give the mode a slug of its own, or define it in the "
         "settings (custom_modes).",
     ]
+
+
+def test_a_mode_is_held_to_the_limits_a_task_entered_it_with() -> None:
+    def project(groups: list[str], regex: str | None = None) -> Mode:
+        fields = {"slug": "m", "name": "M", "role_definition": "r", "groups": groups}
+        return Mode(ModeDefinition.model_validate({**fields, "file_regex": regex}), "project")
+
+    narrow = project(["read", "edit"], r"\.md$")
+    assert narrow.held_to(["read", "edit", "kernel"], None) is narrow
+    held = project(["read", "edit", "command"]).held_to(["read", "edit"], r"\.md$")
+    assert (held.definition.groups, held.definition.file_regex) == (["read", "edit"], r"\.md$")
+    assert held.refusal(WriteToFile(), {"path": "x.py"}) is not None
+    assert held.refusal(WriteToFile(), {"path": "notes.md"}) is None
+    # Narrowed meanwhile (the kernel group taken away): the narrower mode holds.
+    assert project(["read"]).held_to(["read", "kernel"], None).definition.groups == ["read"]
