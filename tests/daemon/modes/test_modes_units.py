@@ -213,3 +213,21 @@ def test_a_mode_is_held_to_the_limits_a_task_entered_it_with() -> None:
     assert held.refusal(WriteToFile(), {"path": "notes.md"}) is None
     # Narrowed meanwhile (the kernel group taken away): the narrower mode holds.
     assert project(["read"]).held_to(["read", "kernel"], None).definition.groups == ["read"]
+
+
+def test_rules_the_user_hides_with_hdspignore_are_not_read(tmp_path: Path) -> None:
+    # .hdspignore keeps files from the agent; the prompt is the agent's too.
+    ws = tmp_path / "ws"
+    (ws / ".hdsp" / "rules" / "team").mkdir(parents=True)
+    (ws / ".hdspignore").write_text("AGENTS.md\n.hdsp/rules/private.md\n")
+    (ws / "AGENTS.md").write_text("TOKEN-AGENTS")
+    (ws / ".hdsp" / "rules" / "private.md").write_text("TOKEN-RULES")
+    (ws / ".hdsp" / "rules" / "b.md").write_text("second")
+    (ws / ".hdsp" / "rules" / "team" / "a.md").write_text("first")
+    sources = instruction_sources(
+        workspace=ws, mode=BUILT_IN_MODES[3], global_instructions="", task_instructions=None
+    )
+    assert [(s.source, s.text) for s in sources] == [
+        (".hdsp/rules/b.md", "second"),
+        (".hdsp/rules/team/a.md", "first"),
+    ]
