@@ -694,3 +694,15 @@ async def test_a_modes_file_rewritten_mid_task_does_not_widen_the_task(
     await client.send_message(task_id, "go on")
     await collect_turn(client, task_id, head, until=(TaskCompleted,))
     assert offered(fake_openai.requests[-1]) == ALWAYS | READ | KERNEL | EDIT | {"execute_command"}
+
+
+async def test_a_bad_custom_mode_in_the_settings_is_refused_saying_what_is_wrong(
+    client: Client, workspace: Path
+) -> None:
+    bad = {"slug": "Bad Slug", "name": "B", "roleDefinition": "r", "groups": ["read", "shell"]}
+    with pytest.raises(CommandFailed) as info:
+        await client.update_settings({"custom_modes": [bad]})
+    said = str(info.value)
+    assert "custom_modes.0.slug" in said and "custom_modes.0.groups.1" in said, said
+    # Nothing of it was kept.
+    assert "Bad Slug" not in {m.slug for m in (await client.get_modes(workspace)).modes}
