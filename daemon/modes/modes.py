@@ -40,6 +40,7 @@ from pydantic import ValidationError
 from hdsp.daemon.config.modes import ModeDefinition, ToolGroup
 from hdsp.daemon.tools.base import Tool
 
+from . import workspace_yaml
 from .groups import EDIT_GROUPS, group_of
 
 __all__ = [
@@ -257,11 +258,9 @@ def _load_modes_file(path: Path) -> tuple[list[tuple[ModeDefinition, int | None]
     except OSError as exc:
         return [], [f"{path}: cannot be read ({exc.strerror or exc})"]
     try:
-        alias = next((t for t in yaml.scan(text) if isinstance(t, yaml.AliasToken)), None)
-        if alias is not None:
-            # Aliases can make a small file expand without end: a hand-written
-            # modes file has no need of them.
-            return [], [f"{path}:{alias.start_mark.line + 1}: YAML aliases (*name) are not allowed"]
+        refused = workspace_yaml.refusal(text)
+        if refused is not None:
+            return [], [f"{path}:{refused[0]}: {refused[1]}"]
         root = yaml.compose(text, Loader=yaml.SafeLoader)
         data = yaml.safe_load(text)
     except yaml.MarkedYAMLError as exc:

@@ -35,6 +35,8 @@ import yaml
 
 from hdsp.protocol import CommandInfo
 
+from . import workspace_yaml
+
 __all__ = [
     "MAX_COMMAND_BYTES",
     "ExpandedPrompt",
@@ -120,12 +122,16 @@ def _parse(
     match = _FRONT_MATTER.match(text)
     if match is not None:
         try:
-            if any(isinstance(t, yaml.AliasToken) for t in yaml.scan(match[1])):
-                return None, f"{path}: YAML aliases (*name) are not allowed in front matter"
+            refused = workspace_yaml.refusal(match[1])
+            if refused is not None:
+                # Lines counted from the file's first, the opening `---`.
+                return None, f"{path}:{refused[0] + 1}: front matter: {refused[1]}"
             loaded = yaml.safe_load(match[1])
         except yaml.MarkedYAMLError as exc:
             line = exc.problem_mark.line + 2 if exc.problem_mark else 1
             return None, f"{path}:{line}: the front matter is not valid YAML: {exc.problem}"
+        except yaml.YAMLError as exc:
+            return None, f"{path}: the front matter is not valid YAML: {exc}"
         if loaded is not None and not isinstance(loaded, dict):
             return None, f"{path}:2: the front matter must be `key: value` lines"
         meta = loaded or {}

@@ -706,3 +706,17 @@ async def test_a_bad_custom_mode_in_the_settings_is_refused_saying_what_is_wrong
     assert "custom_modes.0.slug" in said and "custom_modes.0.groups.1" in said, said
     # Nothing of it was kept.
     assert "Bad Slug" not in {m.slug for m in (await client.get_modes(workspace)).modes}
+
+
+async def test_a_modes_file_nested_without_end_is_a_problem_not_a_crash(
+    client: Client, fake_openai: FakeOpenAI, workspace: Path
+) -> None:
+    (workspace / ".hdsp").mkdir()
+    path = workspace / ".hdsp" / "modes.yaml"
+    path.write_text("customModes: " + "[" * 50_000 + "]" * 50_000 + "\n")
+    listed = await client.get_modes(workspace)
+    assert listed.problems == [f"{path}:1: nested more than 20 levels deep"]
+    # A task in that workspace runs in its built-in mode.
+    fake_openai.script(done("fine"))
+    await run_task(client, "hi", workspace, mode="analyst")
+    assert offered(fake_openai.requests[0]) == ALWAYS | READ | KERNEL | NOTEBOOK

@@ -231,3 +231,19 @@ def test_rules_the_user_hides_with_hdspignore_are_not_read(tmp_path: Path) -> No
         (".hdsp/rules/b.md", "second"),
         (".hdsp/rules/team/a.md", "first"),
     ]
+
+
+def test_yaml_nested_without_end_is_refused_before_it_is_parsed(tmp_path: Path) -> None:
+    # PyYAML's parser recurses per level: 50,000 levels would raise RecursionError.
+    path = tmp_path / "modes.yaml"
+    path.write_text("customModes: " + "[" * 50_000 + "]" * 50_000 + "\n")
+    assert load_modes_file(path) == ([], [f"{path}:1: nested more than 20 levels deep"])
+    path.write_text("".join(f"{'  ' * i}k{i}:\n" for i in range(30)) + "  " * 30 + "v\n")
+    assert load_modes_file(path)[1] == [f"{path}:21: nested more than 20 levels deep"]
+    commands = tmp_path / "commands"
+    commands.mkdir()
+    (commands / "deep.md").write_text("---\ndescription: " + "{a: " * 5_000 + "\n---\nbody")
+    found, problems = SlashCommands(commands).list(None)
+    assert found == [] and problems == [
+        f"{commands / 'deep.md'}:2: front matter: nested more than 20 levels deep"
+    ]
