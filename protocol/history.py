@@ -308,3 +308,22 @@ class HistoryItem(WireStruct, frozen=True):
             )
         ),
     ] = None
+    mode_groups: Annotated[
+        list[str] | None,
+        Meta(
+            description=(
+                "hdsp: the tool groups the task's mode had when the task entered it (started "
+                "in it, or switched to it), with `modeFileRegex`: the most a workspace mode "
+                "gives the task later, whatever its file then says. None: not recorded."
+            )
+        ),
+    ] = None
+    mode_file_regex: Annotated[
+        str | None,
+        Meta(
+            description=(
+                "hdsp: the file restriction of the mode's edits when the task entered it "
+                "(with `modeGroups`); None: none."
+            )
+        ),
+    ] = None

@@ -47,6 +47,7 @@ from hdsp.protocol import (
     RewindTask,
     SendMessage,
     StartNewTask,
+    UpdateTodoList,
     command_name,
 )
 from hdsp.protocol.settings import GetModels, ListProfiles
@@ -76,6 +77,8 @@ FORWARDED: tuple[type[Any], ...] = (
     DeleteMessage,
     ForkTask,
     CondenseTask,
+    # The todo list the panel shows, edited by the user (issue 21).
+    UpdateTodoList,
     ListTasks,
     GetTask,
     GetTaskPage,

@@ -15,9 +15,14 @@ orchestrator   delegates to other agents (call_agent) and reads
 
 Custom modes come from the settings (`custom_modes`) and from the workspace's
 `.hdsp/modes.yaml` (or `.json`), in Roo's shape (`customModes: [...]`); a
-workspace mode overrides a settings mode of the same slug, which overrides a
-built-in one. A file that does not parse or a mode that does not validate is
-left out, with a problem that names the file, the line and what is wrong.
+settings mode overrides a built-in one of the same slug. The workspace file is
+untrusted (a cloned repository wrote it): it may add modes, and it may redefine
+a built-in or settings mode (or a Roo slug that stands for one) only to narrow
+it: no tool group the mode lacks, and the mode's file restriction kept as it is.
+A redefinition that widens is left out, with a problem that says what it adds;
+so `ask` stays read-only whatever a workspace says. A file that does not parse
+or a mode that does not validate is left out, with a problem that names the
+file, the line and what is wrong.
 """
 
 from __future__ import annotations
@@ -32,9 +37,10 @@ from typing import Any, Literal
 import yaml
 from pydantic import ValidationError
 
-from hdsp.daemon.config.modes import ModeDefinition
+from hdsp.daemon.config.modes import ModeDefinition, ToolGroup
 from hdsp.daemon.tools.base import Tool
 
+from . import workspace_yaml
 from .groups import EDIT_GROUPS, group_of
 
 __all__ = [
@@ -74,6 +80,41 @@ class Mode:
     @property
     def name(self) -> str:
         return self.definition.name
+
+    def widens(self, than: Mode) -> list[str]:
+        """What this mode may do that `than` may not (empty: it is as narrow or
+        narrower). File restrictions are compared as written: a mode that may
+        edit, replacing one whose edits are restricted, must keep its regex."""
+        mine, theirs = self.definition, than.definition
+        added = [str(g) for g in mine.groups if g not in theirs.groups]
+        found = []
+        if added:
+            found.append(f"the tool groups {', '.join(added)}")
+        edits = any(g in EDIT_GROUPS for g in mine.groups)
+        if edits and theirs.file_regex is not None and mine.file_regex != theirs.file_regex:
+            found.append(
+                f"edits to files outside /{theirs.file_regex}/"
+                if mine.file_regex is None
+                else f"edits restricted by /{mine.file_regex}/ instead of /{theirs.file_regex}/"
+            )
+        return found
+
+    def held_to(self, groups: Sequence[str], file_regex: str | None) -> Mode:
+        """This mode, allowed no more than `groups` and edits matching
+        `file_regex` (the limits a task entered it with); itself if it allows no
+        more than those."""
+        limit = self.definition.model_copy(
+            update={"groups": [g for g in ToolGroup if g in groups], "file_regex": file_regex}
+        )
+        if not self.widens(Mode(limit, self.source)):
+            return self
+        held = self.definition.model_copy(
+            update={
+                "groups": [g for g in self.definition.groups if g in limit.groups],
+                "file_regex": file_regex if file_regex is not None else self.definition.file_regex,
+            }
+        )
+        return Mode(held, self.source)
 
     def allows(self, tool: Tool) -> bool:
         group = group_of(tool)
@@ -203,6 +244,12 @@ def load_modes_file(path: Path) -> tuple[list[ModeDefinition], list[str]]:
     """The modes of one file and the problems found in it (`path:line: what`).
 
     YAML parses the JSON form too, with the same line numbers."""
+    found, problems = _load_modes_file(path)
+    return [definition for definition, _ in found], problems
+
+
+def _load_modes_file(path: Path) -> tuple[list[tuple[ModeDefinition, int | None]], list[str]]:
+    """load_modes_file, with the line each mode starts on."""
     try:
         size = path.stat().st_size
         if size > MAX_MODES_FILE_BYTES:
@@ -211,11 +258,9 @@ def load_modes_file(path: Path) -> tuple[list[ModeDefinition], list[str]]:
     except OSError as exc:
         return [], [f"{path}: cannot be read ({exc.strerror or exc})"]
     try:
-        alias = next((t for t in yaml.scan(text) if isinstance(t, yaml.AliasToken)), None)
-        if alias is not None:
-            # Aliases can make a small file expand without end: a hand-written
-            # modes file has no need of them.
-            return [], [f"{path}:{alias.start_mark.line + 1}: YAML aliases (*name) are not allowed"]
+        refused = workspace_yaml.refusal(text)
+        if refused is not None:
+            return [], [f"{path}:{refused[0]}: {refused[1]}"]
         root = yaml.compose(text, Loader=yaml.SafeLoader)
         data = yaml.safe_load(text)
     except yaml.MarkedYAMLError as exc:
@@ -234,11 +279,12 @@ def load_modes_file(path: Path) -> tuple[list[ModeDefinition], list[str]]:
         entries, prefix = data, []
     if not isinstance(entries, list):
         return [], [f"{path}:1: expected `customModes:` followed by a list of modes"]
-    modes: list[ModeDefinition] = []
+    modes: list[tuple[ModeDefinition, int | None]] = []
     problems: list[str] = []
     for index, entry in enumerate(entries):
         try:
-            modes.append(ModeDefinition.model_validate(entry))
+            definition = ModeDefinition.model_validate(entry)
+            modes.append((definition, _line_of(entries_node, [*prefix, index])))
         except ValidationError as exc:
             for error in exc.errors():
                 loc: list[int | str] = [*prefix, index, *error["loc"]]
@@ -254,7 +300,8 @@ def load_modes_file(path: Path) -> tuple[list[ModeDefinition], list[str]]:
 
 class ModeCatalog:
     """The modes a task can be in: built-in, then the settings', then the
-    workspace's (a later one with the same slug replaces an earlier one)."""
+    workspace's (a later one with the same slug replaces an earlier one; a
+    workspace mode only if it does not widen the one it replaces)."""
 
     def __init__(self, custom: Sequence[ModeDefinition] = ()) -> None:
         self.custom = list(custom)
@@ -271,9 +318,26 @@ class ModeCatalog:
                     problems = [f"{path}: refused: it leads out of the workspace"]
                     break
                 if path.is_file():
-                    defined, problems = load_modes_file(path)
-                    for definition in defined:
-                        found[definition.slug] = Mode(definition, "project")
+                    defined, problems = _load_modes_file(path)
+                    trusted = dict(found)
+                    for definition, line in defined:
+                        mode = Mode(definition, "project")
+                        replaced = trusted.get(definition.slug) or trusted.get(
+                            ROO_ALIASES.get(definition.slug, "")
+                        )
+                        wider = mode.widens(replaced) if replaced is not None else []
+                        if wider:
+                            assert replaced is not None
+                            where = f"{path}:{line}" if line else str(path)
+                            problems.append(
+                                f"{where}: mode {definition.slug!r} is left out: it redefines "
+                                f"the {replaced.source} mode {replaced.slug!r} and would add "
+                                f"{' and '.join(wider)}. A workspace file may only narrow a "
+                                "mode it redefines; give the mode a slug of its own, or "
+                                "define it in the settings (custom_modes)."
+                            )
+                            continue
+                        found[definition.slug] = mode
                     break
         return list(found.values()), problems
 

@@ -13,8 +13,10 @@ Each source is cut at `MAX_SOURCE_CHARS` and all of them together at
 `MAX_TOTAL_CHARS`; a cut source ends with a note that says how much was left out
 and why. Rules files are workspace content: the prompt says they shape how the
 agent works, never what it may do, and nothing in them reaches the approval
-settings (they are only ever text in the prompt). Files outside the workspace
-(a symlink out of it) and files hidden by `.hdspignore` are not read.
+settings (they are only ever text in the prompt). They are read as the agent's
+file tools read (:class:`~hdsp.daemon.tools.workspace.Workspace`): files outside
+the workspace (a symlink out of it) and files hidden by `.hdspignore` are not
+read.
 """
 
 from __future__ import annotations
@@ -22,6 +24,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+
+from hdsp.daemon.tools.base import ToolError
+from hdsp.daemon.tools.workspace import Workspace
 
 from .modes import Mode
 
@@ -49,38 +54,37 @@ class InstructionSource:
     text: str
 
 
-def _inside(workspace: Path, path: Path) -> bool:
+def _read(ws: Workspace, relative: str) -> str | None:
+    """The text of the file at `relative`, as the agent's file tools would read it:
+    never through a symlink out of the workspace, never a file `.hdspignore`
+    hides (the user keeps it from the agent, and the prompt is the agent's)."""
     try:
-        real = Path(os.path.realpath(path))
-        return real.is_relative_to(Path(os.path.realpath(workspace)))
-    except OSError:
-        return False
-
-
-def _read(workspace: Path, path: Path) -> str | None:
-    if not path.is_file() or not _inside(workspace, path):
-        return None
-    try:
-        with path.open("rb") as f:
-            data = f.read(MAX_SOURCE_CHARS * 4 + 4)
-    except OSError:
+        with ws.open(relative) as (located, fd):
+            if located.is_dir:
+                return None
+            with os.fdopen(os.dup(fd), "rb") as f:
+                data = f.read(MAX_SOURCE_CHARS * 4 + 4)
+    except (ToolError, OSError):
         return None
     return data.decode("utf-8", errors="replace")
 
 
-def _rules_dir(workspace: Path, directory: Path, title: str) -> list[InstructionSource]:
-    if not directory.is_dir() or not _inside(workspace, directory):
+def _rules_dir(ws: Workspace, directory: str, title: str) -> list[InstructionSource]:
+    """The rules files under `directory` (relative to the workspace), by path."""
+    try:
+        entries = [e for e in ws.walk(directory, recursive=True) if not e.is_dir]
+    except (ToolError, OSError):
         return []
-    files = sorted(
-        p
-        for p in directory.rglob("*")
-        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(directory).parts)
+    names = sorted(
+        e.relative
+        for e in entries
+        if not any(part.startswith(".") for part in Path(e.relative).relative_to(directory).parts)
     )
     found = []
-    for path in files[:MAX_RULES_FILES]:
-        text = _read(workspace, path)
+    for relative in names[:MAX_RULES_FILES]:
+        text = _read(ws, relative)
         if text is not None and text.strip():
-            found.append(InstructionSource(title, str(path.relative_to(workspace)), text))
+            found.append(InstructionSource(title, relative, text))
     return found
 
 
@@ -114,11 +118,13 @@ def instruction_sources(
                 f"Mode instructions ({mode.slug})", f"mode {mode.slug} ({mode.source})", mode_text
             )
         )
-    sources += _rules_dir(workspace, workspace / ".hdsp" / "rules", "Workspace rules")
-    sources += _rules_dir(
-        workspace, workspace / ".hdsp" / f"rules-{mode.slug}", f"Workspace rules for {mode.slug}"
-    )
-    agents = _read(workspace, workspace / "AGENTS.md")
+    try:
+        ws = Workspace(workspace)
+    except ToolError:
+        return sources  # no workspace (moved or deleted): no workspace rules
+    sources += _rules_dir(ws, ".hdsp/rules", "Workspace rules")
+    sources += _rules_dir(ws, f".hdsp/rules-{mode.slug}", f"Workspace rules for {mode.slug}")
+    agents = _read(ws, "AGENTS.md")
     if agents is not None and agents.strip():
         sources.append(InstructionSource("AGENTS.md", "AGENTS.md", agents))
     return sources

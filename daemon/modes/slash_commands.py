@@ -16,8 +16,10 @@ YAML front matter::
 A prompt whose first word is `/NAME` is replaced by the command's body, with
 `$ARGUMENTS` replaced by the rest of the prompt and `$1`...`$9` by its words
 (split as a shell would); a body with neither gets the arguments appended after
-a blank line. A command with `mode` puts the task in that mode. A prompt that
-names no known command is sent as it is.
+a blank line. A command with `mode` puts the task in that mode; a project
+command (untrusted workspace content) only if that narrows the task's mode (the
+task manager decides, with :meth:`Mode.widens`). A prompt that names no known
+command is sent as it is.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ from typing import Any, Literal
 import yaml
 
 from hdsp.protocol import CommandInfo
+
+from . import workspace_yaml
 
 __all__ = [
     "MAX_COMMAND_BYTES",
@@ -118,12 +122,16 @@ def _parse(
     match = _FRONT_MATTER.match(text)
     if match is not None:
         try:
-            if any(isinstance(t, yaml.AliasToken) for t in yaml.scan(match[1])):
-                return None, f"{path}: YAML aliases (*name) are not allowed in front matter"
+            refused = workspace_yaml.refusal(match[1])
+            if refused is not None:
+                # Lines counted from the file's first, the opening `---`.
+                return None, f"{path}:{refused[0] + 1}: front matter: {refused[1]}"
             loaded = yaml.safe_load(match[1])
         except yaml.MarkedYAMLError as exc:
             line = exc.problem_mark.line + 2 if exc.problem_mark else 1
             return None, f"{path}:{line}: the front matter is not valid YAML: {exc.problem}"
+        except yaml.YAMLError as exc:
+            return None, f"{path}: the front matter is not valid YAML: {exc}"
         if loaded is not None and not isinstance(loaded, dict):
             return None, f"{path}:2: the front matter must be `key: value` lines"
         meta = loaded or {}

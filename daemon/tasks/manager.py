@@ -49,6 +49,7 @@ from hdsp.daemon.llm.retry import DEFAULT_RETRY_POLICY, RetryPolicy
 from hdsp.daemon.memory import give_back
 from hdsp.daemon.modes import (
     DEFAULT_MODE,
+    Mode,
     ModeCatalog,
     UnknownMode,
     instruction_sources,
@@ -122,7 +123,7 @@ from .queued import decode_queued
 from .relayed import relay_refusal, relayed_result
 from .rewind import RewindRefused, plan_rewind
 from .subtasks import Subtasks
-from .task import Task
+from .task import Task, entered, task_mode
 from .turn import TurnState, api_write, turn_decoder, turn_write, user_content
 
 __all__ = ["MAX_IDLE_LOADED", "TaskCarry", "TaskManager"]
@@ -597,12 +598,12 @@ class TaskManager:
                 ErrorCode.KERNEL_NOT_FOUND,
                 f"No kernel {kernel_id!r}; ListKernels lists the kernels.",
             )
-        text, mode = await self._expanded(data.text, Path(workspace))
-        mode = mode or config.mode or DEFAULT_MODE
         try:
-            mode = self.deps.modes.get(mode, Path(workspace)).slug
+            chosen = self.deps.modes.get(config.mode or DEFAULT_MODE, Path(workspace))
         except UnknownMode as exc:
             raise CommandError(ErrorCode.INVALID_REQUEST, str(exc)) from None
+        text, command_mode = await self._expanded(data.text, Path(workspace), chosen)
+        mode = command_mode or chosen.slug
         if config.agent is not None:
             try:
                 self.deps.agents.get(config.agent)
@@ -661,6 +662,7 @@ class TaskManager:
             # anything leaves a task that recovery makes resumable, not idle.
             state=TaskState.RUNNING,
         )
+        item = entered(item, task_mode(self.deps, item))
         task = Task(self.deps, item, api=[], state=TaskState.IDLE, settle=self.settle)
         task.item = msgspec.structs.replace(item, ts=task.messages.next_ts())
         self._tasks[task.id] = task
@@ -780,7 +782,7 @@ class TaskManager:
         try:
             self._offer_mcp(task_id, str(task.workspace), data.mcp_servers)
             if data.text:
-                text, mode = await self._expanded(data.text, task.workspace)
+                text, mode = await self._expanded(data.text, task.workspace, task.mode())
                 if mode is not None and mode != task.item.mode:
                     try:
                         await task.switch_mode(mode)
@@ -811,13 +813,36 @@ class TaskManager:
         finally:
             self.settle(task)
 
-    async def _expanded(self, text: str, workspace: Path) -> tuple[str, str | None]:
-        """`text` with a leading `/command` expanded, and the mode it names."""
+    async def _expanded(self, text: str, workspace: Path, current: Mode) -> tuple[str, str | None]:
+        """`text` with a leading `/command` expanded, and the mode the command
+        puts the task in (None: it stays in `current`). A workspace command is
+        untrusted: it may narrow the mode, never widen it; then the task stays
+        and the text says why (the model may call switch_mode, which asks)."""
         commands = self.deps.slash_commands
         expanded = await anyio.to_thread.run_sync(commands.expand, text, workspace)
         if expanded is None:
             return text, None
-        return expanded.text, expanded.command.mode
+        command = expanded.command
+        if command.mode is None:
+            return expanded.text, None
+        try:
+            wanted = await anyio.to_thread.run_sync(self.deps.modes.get, command.mode, workspace)
+        except UnknownMode as exc:
+            raise CommandError(ErrorCode.INVALID_REQUEST, str(exc)) from None
+        wider = wanted.widens(current) if command.source == "project" else []
+        if not wider:
+            return expanded.text, wanted.slug
+        try:
+            where = str(command.path.relative_to(workspace))
+        except ValueError:
+            where = str(command.path)
+        note = (
+            f"[hdsp: /{command.name} ({where}, a workspace file) asks for {wanted.slug} mode, "
+            f"which would add {' and '.join(wider)} to {current.slug} mode. A workspace "
+            f"command may not widen a task's mode, so the task stays in {current.slug} mode; "
+            f"to work in {wanted.slug} mode, call switch_mode (the user decides).]"
+        )
+        return expanded.text + "\n\n" + note, None
 
     async def switch_mode(self, task_id: str, slug: str) -> TaskRef:
         """SwitchMode: the task's next request uses mode `slug`."""
@@ -1385,6 +1410,7 @@ class TaskManager:
             status="active",
             state=TaskState.IDLE,
         )
+        item = entered(item, task_mode(self.deps, item))
         task = Task(self.deps, item, api=[], state=TaskState.IDLE, settle=self.settle)
         task.item = msgspec.structs.replace(item, ts=task.messages.next_ts())
         self._tasks[task_id] = task

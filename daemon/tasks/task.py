@@ -47,6 +47,7 @@ from hdsp.daemon.modes import (
     DEFAULT_MODE,
     Mode,
     UnknownMode,
+    group_names,
     instruction_sources,
     instructions_text,
 )
@@ -96,6 +97,38 @@ log = structlog.get_logger("hdsp.tasks")
 
 #: Model requests in one turn before the turn stops (a guard against loops).
 MAX_REQUESTS_PER_TURN = 50
+
+
+def task_mode(deps: TaskDeps, item: HistoryItem) -> Mode:
+    """The mode of the task `item` (an agent's task: its agent's) as the
+    settings and workspace define it now, held to the limits the task entered it
+    with (`entered`): a workspace modes file that changes while the task runs
+    (kernel or shell code can write it) never gives the task more than it had.
+    A mode that no longer exists falls back to the built-in read-only `ask`,
+    never to more than was given."""
+    workspace = Path(item.workspace or ".")
+    try:
+        if item.agent is not None:
+            agents = deps.agents
+            mode = agents.mode_of(agents.get(item.agent), deps.modes, workspace)
+        else:
+            mode = deps.modes.get(item.mode or DEFAULT_MODE, workspace)
+    except (UnknownMode, UnknownAgent):
+        log.warning("task mode unknown; using ask", mode=item.mode)
+        return BUILT_IN_MODES[0]
+    if item.mode_groups is None or mode.source != "project":
+        return mode
+    held = mode.held_to(item.mode_groups, item.mode_file_regex)
+    if held is not mode:
+        log.warning("task mode widened by the workspace; held", mode=mode.slug, task_id=item.id)
+    return held
+
+
+def entered(item: HistoryItem, mode: Mode) -> HistoryItem:
+    """`item` with `mode`'s limits recorded as the most it may get from its mode."""
+    return msgspec.structs.replace(
+        item, mode_groups=group_names(mode), mode_file_regex=mode.definition.file_regex
+    )
 
 
 class Task:
@@ -191,23 +224,14 @@ class Task:
     # ---- mode and todo list ---------------------------------------------------
 
     def mode(self) -> Mode:
-        """The task's mode (an agent's task: its agent's). One that no longer exists
-        (a workspace file changed) falls back to the built-in read-only `ask`,
-        never to more than was given."""
-        try:
-            if self.item.agent is not None:
-                agents = self._deps.agents
-                return agents.mode_of(agents.get(self.item.agent), self._deps.modes, self.workspace)
-            return self._deps.modes.get(self.item.mode or DEFAULT_MODE, self.workspace)
-        except (UnknownMode, UnknownAgent):
-            log.warning("task mode unknown; using ask", mode=self.item.mode)
-            return BUILT_IN_MODES[0]
+        """The task's mode (see `task_mode`)."""
+        return task_mode(self._deps, self.item)
 
     async def switch_mode(self, slug: str) -> str:
         """Put the task in mode `slug` (raises UnknownMode, a ValueError); every
         client gets taskModeSwitched."""
         mode = self._deps.modes.get(slug, self.workspace)
-        self.item = msgspec.structs.replace(self.item, mode=mode.slug)
+        self.item = entered(msgspec.structs.replace(self.item, mode=mode.slug), mode)
         await self._deps.journal.emit(
             TaskModeSwitched(payload=(self.id, mode.slug)), update_task(self.item)
         )

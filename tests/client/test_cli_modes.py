@@ -5,7 +5,6 @@ list in `show`, and slash-command completion, as a user runs them: the real
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -102,8 +101,5 @@ async def test_run_completes_slash_commands(
         assert r.returncode == 0 and r.stderr == "", r.stderr
         return [w.strip() for w in out.read_text().split("\x0b") if w.strip()]
 
-    line = f"hdsp run --workspace {workspace} /pr"
-    started = time.monotonic()
-    assert await complete(line) == ["/profile"]
-    assert time.monotonic() - started < 30
+    assert await complete(f"hdsp run --workspace {workspace} /pr") == ["/profile"]
     assert await complete(f"hdsp run --workspace {workspace} pr") == []

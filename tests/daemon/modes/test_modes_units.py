@@ -8,10 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from hdsp.daemon.config.modes import ModeDefinition
 from hdsp.daemon.modes import (
     ALWAYS_AVAILABLE,
     BUILT_IN_MODES,
     TOOL_GROUPS,
+    Mode,
     ModeCatalog,
     SlashCommands,
     UnknownMode,
@@ -127,3 +129,121 @@ def test_yaml_aliases_and_files_leading_out_are_refused(tmp_path: Path) -> None:
     (ws / ".hdsp" / "commands" / "leak.md").symlink_to(tmp_path / "cmd.md")
     found, problems = SlashCommands(tmp_path / "none").list(ws)
     assert found == [] and "leads out of the workspace" in problems[0]
+
+
+def test_a_workspace_file_may_narrow_a_mode_it_redefines_never_widen_it(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    (ws / ".hdsp").mkdir(parents=True)
+    path = ws / ".hdsp" / "modes.yaml"
+    path.write_text(
+        "customModes:\n"
+        "  - slug: ask\n"  # line 2: read-only made to run commands
+        "    name: Ask\n"
+        "    roleDefinition: r\n"
+        "    groups: [read, command]\n"
+        "  - slug: plan\n"  # line 6: the plan file restriction dropped
+        "    name: Plan\n"
+        "    roleDefinition: r\n"
+        "    groups: [read, edit]\n"
+        "  - slug: architect\n"  # line 10: Roo's slug for plan, widened
+        "    name: Architect\n"
+        "    roleDefinition: r\n"
+        "    groups: [read, kernel]\n"
+        "  - slug: code\n"  # narrower: accepted
+        "    name: Code\n"
+        "    roleDefinition: mine\n"
+        "    groups: [read, kernel]\n"
+        "  - slug: reviewer\n"  # a settings mode, widened
+        "    name: Reviewer\n"
+        "    roleDefinition: r\n"
+        "    groups: [read, edit]\n"
+        "    fileRegex: '.*'\n"
+        "  - slug: wide\n"  # a slug of its own may have any groups
+        "    name: Wide\n"
+        "    roleDefinition: r\n"
+        "    groups: [read, edit, command, kernel, notebook, mcp, agents]\n"
+    )
+    settings_mode = {
+        "slug": "reviewer",
+        "name": "Reviewer",
+        "roleDefinition": "r",
+        "groups": ["read", ["edit", {"fileRegex": r"\.md$"}]],
+    }
+    catalog = ModeCatalog([ModeDefinition.model_validate(settings_mode)])
+    modes, problems = catalog.modes(ws)
+    by_slug = {m.slug: m for m in modes}
+    assert (by_slug["ask"].source, by_slug["ask"].definition.groups) == ("built-in", ["read"])
+    assert by_slug["plan"].source == "built-in"
+    assert by_slug["reviewer"].source == "global"
+    assert catalog.get("architect", ws).slug == "plan"
+    assert (by_slug["code"].source, by_slug["code"].definition.role_definition) == (
+        "project",
+        "mine",
+    )
+    assert by_slug["wide"].source == "project"
+    assert problems == [
+        f"{path}:2: mode 'ask' is left out: it redefines the built-in mode 'ask' and would add "
+        "the tool groups command. A workspace file may only narrow a mode it redefines; give "
+        "the mode a slug of its own, or define it in the settings (custom_modes).",
+        f"{path}:6: mode 'plan' is left out: it redefines the built-in mode 'plan' and would "
+        r"add edits to files outside /(^|/)PLAN\.md$|^plans/[^/]+\.md$/. A workspace file may "
+        "only narrow a mode it redefines; give the mode a slug of its own, or define it in the "
+        "settings (custom_modes).",
+        f"{path}:10: mode 'architect' is left out: it redefines the built-in mode 'plan' and "
+        "would add the tool groups kernel. A workspace file may only narrow a mode it "
+        "redefines; give the mode a slug of its own, or define it in the settings "
+        "(custom_modes).",
+        f"{path}:18: mode 'reviewer' is left out: it redefines the global mode 'reviewer' and "
+        r"would add edits restricted by /.*/ instead of /\.md$/. A workspace file may only "
+        "narrow a mode it redefines; give the mode a slug of its own, or define it in the "
+        "settings (custom_modes).",
+    ]
+
+
+def test_a_mode_is_held_to_the_limits_a_task_entered_it_with() -> None:
+    def project(groups: list[str], regex: str | None = None) -> Mode:
+        fields = {"slug": "m", "name": "M", "role_definition": "r", "groups": groups}
+        return Mode(ModeDefinition.model_validate({**fields, "file_regex": regex}), "project")
+
+    narrow = project(["read", "edit"], r"\.md$")
+    assert narrow.held_to(["read", "edit", "kernel"], None) is narrow
+    held = project(["read", "edit", "command"]).held_to(["read", "edit"], r"\.md$")
+    assert (held.definition.groups, held.definition.file_regex) == (["read", "edit"], r"\.md$")
+    assert held.refusal(WriteToFile(), {"path": "x.py"}) is not None
+    assert held.refusal(WriteToFile(), {"path": "notes.md"}) is None
+    # Narrowed meanwhile (the kernel group taken away): the narrower mode holds.
+    assert project(["read"]).held_to(["read", "kernel"], None).definition.groups == ["read"]
+
+
+def test_rules_the_user_hides_with_hdspignore_are_not_read(tmp_path: Path) -> None:
+    # .hdspignore keeps files from the agent; the prompt is the agent's too.
+    ws = tmp_path / "ws"
+    (ws / ".hdsp" / "rules" / "team").mkdir(parents=True)
+    (ws / ".hdspignore").write_text("AGENTS.md\n.hdsp/rules/private.md\n")
+    (ws / "AGENTS.md").write_text("TOKEN-AGENTS")
+    (ws / ".hdsp" / "rules" / "private.md").write_text("TOKEN-RULES")
+    (ws / ".hdsp" / "rules" / "b.md").write_text("second")
+    (ws / ".hdsp" / "rules" / "team" / "a.md").write_text("first")
+    sources = instruction_sources(
+        workspace=ws, mode=BUILT_IN_MODES[3], global_instructions="", task_instructions=None
+    )
+    assert [(s.source, s.text) for s in sources] == [
+        (".hdsp/rules/b.md", "second"),
+        (".hdsp/rules/team/a.md", "first"),
+    ]
+
+
+def test_yaml_nested_without_end_is_refused_before_it_is_parsed(tmp_path: Path) -> None:
+    # PyYAML's parser recurses per level: 50,000 levels would raise RecursionError.
+    path = tmp_path / "modes.yaml"
+    path.write_text("customModes: " + "[" * 50_000 + "]" * 50_000 + "\n")
+    assert load_modes_file(path) == ([], [f"{path}:1: nested more than 20 levels deep"])
+    path.write_text("".join(f"{'  ' * i}k{i}:\n" for i in range(30)) + "  " * 30 + "v\n")
+    assert load_modes_file(path)[1] == [f"{path}:21: nested more than 20 levels deep"]
+    commands = tmp_path / "commands"
+    commands.mkdir()
+    (commands / "deep.md").write_text("---\ndescription: " + "{a: " * 5_000 + "\n---\nbody")
+    found, problems = SlashCommands(commands).list(None)
+    assert found == [] and problems == [
+        f"{commands / 'deep.md'}:2: front matter: nested more than 20 levels deep"
+    ]

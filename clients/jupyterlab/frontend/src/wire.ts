@@ -2064,6 +2064,14 @@ export interface HistoryItem {
   id: string;
   mode?: string | null;
   /**
+   * hdsp: the file restriction of the mode's edits when the task entered it (with `modeGroups`); None: none.
+   */
+  modeFileRegex?: string | null;
+  /**
+   * hdsp: the tool groups the task's mode had when the task entered it (started in it, or switched to it), with `modeFileRegex`: the most a workspace mode gives the task later, whatever its file then says. None: not recorded.
+   */
+  modeGroups?: string[] | null;
+  /**
    * 1 for the daemon's first task, then counting up.
    */
   number: number;
