@@ -268,7 +268,7 @@ async def test_resume_close_cancel_and_config_set_say_what_they_do(
     assert r.returncode == ExitCode.OK and r.stdout.strip() == "3"
 
 
-async def test_delete_removes_one_of_your_messages_and_refuses_the_models(
+async def test_delete_removes_one_message_and_refuses_the_tasks_first(
     daemon: DaemonProcess, fake_openai: FakeOpenAI, client: Client, tmp_path: Path
 ) -> None:
     fake_openai.script(FakeReply.text("first answer"), FakeReply.text("second answer"))
@@ -282,12 +282,14 @@ async def test_delete_removes_one_of_your_messages_and_refuses_the_models(
     answer = next(m for m in snap.messages if m.text == "second answer")
     short = task_id[:8]
 
-    r = await run_hdsp(daemon.runtime_dir, "delete", short, str(answer.ts))
-    assert r.returncode != ExitCode.OK and "only your own messages" in r.stderr
+    r = await run_hdsp(daemon.runtime_dir, "delete", short, str(snap.messages[0].ts))
+    assert r.returncode != ExitCode.OK and "first message cannot be deleted" in r.stderr
     r = await run_hdsp(daemon.runtime_dir, "delete", short, str(aside.ts))
-    assert r.returncode == ExitCode.OK and "your message was deleted" in r.stdout
+    assert r.returncode == ExitCode.OK and "the message was deleted" in r.stdout
+    r = await run_hdsp(daemon.runtime_dir, "delete", short, str(answer.ts))
+    assert r.returncode == ExitCode.OK, r.stderr
     after = await client.get_task(task_id)
-    assert after.messages == [m for m in snap.messages if m.ts != aside.ts]
+    assert after.messages == [m for m in snap.messages if m.ts not in (aside.ts, answer.ts)]
 
 
 Lines = BufferedByteReceiveStream

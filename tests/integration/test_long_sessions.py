@@ -403,8 +403,9 @@ async def test_deleting_a_message_is_announced_keeps_the_history_valid_and_survi
             events = await collect_turn(client, task_id, head, until=(TaskMessagesDeleted,))
         assert events[-1].data == TaskMessagesDeleted(payload=(task_id, [step2]))
         deleted = await client.get_task(task_id)
-        # Only the user's own messages, and never the task's first.
-        for ts in (snap.messages[0].ts, snap.messages[-1].ts):
+        # Never the task's first message, nor a record of the task's own.
+        started = next(m for m in snap.messages if m.say == Say.API_REQ_STARTED)
+        for ts in (snap.messages[0].ts, started.ts):
             with pytest.raises(CommandFailed):
                 await client.delete_message(task_id, ts)
     assert ref.state == snap.state
@@ -424,6 +425,68 @@ async def test_deleting_a_message_is_announced_keeps_the_history_valid_and_survi
         sent = [m.get("content") for m in small_model.requests[-2]["messages"]]
         assert "Step 2: read it again." not in sent
         assert "Step 1: read it again." in sent and "Step 3: read it again." in sent
+
+
+def _paired_on_the_wire(messages: list[dict[str, Any]]) -> bool:
+    """What OpenAI's API demands: each assistant message's tool calls answered by
+    the tool messages right after it, and no tool message without its call."""
+    expected: set[str] = set()
+    for message in messages:
+        if message["role"] == "tool":
+            if message["tool_call_id"] not in expected:
+                return False
+            expected.discard(message["tool_call_id"])
+            continue
+        if expected:
+            return False
+        expected = {call["id"] for call in message.get("tool_calls") or ()}
+    return not expected
+
+
+@pytest.mark.slow
+async def test_deleting_a_tool_call_takes_its_result_and_survives_kill_9(
+    long_daemon: DaemonProcess, small_model: FakeOpenAI, tmp_path: Path
+) -> None:
+    """The model's call of step 2 (it read sales_2.csv) is deleted from one of its
+    messages: the call, its result and every message of it go, the model is
+    never sent them again, and every call it is sent keeps its result."""
+    workspace = _workspace(tmp_path)
+    async with connect(long_daemon.runtime_dir, name="test") as client:
+        head = (await client.status()).head_seq
+        task_id = (await client.start_task("Analyse the sales files.", workspace=workspace)).task_id
+        with anyio.fail_after(60):
+            await collect_turn(client, task_id, head, until=(TaskCompleted,))
+        for turn in range(1, 4):
+            await _turn(client, task_id, f"Step {turn}: read it again.")
+        snap = await client.get_task(task_id)
+        step2 = _feedback(snap.messages)["Step 2: read it again."]
+        result = next(m for m in snap.messages if m.say == Say.TOOL_RESULT and m.ts > step2)
+        call = result.tool_use_id
+        assert call is not None
+        of_call = [m.ts for m in snap.messages if m.tool_use_id == call]
+        assert len(of_call) >= 2  # the call's own message and its result
+        before = _api_history(long_daemon, task_id)
+        assert "sales_2.csv" in json.dumps(msgspec.to_builtins(before))
+        head = (await client.status()).head_seq
+        await client.delete_message(task_id, result.ts)
+        with anyio.fail_after(30):
+            events = await collect_turn(client, task_id, head, until=(TaskMessagesDeleted,))
+        assert events[-1].data == TaskMessagesDeleted(payload=(task_id, of_call))
+        deleted = await client.get_task(task_id)
+    assert deleted.messages == [m for m in snap.messages if m.ts not in of_call]
+    after = _api_history(long_daemon, task_id)
+    assert "sales_2.csv" not in json.dumps(msgspec.to_builtins(after))
+    # The reply's text and the user's message of step 2 stay.
+    assert "Step 2: read it again." in _texts_sent(after)
+
+    long_daemon.kill()
+    long_daemon.start()
+    async with connect(long_daemon.runtime_dir, name="test") as client:
+        assert (await client.get_task(task_id)).messages == deleted.messages
+        await _turn(client, task_id, "Step 4: read it again.")
+    sent = small_model.requests[-2]["messages"]
+    assert "sales_2.csv" not in json.dumps(sent)
+    assert all(_paired_on_the_wire(body["messages"]) for body in small_model.requests)
 
 
 # ---- queued and steered messages across a crash ------------------------------------
