@@ -19,6 +19,7 @@ import pytest
 
 from hdsp.client import Client, CommandFailed, connect
 from hdsp.daemon.conversation import ApiMessage, TextBlock
+from hdsp.daemon.llm.models import lookup_model
 from hdsp.daemon.llm.openai_compat import to_chat_messages
 from hdsp.daemon.llm.tokens import count_chat_tokens, encoding_for_model
 from hdsp.daemon.tasks.budget import SUMMARY_PROMPT
@@ -113,6 +114,77 @@ def _api_history(daemon: DaemonProcess, task_id: str) -> list[ApiMessage]:
     return [msgspec.json.decode(body, type=ApiMessage) for (body,) in rows]
 
 
+def _step_of(messages: list[Any]) -> int:
+    """The turn a request belongs to: the number of the last "Step N" message it
+    carries (0 for the task's first turn)."""
+    for message in reversed(messages):
+        text = message.get("content")
+        if message["role"] == "user" and isinstance(text, str) and text.startswith("Step "):
+            return int(text.removeprefix("Step ").split(":", 1)[0])
+    return 0
+
+
+def _session_figures(model: FakeOpenAI, api: list[ApiMessage]) -> dict[str, Any]:
+    """Per turn (a user's message and the requests it led to): the prompt tokens
+    sent with condensing (as the fake counted them, summaries included) and
+    without (each request carrying the whole stored history, nothing reduced,
+    counted the same way); and their input cost at gpt-4o's list prices from the
+    model table, with no cache and with a prompt cache that serves a request's
+    prefix when it starts with all of the previous request's messages."""
+    encoding = encoding_for_model(MODEL)
+    assert encoding is not None
+    price = lookup_model("openai", "gpt-4o")
+    first = model.requests[0]
+    system, tools = first["messages"][0]["content"], first.get("tools")
+
+    def cost(tokens: list[int], cached: list[int]) -> dict[str, float]:
+        fresh = sum(tokens) - sum(cached)
+        return {
+            "no_cache": round(sum(tokens) * price.input_price / 1e6, 4),
+            "prefix_cache": round(
+                (fresh * price.input_price + sum(cached) * price.cache_read_price) / 1e6, 4
+            ),
+        }
+
+    sent = list(model.prompt_tokens)
+    with_turns: dict[int, int] = {}
+    sent_cached = [0]
+    step = 0
+    for i, body in enumerate(model.requests):
+        # (A request whose turn's message a summary now stands for is of that turn.)
+        step = max(step, _step_of(body["messages"]))
+        with_turns[step] = with_turns.get(step, 0) + sent[i]
+        if i:
+            before = model.requests[i - 1]["messages"]
+            sent_cached.append(sent[i - 1] if body["messages"][: len(before)] == before else 0)
+    # Without: the request before each of the model's replies, with everything.
+    plain = [msgspec.structs.replace(m, condense_parent=None) for m in api if not m.is_summary]
+    without: list[int] = []
+    without_turns: dict[int, int] = {}
+    for i, message in enumerate(plain):
+        if message.role == "assistant":
+            chat = to_chat_messages(system, plain[:i])
+            tokens = count_chat_tokens(encoding, chat, tools)
+            without.append(tokens)
+            step = _step_of(list(chat))
+            without_turns[step] = without_turns.get(step, 0) + tokens
+    sampled = [t for t in (0, 1, 9, 49, 99, 149, 199) if t in without_turns]
+    return {
+        "turns": len(without_turns),
+        "requests_with": len(sent),
+        "requests_without": len(without),
+        "tokens_with": {"total": sum(sent), "max_request": max(sent)},
+        "tokens_without": {"total": sum(without), "max_request": max(without)},
+        "per_turn_with": {str(t + 1): with_turns.get(t, 0) for t in sampled},
+        "per_turn_without": {str(t + 1): without_turns[t] for t in sampled},
+        "mean_per_turn_with": round(sum(sent) / len(without_turns)),
+        "mean_per_turn_without": round(sum(without) / len(without_turns)),
+        "input_cost_usd_with": cost(sent, sent_cached),
+        "input_cost_usd_without": cost(without, [0, *without[:-1]]),
+        "prices_per_million": {"input": price.input_price, "cached": price.cache_read_price},
+    }
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 async def test_a_200_turn_session_on_a_small_window_is_condensed_not_refused(
@@ -165,26 +237,11 @@ async def test_a_200_turn_session_on_a_small_window_is_condensed_not_refused(
     assert sum(1 for m in api if m.is_summary) == len(summary_requests)
     assert sum(1 for m in api if m.condense_parent is not None) > TURNS
 
-    # Tokens sent per turn, with condensing (what the fake counted) and without
-    # (the whole history, as it would have been sent), for the closing note.
-    encoding = encoding_for_model(MODEL)
-    system = small_model.requests[-1]["messages"][0]["content"]
-    plain = [m for m in api if not m.is_summary]
-    without = []
-    user_turn_ends = [i for i, m in enumerate(plain) if m.role == "assistant"]
-    for end in user_turn_ends[:: max(1, len(user_turn_ends) // 10)]:
-        window = [msgspec.structs.replace(m, condense_parent=None) for m in plain[: end + 1]]
-        without.append(count_chat_tokens(encoding, to_chat_messages(system, window)))
-    figures = {
-        "requests": len(small_model.prompt_tokens),
-        "summaries": len(summary_requests),
-        "sent_total": sum(small_model.prompt_tokens),
-        "sent_max": max(small_model.prompt_tokens),
-        "sent_mean": sum(small_model.prompt_tokens) / len(small_model.prompt_tokens),
-        "without_condensing_samples": without,
-    }
+    # Tokens sent per turn with condensing (what the fake counted) and without
+    # it (the whole history each time), and what they cost, for the closing note.
     out = os.environ.get("HDSP_LONG_SESSION_FIGURES")
     if out:
+        figures = _session_figures(small_model, api)
         await anyio.Path(out).write_text(json.dumps(figures, indent=2))
 
     # Rewinding across the last summary brings back what it hid; the history stays
