@@ -23,7 +23,7 @@ from hdsp.daemon.llm.models import lookup_model
 from hdsp.daemon.llm.openai_compat import to_chat_messages
 from hdsp.daemon.llm.tokens import count_chat_tokens, encoding_for_model
 from hdsp.daemon.tasks.budget import SUMMARY_PROMPT
-from hdsp.protocol import Say, TaskCompleted, TaskMessagesDeleted
+from hdsp.protocol import Say, TaskCompleted, TaskMessagesDeleted, TaskSnapshot
 from tests.fakes.openai_server import FakeOpenAI, ToolCall
 from tests.fakes.openai_server import Reply as FakeReply
 from tests.support.daemon_process import DaemonProcess, call_failed, short_tmp_dir
@@ -333,6 +333,17 @@ async def _turn(client: Client, task_id: str, text: str) -> None:
         await collect_turn(client, task_id, head, until=(TaskCompleted,))
 
 
+async def _three_steps(client: Client, workspace: Path) -> tuple[str, TaskSnapshot]:
+    """A task that read a file in its first turn and in each of three more."""
+    head = (await client.status()).head_seq
+    task_id = (await client.start_task("Analyse the sales files.", workspace=workspace)).task_id
+    with anyio.fail_after(60):
+        await collect_turn(client, task_id, head, until=(TaskCompleted,))
+    for turn in range(1, 4):
+        await _turn(client, task_id, f"Step {turn}: read it again.")
+    return task_id, await client.get_task(task_id)
+
+
 def _feedback(messages: list[Any]) -> dict[str, int]:
     return {m.text: m.ts for m in messages if m.say == Say.USER_FEEDBACK}
 
@@ -397,13 +408,7 @@ async def test_edit_and_fork_are_durable_across_kill_9(
 ) -> None:
     workspace = _workspace(tmp_path)
     async with connect(long_daemon.runtime_dir, name="test") as client:
-        head = (await client.status()).head_seq
-        task_id = (await client.start_task("Analyse the sales files.", workspace=workspace)).task_id
-        with anyio.fail_after(60):
-            await collect_turn(client, task_id, head, until=(TaskCompleted,))
-        for turn in range(1, 4):
-            await _turn(client, task_id, f"Step {turn}: read it again.")
-        snap = await client.get_task(task_id)
+        task_id, snap = await _three_steps(client, workspace)
         ts2 = _feedback(snap.messages)["Step 2: read it again."]
         # Fork at step 2's message: the new task has the history up to it.
         fork = await client.fork_task(task_id, ts2)
@@ -445,13 +450,7 @@ async def test_deleting_a_message_is_announced_keeps_the_history_valid_and_survi
 ) -> None:
     workspace = _workspace(tmp_path)
     async with connect(long_daemon.runtime_dir, name="test") as client:
-        head = (await client.status()).head_seq
-        task_id = (await client.start_task("Analyse the sales files.", workspace=workspace)).task_id
-        with anyio.fail_after(60):
-            await collect_turn(client, task_id, head, until=(TaskCompleted,))
-        for turn in range(1, 4):
-            await _turn(client, task_id, f"Step {turn}: read it again.")
-        snap = await client.get_task(task_id)
+        task_id, snap = await _three_steps(client, workspace)
         step2 = _feedback(snap.messages)["Step 2: read it again."]
         before = _api_history(long_daemon, task_id)
         head = (await client.status()).head_seq
@@ -509,19 +508,17 @@ async def test_deleting_a_tool_call_takes_its_result_and_survives_kill_9(
     never sent them again, and every call it is sent keeps its result."""
     workspace = _workspace(tmp_path)
     async with connect(long_daemon.runtime_dir, name="test") as client:
-        head = (await client.status()).head_seq
-        task_id = (await client.start_task("Analyse the sales files.", workspace=workspace)).task_id
-        with anyio.fail_after(60):
-            await collect_turn(client, task_id, head, until=(TaskCompleted,))
-        for turn in range(1, 4):
-            await _turn(client, task_id, f"Step {turn}: read it again.")
-        snap = await client.get_task(task_id)
+        task_id, snap = await _three_steps(client, workspace)
         step2 = _feedback(snap.messages)["Step 2: read it again."]
         result = next(m for m in snap.messages if m.say == Say.TOOL_RESULT and m.ts > step2)
         call = result.tool_use_id
         assert call is not None
-        of_call = [m.ts for m in snap.messages if m.tool_use_id == call]
+        # The fake numbers calls per reply (call_0 each time): the messages of this
+        # call are those of step 2's turn, the other turns' calls stay.
+        step3 = _feedback(snap.messages)["Step 3: read it again."]
+        of_call = [m.ts for m in snap.messages if m.tool_use_id == call and step2 < m.ts < step3]
         assert len(of_call) >= 2  # the call's own message and its result
+        assert any(m.tool_use_id == call and m.ts > step3 for m in snap.messages)
         before = _api_history(long_daemon, task_id)
         assert "sales_2.csv" in json.dumps(msgspec.to_builtins(before))
         head = (await client.status()).head_seq
@@ -533,6 +530,7 @@ async def test_deleting_a_tool_call_takes_its_result_and_survives_kill_9(
     assert deleted.messages == [m for m in snap.messages if m.ts not in of_call]
     after = _api_history(long_daemon, task_id)
     assert "sales_2.csv" not in json.dumps(msgspec.to_builtins(after))
+    assert "sales_1.csv" in json.dumps(msgspec.to_builtins(after))  # step 1's call stays
     # The reply's text and the user's message of step 2 stay.
     assert "Step 2: read it again." in _texts_sent(after)
 
