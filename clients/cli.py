@@ -268,13 +268,15 @@ def _parser() -> argparse.ArgumentParser:
     delete = sub.add_parser(
         "delete",
         parents=[common],
-        help="delete one of your messages from a task's history",
-        description="Remove one of your messages (its ts: `hdsp show --json`) from the "
-        "task's history and from what the model is sent from now on; the model's answers "
-        "stay. A summary that condensed it goes too. A running turn is cancelled first.",
+        help="delete one message from a task's history",
+        description="Remove one message (its ts: `hdsp show --json`) from the task's "
+        "history and from what the model is sent from now on: one of yours (the model's "
+        "answers stay), the text of one of the model's replies (its tool calls stay), or "
+        "one of its tool calls (any message of it) with the call's result. A summary that "
+        "condensed it goes too. A running turn is cancelled first.",
     )
     add_task_argument(delete)
-    delete.add_argument("ts", type=int, help="the ts of your message")
+    delete.add_argument("ts", type=int, help="the ts of the message")
     fork = sub.add_parser(
         "fork", parents=[common], help="a new task with a task's history up to a message"
     )
@@ -580,7 +582,7 @@ class _Cli:
     async def cmd_delete(self, client: Client) -> int:
         task_id = await self.resolve(client, self.args.task)
         ref = await client.delete_message(task_id, self.args.ts)
-        return self._ref_out(ref, "; your message was deleted")
+        return self._ref_out(ref, "; the message was deleted")
 
     async def cmd_fork(self, client: Client) -> int:
         task_id = await self.resolve(client, self.args.task)

@@ -451,15 +451,23 @@ class EditMessage(CommandBase["TaskRef"], tag="EditMessage", frozen=True):
 
 class DeleteMessageData(WireStruct, frozen=True):
     task_id: str
-    ts: Annotated[int, Meta(description="A user_feedback message of the task.")]
+    ts: Annotated[
+        int,
+        Meta(
+            description="A message of the task: a user_feedback message, the model's "
+            "text, or any message of a tool call (one with a toolUseId)."
+        ),
+    ]
 
 
 class DeleteMessage(CommandBase["TaskRef"], tag="DeleteMessage", frozen=True):
-    """Delete one of the user's messages (not the task's first): it goes from the
-    history and from what later requests send; the model's answers stay, and so do
-    tool results sent with it. A summary that condensed it goes too, and what the
-    summary hid comes back. A running turn is cancelled first. A
-    `taskMessagesDeleted` event tells every client."""
+    """Delete one message (not the task's first): it goes from the history and from
+    what later requests send. One of the user's messages goes alone (the model's
+    answers stay, and so do tool results sent with it); the text of one of the
+    model's replies goes alone (the reply's tool calls stay); a tool call goes with
+    its result and every message of it. A summary that condensed it goes too, and
+    what the summary hid comes back. A running turn is cancelled first. A
+    `taskMessagesDeleted` event (with every ts that went) tells every client."""
 
     data: DeleteMessageData
 

@@ -252,7 +252,7 @@ class OpenAICompatibleProvider(SdkProvider[AsyncOpenAI]):
                 return None
             tools = to_chat_tools(request.tools) if request.tools else None
             messages = to_chat_messages(request.system, sent)
-            return count_chat_tokens(encoding, messages, tools)
+            return count_chat_tokens(encoding, messages, tools, reasoning=self._reasoning)
 
         return await anyio.to_thread.run_sync(count)
 

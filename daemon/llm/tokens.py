@@ -6,10 +6,14 @@ Three counters, best first:
 - the provider's own (Anthropic's ``/v1/messages/count_tokens``, in
   :mod:`.anthropic`): exact, one extra round trip;
 - a local tokenizer for OpenAI's models (:func:`count_chat_tokens`): OpenAI's
-  BPE tables (``o200k_base``, ``cl100k_base``) with the framing the Chat
-  Completions API adds to each message (3 tokens, 1 more for a name, 3 that
-  prime the reply), as OpenAI's cookbook documents it; within a few tokens of
-  the API's ``prompt_tokens`` for text (see tests/daemon/llm/test_tokens.py);
+  BPE tables (``o200k_base``, ``cl100k_base``) over the text the model reads,
+  not the JSON sent: each message framed as OpenAI's cookbook documents (3
+  tokens, 1 more for a name, the reply's priming), the functions declared as
+  the server declares them (a TypeScript namespace in the system message), a
+  tool call as a message to ``functions.NAME`` (parallel calls as one to
+  ``multi_tool_use.parallel``), a result as a message from it. Exact for plain
+  messages, within 3% with tools, calls and results on the recorded requests of
+  tests/daemon/llm/recorded_usage.json (GPT-4, GPT-4o, GPT-4.1, o3, gpt-5);
 - an estimate for every other model (:func:`estimate_request_tokens`): about
   four characters a token, plus a fixed price per message and image, scaled by
   a :class:`Calibration` that each reply's reported usage corrects. Before the
@@ -31,6 +35,7 @@ import math
 import threading
 import warnings
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, cast
 
@@ -64,11 +69,28 @@ _MESSAGE_TOKENS = 4
 #: The Chat Completions framing (OpenAI's cookbook, "How to count tokens with tiktoken").
 _TOKENS_PER_MESSAGE = 3
 _TOKENS_PER_NAME = 1
-_REPLY_PRIMING = 3
 #: An image in a chat message, high detail, 1024x1024 (85 + 4 tiles x 170).
 _CHAT_IMAGE_TOKENS = 765
-#: The tool list's framing around its JSON (measured against the API: small).
-_TOOLS_OVERHEAD = 12
+
+
+@dataclass(frozen=True)
+class _ChatFormat:
+    """How a family of OpenAI models frames a Chat Completions request: what
+    primes the reply, what a request with tools adds besides the functions'
+    declarations, and what each (single or parallel) tool call adds besides its
+    name and arguments. Fitted to the prompt_tokens the API reported for
+    recorded requests (tests/daemon/llm/recorded_usage.json)."""
+
+    reply_priming: int
+    tools_overhead: int
+    call_overhead: int
+
+
+#: GPT-3.5, GPT-4, GPT-4o, GPT-4.1: the functions are declared in the system message.
+_CHAT = _ChatFormat(reply_priming=3, tools_overhead=-2, call_overhead=2)
+#: The reasoning models (o-series, gpt-5): a request with tools also carries
+#: about 80 tokens of instructions about them, and a call's framing is longer.
+_REASONING = _ChatFormat(reply_priming=2, tools_overhead=80, call_overhead=7)
 
 
 #: An encoding of `bpe_openai` (untyped: the package ships no annotations).
@@ -123,34 +145,181 @@ def count_chat_tokens(
     encoding: Encoding,
     messages: Iterable[Mapping[str, Any]],
     tools: Iterable[Mapping[str, Any]] | None = None,
+    *,
+    reasoning: bool = False,
 ) -> int:
     """The prompt tokens of a Chat Completions request: `messages` and `tools`
-    as they go on the wire."""
-    total = _REPLY_PRIMING
-    for message in messages:
-        total += _TOKENS_PER_MESSAGE
-        for key, value in message.items():
-            if key == "name":
-                total += _TOKENS_PER_NAME
-            if isinstance(value, str):
-                total += _text_tokens(encoding, value)
-            elif key == "content" and isinstance(value, list):
-                for part in value:
-                    if part.get("type") == "text":
-                        total += _text_tokens(encoding, part.get("text", ""))
-                    else:
-                        total += _CHAT_IMAGE_TOKENS
-            elif key == "tool_calls" and isinstance(value, list):
-                for call in value:
-                    function = call.get("function", {})
-                    total += _TOKENS_PER_MESSAGE
-                    total += _text_tokens(encoding, function.get("name", ""))
-                    total += _text_tokens(encoding, function.get("arguments", ""))
+    as they go on the wire, framed as OpenAI's models see them (`reasoning`: an
+    o-series or gpt-5 model).
+
+    The server turns the functions into a TypeScript-like declaration in the
+    system message (:func:`_declare_functions`), a tool call into a message to
+    ``functions.NAME`` (several calls at once into one to
+    ``multi_tool_use.parallel``), and a tool result into a message from
+    ``functions.NAME``; what is counted here is that text, not the JSON sent."""
+    fmt = _REASONING if reasoning else _CHAT
+    declared = list(tools or ())
+    total = fmt.reply_priming
+    names: dict[str, str] = {}  # tool call id -> function name
+    for index, message in enumerate(messages):
+        role = str(message.get("role", ""))
+        content = message.get("content")
+        text, images = _chat_content(content)
+        total += images * _CHAT_IMAGE_TOKENS
+        if index == 0 and declared and role in ("system", "developer"):
+            text = f"{text}\n\n{_declare_functions(declared)}"
+            declared = []
+        calls = [c for c in message.get("tool_calls") or () if isinstance(c, Mapping)]
+        if role == "assistant" and calls:
+            if text:
+                total += (
+                    _TOKENS_PER_MESSAGE
+                    + _text_tokens(encoding, role)
+                    + _text_tokens(encoding, text)
+                )
+            total += _calls_tokens(encoding, calls, names) + fmt.call_overhead
+            continue
+        if role == "tool":
+            author = "functions." + names.get(str(message.get("tool_call_id")), "")
+            total += (
+                _TOKENS_PER_MESSAGE + _text_tokens(encoding, author) + _text_tokens(encoding, text)
+            )
+            continue
+        total += _TOKENS_PER_MESSAGE + _text_tokens(encoding, role) + _text_tokens(encoding, text)
+        name = message.get("name")
+        if isinstance(name, str):
+            total += _TOKENS_PER_NAME + _text_tokens(encoding, name)
     if tools:
-        total += _TOOLS_OVERHEAD + _text_tokens(
-            encoding, json.dumps(list(tools), separators=(",", ":"))
-        )
+        total += fmt.tools_overhead
+        if declared:  # no system message to carry them: one of their own
+            total += _TOKENS_PER_MESSAGE + _text_tokens(encoding, "system")
+            total += _text_tokens(encoding, _declare_functions(declared))
     return total
+
+
+def _chat_content(content: object) -> tuple[str, int]:
+    """The text and the number of images of a message's `content`."""
+    if isinstance(content, str):
+        return content, 0
+    if not isinstance(content, list):
+        return "", 0
+    texts: list[str] = []
+    images = 0
+    for part in content:
+        if isinstance(part, Mapping) and part.get("type") == "text":
+            texts.append(str(part.get("text", "")))
+        else:
+            images += 1
+    return "".join(texts), images
+
+
+def _calls_tokens(encoding: Encoding, calls: list[Mapping[str, Any]], names: dict[str, str]) -> int:
+    """One assistant message's tool calls, as the model sees them."""
+    functions = []
+    for call in calls:
+        function = call.get("function")
+        function = function if isinstance(function, Mapping) else {}
+        name = str(function.get("name", ""))
+        names[str(call.get("id"))] = name
+        functions.append((name, str(function.get("arguments") or "")))
+    if len(functions) == 1:
+        name, arguments = functions[0]
+        recipient = f"assistant to=functions.{name}"
+        return (
+            _TOKENS_PER_MESSAGE
+            + _text_tokens(encoding, recipient)
+            + _text_tokens(encoding, arguments)
+        )
+    uses = [
+        {"recipient_name": f"functions.{name}", "parameters": _arguments(arguments)}
+        for name, arguments in functions
+    ]
+    wrapped = json.dumps({"tool_uses": uses}, separators=(",", ":"))
+    return (
+        _TOKENS_PER_MESSAGE
+        + _text_tokens(encoding, "assistant to=multi_tool_use.parallel")
+        + _text_tokens(encoding, wrapped)
+    )
+
+
+def _arguments(arguments: str) -> object:
+    try:
+        return json.loads(arguments)
+    except ValueError:
+        return arguments  # a model's broken JSON goes back as it came
+
+
+def _declare_functions(tools: list[Mapping[str, Any]]) -> str:
+    """The functions as the server declares them to the model (a TypeScript
+    namespace; each description a comment)."""
+    lines = ["# Tools", "", "## functions", "", "namespace functions {", ""]
+    for tool in tools:
+        function = tool.get("function", tool)
+        if not isinstance(function, Mapping):
+            continue
+        description = function.get("description")
+        if description:
+            lines.append(f"// {description}")
+        parameters = function.get("parameters")
+        properties = parameters.get("properties") if isinstance(parameters, Mapping) else None
+        if properties:
+            lines.append(f"type {function.get('name', '')} = (_: {{")
+            lines.extend(_declare_properties(cast(Mapping[str, Any], parameters)))
+            lines.extend(["}) => any;", ""])
+        else:
+            lines.extend([f"type {function.get('name', '')} = () => any;", ""])
+    lines.append("} // namespace functions")
+    return "\n".join(lines)
+
+
+def _declare_properties(schema: Mapping[str, Any]) -> list[str]:
+    required = schema.get("required")
+    required = set(required) if isinstance(required, list) else set()
+    lines: list[str] = []
+    properties = schema.get("properties")
+    for name, prop in properties.items() if isinstance(properties, Mapping) else ():
+        prop = prop if isinstance(prop, Mapping) else {}
+        description = prop.get("description")
+        if description:
+            lines.append(f"// {description}")
+        line = f"{name}{'' if name in required else '?'}: {_declared_type(prop)},"
+        if "default" in prop:
+            line += f" // default: {json.dumps(prop['default'])}"
+        lines.append(line)
+    return lines
+
+
+def _declared_type(schema: Mapping[str, Any]) -> str:
+    """A JSON schema as a TypeScript type."""
+    if "enum" in schema and isinstance(schema["enum"], list):
+        return " | ".join(json.dumps(value) for value in schema["enum"])
+    if "const" in schema:
+        return json.dumps(schema["const"])
+    for key in ("anyOf", "oneOf"):
+        options = schema.get(key)
+        if isinstance(options, list):
+            return " | ".join(_declared_type(o if isinstance(o, Mapping) else {}) for o in options)
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        return " | ".join(_declared_type({**schema, "type": k}) for k in kind)
+    if kind == "array":
+        items = schema.get("items")
+        item = _declared_type(items if isinstance(items, Mapping) else {})
+        return f"Array<{item}>" if " " in item else f"{item}[]"
+    if kind == "object" or "properties" in schema:
+        if not schema.get("properties"):
+            return "object"
+        return "{\n" + "\n".join(_declare_properties(schema)) + "\n}"
+    return _TS_TYPES.get(str(kind), "any")
+
+
+_TS_TYPES = {
+    "string": "string",
+    "number": "number",
+    "integer": "number",
+    "boolean": "boolean",
+    "null": "null",
+}
 
 
 def _message_chars(message: ApiMessage) -> tuple[int, int]:

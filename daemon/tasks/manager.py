@@ -1313,10 +1313,11 @@ class TaskManager:
         return await self.send_message(task_id, edited)
 
     async def delete_message(self, task_id: str, ts: int) -> TaskRef:
-        """Delete the user's message `ts` (see DeleteMessage): a running turn is
-        cancelled first, then the message goes from both histories (with a summary
-        that condensed it), in one transaction with the `taskMessagesDeleted`
-        event; the task is loaded again from the store."""
+        """Delete the message `ts` (see DeleteMessage): a running turn is
+        cancelled first, then the message goes from both histories (a tool call
+        with its result and all its messages, a summary that condensed it), in one
+        transaction with the `taskMessagesDeleted` event; the task is loaded again
+        from the store. A turn saved to be resumed goes too if a call of it goes."""
         self._check_open()
         task = await self._load(task_id)
         try:
@@ -1331,8 +1332,9 @@ class TaskManager:
             writes.append(delete_api_messages_from(task_id, plan.api_from))
             for offset, message in enumerate(plan.api_tail):
                 writes.append(api_write(task_id, plan.api_from + offset, message)[1])
-            if was_busy:
-                # The turn was cancelled: nothing of it is to be resumed.
+            if was_busy or (plan.tool_calls and task.turn is not None):
+                # The turn was cancelled (or its call is gone): nothing of it is
+                # to be resumed.
                 writes.append(turn_write(task_id, None))
                 item = msgspec.structs.replace(task.item, state=TaskState.IDLE)
                 writes.append(update_task(item))

@@ -7,9 +7,11 @@ the scripted fake model."""
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -268,7 +270,7 @@ async def test_resume_close_cancel_and_config_set_say_what_they_do(
     assert r.returncode == ExitCode.OK and r.stdout.strip() == "3"
 
 
-async def test_delete_removes_one_of_your_messages_and_refuses_the_models(
+async def test_delete_removes_one_message_and_refuses_the_tasks_first(
     daemon: DaemonProcess, fake_openai: FakeOpenAI, client: Client, tmp_path: Path
 ) -> None:
     fake_openai.script(FakeReply.text("first answer"), FakeReply.text("second answer"))
@@ -282,12 +284,14 @@ async def test_delete_removes_one_of_your_messages_and_refuses_the_models(
     answer = next(m for m in snap.messages if m.text == "second answer")
     short = task_id[:8]
 
-    r = await run_hdsp(daemon.runtime_dir, "delete", short, str(answer.ts))
-    assert r.returncode != ExitCode.OK and "only your own messages" in r.stderr
+    r = await run_hdsp(daemon.runtime_dir, "delete", short, str(snap.messages[0].ts))
+    assert r.returncode != ExitCode.OK and "first message cannot be deleted" in r.stderr
     r = await run_hdsp(daemon.runtime_dir, "delete", short, str(aside.ts))
-    assert r.returncode == ExitCode.OK and "your message was deleted" in r.stdout
+    assert r.returncode == ExitCode.OK and "the message was deleted" in r.stdout
+    r = await run_hdsp(daemon.runtime_dir, "delete", short, str(answer.ts))
+    assert r.returncode == ExitCode.OK, r.stderr
     after = await client.get_task(task_id)
-    assert after.messages == [m for m in snap.messages if m.ts != aside.ts]
+    assert after.messages == [m for m in snap.messages if m.ts not in (aside.ts, answer.ts)]
 
 
 Lines = BufferedByteReceiveStream
@@ -543,3 +547,69 @@ async def test_condense_edit_fork_and_rewind_from_the_command_line(
     assert (await client.get_task(task_id)).messages[-1].ts == first.ts
     r = await run_hdsp(daemon.runtime_dir, "rewind", short, str(snap.messages[0].ts))
     assert r.returncode != ExitCode.OK and "first message" in r.stderr
+
+
+async def test_condense_shows_its_tokens_before_and_after_and_the_summary(
+    daemon: DaemonProcess, fake_openai: FakeOpenAI, client: Client, tmp_path: Path
+) -> None:
+    """`hdsp condense` on a task with enough to condense, and `hdsp show` after:
+    the marker with the request's tokens before and after, and the summary."""
+    fake_openai.script(
+        done("first answer"),
+        done("second answer"),
+        done("third answer"),
+        FakeReply.text("Task: say hi. Decisions: none yet. Open questions: what next."),
+    )
+    task_id, head = await start(client, "hi", tmp_path)
+    await wait_for_end(client, task_id, head)
+    for text in ("and again", "once more"):
+        head = (await client.status()).head_seq
+        await client.send_message(task_id, text)
+        await wait_for_end(client, task_id, head)
+    short = task_id[:8]
+    r = await run_hdsp(daemon.runtime_dir, "condense", short)
+    assert r.returncode == ExitCode.OK, r.stderr
+    assert len(fake_openai.requests) == 4
+
+    r = await run_hdsp(daemon.runtime_dir, "show", short)
+    assert r.returncode == ExitCode.OK, r.stderr
+    line = next(x for x in r.stdout.splitlines() if "context condensed" in x)
+    match = re.search(
+        r"older messages in requests \(the history keeps them\), ([\d,]+) -> ([\d,]+) tokens", line
+    )
+    assert match is not None, line
+    before, after = (int(n.replace(",", "")) for n in match.groups())
+    assert before > after > 0
+    assert "Task: say hi. Decisions: none yet." in r.stdout
+
+
+async def test_send_steer_joins_the_running_turn_from_the_command_line(
+    daemon: DaemonProcess, fake_openai: FakeOpenAI, client: Client, tmp_path: Path
+) -> None:
+    (tmp_path / "data.csv").write_text("x,y\n1,2\n")
+    gate = threading.Event()
+    fake_openai.script(
+        (
+            FakeReply.text("Reading it.")
+            + FakeReply.tool_calls([ToolCall("read_file", json.dumps({"path": "data.csv"}))])
+        ).held_after(2, gate),
+        done("steered answer"),
+    )
+    task_id, head = await start(client, "describe data.csv", tmp_path)
+    try:
+        await fake_openai.wait_for_requests_async(1)
+        r = await run_hdsp(
+            daemon.runtime_dir, "send", "--detach", "--steer", task_id[:8], "Use column y only"
+        )
+        assert r.returncode == ExitCode.OK, r.stderr
+        assert "joins its turn before the next model request" in r.stderr + r.stdout
+        queue = (await client.get_task(task_id)).queue
+        assert [(m.text, m.delivery) for m in queue] == [("Use column y only", "steer")]
+    finally:
+        gate.set()
+    await wait_for_end(client, task_id, head)
+    # One turn: the second request carries the read's result, then the steer.
+    assert len(fake_openai.requests) == 2
+    roles = [m["role"] for m in fake_openai.requests[1]["messages"]]
+    assert roles[-2:] == ["tool", "user"]
+    assert fake_openai.requests[1]["messages"][-1]["content"] == "Use column y only"

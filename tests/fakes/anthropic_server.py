@@ -53,7 +53,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import secrets
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -541,6 +541,9 @@ class FakeAnthropic(ScriptedServer[Reply]):
         #: The status count_tokens answers (not 200: an ``api_error`` body, as the
         #: API sends when it fails).
         self.count_status = 200
+        #: What count_tokens answers for a body, in place of :func:`fake_input_tokens`
+        #: (a recorded count); None from it is a 400, as for a body it was not given.
+        self.count_answer: Callable[[dict[str, Any]], int | None] | None = None
 
     # ---- serving ----------------------------------------------------------------
 
@@ -557,6 +560,11 @@ class FakeAnthropic(ScriptedServer[Reply]):
             status = self.count_status
         if status != 200:
             return status, _error_body("api_error", "count_tokens is failing (fake)")
+        if self.count_answer is not None:
+            answer = self.count_answer(body)
+            if answer is None:
+                return 400, _error_body("invalid_request_error", "not the recorded request")
+            return 200, {"input_tokens": answer}
         return 200, {"input_tokens": fake_input_tokens(body)}
 
     def handle_chat(self, exchange: ChatExchange) -> None:

@@ -19,10 +19,11 @@ import pytest
 
 from hdsp.client import Client, CommandFailed, connect
 from hdsp.daemon.conversation import ApiMessage, TextBlock
+from hdsp.daemon.llm.models import lookup_model
 from hdsp.daemon.llm.openai_compat import to_chat_messages
 from hdsp.daemon.llm.tokens import count_chat_tokens, encoding_for_model
 from hdsp.daemon.tasks.budget import SUMMARY_PROMPT
-from hdsp.protocol import Say, TaskCompleted, TaskMessagesDeleted
+from hdsp.protocol import Say, TaskCompleted, TaskMessagesDeleted, TaskSnapshot
 from tests.fakes.openai_server import FakeOpenAI, ToolCall
 from tests.fakes.openai_server import Reply as FakeReply
 from tests.support.daemon_process import DaemonProcess, call_failed, short_tmp_dir
@@ -113,6 +114,77 @@ def _api_history(daemon: DaemonProcess, task_id: str) -> list[ApiMessage]:
     return [msgspec.json.decode(body, type=ApiMessage) for (body,) in rows]
 
 
+def _step_of(messages: list[Any]) -> int:
+    """The turn a request belongs to: the number of the last "Step N" message it
+    carries (0 for the task's first turn)."""
+    for message in reversed(messages):
+        text = message.get("content")
+        if message["role"] == "user" and isinstance(text, str) and text.startswith("Step "):
+            return int(text.removeprefix("Step ").split(":", 1)[0])
+    return 0
+
+
+def _session_figures(model: FakeOpenAI, api: list[ApiMessage]) -> dict[str, Any]:
+    """Per turn (a user's message and the requests it led to): the prompt tokens
+    sent with condensing (as the fake counted them, summaries included) and
+    without (each request carrying the whole stored history, nothing reduced,
+    counted the same way); and their input cost at gpt-4o's list prices from the
+    model table, with no cache and with a prompt cache that serves a request's
+    prefix when it starts with all of the previous request's messages."""
+    encoding = encoding_for_model(MODEL)
+    assert encoding is not None
+    price = lookup_model("openai", "gpt-4o")
+    first = model.requests[0]
+    system, tools = first["messages"][0]["content"], first.get("tools")
+
+    def cost(tokens: list[int], cached: list[int]) -> dict[str, float]:
+        fresh = sum(tokens) - sum(cached)
+        return {
+            "no_cache": round(sum(tokens) * price.input_price / 1e6, 4),
+            "prefix_cache": round(
+                (fresh * price.input_price + sum(cached) * price.cache_read_price) / 1e6, 4
+            ),
+        }
+
+    sent = list(model.prompt_tokens)
+    with_turns: dict[int, int] = {}
+    sent_cached = [0]
+    step = 0
+    for i, body in enumerate(model.requests):
+        # (A request whose turn's message a summary now stands for is of that turn.)
+        step = max(step, _step_of(body["messages"]))
+        with_turns[step] = with_turns.get(step, 0) + sent[i]
+        if i:
+            before = model.requests[i - 1]["messages"]
+            sent_cached.append(sent[i - 1] if body["messages"][: len(before)] == before else 0)
+    # Without: the request before each of the model's replies, with everything.
+    plain = [msgspec.structs.replace(m, condense_parent=None) for m in api if not m.is_summary]
+    without: list[int] = []
+    without_turns: dict[int, int] = {}
+    for i, message in enumerate(plain):
+        if message.role == "assistant":
+            chat = to_chat_messages(system, plain[:i])
+            tokens = count_chat_tokens(encoding, chat, tools)
+            without.append(tokens)
+            step = _step_of(list(chat))
+            without_turns[step] = without_turns.get(step, 0) + tokens
+    sampled = [t for t in (0, 1, 9, 49, 99, 149, 199) if t in without_turns]
+    return {
+        "turns": len(without_turns),
+        "requests_with": len(sent),
+        "requests_without": len(without),
+        "tokens_with": {"total": sum(sent), "max_request": max(sent)},
+        "tokens_without": {"total": sum(without), "max_request": max(without)},
+        "per_turn_with": {str(t + 1): with_turns.get(t, 0) for t in sampled},
+        "per_turn_without": {str(t + 1): without_turns[t] for t in sampled},
+        "mean_per_turn_with": round(sum(sent) / len(without_turns)),
+        "mean_per_turn_without": round(sum(without) / len(without_turns)),
+        "input_cost_usd_with": cost(sent, sent_cached),
+        "input_cost_usd_without": cost(without, [0, *without[:-1]]),
+        "prices_per_million": {"input": price.input_price, "cached": price.cache_read_price},
+    }
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 async def test_a_200_turn_session_on_a_small_window_is_condensed_not_refused(
@@ -165,26 +237,11 @@ async def test_a_200_turn_session_on_a_small_window_is_condensed_not_refused(
     assert sum(1 for m in api if m.is_summary) == len(summary_requests)
     assert sum(1 for m in api if m.condense_parent is not None) > TURNS
 
-    # Tokens sent per turn, with condensing (what the fake counted) and without
-    # (the whole history, as it would have been sent), for the closing note.
-    encoding = encoding_for_model(MODEL)
-    system = small_model.requests[-1]["messages"][0]["content"]
-    plain = [m for m in api if not m.is_summary]
-    without = []
-    user_turn_ends = [i for i, m in enumerate(plain) if m.role == "assistant"]
-    for end in user_turn_ends[:: max(1, len(user_turn_ends) // 10)]:
-        window = [msgspec.structs.replace(m, condense_parent=None) for m in plain[: end + 1]]
-        without.append(count_chat_tokens(encoding, to_chat_messages(system, window)))
-    figures = {
-        "requests": len(small_model.prompt_tokens),
-        "summaries": len(summary_requests),
-        "sent_total": sum(small_model.prompt_tokens),
-        "sent_max": max(small_model.prompt_tokens),
-        "sent_mean": sum(small_model.prompt_tokens) / len(small_model.prompt_tokens),
-        "without_condensing_samples": without,
-    }
+    # Tokens sent per turn with condensing (what the fake counted) and without
+    # it (the whole history each time), and what they cost, for the closing note.
     out = os.environ.get("HDSP_LONG_SESSION_FIGURES")
     if out:
+        figures = _session_figures(small_model, api)
         await anyio.Path(out).write_text(json.dumps(figures, indent=2))
 
     # Rewinding across the last summary brings back what it hid; the history stays
@@ -276,6 +333,17 @@ async def _turn(client: Client, task_id: str, text: str) -> None:
         await collect_turn(client, task_id, head, until=(TaskCompleted,))
 
 
+async def _three_steps(client: Client, workspace: Path) -> tuple[str, TaskSnapshot]:
+    """A task that read a file in its first turn and in each of three more."""
+    head = (await client.status()).head_seq
+    task_id = (await client.start_task("Analyse the sales files.", workspace=workspace)).task_id
+    with anyio.fail_after(60):
+        await collect_turn(client, task_id, head, until=(TaskCompleted,))
+    for turn in range(1, 4):
+        await _turn(client, task_id, f"Step {turn}: read it again.")
+    return task_id, await client.get_task(task_id)
+
+
 def _feedback(messages: list[Any]) -> dict[str, int]:
     return {m.text: m.ts for m in messages if m.say == Say.USER_FEEDBACK}
 
@@ -340,13 +408,7 @@ async def test_edit_and_fork_are_durable_across_kill_9(
 ) -> None:
     workspace = _workspace(tmp_path)
     async with connect(long_daemon.runtime_dir, name="test") as client:
-        head = (await client.status()).head_seq
-        task_id = (await client.start_task("Analyse the sales files.", workspace=workspace)).task_id
-        with anyio.fail_after(60):
-            await collect_turn(client, task_id, head, until=(TaskCompleted,))
-        for turn in range(1, 4):
-            await _turn(client, task_id, f"Step {turn}: read it again.")
-        snap = await client.get_task(task_id)
+        task_id, snap = await _three_steps(client, workspace)
         ts2 = _feedback(snap.messages)["Step 2: read it again."]
         # Fork at step 2's message: the new task has the history up to it.
         fork = await client.fork_task(task_id, ts2)
@@ -388,13 +450,7 @@ async def test_deleting_a_message_is_announced_keeps_the_history_valid_and_survi
 ) -> None:
     workspace = _workspace(tmp_path)
     async with connect(long_daemon.runtime_dir, name="test") as client:
-        head = (await client.status()).head_seq
-        task_id = (await client.start_task("Analyse the sales files.", workspace=workspace)).task_id
-        with anyio.fail_after(60):
-            await collect_turn(client, task_id, head, until=(TaskCompleted,))
-        for turn in range(1, 4):
-            await _turn(client, task_id, f"Step {turn}: read it again.")
-        snap = await client.get_task(task_id)
+        task_id, snap = await _three_steps(client, workspace)
         step2 = _feedback(snap.messages)["Step 2: read it again."]
         before = _api_history(long_daemon, task_id)
         head = (await client.status()).head_seq
@@ -403,8 +459,9 @@ async def test_deleting_a_message_is_announced_keeps_the_history_valid_and_survi
             events = await collect_turn(client, task_id, head, until=(TaskMessagesDeleted,))
         assert events[-1].data == TaskMessagesDeleted(payload=(task_id, [step2]))
         deleted = await client.get_task(task_id)
-        # Only the user's own messages, and never the task's first.
-        for ts in (snap.messages[0].ts, snap.messages[-1].ts):
+        # Never the task's first message, nor a record of the task's own.
+        started = next(m for m in snap.messages if m.say == Say.API_REQ_STARTED)
+        for ts in (snap.messages[0].ts, started.ts):
             with pytest.raises(CommandFailed):
                 await client.delete_message(task_id, ts)
     assert ref.state == snap.state
@@ -424,6 +481,67 @@ async def test_deleting_a_message_is_announced_keeps_the_history_valid_and_survi
         sent = [m.get("content") for m in small_model.requests[-2]["messages"]]
         assert "Step 2: read it again." not in sent
         assert "Step 1: read it again." in sent and "Step 3: read it again." in sent
+
+
+def _paired_on_the_wire(messages: list[dict[str, Any]]) -> bool:
+    """What OpenAI's API demands: each assistant message's tool calls answered by
+    the tool messages right after it, and no tool message without its call."""
+    expected: set[str] = set()
+    for message in messages:
+        if message["role"] == "tool":
+            if message["tool_call_id"] not in expected:
+                return False
+            expected.discard(message["tool_call_id"])
+            continue
+        if expected:
+            return False
+        expected = {call["id"] for call in message.get("tool_calls") or ()}
+    return not expected
+
+
+@pytest.mark.slow
+async def test_deleting_a_tool_call_takes_its_result_and_survives_kill_9(
+    long_daemon: DaemonProcess, small_model: FakeOpenAI, tmp_path: Path
+) -> None:
+    """The model's call of step 2 (it read sales_2.csv) is deleted from one of its
+    messages: the call, its result and every message of it go, the model is
+    never sent them again, and every call it is sent keeps its result."""
+    workspace = _workspace(tmp_path)
+    async with connect(long_daemon.runtime_dir, name="test") as client:
+        task_id, snap = await _three_steps(client, workspace)
+        step2 = _feedback(snap.messages)["Step 2: read it again."]
+        result = next(m for m in snap.messages if m.say == Say.TOOL_RESULT and m.ts > step2)
+        call = result.tool_use_id
+        assert call is not None
+        # The fake numbers calls per reply (call_0 each time): the messages of this
+        # call are those of step 2's turn, the other turns' calls stay.
+        step3 = _feedback(snap.messages)["Step 3: read it again."]
+        of_call = [m.ts for m in snap.messages if m.tool_use_id == call and step2 < m.ts < step3]
+        assert len(of_call) >= 2  # the call's own message and its result
+        assert any(m.tool_use_id == call and m.ts > step3 for m in snap.messages)
+        before = _api_history(long_daemon, task_id)
+        assert "sales_2.csv" in json.dumps(msgspec.to_builtins(before))
+        head = (await client.status()).head_seq
+        await client.delete_message(task_id, result.ts)
+        with anyio.fail_after(30):
+            events = await collect_turn(client, task_id, head, until=(TaskMessagesDeleted,))
+        assert events[-1].data == TaskMessagesDeleted(payload=(task_id, of_call))
+        deleted = await client.get_task(task_id)
+    assert deleted.messages == [m for m in snap.messages if m.ts not in of_call]
+    after = _api_history(long_daemon, task_id)
+    assert "sales_2.csv" not in json.dumps(msgspec.to_builtins(after))
+    assert "sales_1.csv" in json.dumps(msgspec.to_builtins(after))  # step 1's call stays
+    # The reply's text and the user's message of step 2 stay.
+    assert "Step 2: read it again." in _texts_sent(after)
+
+    long_daemon.kill()
+    long_daemon.start()
+    async with connect(long_daemon.runtime_dir, name="test") as client:
+        assert (await client.get_task(task_id)).messages == deleted.messages
+        await _turn(client, task_id, "Step 4: read it again.")
+    sent = small_model.requests[-2]["messages"]
+    assert "sales_2.csv" not in json.dumps(sent)
+    assert all(_paired_on_the_wire(body["messages"]) for body in small_model.requests)
 
 
 # ---- queued and steered messages across a crash ------------------------------------

@@ -27,6 +27,7 @@ import jupyterlab
 import pytest
 from PIL import Image
 
+from hdsp.daemon.tasks.budget import SUMMARY_PROMPT
 from tests.fakes.openai_server import FakeOpenAI, ToolCall
 from tests.fakes.openai_server import Reply as FakeReply
 from tests.support.cli_process import cli_env
@@ -387,6 +388,33 @@ def test_scenario_8_a_message_steers_the_running_turn(
     read = next(i for i, (role, _) in enumerate(roles) if role == "tool")
     steered = next(i for i, (_, text) in enumerate(roles) if "Use column y only" in text)
     assert read < steered
+
+
+def test_scenario_9_condense_rewind_across_the_summary_and_delete_a_tool_call(
+    daemon: DaemonProcess, fake_openai: FakeOpenAI, spec: Spec
+) -> None:
+    fake_openai.script(
+        call("read_file", path="data.csv"),
+        done("first answer"),
+        done("second answer"),
+        done("third answer"),
+        FakeReply.text("Task: describe data.csv. Decisions: plot y, then x."),
+        done("fourth answer"),
+        done("fifth answer"),
+    )
+    spec.run("condense-rewind.spec.ts")
+    requests = [json.dumps(body["messages"]) for body in fake_openai.requests]
+    assert len(requests) == 7
+    assert SUMMARY_PROMPT[:60] in requests[4]
+    # After the rewind across the summary: what it had condensed is sent again,
+    # the summary and the rewound turn are not.
+    assert "[Summary of the earlier conversation" not in requests[5]
+    assert "Now plot y" in requests[5] and "first answer" in requests[5]
+    assert "And x?" not in requests[5] and "third answer" not in requests[5]
+    # After the deletion: the read and its result are never sent again.
+    assert '"read_file"' in requests[5] and '"read_file"' not in requests[6]
+    assert "x,y" in requests[5] and "x,y" not in requests[6]
+    assert "Then z" in requests[6]
 
 
 def test_scenario_nbctx_describe_df_runs_in_the_notebooks_own_kernel(

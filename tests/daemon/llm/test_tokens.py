@@ -1,15 +1,20 @@
 """Counting a request's tokens before it is sent (hdsp.daemon.llm.tokens), and
 each provider's counter against what the server reports.
 
-The tokenizer-backed counter is checked against a request whose usage OpenAI's
-API reported (OpenAI's cookbook, "How to count tokens with tiktoken": six chat
-messages, 129 prompt tokens from gpt-4-0613 and gpt-3.5-turbo-0613); the
-estimate's error is measured and bounded, and calibration brings it down.
+The counters are checked against requests whose usage the providers' APIs
+reported (tests/daemon/llm/recorded_usage.json: OpenAI's cookbook and HTTP
+recordings of pydantic-ai's tests against the real APIs): OpenAI's tokenizer
+with the Chat Completions framing, tools, tool calls and their results;
+Anthropic's count_tokens endpoint. The estimate's error is measured and
+bounded, and calibration brings it down.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,64 +25,62 @@ from hdsp.daemon.conversation import (
     ToolResultBlock,
     ToolSpec,
     ToolUseBlock,
+    UsageChunk,
 )
 from hdsp.daemon.llm.anthropic import AnthropicProvider
-from hdsp.daemon.llm.openai_compat import OpenAICompatibleProvider, to_chat_messages
+from hdsp.daemon.llm.openai_compat import (
+    OpenAICompatibleProvider,
+    is_reasoning_model,
+    to_chat_messages,
+)
 from hdsp.daemon.llm.tokens import (
     Calibration,
     count_chat_tokens,
     encoding_for_model,
     estimate_request_tokens,
 )
-from tests.fakes.anthropic_server import FakeAnthropic, fake_input_tokens
+from tests.fakes.anthropic_server import FakeAnthropic, Usage, fake_input_tokens
+from tests.fakes.anthropic_server import Reply as AnthropicReply
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.support.provider_helpers import collect
 
-#: The cookbook's request, and the prompt_tokens the API reported for it.
-_RECORDED_MESSAGES = [
-    {
-        "role": "system",
-        "content": "You are a helpful, pattern-following assistant that translates "
-        "corporate jargon into plain English.",
-    },
-    {
-        "role": "system",
-        "name": "example_user",
-        "content": "New synergies will help drive top-line growth.",
-    },
-    {
-        "role": "system",
-        "name": "example_assistant",
-        "content": "Things working well together will increase revenue.",
-    },
-    {
-        "role": "system",
-        "name": "example_user",
-        "content": "Let's circle back when we have more bandwidth to touch base on "
-        "opportunities for increased leverage.",
-    },
-    {
-        "role": "system",
-        "name": "example_assistant",
-        "content": "Let's talk later when we're less busy about how to do better.",
-    },
-    {
-        "role": "user",
-        "content": "This late pivot means we don't have time to boil the ocean for the "
-        "client deliverable.",
-    },
-]
-_RECORDED_USAGE = {"gpt-4-0613": 129, "gpt-3.5-turbo-0613": 129}
+RECORDED = json.loads((Path(__file__).parent / "recorded_usage.json").read_text())
 
 
-@pytest.mark.parametrize("model", sorted(_RECORDED_USAGE))
-def test_the_tokenizer_counts_a_recorded_request_as_the_api_reported(model: str) -> None:
+def _recorded_id(entry: dict[str, Any]) -> str:
+    source = entry["source"].rsplit("/", 1)[-1].removesuffix(".yaml").removesuffix(".ipynb")
+    return f"{entry['model']}-{source}-{entry['prompt_tokens']}"
+
+
+@pytest.mark.parametrize("recorded", RECORDED["openai_chat"], ids=_recorded_id)
+def test_the_tokenizer_counts_a_recorded_request_as_the_api_reported(
+    recorded: dict[str, Any],
+) -> None:
+    """Within 5% of the API's prompt_tokens, with tools and tool calls as with text
+    (their JSON is not what the model reads: the server declares the functions
+    in TypeScript and frames each call and result as a message)."""
+    model = recorded["model"]
     encoding = encoding_for_model(model)
     assert encoding is not None
-    counted = count_chat_tokens(encoding, _RECORDED_MESSAGES)
-    reported = _RECORDED_USAGE[model]
-    assert abs(counted - reported) <= 0.05 * reported
-    assert counted == reported
+    counted = count_chat_tokens(
+        encoding,
+        recorded["messages"],
+        recorded.get("tools"),
+        reasoning=is_reasoning_model(model),
+    )
+    reported = recorded["prompt_tokens"]
+    assert abs(counted - reported) <= 0.05 * reported, (counted, reported)
+
+
+def test_plain_messages_are_counted_exactly() -> None:
+    """Without tools the framing is OpenAI's documented one: the count is exact."""
+    plain = [e for e in RECORDED["openai_chat"] if "tools" not in e]
+    assert len(plain) >= 5
+    for recorded in plain:
+        encoding = encoding_for_model(recorded["model"])
+        reasoning = is_reasoning_model(recorded["model"])
+        counted = count_chat_tokens(encoding, recorded["messages"], reasoning=reasoning)
+        assert counted == recorded["prompt_tokens"], recorded["source"]
 
 
 def test_models_get_their_own_tokenizer_and_unknown_ones_none() -> None:
@@ -211,3 +214,75 @@ async def test_a_server_without_count_tokens_is_not_asked_again() -> None:
             # The 404 was asked once: the second call did not reach the server.
         finally:
             await provider.aclose()
+
+
+def _without_cache_marks(value: Any) -> Any:
+    """A Messages API body without its cache breakpoints (which change where the
+    cache starts, not what is counted), the system prompt as one string."""
+    if isinstance(value, dict):
+        plain = {k: _without_cache_marks(v) for k, v in value.items() if k != "cache_control"}
+        system = plain.get("system")
+        if isinstance(system, list):
+            plain["system"] = "".join(block["text"] for block in system)
+        return plain
+    if isinstance(value, list):
+        return [_without_cache_marks(v) for v in value]
+    return value
+
+
+def _as_request(body: dict[str, Any]) -> ModelRequest:
+    messages = [
+        ApiMessage(
+            role=message["role"],
+            content=[TextBlock(text=block["text"]) for block in message["content"]],
+            ts=i + 1,
+        )
+        for i, message in enumerate(body["messages"])
+    ]
+    return ModelRequest(system=body.get("system", ""), messages=messages)
+
+
+@pytest.mark.parametrize(
+    "recorded",
+    RECORDED["anthropic_count_tokens"],
+    ids=lambda e: e["source"].rsplit("/", 1)[-1].removesuffix(".yaml"),
+)
+async def test_anthropic_counts_a_recorded_request_as_its_usage_reported(
+    recorded: dict[str, Any],
+) -> None:
+    """hdsp's count_tokens request for a recorded request is the one that was
+    recorded, so the count it gets is the recorded one; and that count is within
+    5% of the usage the Messages API reported for the same request (input, cache
+    reads and cache writes together)."""
+    body = recorded["count_body"]
+    usage = recorded["usage"]
+    counted_as = _without_cache_marks(body)
+    with FakeAnthropic() as fake:
+        fake.count_answer = lambda sent: (
+            recorded["input_tokens"] if _without_cache_marks(sent) == counted_as else None
+        )
+        fake.script(
+            AnthropicReply.text(
+                "ok",
+                usage=Usage(
+                    usage["input_tokens"],
+                    5,
+                    cache_read=usage["cache_read_input_tokens"],
+                    cache_write=usage["cache_creation_input_tokens"],
+                ),
+            )
+        )
+        provider = AnthropicProvider(body["model"], "sk-ant-test", fake.base_url)
+        try:
+            request = _as_request(body)
+            counted = await provider.count_tokens(request)
+            chunks = await collect(provider, request)
+        finally:
+            await provider.aclose()
+        sent = fake.requests[0]
+    # The request that went is the one counted.
+    assert {k: v for k, v in _without_cache_marks(sent).items() if k in counted_as} == counted_as
+    reported = next(c for c in chunks if isinstance(c, UsageChunk))
+    total = reported.input_tokens + reported.cache_read_tokens + reported.cache_write_tokens
+    assert counted is not None
+    assert abs(counted - total) <= 0.05 * total, (counted, total)

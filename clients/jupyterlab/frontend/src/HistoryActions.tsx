@@ -12,6 +12,7 @@ import {
   actionsFor,
   confirmation,
   contextMarkerOf,
+  deletedKind,
   HistoryAction,
   isDestructive,
   markerText
@@ -102,7 +103,7 @@ export function MessageActions(props: {
               onChange={e => setDraft(e.target.value)}
             />
           )}
-          <div className="hdsp-note">{confirmation(pending, laterCount(task, message.ts))}</div>
+          <div className="hdsp-note">{confirmation(pending, laterCount(task, message.ts), deletedKind(message, props.isPrompt) ?? 'mine')}</div>
           <button
             data-testid="hdsp-confirm-yes"
             className="jp-Button jp-mod-warn hdsp-button"

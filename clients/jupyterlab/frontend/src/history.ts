@@ -14,13 +14,34 @@ export function isUserMessage(message: ClineMessage, isPrompt: boolean): boolean
   return message.type === 'say' && (message.say === 'user_feedback' || (isPrompt && message.say === 'text'));
 }
 
+/** What a deletion of `message` takes: a user's message, a tool call (with its result), the model's text. */
+export type DeletedKind = 'mine' | 'call' | 'text';
+
+/** What deleting `message` would take, or null when the daemon deletes no such message. */
+export function deletedKind(message: ClineMessage, isPrompt: boolean): DeletedKind | null {
+  if (isPrompt) {
+    return null; // the daemon keeps a task's prompt (fork the task instead)
+  }
+  if (message.type === 'say' && message.say === 'user_feedback') {
+    return 'mine';
+  }
+  if (message.toolUseId) {
+    return 'call';
+  }
+  if (message.type === 'say' && message.say === 'text') {
+    return 'text';
+  }
+  return null;
+}
+
 /**
  * The actions `message` offers, in the order the panel shows them. Nothing while
  * it streams (a partial message has no stable place yet), and nothing on the
  * waiting ask (answer it, or Stop). Only a `user_feedback` message can be
- * edited or deleted: the daemon keeps a task's prompt (fork the task instead)
- * and deletes no model message (rewind to the message before it). Rewinding to
- * a message keeps it and removes what came after.
+ * edited. Delete is offered on what the daemon deletes (DeleteMessage): the
+ * user's messages, the model's text, and any message of a tool call (the call
+ * goes with its result). Rewinding to a message keeps it and removes what came
+ * after.
  */
 export function actionsFor(
   message: ClineMessage,
@@ -29,12 +50,11 @@ export function actionsFor(
   if (message.partial || options.waitingAsk) {
     return [];
   }
+  const deletable = deletedKind(message, options.isPrompt) !== null;
   if (message.type === 'say' && message.say === 'user_feedback') {
     return ['edit', 'rewind', 'fork', 'delete'];
   }
-  // The prompt and the model's messages: hdsp deletes only a user's message
-  // (DeleteMessage), and a model's message goes by rewinding to the one before.
-  return ['rewind', 'fork'];
+  return deletable ? ['rewind', 'fork', 'delete'] : ['rewind', 'fork'];
 }
 
 /** Whether an action removes messages (then the panel asks first). */
@@ -58,12 +78,12 @@ export const ACTION_WORDS: Record<HistoryAction, { label: string; title: string 
   },
   delete: {
     label: 'Delete',
-    title: 'Delete this message from the history and from what the model is sent; the answers stay'
+    title: 'Delete this message from the history and from what the model is sent (a tool call goes with its result)'
   }
 };
 
-/** What the confirmation says before a destructive action runs. */
-export function confirmation(action: HistoryAction, after: number): string {
+/** What the confirmation says before a destructive action runs (`deleted`: what a deletion takes). */
+export function confirmation(action: HistoryAction, after: number, deleted: DeletedKind = 'mine'): string {
   const later = after === 1 ? '1 later message' : `${after} later messages`;
   switch (action) {
     case 'rewind':
@@ -73,7 +93,14 @@ export function confirmation(action: HistoryAction, after: number): string {
     case 'edit':
       return `Resend this message as edited? It and ${later} are replaced. Kernel variables are not rolled back.`;
     case 'delete':
-      return 'Delete this message? The model is no longer sent it; its answers stay.';
+      switch (deleted) {
+        case 'call':
+          return 'Delete this tool call with its result and all its messages? The model is no longer sent them. What the call did (files, kernel variables) is not undone.';
+        case 'text':
+          return 'Delete this text of the model’s reply? The model is no longer sent it; the reply’s tool calls stay.';
+        default:
+          return 'Delete this message? The model is no longer sent it; its answers stay.';
+      }
     default:
       return '';
   }

@@ -945,11 +945,13 @@ export interface EditMessageData {
   ts: number;
 }
 /**
- * Delete one of the user's messages (not the task's first): it goes from the
- * history and from what later requests send; the model's answers stay, and so do
- * tool results sent with it. A summary that condensed it goes too, and what the
- * summary hid comes back. A running turn is cancelled first. A
- * `taskMessagesDeleted` event tells every client.
+ * Delete one message (not the task's first): it goes from the history and from
+ * what later requests send. One of the user's messages goes alone (the model's
+ * answers stay, and so do tool results sent with it); the text of one of the
+ * model's replies goes alone (the reply's tool calls stay); a tool call goes with
+ * its result and every message of it. A summary that condensed it goes too, and
+ * what the summary hid comes back. A running turn is cancelled first. A
+ * `taskMessagesDeleted` event (with every ts that went) tells every client.
  */
 export interface DeleteMessage {
   commandName: 'DeleteMessage';
@@ -958,7 +960,7 @@ export interface DeleteMessage {
 export interface DeleteMessageData {
   taskId: string;
   /**
-   * A user_feedback message of the task.
+   * A message of the task: a user_feedback message, the model's text, or any message of a tool call (one with a toolUseId).
    */
   ts: number;
 }

@@ -49,17 +49,25 @@ describe('the actions a message offers', () => {
     expect(actionsFor(say(5, 'user_feedback', 'again'), options)).toEqual(['edit', 'rewind', 'fork', 'delete']);
   });
 
-  it('offers rewind and fork on the prompt and on the model’s messages, which the daemon does not delete', () => {
+  it('offers rewind and fork on the prompt, and delete too on the model’s text and tool calls', () => {
     expect(actionsFor(say(1, 'text', 'the prompt'), { ...options, isPrompt: true })).toEqual(['rewind', 'fork']);
-    expect(actionsFor(say(2, 'text', 'an answer'), options)).toEqual(['rewind', 'fork']);
-    expect(actionsFor(say(3, 'completion_result', 'done'), options)).toEqual(['rewind', 'fork']);
+    expect(actionsFor(say(2, 'text', 'an answer'), options)).toEqual(['rewind', 'fork', 'delete']);
+    expect(actionsFor(say(3, 'completion_result', 'done', { toolUseId: 'c1' }), options)).toEqual([
+      'rewind',
+      'fork',
+      'delete'
+    ]);
+    expect(actionsFor(say(4, 'tool_result', '{}', { toolUseId: 'c2' }), options)).toEqual(['rewind', 'fork', 'delete']);
+    // A record of the task's own (a request, a marker) is not deleted.
+    expect(actionsFor(say(5, 'api_req_started', '{}'), options)).toEqual(['rewind', 'fork']);
+    expect(actionsFor(say(6, 'condense_context', ''), options)).toEqual(['rewind', 'fork']);
   });
 
   it('offers nothing on a message still streaming, or on the ask that waits', () => {
     expect(actionsFor(say(2, 'text', 'The', { partial: true }), options)).toEqual([]);
-    const ask: ClineMessage = { ts: 4, type: 'ask', ask: 'tool', text: '{}' };
+    const ask: ClineMessage = { ts: 4, type: 'ask', ask: 'tool', text: '{}', toolUseId: 'c1' };
     expect(actionsFor(ask, { ...options, waitingAsk: true })).toEqual([]);
-    expect(actionsFor(ask, options)).toEqual(['rewind', 'fork']);
+    expect(actionsFor(ask, options)).toEqual(['rewind', 'fork', 'delete']);
   });
 
   it('asks before what removes messages, and says how many go and that kernels are not rolled back', () => {
@@ -69,6 +77,8 @@ describe('the actions a message offers', () => {
     expect(confirmation('rewind', 1)).toContain('1 later message?');
     expect(confirmation('edit', 2)).toContain('2 later messages are replaced');
     expect(confirmation('delete', 0)).toContain('its answers stay');
+    expect(confirmation('delete', 0, 'call')).toMatch(/tool call with its result.*not undone/);
+    expect(confirmation('delete', 0, 'text')).toContain('tool calls stay');
   });
 
   it('offers to steer only while a turn runs', () => {
