@@ -418,7 +418,12 @@ class Daemon:
         """Run a command once the engine has started."""
         if not self._engine_started.is_set():  # a set Event's wait() still yields
             await self._engine_started.wait()
-        return await self._commands(cmd.data, client_id=session.client_id, client_name=session.name)
+        return await self._commands(
+            cmd.data,
+            client_id=session.client_id,
+            client_name=session.name,
+            client_user=session.user,
+        )
 
     async def status(self) -> StatusResult:
         """GetStatus: what the daemon is, and how it is doing."""

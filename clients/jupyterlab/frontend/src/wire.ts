@@ -1566,6 +1566,10 @@ export interface ClineMessage {
   reasoning?: string | null;
   say?: string | null;
   /**
+   * A user's message (text, user_feedback) sent over TCP to a team daemon: the name its sender's CURVE key is authorised under. Absent for messages sent on the daemon's own machine.
+   */
+  sentBy?: string | null;
+  /**
    * A model's reply (text): why it ended, when it did not end by itself: "max_tokens" (cut at the output limit), "refusal" (the model refused), "content_filter" (the provider filtered it).
    */
   stopReason?: string | null;
@@ -2104,6 +2108,7 @@ export interface QueuedMessage {
   delivery?: ('queue' | 'steer') | null;
   id: string;
   images?: string[] | null;
+  sentBy?: string | null;
   text: string;
   timestamp: number;
 }
