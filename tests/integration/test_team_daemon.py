@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -19,6 +20,7 @@ import pytest
 import zmq
 from zmq.utils.monitor import parse_monitor_message
 
+import hdsp.client.client as client_module
 from hdsp.client import CommandFailed, NotAuthenticated, connect
 from hdsp.protocol import (
     PROTOCOL_VERSION,
@@ -127,7 +129,9 @@ async def test_an_authorised_client_works_over_tcp_under_its_key_name(
     monkeypatch.setenv("HDSP_CONFIG_DIR", str(alice))
     workspace = daemon.root / "work"
     workspace.mkdir()
-    fake_openai.script(call("write_to_file", path="note.md", content="from alice\n"), done("ok"))
+    fake_openai.script(
+        call("write_to_file", path="note.md", content="from alice\n"), done("ok"), done("bye")
+    )
     async with (
         connect(remote="team", name="mallory") as remote,  # says it is someone else
         connect(daemon.runtime_dir, name="local-cli") as local,
@@ -141,10 +145,19 @@ async def test_an_authorised_client_works_over_tcp_under_its_key_name(
         await remote.respond_to_ask(task_id, ask.ts, "yesButtonClicked")
         turn = await collect_turn(remote, task_id, head)
         assert isinstance(turn[-1].data, TaskCompleted)
-        # The history (read over ipc) names the key's owner, not what it said.
+        # The history (read over ipc) names the key's owner, not what it said:
+        # who sent the task and who answered its ask.
         snap = await local.get_task(task_id)
         answered = [m for m in snap.messages if m.type == "ask" and m.is_answered]
         assert [m.answered_by for m in answered][:1] == ["alice"]
+        assert snap.messages[0].say == "text" and snap.messages[0].sent_by == "alice"
+        # A local client's message, as before: its Connect's name, no sender.
+        head = (await local.status()).head_seq
+        await local.send_message(task_id, "thanks")
+        turn = await collect_turn(local, task_id, head)
+        assert isinstance(turn[-1].data, TaskCompleted)
+        mine = [m for m in (await local.get_task(task_id)).messages if m.say == "user_feedback"]
+        assert [(m.text, m.sent_by) for m in mine] == [("thanks", None)]
         status = await remote.status()
         assert status.tcp is not None and status.tcp.server_public_key == team.server_key
         # A remote task's workspace is named on the daemon's host.
@@ -154,7 +167,7 @@ async def test_an_authorised_client_works_over_tcp_under_its_key_name(
     # The CLI, through --remote and through HDSP_REMOTE.
     shown = team.hdsp(alice, "--remote", "team", "show", task_id[:8])
     assert shown.returncode == 0, shown.stderr
-    assert "by alice" in shown.stdout
+    assert "from alice\n> write a note" in shown.stdout and "approved by alice" in shown.stdout
     listed = team.hdsp(alice, "tasks", HDSP_REMOTE="team")
     assert listed.returncode == 0 and task_id[:8] in listed.stdout, listed.stderr
     status_text = team.hdsp(alice, "--remote", "team", "daemon", "status").stdout
@@ -169,6 +182,9 @@ async def test_an_authorised_client_works_over_tcp_under_its_key_name(
 async def test_a_client_without_an_authorised_key_gets_nothing(team: TeamDaemon) -> None:
     daemon = team.daemon
     team.start()
+    # A peer that connects and says nothing holds its descriptor only so long.
+    silent = socket.create_connection(("127.0.0.1", team.port))
+    silent_since = time.monotonic()
     bob = team.client("bob", authorize=False)
     # The CLI says it could not authenticate, at once (not a handshake timeout).
     started = time.monotonic()
@@ -202,6 +218,17 @@ async def test_a_client_without_an_authorised_key_gets_nothing(team: TeamDaemon)
     async with connect(daemon.runtime_dir) as local:
         assert (await local.status()).clients == 1
     assert "tcp client refused: its key is not authorised" in daemon.stderr()
+    with silent:
+        silent.settimeout(30)
+        await anyio.to_thread.run_sync(_read_until_closed, silent)
+    # The handshake deadline is 10 s (libzmq's default, 30 s, would fail this).
+    assert time.monotonic() - silent_since < 25
+
+
+def _read_until_closed(sock: socket.socket) -> None:
+    """Return when the other end closes `sock` (what it sends is read away)."""
+    while sock.recv(4096):
+        pass
 
 
 async def test_revoking_a_key_cuts_its_connection_and_keeps_it_out(
@@ -222,12 +249,16 @@ async def test_revoking_a_key_cuts_its_connection_and_keeps_it_out(
     assert "tcp clients cut: their keys were revoked" in team.daemon.stderr()
 
 
-async def test_a_frozen_or_killed_tcp_client_is_dropped(team: TeamDaemon) -> None:
+async def test_a_frozen_or_killed_peer_is_dropped_over_tcp(
+    team: TeamDaemon, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The daemon's connection tracking works over TCP: a client killed is gone
     at once; one that stops answering (SIGSTOP: its host gone, say) is dropped
-    by the heartbeats."""
+    by the heartbeats. The other way round, a client notices a daemon that
+    stopped answering, and is back once it answers again."""
     team.start("--heartbeat-ms", "200")
     dave = team.client("dave")
+    monkeypatch.setenv("HDSP_CONFIG_DIR", str(dave))
     argv = [sys.executable, "-m", "hdsp.client", "--remote", "team", "events", "--follow"]
     env = {**os.environ, "HDSP_CONFIG_DIR": str(dave)}
     async with (
@@ -249,6 +280,21 @@ async def test_a_frozen_or_killed_tcp_client_is_dropped(team: TeamDaemon) -> Non
         await clients_become(2)  # it reconnects and says Connect again
         follower.kill()
         await clients_become(1)
+    # The client's heartbeats (shortened here as the daemon's are) see a
+    # daemon that stopped answering as gone.
+    monkeypatch.setattr(client_module, "_HEARTBEAT_IVL_MS", 200)
+    monkeypatch.setattr(client_module, "_HEARTBEAT_TIMEOUT_MS", 600)
+    assert team.daemon.proc is not None
+    async with connect(remote="team") as remote:
+        team.daemon.proc.send_signal(signal.SIGSTOP)
+        try:
+            with anyio.fail_after(30):
+                await remote.wait_connection_lost()
+        finally:
+            team.daemon.proc.send_signal(signal.SIGCONT)
+        with anyio.fail_after(30):
+            await remote.wait_connected()
+        assert (await remote.ping()).server_time > 0
 
 
 def _subscribe_over_curve(
