@@ -35,6 +35,7 @@ from zmq.utils import z85
 from hdsp.protocol import Z85_KEY_PATTERN, secret_file_problem, tcp_endpoints
 
 from .errors import RemoteConfigError
+from .private_files import UntrustedFile, read_checked, write_whole
 
 __all__ = [
     "REMOTE_NAME_PATTERN",
@@ -77,31 +78,10 @@ def _private_dir(path: Path) -> Path:
 def _checked_open(path: Path) -> bytes:
     """The bytes of `path`, a file that must be ours and 0600 (checked on the
     open file); FileNotFoundError if it is missing."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     try:
-        problem = secret_file_problem(os.fstat(fd), path)
-        if problem is not None:
-            raise RemoteConfigError(f"{problem}; hdsp will not use it.")
-        chunks = []
-        while chunk := os.read(fd, 65536):
-            chunks.append(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
-
-
-def _write_private(path: Path, data: bytes) -> None:
-    """Replace `path` with `data`, mode 0600 from the first byte, atomically."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        return read_checked(path, secret_file_problem)
+    except UntrustedFile as exc:
+        raise RemoteConfigError(f"{exc}; hdsp will not use it.") from None
 
 
 # ---- the client's key pair ----------------------------------------------------------
@@ -240,7 +220,7 @@ def _save_remotes(remotes: dict[str, Remote], base: Path | None) -> None:
             for r in sorted(remotes.values(), key=lambda r: r.name)
         }
     }
-    _write_private(path, (json.dumps(document, indent=2) + "\n").encode())
+    write_whole(path, (json.dumps(document, indent=2) + "\n").encode())
 
 
 def add_remote(name: str, address: str, server_key: str, base: Path | None = None) -> Remote:

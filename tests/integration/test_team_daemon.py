@@ -34,6 +34,7 @@ from tests.fakes.openai_server import FakeOpenAI
 from tests.support.daemon_process import DaemonProcess
 from tests.support.events import collect_turn
 from tests.support.scripted_turns import call, done, next_ask, start
+from tests.support.subscription_flood import subscribe_then_sync
 from tests.support.team_daemon import TeamDaemon, tcp_listeners
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
@@ -297,45 +298,6 @@ async def test_a_frozen_or_killed_peer_is_dropped_over_tcp(
         assert (await remote.ping()).server_time > 0
 
 
-def _subscribe_over_curve(
-    endpoint: str, keys: tuple[bytes, bytes, bytes], topics: list[bytes]
-) -> bool:
-    """Subscribe `topics` on the events socket over CURVE, then a sync probe:
-    True when the daemon answered the probe, False when it cut this peer."""
-    ctx = zmq.Context()
-    sub = ctx.socket(zmq.SUB)
-    sub.setsockopt(zmq.LINGER, 0)
-    sub.setsockopt(zmq.SNDHWM, 0)
-    sub.setsockopt(zmq.RECONNECT_IVL, -1)  # a cut stays cut
-    sub.setsockopt(zmq.CURVE_SERVERKEY, keys[0])
-    sub.setsockopt(zmq.CURVE_PUBLICKEY, keys[1])
-    sub.setsockopt(zmq.CURVE_SECRETKEY, keys[2])
-    monitor = sub.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED)
-    try:
-        sub.connect(endpoint)
-        assert parse_monitor_message(monitor.recv_multipart())["event"] == (
-            zmq.EVENT_HANDSHAKE_SUCCEEDED
-        )
-        for topic in topics:
-            sub.setsockopt(zmq.SUBSCRIBE, topic)
-        probe = b"\x00sync.tcp-bound-test"
-        sub.setsockopt(zmq.SUBSCRIBE, probe)
-        poller = zmq.Poller()
-        poller.register(sub, zmq.POLLIN)
-        poller.register(monitor, zmq.POLLIN)
-        while True:
-            ready = dict(poller.poll(30_000))
-            assert ready, "neither the sync answer nor a disconnect in 30 s"
-            if monitor in ready:
-                return False
-            if sub.recv_multipart()[0] == probe:
-                return True
-    finally:
-        monitor.close(linger=0)
-        sub.close(linger=0)
-        ctx.term()
-
-
 async def test_subscription_bounds_hold_over_tcp(team: TeamDaemon) -> None:
     """The events socket's bounds apply to a TCP peer (under CURVE, whose framing
     a subscription of the longest topic still fits): over them, it is cut."""
@@ -345,7 +307,7 @@ async def test_subscription_bounds_hold_over_tcp(team: TeamDaemon) -> None:
     keys = (team.server_key.encode(), team.public_key(erin).encode(), secret)
     events = f"tcp://127.0.0.1:{team.port + 1}"
     fits = [str(uuid.uuid4()).encode() for _ in range(1000)] + [b"t" * 256]
-    assert await anyio.to_thread.run_sync(_subscribe_over_curve, events, keys, fits)
+    assert await anyio.to_thread.run_sync(subscribe_then_sync, events, fits, keys)
     too_many = [(b"%08d" % i).ljust(200, b"x") for i in range(300)]
-    assert not await anyio.to_thread.run_sync(_subscribe_over_curve, events, keys, too_many)
+    assert not await anyio.to_thread.run_sync(subscribe_then_sync, events, too_many, keys)
     assert "cutting an events peer's connections" in team.daemon.stderr()
