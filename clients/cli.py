@@ -70,6 +70,7 @@ examples:
   hdsp kernels restart 9c1e       restart a kernel (its variables are gone)
   hdsp vars 3f2a                  the variables in 3f2a's kernel (frames: shape, columns)
   eval "$(hdsp completion bash)"  tab completion, task ids included (zsh, fish too)
+  hdsp --remote work tasks        a team daemon over TCP (hdsp keys; hdsp remote add)
 """
 
 

@@ -99,8 +99,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _keys(data_dir: Path | None, action: str | None, args: argparse.Namespace) -> int:
     """`hdspd keys`: files in DATA_DIR/curve, with or without a running hdspd."""
-    from .paths import make_private_dir, resolve_paths
-    from .server.curve import (
+    from .config.curve_keys import (
         AUTHORIZED_KEYS,
         CurveError,
         authorize_key,
@@ -109,6 +108,7 @@ def _keys(data_dir: Path | None, action: str | None, args: argparse.Namespace) -
         read_authorized_keys,
         revoke_key,
     )
+    from .paths import make_private_dir, resolve_paths
 
     curve_dir = resolve_paths(data_dir, None).curve_dir
     authorized = curve_dir / AUTHORIZED_KEYS

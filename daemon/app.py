@@ -27,11 +27,13 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
 import structlog
+import zmq
 from anyio.abc import TaskGroup, TaskStatus
 
 from hdsp.protocol import (
@@ -52,6 +54,13 @@ from hdsp.protocol import (
 
 from .atomic_write import write_atomically
 from .config import ConfigService, Profiles, SecretStore, SettingsError, SettingsStore
+from .config.curve_keys import (
+    AUTHORIZED_KEYS,
+    AuthorizedKeys,
+    CurveError,
+    curve_dir_ready,
+    load_server_keys,
+)
 from .config.secrets import ENV_FALLBACKS
 from .llm.models import model_table
 from .llm.registry import Providers
@@ -62,7 +71,7 @@ from .paths import Paths, UnsafeRuntimeDir, ensure_private_runtime_dir, make_pri
 from .sandbox import Sandbox
 from .sdnotify import notify_ready, notify_stopping
 from .server import HEARTBEAT_IVL_MS, Server, Session
-from .server.curve import CurveError, TcpListener, curve_dir_ready
+from .server.curve import TcpBindFailed, TcpListener
 from .store import STARTUP_CHECK_SECONDS, Journal, Store, StoreError
 
 if TYPE_CHECKING:
@@ -176,6 +185,33 @@ def _known_secrets() -> frozenset[str]:
     environment's API keys even before anything read them."""
     from_env = {os.environ.get(var, "") for names in ENV_FALLBACKS.values() for var in names}
     return registered_secrets() | {v for v in from_env if v}
+
+
+def _tcp_listener(address: str, curve_dir: Path) -> TcpListener:
+    """The listener for `address` (the `tcp.listen` setting), or CurveError
+    saying why hdspd cannot listen there under CURVE."""
+    where = f"tcp.listen is {address!r}"
+    if not zmq.has("curve"):
+        raise CurveError(
+            f"{where}, but this libzmq ({zmq.zmq_version()}) has no CURVE, and hdspd "
+            "listens on TCP only under CURVE. Install a pyzmq wheel (it bundles a "
+            "libzmq with CURVE), or unset tcp.listen (`hdsp config set tcp.listen null`)."
+        )
+    try:
+        keys = load_server_keys(curve_dir)
+    except CurveError as exc:
+        raise CurveError(
+            f"{where}, and hdspd listens on TCP only under CURVE: {exc} (Or unset "
+            "tcp.listen: `hdsp config set tcp.listen null`.)"
+        ) from None
+    authorized = AuthorizedKeys(curve_dir / AUTHORIZED_KEYS)
+    try:
+        authorized.load()
+    except CurveError as exc:
+        raise CurveError(f"{where}: {exc}") from None
+    return TcpListener(
+        address=address, public_key=keys.public, secret_key=keys.secret, authorized=authorized
+    )
 
 
 def _exit_on_late_signals() -> None:
@@ -315,7 +351,7 @@ class Daemon:
                 await tg.start(self.journal.run)
                 try:
                     await tg.start(self.server.run)
-                except CurveError as exc:  # the TCP port is taken, say
+                except TcpBindFailed as exc:  # the TCP port is taken, say
                     raise DaemonError(str(exc)) from None
                 report = self.config.startup_report()
                 if report is not None:  # the settings file was corrupt: say so, durably
@@ -456,7 +492,7 @@ class Daemon:
         return TcpStatus(
             control=tcp.control,
             events=tcp.events,
-            server_public_key=tcp.keys.public.decode(),
+            server_public_key=tcp.public_key.decode(),
             authorized_clients=tcp.authorized.count(),
         )
 
@@ -561,7 +597,7 @@ class Daemon:
         curve_dir = self.paths.curve_dir
         try:
             curve_dir_ready(curve_dir)
-            return TcpListener.prepare(address, curve_dir)
+            return _tcp_listener(address, curve_dir)
         except CurveError as exc:
             raise DaemonError(str(exc)) from None
         except OSError as exc:
@@ -576,6 +612,6 @@ class Daemon:
             control=self.paths.control_endpoint,
             events=self.paths.events_endpoint,
             started_at=int(time.time() * 1000),
-            server_public_key=None if tcp is None else tcp.keys.public.decode(),
+            server_public_key=None if tcp is None else tcp.public_key.decode(),
         )
         write_atomically(self.paths.discovery_file, encode(info))

@@ -61,7 +61,7 @@ from hdsp.protocol import (
 )
 
 from .connections import shut_down_tcp
-from .curve import CurveError, TcpListener, ZapHandler
+from .curve import TcpBindFailed, TcpListener, ZapHandler
 from .dispatch import Dispatcher, DispatcherFull
 from .publishing import EventPublisher
 from .sessions import Session, Sessions
@@ -242,7 +242,7 @@ class Server:
             try:
                 sock.bind(endpoint)
             except zmq.ZMQError as exc:
-                raise CurveError(
+                raise TcpBindFailed(
                     f"hdspd cannot listen on {endpoint} (tcp.listen is {tcp.address!r}; "
                     f"events take the next port): {exc.strerror}."
                 ) from None

@@ -195,6 +195,14 @@ async def test_a_client_without_an_authorised_key_gets_nothing(team: TeamDaemon)
     assert "refused this client's key" in refused.stderr
     assert team.public_key(bob) in refused.stderr  # what to authorise, to fix it
     assert "did not answer" not in refused.stderr and took < 30
+    # An authorised key, but a server key that is not this daemon's: said too.
+    alice = team.client("alice")
+    wrong_key = zmq.curve_keypair()[0].decode()
+    added = team.hdsp(alice, "remote", "add", "fake", team.address, "--server-key", wrong_key)
+    assert added.returncode == 0, added.stderr
+    mistaken = team.hdsp(alice, "--remote", "fake", "tasks")
+    assert mistaken.returncode == 3, mistaken.stderr
+    assert "the CURVE handshake failed" in mistaken.stderr and wrong_key in mistaken.stderr
     # Raw peers: an unknown key, a plain TCP peer, a wrong server key.
     server = team.server_key.encode()
     public, secret = zmq.curve_keypair()

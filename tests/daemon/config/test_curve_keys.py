@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 import zmq
 
-from hdsp.daemon.server.curve import (
+from hdsp.daemon.app import _tcp_listener
+from hdsp.daemon.config.curve_keys import (
     AuthorizedKeys,
     CurveError,
-    TcpListener,
     authorize_key,
     curve_dir_ready,
     generate_server_keys,
@@ -127,7 +127,8 @@ def test_a_listener_needs_curve_keys(tmp_path: Path) -> None:
     curve = tmp_path / "curve"
     curve_dir_ready(curve)
     with pytest.raises(CurveError, match=r"tcp.listen is .* only under CURVE.*hdspd keys"):
-        TcpListener.prepare("tcp://127.0.0.1:7737", curve)
+        _tcp_listener("tcp://127.0.0.1:7737", curve)
     generate_server_keys(curve)
-    listener = TcpListener.prepare("tcp://127.0.0.1:7737", curve)
+    listener = _tcp_listener("tcp://127.0.0.1:7737", curve)
+    assert listener.secret_key.decode() not in repr(listener)
     assert (listener.control, listener.events) == ("tcp://127.0.0.1:7737", "tcp://127.0.0.1:7738")
