@@ -19,7 +19,9 @@ from .errors import (
     ConnectionLost,
     CursorExpired,
     DaemonNotRunning,
+    NotAuthenticated,
     ProtocolError,
+    RemoteConfigError,
 )
 
 __all__ = [
@@ -30,7 +32,9 @@ __all__ = [
     "CursorExpired",
     "DaemonNotRunning",
     "EventStream",
+    "NotAuthenticated",
     "ProtocolError",
+    "RemoteConfigError",
     "connect",
     "find_daemon",
     "runtime_dir",

@@ -35,7 +35,7 @@ from .completion import add_completion_parser, autocomplete, print_completion
 from .console import use_color
 from .context_flags import add_context_arguments as _add_context_arguments
 from .context_flags import prompt_context as _prompt_context
-from .errors import ClientError, CommandFailed, DaemonNotRunning
+from .errors import ClientError, CommandFailed, DaemonNotRunning, RemoteConfigError
 from .escape import escape_controls
 from .exit_codes import ExitCode, exit_code_table
 from .history_view import HistoryView
@@ -43,6 +43,7 @@ from .kernels_command import add_kernels_parser
 from .mcp_command import add_mcp_parser
 from .mcp_serve_command import add_mcp_serve_parser
 from .modes_command import add_modes_parsers, complete_slash_commands
+from .remote_command import LOCAL_COMMANDS, add_remote_parsers, run_local_command
 from .render import Renderer
 from .task_ids import add_task_argument, resolve_task_id
 from .todo_view import todo_markdown
@@ -69,6 +70,7 @@ examples:
   hdsp kernels restart 9c1e       restart a kernel (its variables are gone)
   hdsp vars 3f2a                  the variables in 3f2a's kernel (frames: shape, columns)
   eval "$(hdsp completion bash)"  tab completion, task ids included (zsh, fish too)
+  hdsp --remote work tasks        a team daemon over TCP (hdsp keys; hdsp remote add)
 """
 
 
@@ -133,6 +135,12 @@ def _parser() -> argparse.ArgumentParser:
         parser.add_argument("--json", action="store_true", help="print NDJSON for scripts", **extra)
         parser.add_argument(
             "--runtime-dir", help="the daemon's runtime dir (env HDSP_RUNTIME_DIR)", **extra
+        )
+        parser.add_argument(
+            "--remote",
+            metavar="NAME",
+            help="a remote daemon over TCP (`hdsp remote add`; env HDSP_REMOTE)",
+            **extra,
         )
         return parser
 
@@ -308,6 +316,7 @@ def _parser() -> argparse.ArgumentParser:
     # serve` (clients/mcp_serve_command.py), one group.
     add_mcp_serve_parser(add_mcp_parser(sub, common), common)
     add_chat_parser(sub, common)
+    add_remote_parsers(sub, common)
     add_completion_parser(sub, common)
     add_acp_parser(sub, common)
     return p
@@ -642,6 +651,15 @@ class _Cli:
             f"events: {s.head_seq}\n"
             f"  data: {s.data_dir}\n  runtime: {s.runtime_dir}"
         )
+        if s.tcp is not None:
+            self.out(
+                f"  tcp: {s.tcp.control} (events {s.tcp.events}), CURVE, "
+                f"{s.tcp.authorized_clients} authorised client key(s); server key "
+                f"{s.tcp.server_public_key}"
+            )
+        if client.remote is not None:
+            who = client.ack.user if client.ack is not None else None
+            self.out(f"  you: {who or '?'} (remote {client.remote.name}, {client.remote.address})")
         if s.sandbox is not None:
             self.out(self._sandbox_line(s.sandbox))
         self._warn_plaintext(s.plaintext_keyring)
@@ -846,7 +864,9 @@ class _Cli:
             handler = functools.partial(handler, self)
         name = getattr(self.args, "client_name", "hdsp")
         kind = getattr(self.args, "client_kind", "cli")
-        async with connect(self.args.runtime_dir, name=name, kind=kind) as client:
+        async with connect(
+            self.args.runtime_dir, remote=self.args.remote, name=name, kind=kind
+        ) as client:
             code: int = await handler(client)
             return code
 
@@ -857,6 +877,9 @@ class _Cli:
         except DaemonNotRunning as exc:
             print(f"hdsp: {escape_controls(str(exc))}", file=sys.stderr)
             return ExitCode.UNREACHABLE
+        except RemoteConfigError as exc:
+            print(f"hdsp: {escape_controls(str(exc))}", file=sys.stderr)
+            return ExitCode.USAGE
         except CommandFailed as exc:
             print(f"hdsp: {escape_controls(exc.message)}", file=sys.stderr)
             return ExitCode.USAGE
@@ -878,6 +901,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "completion":
         return print_completion(args.shell)
+    if args.command in LOCAL_COMMANDS:
+        return run_local_command(args)
     if args.command == "secret" and args.action == "set":
         # Read before connecting, and never from argv (where `ps` and shell
         # history would show it).

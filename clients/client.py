@@ -19,6 +19,7 @@ import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, TypeVar, cast
@@ -178,7 +179,16 @@ from hdsp.protocol.settings import (
 )
 
 from .discovery import find_daemon
-from .errors import CommandFailed, ConnectionLost, DaemonNotRunning, ProtocolError
+from .errors import (
+    ClientError,
+    CommandFailed,
+    ConnectionLost,
+    DaemonNotRunning,
+    NotAuthenticated,
+    ProtocolError,
+    RemoteConfigError,
+)
+from .remotes import ClientKeys, Remote, load_client_keys, resolve_remote
 
 __all__ = ["Client", "EventStream", "connect"]
 
@@ -197,6 +207,16 @@ _EVENT_BATCH = 256
 IDLE_CHECK = 5.0
 #: The longest a re-handshake waits before it says Connect again.
 HANDSHAKE_BACKOFF_MAX = 60.0
+#: ZeroMQ heartbeats on a remote's sockets (ms): a daemon that answers none for
+#: the timeout (a host or a network gone) counts as gone, as a closed connection.
+_HEARTBEAT_IVL_MS = 10_000
+_HEARTBEAT_TIMEOUT_MS = 30_000
+#: How a CURVE handshake can fail, as the socket's monitor reports it.
+_HANDSHAKE_FAILURES = (
+    zmq.EVENT_HANDSHAKE_FAILED_AUTH
+    | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+    | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
+)
 
 
 class _Pending:
@@ -212,8 +232,18 @@ class _Pending:
 class Client:
     """A connection to hdspd. Make one with `connect()`."""
 
-    def __init__(self, tg: TaskGroup, control: zmq.asyncio.Socket, events: zmq.asyncio.Socket):
+    def __init__(
+        self,
+        tg: TaskGroup,
+        control: zmq.asyncio.Socket,
+        events: zmq.asyncio.Socket,
+        *,
+        remote: _Remote | None = None,
+    ):
         self._tg = tg
+        #: The remote daemon this client talks to over TCP (None: the local one).
+        self.remote = None if remote is None else remote.remote
+        self._keys = None if remote is None else remote.keys
         self._control = control
         self._events = events
         self._pending: dict[str, _Pending] = {}
@@ -240,8 +270,9 @@ class Client:
         self._rehandshake_scope: anyio.CancelScope | None = None
         #: When the re-handshake under way sent its first Connect (monotonic).
         self._handshake_since: float | None = None
-        #: Why the daemon refused the last re-handshake, if it did.
-        self._handshake_refused: CommandFailed | None = None
+        #: Why the daemon refused the last re-handshake (or a remote's CURVE
+        #: handshake failed), if it did.
+        self._handshake_refused: ClientError | None = None
         #: Seconds a command may wait for its reply; None waits for ever.
         self.timeout: float | None = 30.0
         #: Seconds to wait for the Ack of a re-handshake before saying Connect
@@ -266,7 +297,8 @@ class Client:
         finally:
             self._ack_waiter = None
         reply = waiter.reply
-        assert reply is not None
+        if reply is None:  # the CURVE handshake failed first
+            raise self._handshake_refused or ConnectionLost("The handshake was cut off.")
         if isinstance(reply, Reply) and reply.error is not None:
             raise CommandFailed.from_info(reply.error)
         assert isinstance(reply, Ack)
@@ -292,8 +324,11 @@ class Client:
         lost = False
         stale: AckData | None = None
         while True:
-            event = parse_monitor_message(await monitor.recv_multipart())["event"]
-            if event == zmq.EVENT_DISCONNECTED:
+            report = parse_monitor_message(await monitor.recv_multipart())
+            event = report["event"]
+            if event & _HANDSHAKE_FAILURES:
+                self._refused(event, int(report["value"]))
+            elif event == zmq.EVENT_DISCONNECTED:
                 lost = True
                 self._connection_up = False
                 self._lost.set()
@@ -311,6 +346,35 @@ class Client:
                 # In a task of its own: it retries for as long as the connection
                 # is up, and this watcher must see the connection drop meanwhile.
                 self._tg.start_soon(self._rehandshake, stale)
+
+    def _refused(self, event: int, value: int) -> None:
+        """A remote's CURVE handshake failed: say why, to the handshake that
+        waits (at once, not at its deadline) and to the commands that wait."""
+        remote, keys = self.remote, self._keys
+        assert remote is not None and keys is not None  # (only TCP has CURVE)
+        where = f"hdspd at {remote.address} (remote {remote.name!r})"
+        if event == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
+            message = (
+                f"{where} refused this client's key (ZAP status {value}): the key is not "
+                "authorised there. Ask the daemon's admin to run, on its host: "
+                f"hdspd keys authorize NAME '{keys.public.decode()}' (NAME: who you are)."
+            )
+        elif event == zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL:
+            message = (
+                f"Could not authenticate with {where}: what answers there does not speak "
+                "CURVE (is it hdspd, with tcp.listen set?)."
+            )
+        else:
+            message = (
+                f"Could not authenticate with {where}: the CURVE handshake failed, most "
+                f"likely because the remote's server key ({remote.server_key}) is not that "
+                "daemon's. `hdspd keys` on its host prints the right one; `hdsp remote add "
+                f"{remote.name} {remote.address} --server-key 'KEY'` saves it."
+            )
+        self._handshake_refused = NotAuthenticated(message)
+        waiter = self._ack_waiter
+        if waiter is not None and waiter.reply is None:
+            waiter.done.set()
 
     @property
     def connected(self) -> bool:
@@ -407,6 +471,21 @@ class Client:
                 stream._deliver(event)
 
     # ---- commands -----------------------------------------------------------
+
+    def _workspace(self, workspace: str | os.PathLike[str] | None) -> str:
+        """The workspace to send: for the local daemon, absolute from this
+        process's working directory (its default); a remote daemon works in
+        directories on its own host, which must be named, and absolute."""
+        if self.remote is None:
+            return _absolute_workspace(workspace)
+        path = None if workspace is None else os.fspath(workspace)
+        if path is None or not os.path.isabs(path):
+            raise CommandFailed(
+                ErrorCode.INVALID_REQUEST,
+                f"A remote daemon (remote {self.remote.name!r}) works in directories on its "
+                "own host: name one there, as an absolute path (--workspace /srv/project).",
+            )
+        return path
 
     async def request(self, command: CommandBase[R], *, timeout: float | None = None) -> R:
         """Send a command and return its result, decoded to the command's result type
@@ -583,7 +662,7 @@ class Client:
         servers this client offers the task (kept in hdspd's memory only)."""
         config = TaskConfiguration(
             api_config_name=profile,
-            workspace=_absolute_workspace(workspace),
+            workspace=self._workspace(workspace),
             mode=mode,
             kernel_id=kernel_id,
             approvals=approvals,
@@ -693,7 +772,7 @@ class Client:
     ) -> TaskRef:
         """A task that runs no model turn and waits, for `call_tool` (CreateTask);
         `workspace` defaults to this process's working directory."""
-        data = CreateTaskData(title=title, workspace=_absolute_workspace(workspace), mode=mode)
+        data = CreateTaskData(title=title, workspace=self._workspace(workspace), mode=mode)
         return await self.request(CreateTask(data=data))
 
     async def call_tool(
@@ -1001,7 +1080,7 @@ class Client:
         task, of a new task in `workspace` and `mode`."""
         data = GetSystemPromptData(
             task_id=task_id,
-            workspace=None if task_id else _absolute_workspace(workspace),
+            workspace=None if task_id else self._workspace(workspace),
             mode=mode,
         )
         return await self.request(GetSystemPrompt(data=data))
@@ -1229,6 +1308,39 @@ class EventStream:
             return event
 
 
+@dataclass(frozen=True)
+class _Remote:
+    """A remote daemon and the keys to reach it."""
+
+    remote: Remote
+    keys: ClientKeys
+
+
+def _remote_target(runtime_dir: Path | str | None, remote: str | None) -> _Remote | None:
+    """The remote to connect to: `remote`, else HDSP_REMOTE when no runtime dir
+    is given; None for the local daemon."""
+    if remote is not None and runtime_dir is not None:
+        raise RemoteConfigError("Give a runtime dir (the local daemon) or a remote, not both.")
+    if remote is None and runtime_dir is None:
+        remote = os.environ.get("HDSP_REMOTE") or None
+    if remote is None:
+        return None
+    return _Remote(remote=resolve_remote(remote), keys=load_client_keys())
+
+
+def _secure(sock: zmq.asyncio.Socket, target: _Remote) -> None:
+    """CURVE on a socket to a remote: the daemon's public key (checked in the
+    handshake) and this client's key pair (which the daemon's ZAP handler
+    checks against its authorised keys); heartbeats to notice a host gone."""
+    sock.setsockopt(zmq.CURVE_SERVERKEY, target.remote.server_key.encode())
+    sock.setsockopt(zmq.CURVE_PUBLICKEY, target.keys.public)
+    sock.setsockopt(zmq.CURVE_SECRETKEY, target.keys.secret)
+    sock.setsockopt(zmq.HEARTBEAT_IVL, _HEARTBEAT_IVL_MS)
+    sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, _HEARTBEAT_TIMEOUT_MS)
+    if target.remote.address.startswith("tcp://["):
+        sock.setsockopt(zmq.IPV6, 1)
+
+
 def _absolute_workspace(workspace: str | os.PathLike[str] | None) -> str:
     """The workspace to send: absolute, from the caller's working directory
     (FileNotFoundError if that no longer exists)."""
@@ -1239,13 +1351,21 @@ def _absolute_workspace(workspace: str | os.PathLike[str] | None) -> str:
 async def connect(
     runtime_dir: Path | str | None = None,
     *,
+    remote: str | None = None,
     name: str = "hdsp.client",
     kind: str = "library",
     timeout: float = 5.0,
 ) -> AsyncIterator[Client]:
     """Connect to the daemon whose discovery file is in `runtime_dir` (by default
-    HDSP_RUNTIME_DIR or the per-user runtime dir)."""
-    info = find_daemon(runtime_dir)
+    HDSP_RUNTIME_DIR or the per-user runtime dir), or to the remote daemon named
+    `remote` (`hdsp remote add`: TCP under CURVE, with this client's key pair).
+    Given neither, HDSP_REMOTE names a remote when it is set."""
+    target = _remote_target(runtime_dir, remote)
+    if target is None:
+        info = find_daemon(runtime_dir)
+        control_endpoint, events_endpoint = info.control, info.events
+    else:
+        control_endpoint, events_endpoint = target.remote.control, target.remote.events
     ctx = zmq.asyncio.Context.instance()
     control = ctx.socket(zmq.DEALER)
     events = ctx.socket(zmq.SUB)
@@ -1256,11 +1376,16 @@ async def connect(
             # ZeroMQ reconnects by itself when the daemon comes back; back off to 5 s.
             sock.setsockopt(zmq.RECONNECT_IVL, 100)
             sock.setsockopt(zmq.RECONNECT_IVL_MAX, 5000)
-        monitor = control.get_monitor_socket(zmq.EVENT_CONNECTED | zmq.EVENT_DISCONNECTED)
-        control.connect(info.control)
-        events.connect(info.events)
+            if target is not None:
+                _secure(sock, target)
+        watched = zmq.EVENT_CONNECTED | zmq.EVENT_DISCONNECTED
+        if target is not None:
+            watched |= _HANDSHAKE_FAILURES
+        monitor = control.get_monitor_socket(watched)
+        control.connect(control_endpoint)
+        events.connect(events_endpoint)
         async with anyio.create_task_group() as tg:
-            client = Client(tg, control, events)
+            client = Client(tg, control, events, remote=target)
             tg.start_soon(client._read_control)
             tg.start_soon(client._read_events)
             tg.start_soon(client._watch_connection, monitor)
@@ -1268,6 +1393,12 @@ async def connect(
                 with anyio.move_on_after(timeout) as scope:
                     await client._handshake(
                         ClientInfo(name=name, version=__version__, kind=kind, pid=os.getpid())
+                    )
+                if scope.cancelled_caught and target is not None:
+                    raise DaemonNotRunning(
+                        f"hdspd at {target.remote.address} (remote {target.remote.name!r}) "
+                        f"did not answer within {timeout:g} s: is it running there, with "
+                        "tcp.listen set, and can this machine reach that port and the next?"
                     )
                 if scope.cancelled_caught:
                     raise DaemonNotRunning(

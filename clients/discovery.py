@@ -23,6 +23,7 @@ from hdsp.protocol import (
 )
 
 from .errors import DaemonNotRunning
+from .private_files import UntrustedFile, read_checked
 
 __all__ = ["find_daemon", "runtime_dir"]
 
@@ -64,17 +65,10 @@ def _untrusted(problem: str) -> DaemonNotRunning:
 def _read_discovery(path: Path) -> bytes:
     """The discovery file's bytes, if it is a regular file of ours that nobody
     else can write (checked on the open file, so it cannot be swapped between)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     try:
-        problem = private_file_problem(os.fstat(fd), path)
-        if problem is not None:
-            raise _untrusted(problem)
-        chunks = []
-        while chunk := os.read(fd, 65536):
-            chunks.append(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
+        return read_checked(path, private_file_problem)
+    except UntrustedFile as exc:
+        raise _untrusted(str(exc)) from None
 
 
 def find_daemon(explicit_runtime_dir: Path | str | None = None) -> Discovery:

@@ -2,6 +2,8 @@
 
 ClientError
 ├── DaemonNotRunning      no discovery file, or nobody answers at its endpoints
+│   └── NotAuthenticated  a remote daemon (TCP, CURVE) did not accept this client's key
+├── RemoteConfigError     a remote, or the client's key pair, cannot be used (which, why)
 ├── ConnectionLost        the daemon went away while a request waited
 ├── ProtocolError         the daemon said something this client cannot read
 └── CommandFailed         the daemon answered a command with an error (`.code`)
@@ -20,7 +22,9 @@ __all__ = [
     "ConnectionLost",
     "CursorExpired",
     "DaemonNotRunning",
+    "NotAuthenticated",
     "ProtocolError",
+    "RemoteConfigError",
 ]
 
 
@@ -30,6 +34,16 @@ class ClientError(Exception):
 
 class DaemonNotRunning(ClientError):
     pass
+
+
+class NotAuthenticated(DaemonNotRunning):
+    """The CURVE handshake with a remote daemon failed: its ZAP handler refused
+    this client's key, or the server key given for it is not the daemon's."""
+
+
+class RemoteConfigError(ClientError):
+    """A named remote, or the client's key pair, cannot be used; the message
+    says which file and what to do."""
 
 
 class ConnectionLost(ClientError):

@@ -243,7 +243,10 @@ class HistoryView:
             self._say(m)
 
     def _about(self, m: ClineMessage) -> None:
-        """What context a user's message carried, if any (its notebook, cell, ...)."""
+        """Who sent a user's message over TCP (a team daemon), and what context
+        it carried, if any (its notebook, cell, ...)."""
+        if m.sent_by:
+            self._write(f"from {m.sent_by}", _DIM)
         about = context_line(m.context)
         if about is not None:
             self._write(about, _DIM)

@@ -568,7 +568,9 @@ def build_server(bridge: HdspBridge) -> MCPServer[Any]:
 
 
 async def _serve(args: argparse.Namespace, workspace: Path) -> int:
-    async with connect(args.runtime_dir, name="hdsp mcp serve", kind="mcp") as client:
+    async with connect(
+        args.runtime_dir, remote=getattr(args, "remote", None), name="hdsp mcp serve", kind="mcp"
+    ) as client:
         bridge = HdspBridge(client, workspace, elicitation=not args.no_elicitation)
         await build_server(bridge).run_stdio_async()
     return ExitCode.OK

@@ -133,10 +133,13 @@ def complete_slash_commands(
     if not prefix.startswith("/"):
         return {}
     runtime_dir = getattr(parsed_args, "runtime_dir", None)
+    remote = getattr(parsed_args, "remote", None)
     workspace = getattr(parsed_args, "workspace", None) or os.getcwd()
 
     async def ask() -> dict[str, str]:
-        async with connect(runtime_dir, name="hdsp-completion", kind="cli", timeout=0.5) as c:
+        async with connect(
+            runtime_dir, remote=remote, name="hdsp-completion", kind="cli", timeout=0.5
+        ) as c:
             listing = await c.get_commands(workspace)
         return {
             f"/{cmd.name}": escape_controls(cmd.description or cmd.argument_hint or "")

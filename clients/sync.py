@@ -67,9 +67,14 @@ class SyncClient:
 
 @contextmanager
 def connect(
-    runtime_dir: Path | str | None = None, *, name: str = "hdsp.client.sync", timeout: float = 5.0
+    runtime_dir: Path | str | None = None,
+    *,
+    remote: str | None = None,
+    name: str = "hdsp.client.sync",
+    timeout: float = 5.0,
 ) -> Iterator[SyncClient]:
+    """As `hdsp.client.connect`: the local daemon, or the remote named `remote`."""
     with start_blocking_portal(backend="asyncio") as portal:
-        cm = connect_async(runtime_dir, name=name, kind="script", timeout=timeout)
+        cm = connect_async(runtime_dir, remote=remote, name=name, kind="script", timeout=timeout)
         with portal.wrap_async_context_manager(cm) as client:
             yield SyncClient(portal, client)

@@ -38,9 +38,9 @@ async def resolve_task_id(client: Client, ref: str) -> str:
     return matches[0]
 
 
-async def _task_ids(runtime_dir: str | None, prefix: str) -> dict[str, str]:
+async def _task_ids(runtime_dir: str | None, remote: str | None, prefix: str) -> dict[str, str]:
     async with connect(
-        runtime_dir, name="hdsp-completion", kind="cli", timeout=COMPLETION_TIMEOUT
+        runtime_dir, remote=remote, name="hdsp-completion", kind="cli", timeout=COMPLETION_TIMEOUT
     ) as client:
         page = await client.list_tasks(limit=200)
     # A title is shown by the shell: escaped like everything else on a terminal.
@@ -56,10 +56,11 @@ def complete_task_ids(prefix: str, parsed_args: argparse.Namespace, **_: Any) ->
     each task id starting with `prefix`, with its title. Asks the daemon with a
     short deadline; a daemon that is down or slow yields nothing, silently."""
     runtime_dir = getattr(parsed_args, "runtime_dir", None)
+    remote = getattr(parsed_args, "remote", None)
 
     async def ask() -> dict[str, str]:
         with anyio.fail_after(COMPLETION_TIMEOUT):
-            return await _task_ids(runtime_dir, prefix)
+            return await _task_ids(runtime_dir, remote, prefix)
 
     try:
         return anyio.run(ask, backend="asyncio")

@@ -61,6 +61,9 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help=argparse.SUPPRESS,
     )  # how long the quick check at start-up may take (0: none); for tests
+    p.add_argument(
+        "--heartbeat-ms", type=int, default=None, help=argparse.SUPPRESS
+    )  # ZeroMQ heartbeat interval (a silent peer is dropped after 3); for tests
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     p.add_argument("--log-format", default="auto", choices=["auto", "json", "console"])
     sub = p.add_subparsers(dest="command")
@@ -72,7 +75,75 @@ def _parser() -> argparse.ArgumentParser:
         help="check the database for damage (PRAGMA integrity_check); exit 0 if sound, "
         "1 if damaged, 2 if it cannot be checked",
     )
+    keys = sub.add_parser(
+        "keys",
+        help="CURVE keys of the TCP endpoint (tcp.listen): print the daemon's public key "
+        "(making the pair if there is none), or authorize, revoke and list clients' keys",
+        description="The daemon's CURVE key pair and the clients it lets in over TCP, in "
+        "DATA_DIR/curve. Without an action: print the daemon's public key (a remote's "
+        "--server-key), making the pair first if there is none. A running hdspd sees "
+        "authorize and revoke at the next handshake.",
+    )
+    actions = keys.add_subparsers(dest="action", metavar="ACTION")
+    actions.add_parser("show", help="print the daemon's public key (the default)")
+    authorize = actions.add_parser(
+        "authorize", help="let a client in over TCP, under a name the history records"
+    )
+    authorize.add_argument("name", help="who the client is, e.g. alice or alice@laptop")
+    authorize.add_argument("key", help="the client's public key (`hdsp keys` prints it)")
+    revoke = actions.add_parser("revoke", help="stop letting a client in (at its next handshake)")
+    revoke.add_argument("name")
+    actions.add_parser("list", help="the clients let in over TCP")
     return p
+
+
+def _keys(data_dir: Path | None, action: str | None, args: argparse.Namespace) -> int:
+    """`hdspd keys`: files in DATA_DIR/curve, with or without a running hdspd."""
+    from .config.curve_keys import (
+        AUTHORIZED_KEYS,
+        CurveError,
+        authorize_key,
+        curve_dir_ready,
+        generate_server_keys,
+        read_authorized_keys,
+        revoke_key,
+    )
+    from .paths import make_private_dir, resolve_paths
+
+    curve_dir = resolve_paths(data_dir, None).curve_dir
+    authorized = curve_dir / AUTHORIZED_KEYS
+    try:
+        make_private_dir(curve_dir.parent)
+        curve_dir_ready(curve_dir)
+        if action in (None, "show"):
+            made = not (curve_dir / "server.key_secret").exists()
+            keys = generate_server_keys(curve_dir)
+            if made:
+                print(f"hdspd: made the daemon's CURVE key pair in {curve_dir}", file=sys.stderr)
+            print(keys.public.decode())
+            return 0
+        if action == "authorize":
+            previous = authorize_key(authorized, args.name, args.key)
+            note = " (its previous key no longer works)" if previous else ""
+            print(f"authorised {args.name}{note}: let in from its next handshake")
+            return 0
+        if action == "revoke":
+            if not revoke_key(authorized, args.name):
+                print(f"hdspd keys: no client {args.name!r} in {authorized}", file=sys.stderr)
+                return 1
+            print(f"revoked {args.name}: its connections are cut, its handshakes refused")
+            return 0
+        entries, problems = read_authorized_keys(authorized)
+        for entry in entries:
+            print(f"{entry.name}  {entry.key.decode()}")
+        for problem in problems:
+            print(f"hdspd keys: {problem} (this line lets nobody in)", file=sys.stderr)
+        if not entries:
+            print("no client is authorised: `hdspd keys authorize NAME KEY`", file=sys.stderr)
+        return 0
+    except (CurveError, ValueError, OSError) as exc:
+        print(f"hdspd keys: {exc}", file=sys.stderr)
+        return 1
 
 
 def _check(data_dir: Path | None) -> int:
@@ -172,6 +243,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "check":
         return _check(args.data_dir)
+    if args.command == "keys":
+        return _keys(args.data_dir, args.action, args)
     if args.command == "install-service":
         from .systemd_unit import ServiceInstallError, install_service, installed_message
 
@@ -205,6 +278,7 @@ def main(argv: list[str] | None = None) -> int:
         startup_check_seconds=(
             STARTUP_CHECK_SECONDS if args.startup_check_ms is None else args.startup_check_ms / 1000
         ),
+        heartbeat_ms=args.heartbeat_ms,
     )
     try:
         anyio.run(daemon.run, backend="asyncio")

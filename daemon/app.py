@@ -27,11 +27,13 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
 import structlog
+import zmq
 from anyio.abc import TaskGroup, TaskStatus
 
 from hdsp.protocol import (
@@ -45,12 +47,20 @@ from hdsp.protocol import (
     StorageChanged,
     StorageState,
     TaskCommand,
+    TcpStatus,
     __version__,
     encode,
 )
 
 from .atomic_write import write_atomically
 from .config import ConfigService, Profiles, SecretStore, SettingsError, SettingsStore
+from .config.curve_keys import (
+    AUTHORIZED_KEYS,
+    AuthorizedKeys,
+    CurveError,
+    curve_dir_ready,
+    load_server_keys,
+)
 from .config.secrets import ENV_FALLBACKS
 from .llm.models import model_table
 from .llm.registry import Providers
@@ -60,7 +70,8 @@ from .logs import registered_secrets
 from .paths import Paths, UnsafeRuntimeDir, ensure_private_runtime_dir, make_private_dir
 from .sandbox import Sandbox
 from .sdnotify import notify_ready, notify_stopping
-from .server import Server, Session
+from .server import HEARTBEAT_IVL_MS, Server, Session
+from .server.curve import TcpBindFailed, TcpListener
 from .store import STARTUP_CHECK_SECONDS, Journal, Store, StoreError
 
 if TYPE_CHECKING:
@@ -176,6 +187,33 @@ def _known_secrets() -> frozenset[str]:
     return registered_secrets() | {v for v in from_env if v}
 
 
+def _tcp_listener(address: str, curve_dir: Path) -> TcpListener:
+    """The listener for `address` (the `tcp.listen` setting), or CurveError
+    saying why hdspd cannot listen there under CURVE."""
+    where = f"tcp.listen is {address!r}"
+    if not zmq.has("curve"):
+        raise CurveError(
+            f"{where}, but this libzmq ({zmq.zmq_version()}) has no CURVE, and hdspd "
+            "listens on TCP only under CURVE. Install a pyzmq wheel (it bundles a "
+            "libzmq with CURVE), or unset tcp.listen (`hdsp config set tcp.listen null`)."
+        )
+    try:
+        keys = load_server_keys(curve_dir)
+    except CurveError as exc:
+        raise CurveError(
+            f"{where}, and hdspd listens on TCP only under CURVE: {exc} (Or unset "
+            "tcp.listen: `hdsp config set tcp.listen null`.)"
+        ) from None
+    authorized = AuthorizedKeys(curve_dir / AUTHORIZED_KEYS)
+    try:
+        authorized.load()
+    except CurveError as exc:
+        raise CurveError(f"{where}: {exc}") from None
+    return TcpListener(
+        address=address, public_key=keys.public, secret_key=keys.secret, authorized=authorized
+    )
+
+
 def _exit_on_late_signals() -> None:
     """After the daemon's own signal handling has ended (everything is closed; only
     the interpreter's teardown is left), a SIGTERM/SIGINT ends the process at once
@@ -199,8 +237,10 @@ class Daemon:
         pub_hwm: int = 100_000,
         retention: Retention | None = None,
         startup_check_seconds: float | None = STARTUP_CHECK_SECONDS,
+        heartbeat_ms: int | None = None,
     ) -> None:
         self.pub_hwm = pub_hwm
+        self.heartbeat_ms = heartbeat_ms or HEARTBEAT_IVL_MS
         self.startup_check_seconds = startup_check_seconds
         self.paths = paths
         self.max_message_size = max_message_size
@@ -283,6 +323,7 @@ class Daemon:
     async def _run_locked(self, task_status: TaskStatus[None]) -> None:
         paths = self.paths
         self.config = await self._open_config()
+        tcp = self._tcp_listener()
         providers = Providers(self.config.profiles, self.config.secrets)
         async with (
             Store.open(paths.database, check_seconds=self.startup_check_seconds) as store,
@@ -297,6 +338,8 @@ class Daemon:
                 head_seq=lambda: self.journal.head_seq,
                 max_message_size=self.max_message_size,
                 pub_hwm=self.pub_hwm,
+                tcp=tcp,
+                heartbeat_ms=self.heartbeat_ms,
             )
             self.journal = Journal(
                 store, self.server.publish, publish_batch=self.server.publish_batch
@@ -306,7 +349,10 @@ class Daemon:
             self.config.subscribe(self._announce_settings)
             async with anyio.create_task_group() as tg:
                 await tg.start(self.journal.run)
-                await tg.start(self.server.run)
+                try:
+                    await tg.start(self.server.run)
+                except TcpBindFailed as exc:  # the TCP port is taken, say
+                    raise DaemonError(str(exc)) from None
                 report = self.config.startup_report()
                 if report is not None:  # the settings file was corrupt: say so, durably
                     await self._announce_settings(report)
@@ -411,7 +457,10 @@ class Daemon:
         if not self._engine_started.is_set():  # a set Event's wait() still yields
             await self._engine_started.wait()
         return await self._commands(
-            cmd.data, client_id=session.client_id, client_name=session.info.name
+            cmd.data,
+            client_id=session.client_id,
+            client_name=session.name,
+            client_user=session.user,
         )
 
     async def status(self) -> StatusResult:
@@ -435,6 +484,18 @@ class Daemon:
             sandbox=self.sandbox.status(),
             plaintext_keyring=await self.config.plaintext_keyring(),
             storage=self.store.monitor.health(),
+            tcp=self._tcp_status(),
+        )
+
+    def _tcp_status(self) -> TcpStatus | None:
+        tcp = self.server.tcp
+        if tcp is None:
+            return None
+        return TcpStatus(
+            control=tcp.control,
+            events=tcp.events,
+            server_public_key=tcp.public_key.decode(),
+            authorized_clients=tcp.authorized.count(),
         )
 
     async def _watch_storage(self) -> None:
@@ -528,7 +589,24 @@ class Daemon:
             if self._grace is not None:
                 self._grace.cancel()
 
+    def _tcp_listener(self) -> TcpListener | None:
+        """What the server needs to listen on TCP (the `tcp.listen` setting),
+        only ever under CURVE: DaemonError, naming the setting, when the keys
+        are missing or open to others (nothing is bound then)."""
+        address = self.config.store.settings.tcp.listen
+        if address is None:
+            return None
+        curve_dir = self.paths.curve_dir
+        try:
+            curve_dir_ready(curve_dir)
+            return _tcp_listener(address, curve_dir)
+        except CurveError as exc:
+            raise DaemonError(str(exc)) from None
+        except OSError as exc:
+            raise DaemonError(f"tcp.listen is {address!r}, but {curve_dir}: {exc}") from None
+
     def _write_discovery(self) -> None:
+        tcp = self.server.tcp
         info = Discovery(
             protocol_version=PROTOCOL_VERSION,
             server_version=__version__,
@@ -536,5 +614,6 @@ class Daemon:
             control=self.paths.control_endpoint,
             events=self.paths.events_endpoint,
             started_at=int(time.time() * 1000),
+            server_public_key=None if tcp is None else tcp.public_key.decode(),
         )
         write_atomically(self.paths.discovery_file, encode(info))

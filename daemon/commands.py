@@ -186,25 +186,34 @@ class Commands:
         self._max_message_size = max_message_size
 
     async def __call__(
-        self, command: Command, *, client_id: str, client_name: str | None = None
+        self,
+        command: Command,
+        *,
+        client_id: str,
+        client_name: str | None = None,
+        client_user: str | None = None,
     ) -> Any:
         """Run `command` for the client `client_id`; `client_name` (its Connect's
-        name) is recorded as who answered an ask."""
+        name, or over TCP its key's) is recorded as who answered an ask, and
+        `client_user` (over TCP: the name its key is authorised under) as who
+        sent a message."""
         monitor = self._store.monitor
         if not monitor.writable and not command_spec(command).without_storage:
             raise StorageUnavailable(f"Refused: {monitor.message()}", details=monitor.details())
-        return await self._run(command, client_id, client_name)
+        return await self._run(command, client_id, client_name, client_user)
 
-    async def _run(self, command: Command, client_id: str, client_name: str | None) -> Any:
+    async def _run(
+        self, command: Command, client_id: str, client_name: str | None, client_user: str | None
+    ) -> Any:
         tasks, config, kernels = self._tasks, self._config, self._kernels
         match command:
             # ---- tasks
             case StartNewTask(data=data):
-                return await tasks.start_task(data)
+                return await tasks.start_task(data, sender=client_user)
             case SendMessage(task_id=task_id, data=data):
-                return await tasks.send_message(task_id, data, by=client_name)
+                return await tasks.send_message(task_id, data, by=client_name, sender=client_user)
             case RespondToAsk(task_id=task_id, data=data):
-                return await tasks.respond_to_ask(task_id, data, by=client_name)
+                return await tasks.respond_to_ask(task_id, data, by=client_name, sender=client_user)
             case DeleteQueuedMessage(task_id=task_id, data=message_id):
                 return await tasks.delete_queued_message(task_id, message_id)
             case CancelTask(task_id=task_id):

@@ -48,6 +48,13 @@ class Paths:
         return self.data_dir / "settings.json"
 
     @property
+    def curve_dir(self) -> Path:
+        """The CURVE keys of the TCP endpoint: the daemon's key pair
+        (`server.key`, `server.key_secret`) and the authorised clients' keys
+        (`authorized_keys`), every file 0600 in a 0700 directory."""
+        return self.data_dir / "curve"
+
+    @property
     def data_lock(self) -> Path:
         return self.data_dir / "hdspd.lock"
 

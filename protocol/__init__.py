@@ -31,6 +31,7 @@ from .discovery import (
     discovery_path,
     private_dir_problem,
     private_file_problem,
+    secret_file_problem,
 )
 from .documents import *  # noqa: F403
 from .documents import __all__ as _documents_all
@@ -54,6 +55,7 @@ from .relayed_calls import __all__ as _relayed_calls_all
 from .settings import *  # noqa: F403
 from .settings import __all__ as _settings_all
 from .storage import StorageHealth, StorageState
+from .tcp import Z85_KEY_PATTERN, tcp_endpoints
 from .variables import *  # noqa: F403
 from .variables import __all__ as _variables_all
 from .version import PROTOCOL_VERSION, __version__
@@ -67,11 +69,13 @@ __all__ = [
     "discovery_path",
     "private_dir_problem",
     "private_file_problem",
+    "secret_file_problem",
     "ErrorCode",
     "FrameError",
     "RawReply",
     "StorageHealth",
     "StorageState",
+    "Z85_KEY_PATTERN",
     "__version__",
     "decode_client_message",
     "decode_control_frame",
@@ -79,6 +83,7 @@ __all__ = [
     "decode_server_message",
     "encode",
     "request_id_of",
+    "tcp_endpoints",
     *_blobs_all,
     *_commands_all,
     *_documents_all,

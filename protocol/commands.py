@@ -134,6 +134,7 @@ __all__ = [
     "TaskPage",
     "TaskRef",
     "TaskSnapshot",
+    "TcpStatus",
     "UpdateTodoList",
     "UpdateTodoListData",
     "command_name",
@@ -767,6 +768,19 @@ class SandboxStatus(WireStruct, frozen=True):
     ] = None
 
 
+class TcpStatus(WireStruct, frozen=True):
+    """The daemon's TCP endpoints (the `tcp.listen` setting), always under CURVE."""
+
+    control: Annotated[str, Meta(description="The control socket's TCP endpoint.")]
+    events: Annotated[str, Meta(description="The events socket's TCP endpoint (port + 1).")]
+    server_public_key: Annotated[
+        str, Meta(description="The daemon's public CURVE key (z85): a remote's --server-key.")
+    ]
+    authorized_clients: Annotated[
+        int, Meta(description="How many client keys the authorised keys file lets in now.")
+    ]
+
+
 class StatusResult(WireStruct, frozen=True):
     server_version: str
     protocol_version: int
@@ -794,6 +808,10 @@ class StatusResult(WireStruct, frozen=True):
     storage: Annotated[
         StorageHealth | None,
         Meta(description="Whether the daemon can write its database now (see StorageState)."),
+    ] = None
+    tcp: Annotated[
+        TcpStatus | None,
+        Meta(description="The TCP endpoints under CURVE, when the daemon listens on TCP."),
     ] = None
 
 

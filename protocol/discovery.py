@@ -27,6 +27,7 @@ __all__ = [
     "discovery_path",
     "private_dir_problem",
     "private_file_problem",
+    "secret_file_problem",
 ]
 
 DISCOVERY_FILENAME = "hdspd.json"
@@ -74,8 +75,9 @@ class Discovery(WireStruct, frozen=True):
         str | None,
         Meta(
             description=(
-                "Reserved: the daemon's public CURVE key (z85) for TCP endpoints. hdspd binds "
-                "ipc:// endpoints only and leaves it out."
+                "The daemon's public CURVE key (z85) when it also listens on TCP (the "
+                "`tcp.listen` setting); absent otherwise. `control` and `events` stay the "
+                "local ipc:// endpoints."
             )
         ),
     ] = None
@@ -146,4 +148,22 @@ def private_file_problem(st: os.stat_result, path: Path, *, uid: int | None = No
     if _open_to_others(st):
         mode = stat.S_IMODE(st.st_mode)
         return f"{path} is writable by other users (mode {mode:04o}; it should be 0600)"
+    return None
+
+
+def secret_file_problem(st: os.stat_result, path: Path, *, uid: int | None = None) -> str | None:
+    """Why the file `path` (whose `os.fstat` or `os.lstat` is `st`) cannot be
+    trusted to hold a key: a CURVE secret key, or the list of keys a daemon lets
+    in. Stricter than `private_file_problem`: nobody else may even read it, as
+    ssh insists for its keys."""
+    uid = os.geteuid() if uid is None else uid
+    if not stat.S_ISREG(st.st_mode):
+        return f"{path} is not a regular file"
+    if st.st_uid != uid:
+        return f"{path} belongs to {_who(st.st_uid)}, not to you ({_who(uid)})"
+    mode = stat.S_IMODE(st.st_mode)
+    if mode & 0o077:
+        return (
+            f"{path} is open to other users (mode {mode:04o}; it must be 0600: `chmod 600 {path}`)"
+        )
     return None

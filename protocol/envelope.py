@@ -159,6 +159,16 @@ class AckData(WireStruct, frozen=True):
             )
         ),
     ] = 0
+    user: Annotated[
+        str | None,
+        Meta(
+            description=(
+                "Over TCP: the name under which the daemon authorised this connection's CURVE "
+                "key. The daemon records it as who did what (an answered ask's answeredBy), "
+                "whatever `client.name` says. Absent on the local ipc:// socket."
+            )
+        ),
+    ] = None
 
 
 class Ack(_Envelope, tag="Ack", frozen=True):

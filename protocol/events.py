@@ -105,6 +105,8 @@ class QueuedMessage(WireStruct, frozen=True):
     delivery: Literal["queue", "steer"] | None = None
     #: hdsp: the context the message was sent with (SendMessageData.context).
     context: PromptContext | None = None
+    #: hdsp: over TCP, the name the sender's key is authorised under (ClineMessage.sentBy).
+    sent_by: str | None = None
 
 
 # Events whose payload is just the task id.

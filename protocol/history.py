@@ -209,6 +209,14 @@ class ClineMessage(WireStruct, frozen=True):
             "(the notebook, cell, selection, outline the user kept)."
         ),
     ] = None
+    sent_by: Annotated[
+        str | None,
+        Meta(
+            description="A user's message (text, user_feedback) sent over TCP to a team "
+            "daemon: the name its sender's CURVE key is authorised under. Absent for "
+            "messages sent on the daemon's own machine."
+        ),
+    ] = None
     stop_reason: Annotated[
         str | None,
         Meta(

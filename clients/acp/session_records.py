@@ -11,15 +11,15 @@ the user allowed always.
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 import uuid
 from pathlib import Path
 from typing import Any
 
 import msgspec
 from platformdirs import user_state_dir
+
+from ..private_files import write_whole
 
 __all__ = ["SessionRecord", "SessionRecords"]
 
@@ -73,13 +73,4 @@ class SessionRecords:
         path = self._path(record.session_id)
         assert path is not None
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".tmp-", suffix=".json")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(msgspec.json.encode(record))
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_whole(path, msgspec.json.encode(record))

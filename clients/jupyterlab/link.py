@@ -38,7 +38,7 @@ from anyio.abc import TaskGroup, TaskStatus
 from hdsp.protocol import CommandBase, StatusResult, TaskEvent, encode
 
 from ..client import Client, connect
-from ..discovery import find_daemon
+from ..discovery import find_daemon, runtime_dir
 from ..errors import ClientError, ConnectionLost, CursorExpired, DaemonNotRunning
 
 __all__ = [
@@ -190,7 +190,10 @@ class DaemonLink:
         retry = RETRY_FIRST
         while True:
             try:
-                async with connect(self._runtime_dir, name=self._name, kind="jupyterlab") as client:
+                # Always the daemon on this machine (a runtime dir named, so
+                # HDSP_REMOTE does not apply): notebooks and kernels are here.
+                local = runtime_dir(self._runtime_dir)
+                async with connect(local, name=self._name, kind="jupyterlab") as client:
                     client.timeout = COMMAND_TIMEOUT
                     retry = RETRY_FIRST
                     self._client = client

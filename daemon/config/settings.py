@@ -48,7 +48,7 @@ from hdsp.daemon.atomic_write import fsync_directory, write_atomically
 from hdsp.daemon.conversation import ModelInfo, StreamTimeouts
 from hdsp.daemon.errors import HdspError
 from hdsp.daemon.logs import is_secret_key
-from hdsp.protocol import ErrorCode
+from hdsp.protocol import ErrorCode, tcp_endpoints
 
 from .agents import AgentDefinition, AgentLimits
 from .approvals import ApprovalSettings
@@ -73,6 +73,7 @@ __all__ = [
     "SettingsError",
     "SettingsInvalid",
     "SettingsStore",
+    "TcpSettings",
     "check_document",
     "merge_patch",
     "migrate",
@@ -254,6 +255,22 @@ class CheckpointSettings(_Section):
     git_timeout_seconds: float = Field(default=60.0, gt=0)
 
 
+class TcpSettings(_Section):
+    """A team daemon: TCP endpoints beside the local socket, only ever under CURVE
+    (see :mod:`hdsp.daemon.server.curve`). Read at start: a change takes effect
+    when hdspd restarts."""
+
+    #: `tcp://HOST:PORT`: control on PORT, events on PORT + 1; None: no TCP at all.
+    listen: str | None = None
+
+    @field_validator("listen")
+    @classmethod
+    def _listen_is_tcp(cls, value: str | None) -> str | None:
+        if value is not None:
+            tcp_endpoints(value)  # raises ValueError saying what is wrong
+        return value
+
+
 class Settings(_Section):
     """The whole settings document (``settings.json``)."""
 
@@ -280,6 +297,8 @@ class Settings(_Section):
     agent_limits: AgentLimits = AgentLimits()
     #: MCP servers every workspace has (issue 23; :mod:`hdsp.daemon.config.mcp`).
     mcp: McpSettings = McpSettings()
+    #: TCP endpoints under CURVE, for a team daemon (off unless `tcp.listen` is set).
+    tcp: TcpSettings = TcpSettings()
 
     @model_validator(mode="before")
     @classmethod

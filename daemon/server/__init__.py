@@ -3,7 +3,15 @@
 from __future__ import annotations
 
 from .dispatch import Dispatcher, DispatcherFull
-from .server import CAPABILITIES, Server
+from .server import CAPABILITIES, HEARTBEAT_IVL_MS, Server
 from .sessions import Session, Sessions
 
-__all__ = ["CAPABILITIES", "Dispatcher", "DispatcherFull", "Server", "Session", "Sessions"]
+__all__ = [
+    "CAPABILITIES",
+    "HEARTBEAT_IVL_MS",
+    "Dispatcher",
+    "DispatcherFull",
+    "Server",
+    "Session",
+    "Sessions",
+]

@@ -12,6 +12,11 @@ can look at it, so the hard cap bounds what one frame may cost.
 Which clients are there (`live_clients`, for GetStatus) follows the control
 socket's connections as ZeroMQ reports them (see `sessions`); heartbeats close
 a connection whose peer stopped answering.
+
+With `tcp` (the `tcp.listen` setting), both sockets also listen on TCP, only
+under CURVE, with ZAP deciding who comes in (see `curve`): the same sockets,
+so sessions, replies, events and the limits work alike on both, and a TCP
+client's session carries the name its key is authorised under.
 """
 
 from __future__ import annotations
@@ -55,12 +60,14 @@ from hdsp.protocol import (
     request_id_of,
 )
 
+from .connections import shut_down_tcp
+from .curve import TcpBindFailed, TcpListener, ZapHandler
 from .dispatch import Dispatcher, DispatcherFull
 from .publishing import EventPublisher
 from .sessions import Session, Sessions
 from .subscriptions import SubscriptionGuard
 
-__all__ = ["CAPABILITIES", "SYNC_PREFIX", "Server", "transport_limit"]
+__all__ = ["CAPABILITIES", "HEARTBEAT_IVL_MS", "SYNC_PREFIX", "Server", "transport_limit"]
 
 log = structlog.get_logger("hdsp.server")
 
@@ -83,10 +90,12 @@ Handler = Callable[[TaskCommand, Session], Awaitable[Any]]
 _FRAMES_PER_TURN = 32
 
 #: ZeroMQ heartbeats on the control socket (ms): a peer that answers none for
-#: the timeout (a host gone, over TCP) has its connection closed, and so its
-#: session ends. (A killed process's ipc connection closes at once.)
-_HEARTBEAT_IVL_MS = 10_000
-_HEARTBEAT_TIMEOUT_MS = 30_000
+#: three intervals (a host gone, over TCP) has its connection closed, and so
+#: its session ends. (A killed process's ipc connection closes at once.)
+HEARTBEAT_IVL_MS = 10_000
+
+#: How often the authorised keys file is looked at for revoked keys (seconds).
+_REVOCATION_CHECK_SECONDS = 1.0
 
 #: What the control socket's monitor reports.
 _CONNECTION_EVENTS = zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED
@@ -94,13 +103,29 @@ _CONNECTION_EVENTS = zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED
 
 def _peer_pid(frame: zmq.Frame) -> int | None:
     """The peer's pid, as the kernel told ZeroMQ (SO_PEERCRED): an ipc peer's
-    "Peer-Address" is "<host>:<uid>:<gid>:<pid>"."""
+    "Peer-Address" is "<host>:<uid>:<gid>:<pid>". (Only on ipc: a TCP peer's is
+    its IP address, which has colons too.)"""
     try:
         address = str(frame.get("Peer-Address"))
     except zmq.ZMQError:
         return None
     parts = address.split(":")
     return int(parts[3]) if len(parts) == 4 and parts[3].isdigit() else None
+
+
+def _user_id(frame: zmq.Frame) -> str | None:
+    """The name a TCP peer authenticated as (its CURVE key's, in the authorised
+    keys file: the ZAP handler's answer, which libzmq puts on every frame of
+    that connection); None on ipc, where there is no ZAP."""
+    try:
+        user = str(frame.get("User-Id"))
+    except zmq.ZMQError:
+        return None
+    return user or None
+
+
+def _port(endpoint: str) -> int:
+    return int(endpoint.rsplit(":", 1)[1])
 
 
 def transport_limit(max_message_size: int) -> int:
@@ -121,9 +146,14 @@ class Server:
         max_message_size: int = 64 * 1024 * 1024,
         pub_hwm: int = 100_000,
         max_subscriptions: int = 1024,
+        tcp: TcpListener | None = None,
+        heartbeat_ms: int = HEARTBEAT_IVL_MS,
     ) -> None:
         self.control_endpoint = control_endpoint
         self.events_endpoint = events_endpoint
+        #: TCP endpoints beside the ipc:// ones, under CURVE (None: no TCP).
+        self.tcp = tcp
+        self._heartbeat_ms = heartbeat_ms
         self._handle = handle
         self._head_seq = head_seq
         self.max_message_size = max_message_size
@@ -139,6 +169,7 @@ class Server:
             endpoint=events_endpoint,
             on_subscribe=self._on_subscribe,
             max_per_peer=max_subscriptions,
+            tcp_endpoint=None if tcp is None else tcp.events,
         )
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
@@ -149,14 +180,15 @@ class Server:
         # waiting for the daemon to publish on it (see `SYNC_PREFIX`).
         pub = ctx.socket(zmq.XPUB)
         monitor: zmq.asyncio.Socket | None = None
+        zap: ZapHandler | None = None
         try:
             for sock in (router, pub):
                 sock.setsockopt(zmq.LINGER, 0)
             router.setsockopt(zmq.MAXMSGSIZE, transport_limit(self.max_message_size))
             router.setsockopt(zmq.SNDHWM, 10_000)
             router.setsockopt(zmq.RCVHWM, 10_000)
-            router.setsockopt(zmq.HEARTBEAT_IVL, _HEARTBEAT_IVL_MS)
-            router.setsockopt(zmq.HEARTBEAT_TIMEOUT, _HEARTBEAT_TIMEOUT_MS)
+            router.setsockopt(zmq.HEARTBEAT_IVL, self._heartbeat_ms)
+            router.setsockopt(zmq.HEARTBEAT_TIMEOUT, 3 * self._heartbeat_ms)
             pub.setsockopt(zmq.SNDHWM, self._pub_hwm)
             SubscriptionGuard.configure(pub)
             monitor = self._monitor(ctx, router)
@@ -165,8 +197,15 @@ class Server:
             for endpoint in (self.control_endpoint, self.events_endpoint):
                 if endpoint.startswith("ipc://"):
                     os.chmod(endpoint.removeprefix("ipc://"), 0o600)
+            if self.tcp is not None:
+                zap = ZapHandler(ctx, self.tcp.authorized)
+                zap.start()  # before the binds: no handshake goes unchecked
+                self._bind_tcp(router, pub, self.tcp)
             self._router, self._pub = router, EventPublisher(pub)
             async with anyio.create_task_group() as tg:
+                if zap is not None:
+                    await tg.start(zap.serve)
+                    tg.start_soon(self._watch_revocations)
                 await tg.start(self.dispatcher.run)
                 tg.start_soon(self.subscriptions.run, pub)
                 tg.start_soon(self._follow_connections, monitor)
@@ -178,11 +217,70 @@ class Server:
             if monitor is not None:
                 monitor.close(linger=0)
             pub.close(linger=1000)
+            if zap is not None:
+                zap.stop()
             ctx.term()
             for endpoint in (self.control_endpoint, self.events_endpoint):
                 if endpoint.startswith("ipc://"):
                     with contextlib.suppress(FileNotFoundError):
                         os.unlink(endpoint.removeprefix("ipc://"))
+
+    def _bind_tcp(
+        self, router: zmq.asyncio.Socket, pub: zmq.asyncio.Socket, tcp: TcpListener
+    ) -> None:
+        """Bind the TCP endpoints under CURVE. A socket's options apply to the
+        binds after them, so its ipc:// endpoint, bound before, stays as it was:
+        no CURVE, no ZAP, no heartbeats on events."""
+        for sock in (router, pub):
+            tcp.secure(sock)
+        # A subscription comes inside a CURVE MESSAGE command, 33 bytes more.
+        pub.setsockopt(zmq.MAXMSGSIZE, SubscriptionGuard.max_frame(curve=True))
+        # A subscriber that vanished (a host gone) is dropped, and its subscriptions.
+        pub.setsockopt(zmq.HEARTBEAT_IVL, self._heartbeat_ms)
+        pub.setsockopt(zmq.HEARTBEAT_TIMEOUT, 3 * self._heartbeat_ms)
+        for sock, endpoint in ((router, tcp.control), (pub, tcp.events)):
+            try:
+                sock.bind(endpoint)
+            except zmq.ZMQError as exc:
+                raise TcpBindFailed(
+                    f"hdspd cannot listen on {endpoint} (tcp.listen is {tcp.address!r}; "
+                    f"events take the next port): {exc.strerror}."
+                ) from None
+        log.info("listening on tcp under CURVE", control=tcp.control, events=tcp.events)
+
+    async def _watch_revocations(self) -> None:
+        """Cut the TCP connections of clients whose key was revoked (or
+        replaced): ZAP only sees new handshakes, and a connection made before
+        the revocation would stay open."""
+        tcp = self.tcp
+        assert tcp is not None
+        while True:
+            await anyio.sleep(_REVOCATION_CHECK_SECONDS)
+            revoked = tcp.authorized.take_revoked()
+            if revoked:
+                self._cut_revoked(tcp, revoked)
+
+    def _cut_revoked(self, tcp: TcpListener, revoked: set[str]) -> None:
+        """Shut down the revoked clients' control connections, any control
+        connection that has said no Connect yet, and every events connection
+        (which carry no name the daemon can see: the others reconnect by
+        themselves, and their streams replay what they missed)."""
+        self._read_connection_events()
+        keep = {
+            session.connection
+            for session in self.sessions
+            if session.user is not None
+            and session.user not in revoked
+            and session.connection is not None
+        }
+        control = shut_down_tcp(_port(tcp.control), keep=keep)
+        events = shut_down_tcp(_port(tcp.events))
+        log.warning(
+            "tcp clients cut: their keys were revoked",
+            users=sorted(revoked),
+            control_connections=control,
+            events_connections=events,
+        )
 
     def _monitor(self, ctx: zmq.asyncio.Context, router: zmq.asyncio.Socket) -> zmq.asyncio.Socket:
         """A socket that receives the control socket's connections opening and
@@ -359,18 +457,30 @@ class Server:
                 f"{msg.protocol_version}; install matching versions of hdsp.",
             )
             return
-        connection = peer_pid = None
+        connection = peer_pid = user = None
         if origin is not None:
             self._read_connection_events()  # its connection's opening, at least
             connection = origin.get(zmq.SRCFD)
-            peer_pid = _peer_pid(origin)
+            user = _user_id(origin)
+            peer_pid = _peer_pid(origin) if user is None else None
+        if user is not None and self.tcp is not None and not self.tcp.authorized.allows(user):
+            # Authenticated before its key was revoked, and not cut yet.
+            await self._error(
+                envelope,
+                None,
+                ErrorCode.NOT_CONNECTED,
+                f"The key this connection authenticated with ({user!r}) is no longer "
+                "authorised; the handshake is refused.",
+            )
+            return
         session = self.sessions.connect(
-            identity, msg.client, connection=connection, peer_pid=peer_pid
+            identity, msg.client, connection=connection, peer_pid=peer_pid, user=user
         )
         log.info(
             "client connected",
             client_id=session.client_id,
             client=msg.client.name,
+            user=user,
             pid=peer_pid,
             said_pid=msg.client.pid,
         )
@@ -384,6 +494,7 @@ class Server:
                 head_seq=self._head_seq(),
                 capabilities=CAPABILITIES,
                 max_message_size=self.max_message_size,
+                user=session.user,
             )
         )
         await self._send(envelope, ack)

@@ -25,7 +25,7 @@ import select
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from hdsp.protocol import ClientInfo
@@ -43,6 +43,15 @@ class Session:
     connection: int | None = None
     #: The peer's pid as the kernel reported it (not as the client said).
     peer_pid: int | None = None
+    #: Over TCP: the name the client's CURVE key is authorised under (ZAP's
+    #: User-Id); None on the local socket.
+    user: str | None = None
+
+    @property
+    def name(self) -> str:
+        """Who the client is, for the history: its authenticated name over TCP
+        (a TCP client cannot pass for another), else the name its Connect gave."""
+        return self.user if self.user is not None else self.info.name
 
 
 class Sessions:
@@ -58,6 +67,9 @@ class Sessions:
     def __len__(self) -> int:
         return len(self._by_identity)
 
+    def __iter__(self) -> Iterator[Session]:
+        return iter(list(self._by_identity.values()))
+
     def connect(
         self,
         identity: bytes,
@@ -65,6 +77,7 @@ class Sessions:
         *,
         connection: int | None = None,
         peer_pid: int | None = None,
+        user: str | None = None,
     ) -> Session:
         """A new session for `identity`, bound to `connection`. One whose
         connection already closed (its Connect was read after the end) is not
@@ -76,6 +89,7 @@ class Sessions:
             connected_at=time.time(),
             connection=connection,
             peer_pid=peer_pid,
+            user=user,
         )
         if connection is not None and connection not in self._open:
             self._by_identity.pop(identity, None)

@@ -14,7 +14,10 @@ not. And there is no call that drops one peer of an XPUB. So the bounds are:
   over the limit has its connections to this socket cut: found among the daemon's
   own file descriptors by the peer's pid (SO_PEERCRED) and the socket's path, and
   shut down, which ZeroMQ sees as the peer going away (it frees the peer's
-  subscriptions and tells us with an unsubscription for each). Freeing them is
+  subscriptions and tells us with an unsubscription for each). Over TCP (a team
+  daemon, under CURVE) a peer is the name its key is authorised under at its IP
+  address; its cut shuts down every connection from that address to the TCP
+  events port (other clients there reconnect by themselves, and replay). Freeing them is
   one call into libzmq that walks the trie with the event loop stopped, a cost
   that grows with the bytes the peer held: 65 ms for 1,025 topics of 200 bytes
   on this 2-core machine, 0.2-1.1 s when it is busy, which held a Ping that long
@@ -53,6 +56,8 @@ import structlog
 import zmq
 import zmq.asyncio
 
+from .connections import shut_down_tcp
+
 __all__ = ["MAX_BYTES_PER_PEER", "MAX_TOPIC", "SubscriptionGuard"]
 
 log = structlog.get_logger("hdsp.server")
@@ -64,6 +69,9 @@ MAX_TOPIC = 256
 MAX_BYTES_PER_PEER = 40 * 1024
 #: Room for the framing of a subscription: "\x01" (ZMTP 3.0) or "\x09SUBSCRIBE".
 _SUBSCRIBE_OVERHEAD = 16
+#: What CURVE wraps around a message: "\x07MESSAGE", a nonce, a MAC and flags
+#: (ZeroMQ RFC 26). The cap then also lets CURVE's INITIATE command through.
+_CURVE_OVERHEAD = 33
 #: Subscription messages handled before other tasks get a turn.
 _BATCH = 256
 #: Unsubscriptions after which freed memory is handed back to the OS.
@@ -94,8 +102,11 @@ class SubscriptionGuard:
         endpoint: str,
         on_subscribe: Callable[[bytes], Awaitable[None]],
         max_per_peer: int = 1024,
+        tcp_endpoint: str | None = None,
     ) -> None:
         self._path = endpoint.removeprefix("ipc://") if endpoint.startswith("ipc://") else None
+        #: The port of the socket's TCP endpoint, if it has one.
+        self._tcp_port = None if tcp_endpoint is None else int(tcp_endpoint.rsplit(":", 1)[1])
         self._on_subscribe = on_subscribe
         self.max_per_peer = max_per_peer
         #: Per peer address, the topics it holds (a topic may be held twice).
@@ -111,9 +122,15 @@ class SubscriptionGuard:
         self.cuts = 0
 
     @staticmethod
+    def max_frame(*, curve: bool = False) -> int:
+        """The socket's MAXMSGSIZE: a subscription to a topic of `MAX_TOPIC`
+        bytes, and its framing (and CURVE's, on TCP)."""
+        return MAX_TOPIC + _SUBSCRIBE_OVERHEAD + (_CURVE_OVERHEAD if curve else 0)
+
+    @staticmethod
     def configure(pub: zmq.asyncio.Socket) -> None:
         """Socket options the guard relies on; set before bind."""
-        pub.setsockopt(zmq.MAXMSGSIZE, MAX_TOPIC + _SUBSCRIBE_OVERHEAD)
+        pub.setsockopt(zmq.MAXMSGSIZE, SubscriptionGuard.max_frame())
         # libzmq does a pipe's whole backlog of subscriptions (trie work, ~30 us
         # each) in one call of ours: at 1000 a churning peer stalled it for
         # seconds, at 100 for about a tenth of one (measured on 2 busy cores).
@@ -150,6 +167,9 @@ class SubscriptionGuard:
             peer = str(frame.get("Peer-Address"))
         except zmq.ZMQError:
             peer = None  # ZeroMQ's own unsubscription for a peer that went away
+        else:
+            with contextlib.suppress(zmq.ZMQError):  # over TCP: who, at that address
+                peer = f"{frame.get('User-Id')}@{peer}"
         if peer is not None and not self._spend(peer):
             return
         if msg[0] == 0:
@@ -212,7 +232,12 @@ class SubscriptionGuard:
             return
 
     def _cut(self, peer: str) -> None:
-        """Shut down this socket's connections from the peer's process."""
+        """Shut down this socket's connections from the peer's process (over
+        TCP: from the peer's address)."""
+        if "@" in peer:
+            if self._tcp_port is not None:
+                shut_down_tcp(self._tcp_port, peer=peer.rsplit("@", 1)[1])
+            return
         pid_text = peer.rsplit(":", 1)[-1]
         if self._path is None or not pid_text.isdigit():
             return

@@ -209,7 +209,11 @@ class AskBox:
         )
         if answer.text or answer.images:
             await self._messages.say(
-                Say.USER_FEEDBACK, answer.text, images=answer.images or None, context=answer.context
+                Say.USER_FEEDBACK,
+                answer.text,
+                images=answer.images or None,
+                context=answer.context,
+                sent_by=answer.sent_by,
             )
         await self._messages.emit(TaskAskResponded(payload=(self.task_id,)))
         pending.answered.set()

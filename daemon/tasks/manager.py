@@ -562,7 +562,9 @@ class TaskManager:
 
     # ---- commands -----------------------------------------------------------
 
-    async def start_task(self, data: StartNewTaskData) -> TaskRef:
+    async def start_task(self, data: StartNewTaskData, *, sender: str | None = None) -> TaskRef:
+        """StartNewTask (`sender`: over TCP, the name the client's key is
+        authorised under, recorded on the task's first message)."""
         self._check_open()
         tg = self._require_tg()
         config = data.configuration
@@ -633,7 +635,7 @@ class TaskManager:
         )
         # Offered before its first turn starts: that turn's first request has them.
         self._offer_mcp(task_id, workspace, data.mcp_servers)
-        await self._start(tg, item, text, data.images, context)
+        await self._start(tg, item, text, data.images, context, sent_by=sender)
         log.info("task started", task_id=task_id, profile=profile, agent=config.agent)
         # The reply hands out the task's id: the task must be on disk first, or a
         # crash right after it leaves the client an id that names nothing.
@@ -649,6 +651,7 @@ class TaskManager:
         context: PromptContext | None = None,
         *,
         parent: Task | None = None,
+        sent_by: str | None = None,
     ) -> Task:
         """Create the task `item` (with its first message `text`) and start its
         first turn: a user's new task and an agent's call (a child of `parent`)
@@ -679,7 +682,7 @@ class TaskManager:
         if parent is not None:
             await self.journal.emit(TaskSpawned(payload=(parent.id, task.id)))
             await self.journal.emit(TaskDelegated(payload=(parent.id, task.id)))
-        await task.messages.say(Say.TEXT, text, images=images, context=context)
+        await task.messages.say(Say.TEXT, text, images=images, context=context, sent_by=sent_by)
         await task.history.append(
             ApiMessage(role="user", content=user_content(text, images, context), ts=task.item.ts)
         )
@@ -771,10 +774,17 @@ class TaskManager:
             tg.cancel_scope.cancel()
 
     async def send_message(
-        self, task_id: str, data: SendMessageData, *, by: str | None = None
+        self,
+        task_id: str,
+        data: SendMessageData,
+        *,
+        by: str | None = None,
+        sender: str | None = None,
     ) -> TaskRef:
         """A message from the user: it answers a waiting ask, waits in the queue of
-        a busy task, or starts the next turn."""
+        a busy task, or starts the next turn. `by` names the client (who answered
+        an ask); `sender`, over TCP, the name its key is authorised under, kept on
+        the message."""
         self._check_open()
         if not (data.text or "").strip() and not data.images:
             raise CommandError(ErrorCode.INVALID_REQUEST, "The message has no text and no images.")
@@ -799,16 +809,17 @@ class TaskManager:
                     by=by,
                     context=data.context,
                     context_block=None if data.context is None else context_block(data.context),
+                    sent_by=sender,
                 )
                 await task.asks.respond(ask.ts, answer)
                 return TaskRef(task_id=task_id, state=TaskState.RUNNING)
             if task.busy:
                 # Queued, or, to steer, taken by the running turn before its next request.
-                await task.queue.put(data)
+                await task.queue.put(data, sent_by=sender)
                 # A reply that says queued is a promise: a crash must not break it.
                 await self._committed_unless_failing()
                 return TaskRef(task_id=task_id, state=task.state, queued=True)
-            task.start_turn(self._require_tg(), message=data)
+            task.start_turn(self._require_tg(), message=data, sent_by=sender)
             return TaskRef(task_id=task_id, state=TaskState.RUNNING)
         finally:
             self.settle(task)
@@ -890,7 +901,12 @@ class TaskManager:
         return msgspec.structs.replace(data, context=context)
 
     async def respond_to_ask(
-        self, task_id: str, data: RespondToAskData, *, by: str | None = None
+        self,
+        task_id: str,
+        data: RespondToAskData,
+        *,
+        by: str | None = None,
+        sender: str | None = None,
     ) -> TaskRef:
         task = self._tasks.get(task_id)
         if task is None:
@@ -922,6 +938,7 @@ class TaskManager:
             by=by,
             context=context,
             context_block=None if context is None else context_block(context),
+            sent_by=sender,
         )
         await task.asks.respond(data.ask_ts, answer)
         return TaskRef(task_id=task_id, state=task.state)

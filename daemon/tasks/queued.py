@@ -57,8 +57,9 @@ class MessageQueue:
     def __len__(self) -> int:
         return len(self._messages)
 
-    async def put(self, data: SendMessageData) -> None:
-        """Queue `data`; raises CommandError (task_busy) when MAX_QUEUED wait."""
+    async def put(self, data: SendMessageData, *, sent_by: str | None = None) -> None:
+        """Queue `data` (from the TCP client `sent_by`, if it came over TCP);
+        raises CommandError (task_busy) when MAX_QUEUED wait."""
         if len(self._messages) >= MAX_QUEUED:
             raise CommandError(
                 ErrorCode.TASK_BUSY,
@@ -73,6 +74,7 @@ class MessageQueue:
             images=data.images,
             delivery="steer" if data.delivery == "steer" else None,
             context=data.context,
+            sent_by=sent_by,
         )
         self._messages.append(message)
         await self._published()
@@ -87,23 +89,29 @@ class MessageQueue:
         self._messages = deque(kept)
         await self._published()
 
-    async def take(self) -> SendMessageData | None:
-        """The oldest message, out of the queue; None if none waits."""
+    async def take(self) -> tuple[SendMessageData, str | None] | None:
+        """The oldest message, out of the queue, and who sent it over TCP; None
+        if none waits."""
         if not self._messages:
             return None
         message = self._messages.popleft()
         await self._published()
-        return SendMessageData(text=message.text, images=message.images, context=message.context)
+        data = SendMessageData(text=message.text, images=message.images, context=message.context)
+        return data, message.sent_by
 
-    async def take_steered(self) -> list[SendMessageData]:
-        """The messages sent to steer the running turn, out of the queue, oldest first."""
+    async def take_steered(self) -> list[tuple[SendMessageData, str | None]]:
+        """The messages sent to steer the running turn, out of the queue, oldest
+        first, each with who sent it over TCP."""
         steered = [m for m in self._messages if m.delivery == "steer"]
         if not steered:
             return []
         self._messages = deque(m for m in self._messages if m.delivery != "steer")
         await self._published()
         return [
-            SendMessageData(text=m.text, images=m.images, delivery="steer", context=m.context)
+            (
+                SendMessageData(text=m.text, images=m.images, delivery="steer", context=m.context),
+                m.sent_by,
+            )
             for m in steered
         ]
 

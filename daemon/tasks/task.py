@@ -290,10 +290,11 @@ class Task:
         first: bool = False,
         message: SendMessageData | None = None,
         resume: bool = False,
+        sent_by: str | None = None,
     ) -> None:
-        """Start an agent turn in `tg`: record `message` from the user first, or,
-        with `resume`, go on from the saved `self.turn`. The caller checked that no
-        turn is running."""
+        """Start an agent turn in `tg`: record `message` from the user first (from
+        the TCP client `sent_by`, if it came over TCP), or, with `resume`, go on
+        from the saved `self.turn`. The caller checked that no turn is running."""
         assert not self.busy
         self._returned = None
         self._turn_done = anyio.Event()
@@ -301,7 +302,7 @@ class Task:
         self._stop_as = TaskState.ABORTED
         if not resume:
             self.state = TaskState.RUNNING
-        tg.start_soon(self._run_turn, tg, first, message, resume, name=f"task {self.id}")
+        tg.start_soon(self._run_turn, tg, first, message, resume, sent_by, name=f"task {self.id}")
 
     async def wait_turn_over(self) -> None:
         """Wait until no turn runs (one that starts meanwhile is waited for too)."""
@@ -352,12 +353,17 @@ class Task:
         if done and not self._deps.closing():
             queued = await self.queue.take()
             if queued is not None:
-                self.start_turn(tg, message=queued)
+                self.start_turn(tg, message=queued[0], sent_by=queued[1])
         self._settle(self)
         return call
 
     async def _run_turn(
-        self, tg: TaskGroup, first: bool, message: SendMessageData | None, resume: bool
+        self,
+        tg: TaskGroup,
+        first: bool,
+        message: SendMessageData | None,
+        resume: bool,
+        sent_by: str | None = None,
     ) -> None:
         assert self._scope is not None
         structlog.contextvars.bind_contextvars(task_id=self.id)
@@ -373,6 +379,7 @@ class Task:
                         message.text,
                         images=message.images,
                         context=message.context,
+                        sent_by=sent_by,
                     )
                     await self.history.add(
                         "user", user_content(message.text, message.images, message.context)
@@ -393,7 +400,7 @@ class Task:
         if outcome is TaskState.COMPLETED and not self._deps.closing():
             queued = await self.queue.take()
             if queued is not None:
-                self.start_turn(tg, message=queued)
+                self.start_turn(tg, message=queued[0], sent_by=queued[1])
         self._settle(self)
 
     async def _end_turn(self, outcome: TaskState | None) -> None:
@@ -518,10 +525,14 @@ class Task:
             if self._feedback:
                 text, self._feedback = "\n\n".join(self._feedback), []
                 await self.history.add("user", [TextBlock(text=text)])
-            for steer in await self.queue.take_steered():
+            for steer, sender in await self.queue.take_steered():
                 # Where it lands in the turn is where every client sees it.
                 await self.messages.say(
-                    Say.USER_FEEDBACK, steer.text, images=steer.images, context=steer.context
+                    Say.USER_FEEDBACK,
+                    steer.text,
+                    images=steer.images,
+                    context=steer.context,
+                    sent_by=sender,
                 )
                 await self.history.add(
                     "user", user_content(steer.text, steer.images, steer.context)

@@ -84,6 +84,9 @@ class AskAnswer:
     context: PromptContext | None = None
     #: ...and as the model reads it (a delimited block of data, never instructions).
     context_block: str | None = None
+    #: Over TCP: the name the answering client's key is authorised under, kept on
+    #: the user's message an answer with text becomes.
+    sent_by: str | None = None
 
     @property
     def approved(self) -> bool:

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import anyio
 import pytest
-import zmq
 
 from hdsp.client import Client, connect, find_daemon
 from hdsp.daemon.server.subscriptions import MAX_BYTES_PER_PEER
@@ -25,6 +24,7 @@ from tests.fakes.openai_server import Reply as FakeReply
 from tests.support.daemon_process import DaemonProcess
 from tests.support.events import collect_turn, texts
 from tests.support.raw_peer import daemon_rss_kib
+from tests.support.subscription_flood import subscribe_then_sync
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow, pytest.mark.usefixtures("frozen_heap")]
 
@@ -165,39 +165,6 @@ async def test_churn_and_disconnects_cost_no_stall_and_sigterm_still_stops(
         assert time.perf_counter() - t < 10
 
 
-def _subscribe_then_sync(endpoint: str, topics: list[bytes]) -> bool:
-    """Subscribe `topics`, then a sync probe; True when the daemon answered the
-    probe (it read every subscription before it: one pipe is in order), False
-    when it cut this peer first."""
-    ctx = zmq.Context()
-    sub = ctx.socket(zmq.SUB)
-    sub.setsockopt(zmq.LINGER, 0)
-    sub.setsockopt(zmq.SNDHWM, 0)
-    sub.setsockopt(zmq.RECONNECT_IVL, -1)  # a cut stays cut
-    monitor = sub.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED)
-    try:
-        sub.connect(endpoint)
-        monitor.recv_multipart()
-        for topic in topics:
-            sub.setsockopt(zmq.SUBSCRIBE, topic)
-        probe = b"\x00sync.bound-test"
-        sub.setsockopt(zmq.SUBSCRIBE, probe)
-        poller = zmq.Poller()
-        poller.register(sub, zmq.POLLIN)
-        poller.register(monitor, zmq.POLLIN)
-        while True:
-            ready = dict(poller.poll(30_000))
-            assert ready, "neither the sync answer nor a disconnect in 30 s"
-            if monitor in ready:
-                return False  # disconnected: cut
-            if sub.recv_multipart()[0] == probe:
-                return True
-    finally:
-        monitor.close(linger=0)
-        sub.close(linger=0)
-        ctx.term()
-
-
 async def test_a_peer_is_held_to_its_topic_bytes_and_task_ids_fit(daemon: DaemonProcess) -> None:
     """Freeing a cut peer's subscriptions is one libzmq call that stops the loop
     for as long as the peer's topics are long; a bound on their bytes bounds it.
@@ -207,4 +174,4 @@ async def test_a_peer_is_held_to_its_topic_bytes_and_task_ids_fit(daemon: Daemon
         await anyio.to_thread.run_sync(daemon.wait_for_log, "cutting an events peer's connections")
     assert f"holds more than {MAX_BYTES_PER_PEER} bytes of topics" in daemon.stderr()
     ids = [str(uuid.uuid4()).encode() for _ in range(1000)]
-    assert await anyio.to_thread.run_sync(_subscribe_then_sync, endpoint, ids)
+    assert await anyio.to_thread.run_sync(subscribe_then_sync, endpoint, ids)

@@ -69,7 +69,7 @@ async def test_the_queue_is_bounded_and_every_change_is_published(tmp_path: Path
             await queue.delete(second.id)
         assert gone.value.code is ErrorCode.INVALID_REQUEST
         taken = await queue.take()
-        assert taken is not None and taken.text == "m0"
+        assert taken is not None and taken[0].text == "m0" and taken[1] is None
         assert [m.text for m in queue][:2] == ["m2", "m3"]
         updates = await parts.of(QueuedMessagesUpdated)
         assert len(updates) == MAX_QUEUED + 2
@@ -84,3 +84,22 @@ async def test_taking_from_an_empty_queue_publishes_nothing(tmp_path: Path) -> N
         assert await queue.take() is None
         assert len(queue) == 0
         assert await parts.of(QueuedMessagesUpdated) == []
+
+
+async def test_a_queued_message_keeps_who_sent_it_over_tcp(tmp_path: Path) -> None:
+    """A team daemon's queue says who queued each message (its key's name), and
+    the message taken from it still does: stored, so a restart keeps it too."""
+    async with open_parts(tmp_path) as parts:
+        queue = MessageQueue("task-1", parts.messages().emit, parts.deps.clock)
+        await queue.put(SendMessageData(text="from far"), sent_by="alice")
+        await queue.put(SendMessageData(text="steer", delivery="steer"), sent_by="bob")
+        await queue.put(SendMessageData(text="local"))
+        assert [m.sent_by for m in queue] == ["alice", "bob", None]
+        updates = await parts.of(QueuedMessagesUpdated)
+        last = updates[-1]
+        assert isinstance(last, QueuedMessagesUpdated)
+        assert [m.sent_by for m in last.payload[1]] == ["alice", "bob", None]
+        steered = await queue.take_steered()
+        assert [(d.text, by) for d, by in steered] == [("steer", "bob")]
+        taken = await queue.take()
+        assert taken is not None and (taken[0].text, taken[1]) == ("from far", "alice")

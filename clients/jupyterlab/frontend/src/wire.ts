@@ -274,6 +274,7 @@ export interface HdspWire {
   TaskToolFailed: TaskToolFailed;
   TaskUnfocused: TaskUnfocused;
   TaskUnpaused: TaskUnpaused;
+  TcpStatus: TcpStatus;
   TodoItem: TodoItem;
   TokenUsage: TokenUsage;
   ToolCallResult: ToolCallResult;
@@ -325,6 +326,10 @@ export interface AckData {
    * The daemon's package version.
    */
   serverVersion: string;
+  /**
+   * Over TCP: the name under which the daemon authorised this connection's CURVE key. The daemon records it as who did what (an answered ask's answeredBy), whatever `client.name` says. Absent on the local ipc:// socket.
+   */
+  user?: string | null;
 }
 /**
  * The cell the user has active (JupyterLab's active cell).
@@ -1600,6 +1605,10 @@ export interface ClineMessage {
   reasoning?: string | null;
   say?: string | null;
   /**
+   * A user's message (text, user_feedback) sent over TCP to a team daemon: the name its sender's CURVE key is authorised under. Absent for messages sent on the daemon's own machine.
+   */
+  sentBy?: string | null;
+  /**
    * A model's reply (text): why it ended, when it did not end by itself: "max_tokens" (cut at the output limit), "refusal" (the model refused), "content_filter" (the provider filtered it).
    */
   stopReason?: string | null;
@@ -1978,6 +1987,10 @@ export interface StatusResult {
   storage?: StorageHealth | null;
   tasksRunning: number;
   tasksTotal: number;
+  /**
+   * The TCP endpoints under CURVE, when the daemon listens on TCP.
+   */
+  tcp?: TcpStatus | null;
   uptimeSeconds: number;
 }
 /**
@@ -2015,6 +2028,27 @@ export interface StorageHealth {
    */
   since?: number | null;
   state?: StorageState;
+}
+/**
+ * The daemon's TCP endpoints (the `tcp.listen` setting), always under CURVE.
+ */
+export interface TcpStatus {
+  /**
+   * How many client keys the authorised keys file lets in now.
+   */
+  authorizedClients: number;
+  /**
+   * The control socket's TCP endpoint.
+   */
+  control: string;
+  /**
+   * The events socket's TCP endpoint (port + 1).
+   */
+  events: string;
+  /**
+   * The daemon's public CURVE key (z85): a remote's --server-key.
+   */
+  serverPublicKey: string;
 }
 export interface SystemPromptText {
   mode: string;
@@ -2121,6 +2155,7 @@ export interface QueuedMessage {
   delivery?: ('queue' | 'steer') | null;
   id: string;
   images?: string[] | null;
+  sentBy?: string | null;
   text: string;
   timestamp: number;
 }
@@ -2975,7 +3010,7 @@ export interface Discovery {
    */
   protocolVersion: number;
   /**
-   * Reserved: the daemon's public CURVE key (z85) for TCP endpoints. hdspd binds ipc:// endpoints only and leaves it out.
+   * The daemon's public CURVE key (z85) when it also listens on TCP (the `tcp.listen` setting); absent otherwise. `control` and `events` stay the local ipc:// endpoints.
    */
   serverPublicKey?: string | null;
   /**
