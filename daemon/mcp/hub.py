@@ -358,7 +358,7 @@ class McpHub:
 
     def status(self, f: _Found) -> McpServerStatus:
         d = f.definition
-        base: dict[str, object] = {
+        base: dict[str, Any] = {
             "name": f.key[1],
             "scope": "global" if f.key[0] is None else "workspace",
             "workspace": f.key[0],
