@@ -291,6 +291,16 @@ class Task:
             self._scope.cancel()
         await self._turn_done.wait()
 
+    async def abandon(self) -> None:
+        """Close the turn a restart left open that nothing runs: an agent's child
+        whose caller was stopped before it came back for it (seed 002). As a stop
+        would: its open calls are answered as cancelled, and the task is aborted."""
+        if self.busy or self.turn is None:
+            return
+        self._stop_as = TaskState.ABORTED
+        await self._end_turn(None)
+        self._settle(self)
+
     async def run_relayed_call(
         self, tg: TaskGroup, name: str, arguments: dict[str, Any]
     ) -> CallState:
