@@ -211,6 +211,50 @@ async def test_the_approval_cap_counts_every_task_of_the_tree(
 
 
 @pytest.mark.slow
+async def test_the_cost_cap_counts_every_task_of_the_tree(
+    client: Client, fake_openai: FakeOpenAI, workspace: Path
+) -> None:
+    """The daemon-wide cap on what automatic work may cost counts the tree's
+    requests together: each request costs $1 here, the cap is $1.50, and though
+    no task alone spent that much, each child's read asks a person first."""
+    await client.update_settings(
+        {
+            "agents": AGENTS,
+            # 20 prompt tokens per scripted reply at $50,000 per million: $1.
+            "models": {"gpt-test": {"input_price": 50_000, "output_price": 0}},
+            "approvals": {"always_allow_subtasks": True, "max_auto_approved_cost": 1.5},
+        }
+    )
+
+    def respond(body: dict[str, Any]) -> Reply | None:
+        name, results = agent_of(body), results_in(body)
+        if name == "lead":
+            if not results:
+                return calls(
+                    ("call_agent", {"agent_name": "b", "message": "read"}),
+                    ("call_agent", {"agent_name": "c", "message": "read"}),
+                )
+            return finish("read twice")
+        if not results:
+            return calls(("read_file", {"path": "data.csv"}))
+        return finish(f"{name} read")
+
+    fake_openai.responder = respond
+    root, head = await start_agent(client, workspace, "lead", "read in two agents")
+    with anyio.fail_after(60):
+        item = await wait_item(client, root, lambda i: len(i.child_ids or []) == 2)
+        asks = [await ask_or_end(client, child, 0) for child in item.child_ids or []]
+        for child, ask in zip(item.child_ids or [], asks, strict=True):
+            assert ask is not None and ask.ask == Ask.AUTO_APPROVAL_MAX_REQ_REACHED
+            assert "max_auto_approved_cost" in (ask.text or "")
+            spent = (await client.get_task(child)).item.total_cost
+            assert spent == pytest.approx(1.0)  # the child's own: below the cap
+            await client.respond_to_ask(child, ask.ts, "yesButtonClicked")
+        await collect_turn(client, root, head, until=(TaskCompleted,))
+    assert (await client.get_task(root)).item.result == "read twice"
+
+
+@pytest.mark.slow
 async def test_depth_and_fan_out_limits_are_the_calls_errors(
     client: Client, fake_openai: FakeOpenAI, workspace: Path
 ) -> None:
