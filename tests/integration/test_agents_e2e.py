@@ -137,6 +137,8 @@ async def test_three_calls_in_one_reply_run_concurrently_and_one_failing_disturb
     root, head = await start_agent(client, workspace, "lead", "split the work")
     with anyio.fail_after(60):
         item = await wait_item(client, root, lambda i: len(i.child_ids or []) == 3)
+        # While its calls run, the caller delegates (to one of its children).
+        assert item.status == "delegated" and item.delegated_to_id in (item.child_ids or [])
         children = {}
         for child_id in item.child_ids or []:
             children[(await client.get_task(child_id)).item.agent] = child_id
@@ -152,7 +154,10 @@ async def test_three_calls_in_one_reply_run_concurrently_and_one_failing_disturb
     assert results[0] == "b did part one"
     assert results[1] == "c did part two"
     assert results[2].startswith("Error: ") and "d stopped before it finished" in results[2]
-    assert (await client.get_task(root)).item.result == "all parts: " + " | ".join(results)
+    done = (await client.get_task(root)).item
+    assert done.result == "all parts: " + " | ".join(results)
+    # Every call returned: it delegates to none any more.
+    assert done.delegated_to_id is None and done.status == "active"
 
     # Their time-lines overlap: each started (its first request) before any ended.
     spans = {}
