@@ -49,6 +49,21 @@ def workspace(tmp_path: Path) -> Path:
     return ws
 
 
+def read_in_two_agents(body: dict[str, Any]) -> Reply | None:
+    """lead calls b and c in one reply; each reads data.csv, then finishes."""
+    name, results = agent_of(body), results_in(body)
+    if name == "lead":
+        if not results:
+            return calls(
+                ("call_agent", {"agent_name": "b", "message": "read"}),
+                ("call_agent", {"agent_name": "c", "message": "read"}),
+            )
+        return finish("read twice")
+    if not results:
+        return calls(("read_file", {"path": "data.csv"}))
+    return finish(f"{name} read")
+
+
 @pytest.mark.slow
 async def test_stop_on_the_root_cancels_the_whole_tree(
     client: Client, fake_openai: FakeOpenAI, workspace: Path
@@ -171,20 +186,7 @@ async def test_the_approval_cap_counts_every_task_of_the_tree(
 ) -> None:
     await client.update_settings({"agents": AGENTS})
 
-    def respond(body: dict[str, Any]) -> Reply | None:
-        name, results = agent_of(body), results_in(body)
-        if name == "lead":
-            if not results:
-                return calls(
-                    ("call_agent", {"agent_name": "b", "message": "read"}),
-                    ("call_agent", {"agent_name": "c", "message": "read"}),
-                )
-            return finish("read twice")
-        if not results:
-            return calls(("read_file", {"path": "data.csv"}))
-        return finish(f"{name} read")
-
-    fake_openai.responder = respond
+    fake_openai.responder = read_in_two_agents
     head = (await client.status()).head_seq
     ref = await client.start_task(
         "read in two agents",
@@ -226,20 +228,7 @@ async def test_the_cost_cap_counts_every_task_of_the_tree(
         }
     )
 
-    def respond(body: dict[str, Any]) -> Reply | None:
-        name, results = agent_of(body), results_in(body)
-        if name == "lead":
-            if not results:
-                return calls(
-                    ("call_agent", {"agent_name": "b", "message": "read"}),
-                    ("call_agent", {"agent_name": "c", "message": "read"}),
-                )
-            return finish("read twice")
-        if not results:
-            return calls(("read_file", {"path": "data.csv"}))
-        return finish(f"{name} read")
-
-    fake_openai.responder = respond
+    fake_openai.responder = read_in_two_agents
     root, head = await start_agent(client, workspace, "lead", "read in two agents")
     with anyio.fail_after(60):
         item = await wait_item(client, root, lambda i: len(i.child_ids or []) == 2)
