@@ -24,6 +24,17 @@ class PendingAsk(msgspec.Struct, frozen=True, rename="camel"):
     task_id: str
     task: str
     ask: ClineMessage
+    #: The agent whose task asks (an agent's call, seed 002), if any.
+    agent: str | None = None
+
+
+def _waiting(ask: ClineMessage) -> bool:
+    return (
+        ask.type == "ask"
+        and not ask.partial
+        and not ask.is_answered
+        and ask.ask not in (None, "command_output")
+    )
 
 
 def summary(ask: ClineMessage) -> str:
@@ -54,8 +65,15 @@ async def pending_asks(client: Client) -> list[PendingAsk]:
             if item.state not in _ASKING_STATES:
                 continue
             snap = await client.get_task(item.id)
-            if snap.pending_ask is not None:
-                found.append(PendingAsk(task_id=item.id, task=item.task, ask=snap.pending_ask))
+            oldest = snap.pending_ask
+            if oldest is None:
+                continue
+            # Concurrent tool calls ask together: every ask from the oldest that
+            # waits on (the turn's; older unanswered ones are stopped turns').
+            asks = [m for m in snap.messages if m.ts >= oldest.ts and _waiting(m)] or [oldest]
+            found += [
+                PendingAsk(task_id=item.id, task=item.task, ask=a, agent=item.agent) for a in asks
+            ]
         cursor = page.next_cursor
         if cursor is None:
             return found
@@ -75,7 +93,8 @@ async def run_asks(cli: Console, client: Client) -> int:
         title = title if len(title) <= 40 else title[:39] + "…"
         line = summary(pending.ask)
         line = line if len(line) <= 100 else line[:99] + "…"
-        cli.out(f"{pending.task_id[:8]}  {pending.ask.ask:<10} {line}   [{title}]")
+        agent = f"[{pending.agent}] " if pending.agent else ""
+        cli.out(f"{pending.task_id[:8]}  {pending.ask.ask:<10} {agent}{line}   [{title}]")
     cli.out("Answer with `hdsp answer TASK --yes | --no WHY | TEXT`, or `hdsp attach TASK`.")
     return ExitCode.OK
 

@@ -17,6 +17,10 @@ another client (or `hdsp answer`) answers first, the task is cancelled, or the
 daemon goes away, the prompt is taken down at once and the screen says why; when
 the daemon comes back and the ask still waits, it is asked again. A bare Enter
 answers nothing: approving takes a `y`.
+
+The asks of the agents the task calls (seed 002: each call is a task of its own,
+and theirs below them) are asked here too, one at a time, labelled with the
+agent; without a terminal, each is said once with how to answer it.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from hdsp.protocol import (
     TaskIdle,
     TaskInteractive,
     TaskResumable,
+    TaskState,
     encode,
 )
 
@@ -63,6 +68,10 @@ class _Prompt:
     """The ask being asked here, and how to take its prompt down."""
 
     ask: ClineMessage
+    #: The task that asks: the followed one, or an agent's task below it.
+    task_id: str = ""
+    #: That agent (None: the followed task's own ask).
+    agent: str | None = None
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     finished: anyio.Event = field(default_factory=anyio.Event)
     #: The person entered an answer: it is on its way, not to be called off.
@@ -102,7 +111,12 @@ class TaskFollower:
             task_id=task_id,
         )
         self._prompt: _Prompt | None = None
-        self._asked: set[int] = set()
+        #: The asks asked here, by task and ts.
+        self._asked: set[tuple[str, int]] = set()
+        #: The agents' tasks below this one that are watched for asks, with
+        #: their agents (those that ended are left out).
+        self._agents: dict[str, str] = {}
+        self._watched: set[str] = set()
         self._cancel_requested = False
         self._code: int | None = None
         self._following = anyio.CancelScope()
@@ -130,6 +144,7 @@ class TaskFollower:
             if first_note is not None:
                 self.note(first_note)
             tg.start_soon(self._watch_daemon)
+            tg.start_soon(self._watch_children_of, self.task_id, since_seq)
             with self.view:
                 if self.view.redraw:
                     tg.start_soon(self.view.tick)
@@ -170,7 +185,7 @@ class TaskFollower:
             else:
                 return None  # the turn before ours: not the answer to our message
         prompt = self._prompt
-        if prompt is not None and not prompt.answering:
+        if prompt is not None and not prompt.answering and prompt.task_id == self.task_id:
             if message is not None and message.ts == prompt.ask.ts and message.is_answered:
                 await self._take_down_prompt("The ask was answered elsewhere.")
             elif isinstance(data, (TaskAskResponded, TaskActive)):
@@ -183,10 +198,8 @@ class TaskFollower:
             self.view.event(event)
         if isinstance(data, TaskDelegated):
             child = escape_controls(data.payload[1][:8])
-            self.note(
-                f"an agent works on a part: task {child} (`hdsp attach {child}`; "
-                "its asks: `hdsp asks`)"
-            )
+            self.note(f"an agent works on a part: task {child} (`hdsp attach {child}`)")
+            self._watch(data.payload[1], event.seq)
         elif isinstance(data, TaskDelegationCompleted):
             self.note(f"agent task {escape_controls(data.payload[1][:8])} returned")
         if isinstance(data, (TaskInteractive, TaskIdle)):
@@ -213,11 +226,87 @@ class TaskFollower:
             # A request that failed for good is a failure (answering retries it);
             # anything else waits for a person.
             return ExitCode.FAILED if ask.ask == "api_req_failed" else ExitCode.WAITING
-        if ask.ts not in self._asked and self._prompt is None and self._tg is not None:
-            self._asked.add(ask.ts)
-            self._prompt = _Prompt(ask)
+        if (self.task_id, ask.ts) not in self._asked and self._prompt is None and self._tg:
+            self._asked.add((self.task_id, ask.ts))
+            self._prompt = _Prompt(ask, task_id=self.task_id)
             self._tg.start_soon(self._ask, self._prompt)
         return None
+
+    # ---- the agents' asks -----------------------------------------------------
+
+    def _watch(self, task_id: str, since_seq: int | None) -> None:
+        """Watch the agent's task `task_id` (below the followed one) for asks."""
+        if task_id in self._watched or self._tg is None:
+            return
+        self._watched.add(task_id)
+        self._tg.start_soon(self._follow_agent, task_id, since_seq)
+
+    async def _watch_children_of(self, task_id: str, since_seq: int | None) -> None:
+        """Watch the children of `task_id` that still work (they started before
+        this command followed it)."""
+        try:
+            item = (await self.client.get_task(task_id)).item
+            for child_id in item.child_ids or []:
+                if child_id not in self._watched:
+                    child = (await self.client.get_task(child_id)).item
+                    if child.state not in (TaskState.COMPLETED, TaskState.ABORTED):
+                        self._watch(child_id, since_seq)
+        except ClientError:
+            return
+
+    async def _follow_agent(self, task_id: str, since_seq: int | None) -> None:
+        """Follow an agent's task below the followed one until it ends: its
+        asks are asked here (labelled with the agent), and so are its own
+        agents'."""
+        try:
+            snapshot = await self.client.get_task(task_id)
+            self._agents[task_id] = snapshot.item.agent or "an agent"
+            await self._watch_children_of(task_id, since_seq)
+            async with self.client.events(task_id, since_seq=since_seq) as events:
+                if snapshot.pending_ask is not None:
+                    self._on_agent_ask(task_id, snapshot.pending_ask)
+                async for event in events:
+                    data = event.data
+                    if isinstance(data, TaskDelegated):
+                        self._watch(data.payload[1], event.seq)
+                    prompt = self._prompt
+                    ended = isinstance(
+                        data, (TaskCompleted, TaskAborted, TaskClosed, TaskResumable)
+                    )
+                    if prompt is not None and prompt.task_id == task_id and not prompt.answering:
+                        if isinstance(data, (TaskAskResponded, TaskActive)):
+                            await self._take_down_prompt("The agent's ask was answered elsewhere.")
+                        elif ended:
+                            await self._take_down_prompt("The agent's ask is gone: it stopped.")
+                    if ended:
+                        return
+                    if isinstance(data, (TaskInteractive, TaskIdle)):
+                        ask = (await self.client.get_task(task_id)).pending_ask
+                        if ask is not None:
+                            self._on_agent_ask(task_id, ask)
+        except ClientError:
+            return
+        finally:
+            self._agents.pop(task_id, None)
+
+    def _on_agent_ask(self, task_id: str, ask: ClineMessage) -> None:
+        """An ask waits in an agent's task: ask it here when nothing else is, or
+        (without a terminal) say once how to answer it."""
+        key = (task_id, ask.ts)
+        agent = escape_controls(self._agents.get(task_id, "an agent"))
+        short = escape_controls(task_id[:8])
+        if not self.interactive:
+            if key not in self._asked:
+                self._asked.add(key)
+                self.note(
+                    f"The agent {agent} (task {short}) waits for an answer: "
+                    f"`hdsp answer {short} --yes|--no [TEXT]`, or `hdsp attach {short}`."
+                )
+            return
+        if key not in self._asked and self._prompt is None and self._tg is not None:
+            self._asked.add(key)
+            self._prompt = _Prompt(ask, task_id=task_id, agent=agent)
+            self._tg.start_soon(self._ask, self._prompt)
 
     def _tell_unanswered(self) -> None:
         self.note(
@@ -257,6 +346,10 @@ class TaskFollower:
         ask = prompt.ask
         renderer = self.view.renderer
         view = self.view
+        if prompt.agent is not None:
+            self.note(
+                f"The agent {prompt.agent} (task {escape_controls(prompt.task_id[:8])}) asks:"
+            )
         try:
             with view.asking(ask):
                 line = ""
@@ -285,7 +378,7 @@ class TaskFollower:
                         renderer.note(prompt.reason)
                     return
                 prompt.answering = True
-                await self._answer(ask, line)
+                await self._answer(prompt, line)
         finally:
             if self._prompt is prompt:
                 self._prompt = None
@@ -295,7 +388,8 @@ class TaskFollower:
             self._tg.start_soon(self._ask_what_waits)
 
     async def _ask_what_waits(self) -> None:
-        """Ask the ask the task waits on now, if any (and none is being asked)."""
+        """Ask the ask the task waits on now, if any (and none is being asked);
+        else one its agents wait on."""
         try:
             ask = (await self.client.get_task(self.task_id)).pending_ask
         except ClientError:
@@ -304,8 +398,19 @@ class TaskFollower:
             code = self._on_pending_ask(ask)
             if code is not None:
                 self._detach(code, "")
+            return
+        for task_id in list(self._agents):
+            if self._prompt is not None or self._following.cancel_called:
+                return
+            try:
+                ask = (await self.client.get_task(task_id)).pending_ask
+            except ClientError:
+                return
+            if ask is not None:
+                self._on_agent_ask(task_id, ask)
 
-    async def _answer(self, ask: ClineMessage, line: str) -> None:
+    async def _answer(self, prompt: _Prompt, line: str) -> None:
+        ask = prompt.ask
         lower = line.lower()
         text: str | None = None
         if lower in ("y", "yes"):
@@ -317,7 +422,10 @@ class TaskFollower:
         else:
             response, text = "messageResponse", line
         try:
-            await self.client.respond_to_ask(self.task_id, ask.ts, response, text)
+            await self.client.respond_to_ask(prompt.task_id, ask.ts, response, text)
+            if prompt.agent is not None:  # (its answer shows in its own task's history)
+                verdict = {"yesButtonClicked": "Approved", "noButtonClicked": "Denied"}
+                self.note(f"{verdict.get(response, 'Answered')}: the ask of {prompt.agent}.")
         except CommandFailed as exc:
             if exc.code in (ErrorCode.ALREADY_ANSWERED, ErrorCode.INVALID_STATE):
                 self.note("Another client answered first, or the ask is gone.")

@@ -14,9 +14,13 @@ The rules are seed 004's auto-approval, driven by `ApprovalSettings`:
 4. A write to a protected path (`.hdspignore`, `.git/`, `.hdsp/`, the user's
    `protected_paths`) always asks, even with `always_allow_write`.
 5. Otherwise the category's always-allow switch decides: on approves, off asks.
-6. Every automatic approval counts against the task's `max_auto_approved_requests`;
-   at the cap the verdict asks instead and says why (`cap_reached`), and the task
+6. Every automatic approval counts against the task's `max_auto_approved_requests`,
+   and what its model requests cost (`add_cost`) against `max_auto_approved_cost`;
+   at a cap the verdict asks instead and says why (`cap_reached`), and the task
    asks `auto_approval_max_req_reached` and calls `reset_count` on a yes.
+
+The counts are kept by the key the task gives (a tree of agents gives its root's,
+so its caps count the whole tree).
 
 A verdict that asks carries the timeout after which an unattended task stops
 waiting, and what happens then (`on_timeout`, `default_answer`). The policy only
@@ -125,6 +129,8 @@ class ApprovalPolicy:
         self.settings = settings if settings is not None else ApprovalSettings()
         self._task_settings: dict[str, ApprovalSettings] = {}
         self._counts: dict[str, int] = {}
+        #: What model requests cost (USD) since the count was last reset.
+        self._costs: dict[str, float] = {}
         self._workspaces: dict[tuple[str, tuple[str, ...]], Workspace] = {}
 
     # ---- per task ---------------------------------------------------------------
@@ -142,13 +148,24 @@ class ApprovalPolicy:
     def auto_approved_count(self, task_id: str) -> int:
         return self._counts.get(task_id, 0)
 
+    def add_cost(self, task_id: str, dollars: float) -> None:
+        """Count what a model request of `task_id` cost, against its cost cap."""
+        if dollars > 0:
+            self._costs[task_id] = self._costs.get(task_id, 0.0) + dollars
+
+    def spent(self, task_id: str) -> float:
+        """What `task_id`'s model requests cost since the count was last reset."""
+        return self._costs.get(task_id, 0.0)
+
     def reset_count(self, task_id: str) -> None:
-        """Start counting automatic approvals afresh (a person said go on)."""
+        """Start counting automatic approvals and cost afresh (a person said go on)."""
         self._counts.pop(task_id, None)
+        self._costs.pop(task_id, None)
 
     def forget(self, task_id: str) -> None:
         """Drop what the policy keeps for a task that is closed."""
         self._counts.pop(task_id, None)
+        self._costs.pop(task_id, None)
         self._task_settings.pop(task_id, None)
 
     # ---- deciding -----------------------------------------------------------------
@@ -207,11 +224,24 @@ class ApprovalPolicy:
     def _approve(self, settings: ApprovalSettings, task_id: str, why: str) -> Verdict:
         cap = settings.max_auto_approved_requests
         count = self._counts.get(task_id, 0)
+        cost_cap = settings.max_auto_approved_cost
+        spent = self._costs.get(task_id, 0.0)
+        reached = None
         if cap is not None and count >= cap:
+            reached = (
+                f"{count} requests were approved automatically, the limit of "
+                "max_auto_approved_requests; a person must say whether to go on"
+            )
+        elif cost_cap is not None and spent >= cost_cap:
+            reached = (
+                f"the model requests cost ${spent:.4f} since a person last said go on, "
+                f"the limit of max_auto_approved_cost (${cost_cap:g}); a person must "
+                "say whether to go on"
+            )
+        if reached is not None:
             return Verdict(
                 Decision.ASK,
-                f"{count} requests were approved automatically, the limit of "
-                "max_auto_approved_requests; a person must say whether to go on",
+                reached,
                 timeout=settings.approval_timeout_seconds,
                 on_timeout=Decision.DENY if settings.approval_timeout_seconds else None,
                 cap_reached=True,

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = ["ApprovalSettings"]
 
@@ -25,6 +25,7 @@ __all__ = ["ApprovalSettings"]
 _ROO_NAMES: dict[str, str] = {
     "alwaysAllowFollowupQuestions": "always_allow_followup",
     "allowedMaxRequests": "max_auto_approved_requests",
+    "allowedMaxCost": "max_auto_approved_cost",
 }
 
 #: Roo's timeout keys are in milliseconds; hdsp's fields are in seconds.
@@ -70,6 +71,10 @@ class ApprovalSettings(BaseModel):
     #: After this many auto-approved calls in one task, a person is asked
     #: (`auto_approval_max_req_reached`) before the next one; None: no cap.
     max_auto_approved_requests: int | None = None
+    #: Once the task's model requests cost this much (USD, the task's tree of
+    #: agents counted as one) a person is asked, as at `max_auto_approved_requests`,
+    #: before the next automatic approval; None: no cap.
+    max_auto_approved_cost: float | None = Field(default=None, ge=0)
     #: A waiting approval is denied after this long (unattended runs); None: wait.
     approval_timeout_seconds: float | None = None
     #: A follow-up question with suggestions is answered with its first suggestion

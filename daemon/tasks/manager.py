@@ -140,6 +140,8 @@ MAX_IDLE_LOADED = 16
 #: Unloads after which the memory they freed is given back to the system (see
 #: hdsp.daemon.memory): a full collection costs milliseconds, so not after each.
 GIVE_BACK_AFTER_UNLOADS = 64
+#: States in which nothing of a task runs or waits, nor of the tasks it called.
+_FINAL_STATES = (TaskState.COMPLETED, TaskState.ABORTED)
 
 
 def _stored_messages(
@@ -959,7 +961,36 @@ class TaskManager:
                 raise self._not_found(task_id)
             return TaskRef(task_id=task_id, state=TaskState(row[3]))
         await task.stop()
+        if task.item.parent_task_id is not None:
+            await task.abandon()  # a child a restart left waiting for its caller
+        await self._stop_subtree(task)
         return TaskRef(task_id=task_id, state=task.state)
+
+    async def _stop_subtree(self, top: Task) -> None:
+        """Stop every task below `top` that still runs or waits (Stop on any task
+        of a tree of agents stops its subtree). Stopping a caller stops the
+        children its calls wait for; this also reaches the children a restart
+        left waiting for a caller that was stopped before it came back for them."""
+        below = list(top.item.child_ids or [])
+        if below:
+            await self.journal.flush_for_read()  # unloaded tasks' rows as they stand
+        while below:
+            task_id = below.pop()
+            task = self._tasks.get(task_id)
+            if task is None:
+                row = await self.store.read(self.store.db.get_task, task_id)
+                if row is None or TaskState(row[3]) in _FINAL_STATES:
+                    continue  # nothing of it runs, nor (so) below it
+                task = await self._load(task_id)
+            elif not task.busy and task.state in _FINAL_STATES:
+                continue
+            try:
+                if task.busy:
+                    await task.stop()
+                await task.abandon()
+                below += task.item.child_ids or []
+            finally:
+                self.settle(task)
 
     async def close(self, task_id: str) -> TaskRef:
         """Stop the task and forget what the daemon keeps of it beside its history

@@ -169,11 +169,13 @@ class Subtasks:
                 await child.wait_turn_over()
             except anyio.get_cancelled_exc_class():
                 with anyio.move_on_after(10, shield=True):
-                    if not self._host.closing:
+                    if not self._host.closing:  # (stopping, the call resumes after)
                         await child.stop()
+                        await self._delegation_over(parent, child)
                 raise
             agent = child.item.agent or "the agent"
             if child.state is not TaskState.COMPLETED:
+                await self._delegation_over(parent, child)
                 raise ToolError(
                     f"{agent} stopped before it finished (task {child.id}, "
                     f"{child.state.value}); it returned nothing."
@@ -201,20 +203,30 @@ class Subtasks:
             child.start_turn(tg, message=SendMessageData(text=message))
 
     async def _returned(self, parent: Task, child: Task, returned: str) -> None:
-        """Tell every client the child returned; the parent delegates no more to
-        it (to another child whose call still runs, if any)."""
+        """Tell every client the child returned; the parent delegates no more to it."""
+        await self._delegation_over(
+            parent, child, TaskDelegationCompleted(payload=(parent.id, child.id, returned))
+        )
+        log.info("agent returned", task_id=parent.id, child_id=child.id)
+
+    async def _delegation_over(
+        self, parent: Task, child: Task, returned: TaskDelegationCompleted | None = None
+    ) -> None:
+        """The parent delegates no more to `child`, which `returned` (or stopped
+        without a return): to another child whose call still runs, if any."""
         still = [c for c in parent.item.child_ids or [] if c != child.id and self._is_running(c)]
         parent.item = msgspec.structs.replace(
             parent.item,
             delegated_to_id=still[-1] if still else None,
             status="delegated" if still else "active",
-            completed_by_child_id=child.id,
+            completed_by_child_id=child.id
+            if returned is not None
+            else parent.item.completed_by_child_id,
         )
-        await self._journal.emit(
-            TaskDelegationCompleted(payload=(parent.id, child.id, returned)),
-            update_task(parent.item),
-        )
-        log.info("agent returned", task_id=parent.id, child_id=child.id)
+        if returned is None:
+            await self._journal.write(update_task(parent.item))
+        else:
+            await self._journal.emit(returned, update_task(parent.item))
 
     def _is_running(self, task_id: str) -> bool:
         return self._host.is_busy(task_id)

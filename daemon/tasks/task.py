@@ -159,7 +159,7 @@ class Task:
             self.save_turn,
             mode=self.mode,
             services={"modes": self, "todo_list": self, "agents": deps.subtasks},
-            approvals_key=lambda: self.item.root_task_id or self.id,
+            approvals_key=lambda: self.approvals_key,
         )
         self._scope: anyio.CancelScope | None = None
         self._turn_done = anyio.Event()
@@ -185,6 +185,12 @@ class Task:
     @property
     def workspace(self) -> Path:
         return Path(self.item.workspace or ".")
+
+    @property
+    def approvals_key(self) -> str:
+        """Whose approval settings and counts the task uses: a tree of agents
+        shares its root's, so that its caps count the whole tree."""
+        return self.item.root_task_id or self.id
 
     # ---- what the manager sees ------------------------------------------------
 
@@ -315,6 +321,16 @@ class Task:
             self._stop_as = as_state
             self._scope.cancel()
         await self._turn_done.wait()
+
+    async def abandon(self) -> None:
+        """Close the turn a restart left open that nothing runs: an agent's child
+        whose caller was stopped before it came back for it (seed 002). As a stop
+        would: its open calls are answered as cancelled, and the task is aborted."""
+        if self.busy or self.turn is None:
+            return
+        self._stop_as = TaskState.ABORTED
+        await self._end_turn(None)
+        self._settle(self)
 
     async def run_relayed_call(
         self, tg: TaskGroup, name: str, arguments: dict[str, Any]
@@ -718,6 +734,7 @@ class Task:
             failure = "the model's summary was empty"
         cost = _cost(usage, provider.info())
         self.item = _charged(self.item, usage, cost)
+        self._deps.approvals.add_cost(self.approvals_key, cost)
         if failure is not None:
             await self.messages.update(
                 shown,
@@ -752,6 +769,7 @@ class Task:
         self.budget.observe(reply.usage)
         cost = reply.cost(provider.info())
         self.item = reply.charged(self.item, cost)
+        self._deps.approvals.add_cost(self.approvals_key, cost)
         self.context_tokens = reply.context_tokens()
         await self.messages.update(started, text=reply.request_info(started.text, cost))
         usage = (self.id, self.usage(), dict(self.calls.tool_usage))

@@ -15,7 +15,8 @@ from hdsp.client import Client
 from hdsp.client.exit_codes import ExitCode
 from hdsp.protocol import TaskCompleted
 from tests.fakes.openai_server import FakeOpenAI, Reply
-from tests.integration.test_agents_e2e import agent_of, calls, finish, results_in
+from tests.integration.test_agents_e2e import agent_of, calls, finish, results_in, wait_item
+from tests.integration.test_parallel_tools_e2e import open_asks
 from tests.support.cli_process import run_hdsp
 from tests.support.daemon_process import DaemonProcess
 from tests.support.events import collect_turn
@@ -112,3 +113,61 @@ async def test_agents_are_added_listed_run_and_removed_and_a_tree_shows(
     r = await run_hdsp(daemon.runtime_dir, "run", "x", "--agent", "nobody", "--detach")
     assert r.returncode == ExitCode.USAGE and "no agent named 'nobody'" in r.stderr
     assert json.loads((await run_hdsp(daemon.runtime_dir, "agent", "list", "--json")).stdout)
+
+
+@pytest.mark.slow
+async def test_a_childs_concurrent_asks_are_listed_with_its_agent_and_answered_one_by_one(
+    daemon: DaemonProcess, fake_openai: FakeOpenAI, client: Client, tmp_path: Path
+) -> None:
+    """lead calls writer, whose one reply writes two files: both approvals wait
+    at once in writer's task; `hdsp asks` lists both, labelled with the agent,
+    and `hdsp answer` answers them one by one."""
+    writer = {"name": "writer", "instructions": "Writes.", "groups": ["read", "edit"]}
+    lead = {"name": "lead", "instructions": "Leads.", "groups": ["read", "agents"]}
+    await client.update_settings({"agents": [lead, writer]})
+
+    def respond(body: dict[str, Any]) -> Reply | None:
+        if agent_of(body) == "lead":
+            if not results_in(body):
+                return calls(("call_agent", {"agent_name": "writer", "message": "write"}))
+            return finish("lead: " + results_in(body)[0])
+        if not results_in(body):
+            return calls(
+                ("write_to_file", {"path": "a.txt", "content": "A"}),
+                ("write_to_file", {"path": "b.txt", "content": "B"}),
+            )
+        return finish("wrote " + ", ".join(sorted(p.name for p in tmp_path.glob("*.txt"))))
+
+    fake_openai.responder = respond
+    head = (await client.status()).head_seq
+    ref = await client.start_task(
+        "write through an agent",
+        workspace=tmp_path,
+        agent="lead",
+        approvals={"always_allow_subtasks": True},
+    )
+    with anyio.fail_after(30):
+        item = await wait_item(client, ref.task_id, lambda i: bool(i.child_ids))
+        (child,) = item.child_ids or []
+        await open_asks(client, child, head, 2)
+
+    r = await run_hdsp(daemon.runtime_dir, "asks")
+    assert r.returncode == ExitCode.OK, r.stderr
+    lines = [line for line in r.stdout.splitlines() if line.startswith(child[:8])]
+    assert len(lines) == 2, r.stdout
+    assert all("[writer] allow write_to_file" in line for line in lines), lines
+    # (The calls ask in whichever order they get to it: oldest first.)
+    first, second = ("a.txt", "b.txt") if "a.txt" in lines[0] else ("b.txt", "a.txt")
+    assert second in lines[1]
+
+    # One by one: the oldest first.
+    r = await run_hdsp(daemon.runtime_dir, "answer", child[:8], "--yes")
+    assert r.returncode == ExitCode.OK, r.stderr
+    r = await run_hdsp(daemon.runtime_dir, "asks")
+    lines = [line for line in r.stdout.splitlines() if line.startswith(child[:8])]
+    assert len(lines) == 1 and second in lines[0], r.stdout
+    r = await run_hdsp(daemon.runtime_dir, "answer", child[:8], "--no")
+    assert r.returncode == ExitCode.OK, r.stderr
+    with anyio.fail_after(30):
+        await collect_turn(client, ref.task_id, head, until=(TaskCompleted,))
+    assert (await client.get_task(ref.task_id)).item.result == f"lead: wrote {first}"

@@ -207,6 +207,54 @@ def test_chat_on_a_task_that_waits_answers_its_ask_first(
     assert finish(child) == ExitCode.OK
 
 
+def test_run_asks_an_agents_approval_here_labelled_with_the_agent(
+    daemon: DaemonProcess, fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    """`hdsp run --agent lead`: lead calls writer, whose write asks; the ask
+    reaches this terminal, labelled with the agent, and `y` here approves it."""
+    for name, groups in (("lead", "read,agents"), ("writer", "read,edit")):
+        code, shown = run(daemon, "agent", "add", name, f"The {name}.", "--groups", groups)
+        assert code == ExitCode.OK, shown
+
+    def respond(body: dict[str, object]) -> FakeReply | None:
+        agent = str(body["messages"][0]["content"]).split('"')[1]  # type: ignore[index]
+        results = [m["content"] for m in body["messages"] if m["role"] == "tool"]  # type: ignore[attr-defined,index]
+        if agent == "lead" and not results:
+            return FakeReply.tool_calls(
+                [ToolCall("call_agent", json.dumps({"agent_name": "writer", "message": "write"}))]
+            )
+        if agent == "lead":
+            return FakeReply.tool_calls(
+                [ToolCall("finish", json.dumps({"message": f"lead: {results[0]}"}))]
+            )
+        if not results:
+            return write_call("a.txt")
+        return FakeReply.tool_calls([ToolCall("finish", json.dumps({"message": "wrote a.txt"}))])
+
+    fake_openai.responder = respond
+    child = spawn(
+        daemon,
+        "run",
+        "--agent",
+        "lead",
+        "--auto-approve",
+        "subtasks",
+        "--workspace",
+        str(tmp_path),
+        "Write a.txt",
+    )
+    child.expect_exact("The agent writer (task ")
+    child.expect_exact("asks:")
+    child.expect_exact("a.txt")
+    child.expect_exact("[y]es")
+    assert not (tmp_path / "a.txt").exists()
+    child.send("y" + ENTER)
+    child.expect_exact("Approved: the ask of writer.")
+    child.expect_exact("lead: wrote a.txt")
+    assert finish(child) == ExitCode.OK
+    assert (tmp_path / "a.txt").read_text() == "a note\n"
+
+
 # ---- the README's walkthrough ------------------------------------------------
 
 

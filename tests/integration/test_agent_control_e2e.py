@@ -9,10 +9,22 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import msgspec
 import pytest
 
 from hdsp.client import Client
-from hdsp.protocol import Ask, TaskAborted, TaskCompleted, TaskState
+from hdsp.protocol import (
+    Ask,
+    CellOutput,
+    ExecuteCode,
+    ExecutionResult,
+    KernelList,
+    ListKernels,
+    MessageEvent,
+    TaskAborted,
+    TaskCompleted,
+    TaskState,
+)
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.integration.test_agents_e2e import (
     AGENTS,
@@ -35,6 +47,21 @@ def workspace(tmp_path: Path) -> Path:
     ws.mkdir()
     (ws / "data.csv").write_text("x,y\n1,2\n")
     return ws
+
+
+def read_in_two_agents(body: dict[str, Any]) -> Reply | None:
+    """lead calls b and c in one reply; each reads data.csv, then finishes."""
+    name, results = agent_of(body), results_in(body)
+    if name == "lead":
+        if not results:
+            return calls(
+                ("call_agent", {"agent_name": "b", "message": "read"}),
+                ("call_agent", {"agent_name": "c", "message": "read"}),
+            )
+        return finish("read twice")
+    if not results:
+        return calls(("read_file", {"path": "data.csv"}))
+    return finish(f"{name} read")
 
 
 @pytest.mark.slow
@@ -74,25 +101,92 @@ async def test_stop_on_the_root_cancels_the_whole_tree(
 
 
 @pytest.mark.slow
-async def test_the_approval_cap_counts_every_task_of_the_tree(
+async def test_stop_on_a_middle_task_stops_its_subtree_and_interrupts_its_kernel(
     client: Client, fake_openai: FakeOpenAI, workspace: Path
 ) -> None:
-    await client.update_settings({"agents": AGENTS})
+    """lead calls b and c; b calls coder, whose code loops in its kernel. Stop on
+    b stops b and coder (the loop is interrupted, the kernel keeps its state);
+    c goes on, and lead gets b's call as an error and c's return."""
+    coder = {"name": "coder", "instructions": "Runs code.", "groups": ["read", "kernel"]}
+    await client.update_settings({"agents": [*AGENTS, coder]})
+    c_may_finish = threading.Event()
+    loop = "x = 41\nprint('looping', flush=True)\nwhile True:\n    pass"
 
     def respond(body: dict[str, Any]) -> Reply | None:
         name, results = agent_of(body), results_in(body)
         if name == "lead":
             if not results:
                 return calls(
-                    ("call_agent", {"agent_name": "b", "message": "read"}),
-                    ("call_agent", {"agent_name": "c", "message": "read"}),
+                    ("call_agent", {"agent_name": "b", "message": "go deeper"}),
+                    ("call_agent", {"agent_name": "c", "message": "meanwhile"}),
                 )
-            return finish("read twice")
-        if not results:
-            return calls(("read_file", {"path": "data.csv"}))
-        return finish(f"{name} read")
+            return finish(" | ".join(results))
+        if name == "b":
+            return calls(("call_agent", {"agent_name": "coder", "message": "loop"}))
+        if name == "coder":
+            return calls(("execute_code", {"code": loop}))
+        assert c_may_finish.wait(60)
+        return finish("c did it")
 
     fake_openai.responder = respond
+    head = (await client.status()).head_seq
+    ref = await client.start_task(
+        "a tree with a kernel",
+        workspace=workspace,
+        agent="lead",
+        approvals={"always_allow_subtasks": True, "always_allow_execute": True},
+    )
+    root = ref.task_id
+    with anyio.fail_after(90):
+        item = await wait_item(client, root, lambda i: len(i.child_ids or []) == 2)
+        agents = {(await client.get_task(c)).item.agent: c for c in item.child_ids or []}
+        b = await wait_item(client, agents["b"], lambda i: bool(i.child_ids))
+        (coder_id,) = b.child_ids or []
+        async with client.events(coder_id, since_seq=head) as events:
+            async for event in events:
+                if isinstance(event.data, MessageEvent):
+                    m = event.data.payload[0].message
+                    if m.say != "cell_output":
+                        continue
+                    cell = msgspec.json.decode(m.text or "", type=CellOutput)
+                    if any("looping" in (o.text or "") for o in cell.outputs):
+                        break  # the loop runs
+        stopped = await client.cancel_task(agents["b"])
+        assert stopped.state is TaskState.ABORTED
+        await wait_item(client, coder_id, lambda i: i.state is TaskState.ABORTED)
+        # c still works: nothing above b was stopped.
+        assert (await client.get_task(agents["c"])).state is TaskState.RUNNING
+        assert (await client.get_task(root)).state is not TaskState.ABORTED
+        c_may_finish.set()
+        await collect_turn(client, root, head, until=(TaskCompleted,))
+
+    # The loop was interrupted (cancelled), not left running, and the kernel
+    # was not restarted: what the code defined before the loop is still there.
+    cells = [
+        msgspec.json.decode(m.text or "", type=CellOutput)
+        for m in (await client.get_task(coder_id)).messages
+        if m.say == "cell_output"
+    ]
+    assert [c.status for c in cells] == ["cancelled"]
+    kernels: KernelList = await client.request(ListKernels())
+    (kernel,) = [k for k in kernels.kernels if coder_id in k.task_ids]
+    result: ExecutionResult = await client.request(
+        ExecuteCode(kernel_id=kernel.kernel_id, code="x + 1"), timeout=30
+    )
+    assert result.status == "ok" and result.outputs[0].data == {"text/plain": "42"}, result
+    # lead got b's call as an error and c's return, in the calls' order.
+    (b_result, c_result) = results_in(requests_of(fake_openai, "lead")[1])
+    assert b_result.startswith("Error: b stopped before it finished"), b_result
+    assert c_result == "c did it"
+
+
+@pytest.mark.slow
+async def test_the_approval_cap_counts_every_task_of_the_tree(
+    client: Client, fake_openai: FakeOpenAI, workspace: Path
+) -> None:
+    await client.update_settings({"agents": AGENTS})
+
+    fake_openai.responder = read_in_two_agents
     head = (await client.status()).head_seq
     ref = await client.start_task(
         "read in two agents",
@@ -114,6 +208,37 @@ async def test_the_approval_cap_counts_every_task_of_the_tree(
         child, ask = asks[0]
         assert ask.ask == Ask.AUTO_APPROVAL_MAX_REQ_REACHED
         await client.respond_to_ask(child, ask.ts, "yesButtonClicked")
+        await collect_turn(client, root, head, until=(TaskCompleted,))
+    assert (await client.get_task(root)).item.result == "read twice"
+
+
+@pytest.mark.slow
+async def test_the_cost_cap_counts_every_task_of_the_tree(
+    client: Client, fake_openai: FakeOpenAI, workspace: Path
+) -> None:
+    """The daemon-wide cap on what automatic work may cost counts the tree's
+    requests together: each request costs $1 here, the cap is $1.50, and though
+    no task alone spent that much, each child's read asks a person first."""
+    await client.update_settings(
+        {
+            "agents": AGENTS,
+            # 20 prompt tokens per scripted reply at $50,000 per million: $1.
+            "models": {"gpt-test": {"input_price": 50_000, "output_price": 0}},
+            "approvals": {"always_allow_subtasks": True, "max_auto_approved_cost": 1.5},
+        }
+    )
+
+    fake_openai.responder = read_in_two_agents
+    root, head = await start_agent(client, workspace, "lead", "read in two agents")
+    with anyio.fail_after(60):
+        item = await wait_item(client, root, lambda i: len(i.child_ids or []) == 2)
+        asks = [await ask_or_end(client, child, 0) for child in item.child_ids or []]
+        for child, ask in zip(item.child_ids or [], asks, strict=True):
+            assert ask is not None and ask.ask == Ask.AUTO_APPROVAL_MAX_REQ_REACHED
+            assert "max_auto_approved_cost" in (ask.text or "")
+            spent = (await client.get_task(child)).item.total_cost
+            assert spent == pytest.approx(1.0)  # the child's own: below the cap
+            await client.respond_to_ask(child, ask.ts, "yesButtonClicked")
         await collect_turn(client, root, head, until=(TaskCompleted,))
     assert (await client.get_task(root)).item.result == "read twice"
 

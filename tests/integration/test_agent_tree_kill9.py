@@ -7,6 +7,7 @@ caller receives each child's return exactly once."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ import anyio
 import pytest
 
 from hdsp.client import connect
-from hdsp.protocol import Ask, TaskCompleted, TaskDelegationCompleted
+from hdsp.protocol import Ask, TaskCompleted, TaskDelegationCompleted, TaskState
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.integration.test_agents_e2e import (
     AGENTS,
@@ -39,12 +40,9 @@ def workspace(tmp_path: Path) -> Path:
     return ws
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(180)
-async def test_a_tree_of_five_resumes_after_kill_9_and_each_return_arrives_once(
-    daemon: DaemonProcess, fake_openai: FakeOpenAI, workspace: Path
-) -> None:
-    leaves_answer = threading.Event()
+def tree_of_five(leaves_answer: threading.Event) -> Callable[[dict[str, Any]], Reply | None]:
+    """lead calls b and c in one reply; b calls d, c calls e; d and e hang
+    until `leaves_answer` is set, then finish."""
 
     def respond(body: dict[str, Any]) -> Reply | None:
         name, results = agent_of(body), results_in(body)
@@ -64,7 +62,14 @@ async def test_a_tree_of_five_resumes_after_kill_9_and_each_return_arrives_once(
             return Reply.hang()  # d and e work when the daemon is killed
         return finish(f"{name} did {first_user_text(body)}")
 
-    fake_openai.responder = respond
+    return respond
+
+
+async def killed_with_a_tree_in_flight(
+    daemon: DaemonProcess, fake_openai: FakeOpenAI, workspace: Path
+) -> tuple[str, list[str]]:
+    """Start the tree of five, kill the daemon -9 while d and e wait on the
+    model; the root's id, and the tree's ids (the root first)."""
     async with connect(daemon.runtime_dir) as client:
         await client.update_settings({"agents": TREE_AGENTS})
         root, _ = await start_agent(client, workspace, "lead", "a tree of five")
@@ -80,6 +85,17 @@ async def test_a_tree_of_five_resumes_after_kill_9_and_each_return_arrives_once(
         for task_id in tree:
             await client.get_task(task_id)
         daemon.kill()
+    return root, tree
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+async def test_a_tree_of_five_resumes_after_kill_9_and_each_return_arrives_once(
+    daemon: DaemonProcess, fake_openai: FakeOpenAI, workspace: Path
+) -> None:
+    leaves_answer = threading.Event()
+    fake_openai.responder = tree_of_five(leaves_answer)
+    root, tree = await killed_with_a_tree_in_flight(daemon, fake_openai, workspace)
 
     leaves_answer.set()
     daemon.start()
@@ -116,3 +132,30 @@ async def test_a_tree_of_five_resumes_after_kill_9_and_each_return_arrives_once(
             if isinstance(e.data, TaskDelegationCompleted)
         ]
         assert sorted(returned) == sorted(tree[1:])
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+async def test_stop_on_the_root_after_kill_9_aborts_the_children_left_waiting_for_it(
+    daemon: DaemonProcess, fake_openai: FakeOpenAI, workspace: Path
+) -> None:
+    """After the restart the children wait for their callers; the user stops the
+    root instead of resuming it: the whole tree is stopped, none is left waiting
+    (resumable) for a caller that will never come back for it."""
+    fake_openai.responder = tree_of_five(threading.Event())
+    root, tree = await killed_with_a_tree_in_flight(daemon, fake_openai, workspace)
+    asked = len(fake_openai.requests)
+    daemon.start()
+    async with connect(daemon.runtime_dir) as client:
+        with anyio.fail_after(60):
+            ask = (await client.get_task(root)).pending_ask
+            assert ask is not None and ask.ask == Ask.RESUME_TASK
+            stopped = await client.cancel_task(root)
+            assert stopped.state is TaskState.ABORTED
+            for task_id in tree:
+                await wait_item(client, task_id, lambda i: i.state is TaskState.ABORTED)
+        for task_id in tree:
+            snap = await client.get_task(task_id)
+            assert snap.state is TaskState.ABORTED and snap.pending_ask is None
+        # Nothing of the tree asked the model after the restart.
+        assert len(fake_openai.requests) == asked

@@ -137,6 +137,8 @@ async def test_three_calls_in_one_reply_run_concurrently_and_one_failing_disturb
     root, head = await start_agent(client, workspace, "lead", "split the work")
     with anyio.fail_after(60):
         item = await wait_item(client, root, lambda i: len(i.child_ids or []) == 3)
+        # While its calls run, the caller delegates (to one of its children).
+        assert item.status == "delegated" and item.delegated_to_id in (item.child_ids or [])
         children = {}
         for child_id in item.child_ids or []:
             children[(await client.get_task(child_id)).item.agent] = child_id
@@ -152,7 +154,10 @@ async def test_three_calls_in_one_reply_run_concurrently_and_one_failing_disturb
     assert results[0] == "b did part one"
     assert results[1] == "c did part two"
     assert results[2].startswith("Error: ") and "d stopped before it finished" in results[2]
-    assert (await client.get_task(root)).item.result == "all parts: " + " | ".join(results)
+    done = (await client.get_task(root)).item
+    assert done.result == "all parts: " + " | ".join(results)
+    # Every call returned: it delegates to none any more.
+    assert done.delegated_to_id is None and done.status == "active"
 
     # Their time-lines overlap: each started (its first request) before any ended.
     spans = {}
@@ -183,7 +188,7 @@ async def test_three_calls_in_one_reply_run_concurrently_and_one_failing_disturb
 
 
 @pytest.mark.slow
-async def test_recursion_a_b_a_runs_with_independent_contexts(
+async def test_recursion_a_b_a_a_runs_with_independent_contexts(
     client: Client, fake_openai: FakeOpenAI, workspace: Path
 ) -> None:
     await client.update_settings({"agents": AGENTS})
@@ -199,7 +204,12 @@ async def test_recursion_a_b_a_runs_with_independent_contexts(
                 return calls(("call_agent", {"agent_name": "lead", "message": "inner question"}))
             return finish(f"b got: {results[0]}")
         if name == "lead" and asked == "inner question":
+            if not results:  # lead calls itself: A -> B -> A -> A
+                return calls(("call_agent", {"agent_name": "lead", "message": "innermost"}))
+            assert results == ["innermost answer"]
             return finish("inner answer")
+        if name == "lead" and asked == "innermost":
+            return finish("innermost answer")
         raise AssertionError(f"unexpected request of {name}: {asked}")
 
     fake_openai.responder = respond
@@ -211,8 +221,10 @@ async def test_recursion_a_b_a_runs_with_independent_contexts(
     # Every loop had its own context: each request holds its own conversation only.
     leads = requests_of(fake_openai, "lead")
     inner = [b for b in leads if first_user_text(b) == "inner question"]
-    assert len(inner) == 1
+    assert len(inner) == 2
     assert [m["role"] for m in conversation(inner[0])] == ["user"]
+    (innermost,) = [b for b in leads if first_user_text(b) == "innermost"]
+    assert [m["role"] for m in conversation(innermost)] == ["user"]
     outer = [b for b in leads if first_user_text(b) == "outer question"]
     assert [m["role"] for m in conversation(outer[-1])] == ["user", "assistant", "tool"]
     assert results_in(outer[-1]) == ["b got: inner answer"]
@@ -226,6 +238,10 @@ async def test_recursion_a_b_a_runs_with_independent_contexts(
     inner_item = (await client.get_task((b_item.child_ids or [])[0])).item
     assert inner_item.agent == "lead" and inner_item.root_task_id == root
     assert inner_item.parent_task_id == b_item.id
+    # Its call of itself is a task of its own too, a level further down.
+    self_item = (await client.get_task((inner_item.child_ids or [])[0])).item
+    assert self_item.agent == "lead" and self_item.parent_task_id == inner_item.id
+    assert self_item.result == "innermost answer"
 
 
 @pytest.mark.slow

@@ -437,3 +437,85 @@ def test_scenario_nbctx_describe_df_runs_in_the_notebooks_own_kernel(
     # Its code ran in the notebook's kernel: the real columns came back.
     tool = [m for m in fake_openai.requests[1]["messages"] if m["role"] == "tool"][-1]
     assert "['region', 'sales']" in json.dumps(tool["content"])
+
+
+def test_scenario_agents_the_tree_and_its_agents_asks_in_the_panel(
+    daemon: DaemonProcess, fake_openai: FakeOpenAI, spec: Spec, workspace: Path
+) -> None:
+    """lead calls writer and reviewer in one reply; writer writes two files in
+    one reply (both ask at once). The panel shows the tree and answers one ask
+    from lead's view, the other from writer's (agents.spec.ts)."""
+
+    def hdsp(*args: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "hdsp.client", *args],
+            env=cli_env(daemon.runtime_dir),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    hdsp("agent", "add", "lead", "Leads.", "--groups", "read,agents")
+    hdsp("agent", "add", "writer", "Writes files.", "--groups", "read,edit")
+    hdsp("agent", "add", "reviewer", "Reviews.", "--groups", "read")
+
+    def agent_of(body: dict[str, object]) -> str:
+        system = str(body["messages"][0]["content"])  # type: ignore[index]
+        return system.split('"')[1]  # You are "NAME". ...
+
+    def results(body: dict[str, object]) -> list[str]:
+        return [str(m["content"]) for m in body["messages"] if m["role"] == "tool"]  # type: ignore[attr-defined,index]
+
+    def respond(body: dict[str, object]) -> FakeReply | None:
+        name, got = agent_of(body), results(body)
+        if name == "lead":
+            if not got:
+                return FakeReply.tool_calls(
+                    [
+                        ToolCall(
+                            "call_agent",
+                            json.dumps(
+                                {"agent_name": "writer", "message": "Write a.txt and b.txt"}
+                            ),
+                        ),
+                        ToolCall(
+                            "call_agent",
+                            json.dumps({"agent_name": "reviewer", "message": "Review data.csv"}),
+                        ),
+                    ]
+                )
+            return done("lead: " + " | ".join(got))
+        if name == "reviewer":
+            return call("finish", message="looks fine")
+        if not got:
+            return FakeReply.tool_calls(
+                [
+                    ToolCall("write_to_file", json.dumps({"path": "a.txt", "content": "A\n"})),
+                    ToolCall("write_to_file", json.dumps({"path": "b.txt", "content": "B\n"})),
+                ]
+            )
+        written = sorted(p.name for p in workspace.glob("*.txt"))
+        return call("finish", message="wrote " + ", ".join(written))
+
+    fake_openai.responder = respond
+    spec.start("agents.spec.ts")
+    spec.serve(
+        "start-tree",
+        lambda body: hdsp(
+            "run",
+            "Write two files and have them reviewed",
+            "--agent",
+            "lead",
+            "--workspace",
+            str(workspace),
+            "--auto-approve",
+            "subtasks",
+            "--detach",
+        ).strip(),
+    )
+    spec.finish()
+    assert (workspace / "a.txt").read_text() == "A\n"
+    assert not (workspace / "b.txt").exists()

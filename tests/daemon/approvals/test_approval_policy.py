@@ -241,6 +241,25 @@ def test_the_cap_of_automatic_approvals() -> None:
     assert policy.auto_approved_count("t1") == 0
 
 
+def test_the_cost_cap_of_automatic_approvals() -> None:
+    policy = ApprovalPolicy(ApprovalSettings(max_auto_approved_cost=0.5))
+    policy.add_cost("t1", 0.3)
+    assert decide(policy, READ, path="a").decision is Decision.APPROVE
+    policy.add_cost("t1", 0.2)
+    assert policy.spent("t1") == 0.5
+    capped = decide(policy, READ, path="b")
+    assert (capped.decision, capped.cap_reached) == (Decision.ASK, True)
+    assert "$0.5000" in capped.reason and "max_auto_approved_cost" in capped.reason
+    # Another key has its own cost; a person's go-on starts counting afresh.
+    assert decide(policy, READ, task="t2", path="b").decision is Decision.APPROVE
+    policy.reset_count("t1")
+    assert policy.spent("t1") == 0
+    assert decide(policy, READ, path="b").decision is Decision.APPROVE
+    # Roo's name for it, in a task's configuration.
+    merged = ApprovalSettings().with_overrides({"allowedMaxCost": 2})
+    assert merged.max_auto_approved_cost == 2
+
+
 def test_approval_timeouts_deny() -> None:
     policy = ApprovalPolicy(
         ApprovalSettings(approval_timeout_seconds=30, max_auto_approved_requests=1)

@@ -197,5 +197,5 @@ export const STATE_WORDS: Record<string, string> = {
   resumable: 'stopped (resumable)',
   completed: 'completed',
   aborted: 'aborted',
-  paused: 'paused'
+  paused: 'waiting for the agents it called'
 };

@@ -7,7 +7,7 @@ import { PageConfig } from '@jupyterlab/coreutils';
 
 import { CommandError, HdspApi } from './api';
 import { EventSocket } from './socket';
-import { Action, initialState, reduce, SocketFrame, ViewState } from './state';
+import { Action, descendants, initialState, reduce, SocketFrame, ViewState } from './state';
 import type { PromptContext, RespondToAskData, TaskEvent } from './wire';
 
 /** The auto-approval switches the panel offers for a new task. */
@@ -134,6 +134,13 @@ export class PanelModel {
         void this.refreshTasks();
       } else if (name === 'settingsChanged') {
         void this.refreshProfiles();
+      } else if (name === 'taskInteractive' || name === 'taskIdle') {
+        // An agent of the open task's tree waits on an ask this panel has not
+        // seen (it asked before the panel loaded): fetch it, to show it there.
+        const taskId = (frame.event.data.payload as unknown[])[0];
+        if (typeof taskId === 'string' && this.inOpenTree(taskId) && !(this.state.asks[taskId]?.length)) {
+          void this.fetchAsks(taskId);
+        }
       }
     }
   }
@@ -175,6 +182,36 @@ export class PanelModel {
     }
   }
 
+  /** Whether `taskId` is below the open task (one of its agents' tasks). */
+  private inOpenTree(taskId: string): boolean {
+    const open = this.state.open;
+    return open !== null && descendants(this.state.tasks, open.taskId).some(r => r.row.id === taskId);
+  }
+
+  /** A task's snapshot, for the asks it waits on (an agent's, shown in its caller's view). */
+  private async fetchAsks(taskId: string): Promise<void> {
+    try {
+      const snapshot = await this.api.command({ commandName: 'GetTask', data: { taskId } });
+      this.dispatch({ type: 'snapshot', snapshot });
+    } catch (error) {
+      if (!(error instanceof CommandError && error.code === 'task_not_found')) {
+        this.fail(error);
+      }
+    }
+  }
+
+  /** The asks of the open task's agents that wait, as far as this panel knows none yet. */
+  private async fetchTreeAsks(): Promise<void> {
+    const open = this.state.open;
+    if (open === null) {
+      return;
+    }
+    const asking = descendants(this.state.tasks, open.taskId).filter(
+      r => (r.row.state === 'interactive' || r.row.state === 'idle') && !this.state.asks[r.row.id]?.length
+    );
+    await Promise.all(asking.map(r => this.fetchAsks(r.row.id)));
+  }
+
   private async reloadOpenTask(): Promise<void> {
     const open = this.state.open;
     if (open === null) {
@@ -186,6 +223,7 @@ export class PanelModel {
         data: { taskId: open.taskId }
       });
       this.dispatch({ type: 'snapshot', snapshot });
+      await this.fetchTreeAsks();
     } catch (error) {
       if (error instanceof CommandError && error.code === 'task_not_found') {
         remember(null);
@@ -258,22 +296,32 @@ export class PanelModel {
     }
   }
 
-  async respond(askTs: number, response: RespondToAskData['response'], text?: string): Promise<void> {
-    const open = this.state.open;
-    if (open === null) {
+  /** Answer the ask `askTs` of the open task, or of `taskId` (an agent's task of its tree). */
+  async respond(
+    askTs: number,
+    response: RespondToAskData['response'],
+    text?: string,
+    taskId?: string
+  ): Promise<void> {
+    const target = taskId ?? this.state.open?.taskId ?? null;
+    if (target === null) {
       return;
     }
     try {
       await this.api.command({
         commandName: 'RespondToAsk',
-        taskId: open.taskId,
+        taskId: target,
         data: { askTs, response, text: text && text.trim() ? text.trim() : undefined }
       });
       this.dispatch({ type: 'error', message: null });
     } catch (error) {
       if (error instanceof CommandError && error.code === 'already_answered') {
         // Someone else answered first: the ask's own update shows who.
-        await this.reloadOpenTask();
+        if (taskId === undefined) {
+          await this.reloadOpenTask();
+        } else {
+          await this.fetchAsks(taskId);
+        }
         return;
       }
       this.fail(error);

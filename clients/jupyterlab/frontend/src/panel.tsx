@@ -26,7 +26,7 @@ import {
   toolOf,
   verdict
 } from './messages';
-import { filterTasks, messagesOf, OpenTask, TaskRow, ViewState } from './state';
+import { descendants, filterTasks, messagesOf, OpenTask, taskTree, TaskRow, ViewState } from './state';
 import { TodoList } from './todo';
 import { Variables } from './variablesView';
 import type { ClineMessage, KernelOutput } from './wire';
@@ -285,11 +285,12 @@ function MessageView(props: { message: ClineMessage; task: OpenTask; prompt: boo
     if (m.ask === 'completion_result' && !m.text) {
       return null;
     }
-    const waiting = props.task.pendingAsk?.ts === m.ts;
+    // Every ask that waits (concurrent calls ask together) has its buttons.
+    const waiting = props.task.waitingAsks.find(a => a.ts === m.ts);
     return (
       <div {...common} className="hdsp-message hdsp-message-ask">
-        {/* The ask that waits shows once, with its buttons, where it was asked. */}
-        {waiting ? <AskBox key={m.ts} ask={props.task.pendingAsk!} /> : <AskSummary message={m} />}
+        {/* An ask that waits shows once, with its buttons, where it was asked. */}
+        {waiting ? <AskBox key={m.ts} ask={waiting} /> : <AskSummary message={m} />}
         {answered}
         {actions}
       </div>
@@ -384,7 +385,8 @@ function MessageView(props: { message: ClineMessage; task: OpenTask; prompt: boo
   );
 }
 
-function AskBox(props: { ask: ClineMessage }): JSX.Element {
+/** An ask with its buttons; `taskId`: an agent's task whose ask shows in its caller's view. */
+function AskBox(props: { ask: ClineMessage; taskId?: string }): JSX.Element {
   const { model } = useProps();
   const [reason, setReason] = useState('');
   const [busy, setBusy] = useState(false);
@@ -405,7 +407,7 @@ function AskBox(props: { ask: ClineMessage }): JSX.Element {
   }, [ask.text, followup]);
   const run = (response: 'yesButtonClicked' | 'noButtonClicked' | 'messageResponse', text?: string) => {
     setBusy(true);
-    void model.respond(ask.ts, response, text).finally(() => setBusy(false));
+    void model.respond(ask.ts, response, text, props.taskId).finally(() => setBusy(false));
   };
   const approve = () => run('yesButtonClicked');
   const deny = () => run('noButtonClicked', reason);
@@ -434,6 +436,7 @@ function AskBox(props: { ask: ClineMessage }): JSX.Element {
     <div
       data-testid="hdsp-ask"
       data-ask-ts={String(ask.ts)}
+      data-task-id={props.taskId ?? ''}
       data-ask={ask.ask ?? ''}
       className="hdsp-ask"
       tabIndex={0}
@@ -500,8 +503,9 @@ function ConnectionBanner(props: { state: ViewState }): JSX.Element {
 function TaskList(props: { state: ViewState }): JSX.Element {
   const { model } = useProps();
   const [query, setQuery] = useState('');
-  const tasks = filterTasks(props.state.tasks, query);
+  const tasks = taskTree(filterTasks(props.state.tasks, query));
   const openId = props.state.open?.taskId;
+  const asks = props.state.asks;
   return (
     <div className="hdsp-tasks">
       <input
@@ -513,19 +517,29 @@ function TaskList(props: { state: ViewState }): JSX.Element {
         onChange={e => setQuery(e.target.value)}
       />
       <ul data-testid="hdsp-task-list" className="hdsp-task-list">
-        {tasks.map((t: TaskRow) => (
+        {tasks.map(({ row: t, depth }) => (
           <li
             key={t.id}
             data-testid="hdsp-task-item"
             data-task-id={t.id}
             data-state={t.state ?? ''}
+            data-depth={String(depth)}
+            data-parent-id={t.parentTaskId ?? ''}
             className={`hdsp-task-item${t.id === openId ? ' hdsp-selected' : ''}`}
+            style={depth > 0 ? { paddingLeft: `${0.5 + 1.1 * Math.min(depth, 8)}em` } : undefined}
             onClick={() => void model.openTask(t.id)}
             title={t.workspace ?? ''}
           >
+            {depth > 0 && <span className="hdsp-tree-branch">↳</span>}
             <span className={`hdsp-badge hdsp-badge-${t.state ?? 'unknown'}`}>{t.state ?? '…'}</span>
             <span className="hdsp-task-number">{t.number ? `#${t.number}` : ''}</span>
+            {t.agent && <AgentLabel name={t.agent} />}
             <span className="hdsp-task-text">{t.task || t.id.slice(0, 8)}</span>
+            {(asks[t.id]?.length ?? 0) > 0 && (
+              <span data-testid="hdsp-task-asks" className="hdsp-task-asks" title="Waits for your answer">
+                {asks[t.id].length} ask{asks[t.id].length > 1 ? 's' : ''}
+              </span>
+            )}
           </li>
         ))}
         {tasks.length === 0 && <li className="hdsp-note">{query ? 'No task matches.' : 'No tasks yet.'}</li>}
@@ -534,7 +548,67 @@ function TaskList(props: { state: ViewState }): JSX.Element {
   );
 }
 
-function TaskHeader(props: { task: OpenTask; row: TaskRow | undefined }): JSX.Element {
+/** An agent's name (seed 002), as a label. */
+function AgentLabel(props: { name: string }): JSX.Element {
+  return (
+    <span data-testid="hdsp-agent" className="hdsp-agent" title="The agent that works on this task">
+      {props.name}
+    </span>
+  );
+}
+
+/**
+ * The open task's agents (seed 002): the tasks it called, with their state and
+ * what they returned, and the asks that wait anywhere below it, answered here.
+ */
+function AgentTree(props: { state: ViewState; task: OpenTask }): JSX.Element | null {
+  const { model } = useProps();
+  const below = descendants(props.state.tasks, props.task.taskId);
+  if (below.length === 0) {
+    return null;
+  }
+  const waiting = below.filter(r => (props.state.asks[r.row.id]?.length ?? 0) > 0);
+  return (
+    <div data-testid="hdsp-agents" className="hdsp-agents">
+      <div className="hdsp-section-title">Agents it called</div>
+      <ul className="hdsp-agent-list">
+        {below.map(({ row, depth }) => (
+          <li
+            key={row.id}
+            data-testid="hdsp-agent-task"
+            data-task-id={row.id}
+            data-depth={String(depth)}
+            className="hdsp-agent-task"
+            style={{ paddingLeft: `${1.1 * (Math.min(depth, 8) - 1)}em` }}
+          >
+            <button className="hdsp-link" title="Open this agent's task" onClick={() => void model.openTask(row.id)}>
+              <span className={`hdsp-badge hdsp-badge-${row.state ?? 'unknown'}`}>{row.state ?? '…'}</span>
+              {row.agent && <AgentLabel name={row.agent} />}
+              <span className="hdsp-task-text">{row.task || row.id.slice(0, 8)}</span>
+            </button>
+            {row.result !== null && row.result !== undefined && (
+              <div data-testid="hdsp-agent-result" className="hdsp-agent-result">
+                returned: {row.result}
+              </div>
+            )}
+          </li>
+        ))}
+      </ul>
+      {waiting.map(({ row }) =>
+        props.state.asks[row.id].map(ask => (
+          <div key={`${row.id}:${ask.ts}`} data-testid="hdsp-agent-ask" data-task-id={row.id} className="hdsp-agent-ask">
+            <div className="hdsp-agent-ask-who">
+              <AgentLabel name={row.agent ?? 'an agent'} /> asks
+            </div>
+            <AskBox ask={ask} taskId={row.id} />
+          </div>
+        ))
+      )}
+    </div>
+  );
+}
+
+function TaskHeader(props: { task: OpenTask; row: TaskRow | undefined; parent: TaskRow | undefined }): JSX.Element {
   const { model } = useProps();
   const t = props.task;
   const state = t.state ?? props.row?.state ?? null;
@@ -542,7 +616,8 @@ function TaskHeader(props: { task: OpenTask; row: TaskRow | undefined }): JSX.El
   const tokensIn = usage?.totalTokensIn ?? props.row?.tokensIn ?? 0;
   const tokensOut = usage?.totalTokensOut ?? props.row?.tokensOut ?? 0;
   const cost = usage?.totalCost ?? props.row?.totalCost ?? 0;
-  const live = state === 'running' || state === 'interactive';
+  // (paused: it waits for the agents it called, which Stop stops too.)
+  const live = state === 'running' || state === 'interactive' || state === 'paused';
   const resumable = state === 'resumable' || state === 'aborted' || state === 'completed' || state === 'idle';
   return (
     <div className="hdsp-task-header">
@@ -550,8 +625,18 @@ function TaskHeader(props: { task: OpenTask; row: TaskRow | undefined }): JSX.El
         <span data-testid="hdsp-task-state" className={`hdsp-badge hdsp-badge-${state ?? 'unknown'}`} title={STATE_WORDS[state ?? ''] ?? ''}>
           {state ?? '…'}
         </span>
+        {props.row?.agent && <AgentLabel name={props.row.agent} />}
         <span className="hdsp-task-text">{props.row?.task ?? ''}</span>
       </div>
+      {props.row?.parentTaskId && (
+        <div className="hdsp-called-by">
+          called by{' '}
+          <button data-testid="hdsp-parent-link" className="hdsp-link" onClick={() => void model.openTask(props.row!.parentTaskId!)}>
+            {props.parent?.agent ? `${props.parent.agent} ` : ''}
+            {props.parent?.number ? `#${props.parent.number}` : props.row.parentTaskId.slice(0, 8)}
+          </button>
+        </div>
+      )}
       <div className="hdsp-task-meta">
         <span data-testid="hdsp-tokens">
           {tokensIn.toLocaleString()} in · {tokensOut.toLocaleString()} out
@@ -597,9 +682,11 @@ function Conversation(props: { task: OpenTask }): JSX.Element {
       {messages.map(m => (
         <MessageView key={m.ts} message={m} task={props.task} prompt={m.ts === firstText} />
       ))}
-      {props.task.pendingAsk && props.task.messages[props.task.pendingAsk.ts] === undefined && (
-        <AskBox key={props.task.pendingAsk.ts} ask={props.task.pendingAsk} />
-      )}
+      {props.task.waitingAsks
+        .filter(a => props.task.messages[a.ts] === undefined)
+        .map(a => (
+          <AskBox key={a.ts} ask={a} />
+        ))}
       <Queue task={props.task} />
       <div ref={end} />
     </div>
@@ -726,6 +813,7 @@ export function Panel(props: Props): JSX.Element {
   const state = useSyncExternalStore(props.model.subscribe, props.model.getState);
   const open = state.open;
   const row = open ? state.tasks.find(t => t.id === open.taskId) : undefined;
+  const parent = row?.parentTaskId ? state.tasks.find(t => t.id === row.parentTaskId) : undefined;
   return (
     <Ctx.Provider value={props}>
       <div data-testid="hdsp-panel" className="hdsp-panel">
@@ -744,7 +832,8 @@ export function Panel(props: Props): JSX.Element {
             </button>
           </div>
         )}
-        {open && <TaskHeader task={open} row={row} />}
+        {open && <TaskHeader task={open} row={row} parent={parent} />}
+        {open && <AgentTree state={state} task={open} />}
         {open && <TodoList mode={row?.mode} todos={row?.todos} onSave={markdown => props.model.updateTodoList(markdown)} />}
         {open && <Variables model={props.model} task={open} />}
         {open && <Checkpoints model={props.model} task={open} />}

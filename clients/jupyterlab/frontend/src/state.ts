@@ -69,7 +69,13 @@ export interface OpenTask {
   order: number[];
   /** The last durable seq applied for this task (events or snapshot). */
   lastSeq: number;
+  /** The oldest ask that waits for an answer (the first of `waitingAsks`). */
   pendingAsk: ClineMessage | null;
+  /**
+   * Every ask that waits, oldest first: the concurrent tool calls of one reply
+   * ask together, and each is answered on its own.
+   */
+  waitingAsks: ClineMessage[];
   queue: QueuedMessage[];
   usage: TokenUsage | null;
   retry: RetryView | null;
@@ -88,6 +94,11 @@ export interface ViewState {
   /** Per task: the seq of the last durable event that changed its row. */
   rowSeq: Record<string, number>;
   open: OpenTask | null;
+  /**
+   * The asks that wait in every task, by task, oldest first (as events and
+   * snapshots told): the open task's tree shows its agents' asks.
+   */
+  asks: Record<string, ClineMessage[]>;
   profiles: ProfileList | null;
   status: StatusResult | null;
   /** An error in plain words (a failed command, a broken link). */
@@ -114,6 +125,7 @@ export function initialState(): ViewState {
     tasks: [],
     rowSeq: {},
     open: null,
+    asks: {},
     profiles: null,
     status: null,
     error: null
@@ -129,6 +141,7 @@ export function emptyTask(taskId: string): OpenTask {
     order: [],
     lastSeq: 0,
     pendingAsk: null,
+    waitingAsks: [],
     queue: [],
     usage: null,
     retry: null,
@@ -220,6 +233,57 @@ export function filterTasks(tasks: TaskRow[], query: string): TaskRow[] {
   );
 }
 
+/** A row of the task list as a tree shows it: how deep below its root it is. */
+export interface TreeRow {
+  row: TaskRow;
+  depth: number;
+}
+
+/**
+ * `tasks` as a tree (agents calling agents): each task with the tasks it
+ * called right below it, oldest call first, one level deeper; a task whose
+ * caller is not among `tasks` is a root, and the roots keep their order.
+ */
+export function taskTree(tasks: TaskRow[]): TreeRow[] {
+  const ids = new Set(tasks.map(t => t.id));
+  const children = new Map<string, TaskRow[]>();
+  for (const t of tasks) {
+    const parent = t.parentTaskId;
+    if (parent && parent !== t.id && ids.has(parent)) {
+      children.set(parent, [...(children.get(parent) ?? []), t]);
+    }
+  }
+  const out: TreeRow[] = [];
+  const seen = new Set<string>();
+  const walk = (row: TaskRow, depth: number) => {
+    if (seen.has(row.id)) {
+      return; // a cycle in broken data: each task once
+    }
+    seen.add(row.id);
+    out.push({ row, depth });
+    const kids = [...(children.get(row.id) ?? [])].sort((a, b) => a.number - b.number || a.ts - b.ts);
+    kids.forEach(k => walk(k, depth + 1));
+  };
+  tasks.filter(t => !(t.parentTaskId && t.parentTaskId !== t.id && ids.has(t.parentTaskId))).forEach(t => walk(t, 0));
+  tasks.forEach(t => walk(t, 0)); // left over: only a cycle
+  return out;
+}
+
+/** The tasks below `taskId` (its agents' tasks, theirs, ...), each with its depth from it. */
+export function descendants(tasks: TaskRow[], taskId: string): TreeRow[] {
+  const tree = taskTree(tasks);
+  const at = tree.findIndex(r => r.row.id === taskId);
+  if (at < 0) {
+    return [];
+  }
+  const base = tree[at].depth;
+  const out: TreeRow[] = [];
+  for (let i = at + 1; i < tree.length && tree[i].depth > base; i++) {
+    out.push({ row: tree[i].row, depth: tree[i].depth - base });
+  }
+  return out;
+}
+
 // ---- messages ----------------------------------------------------------------
 
 function insertOrder(order: number[], ts: number): number[] {
@@ -261,15 +325,34 @@ export function isWaitingAsk(message: ClineMessage): boolean {
   );
 }
 
+/** `asks` with `message` in its place if it is a waiting ask, else without its ts. */
+function withAsk(asks: ClineMessage[], message: ClineMessage): ClineMessage[] {
+  const others = asks.filter(a => a.ts !== message.ts);
+  if (!isWaitingAsk(message)) {
+    return others.length === asks.length ? asks : others; // answered, or no longer an ask
+  }
+  return [...others, message].sort((a, b) => a.ts - b.ts);
+}
+
+/**
+ * The asks of a snapshot that wait: its pending ask (the oldest) and the asks
+ * after it still unanswered (concurrent calls ask together). An older
+ * unanswered ask is a stopped turn's, which waits for nothing.
+ */
+export function snapshotAsks(snap: TaskSnapshot): ClineMessage[] {
+  const oldest = snap.pendingAsk ?? null;
+  if (oldest === null) {
+    return [];
+  }
+  const later = snap.messages.filter(m => m.ts > oldest.ts && isWaitingAsk(m));
+  return [oldest, ...later];
+}
+
 function applyMessage(task: OpenTask, message: ClineMessage, asOf: number): OpenTask {
   const messages = { ...task.messages, [message.ts]: { message, asOf } };
   const order = insertOrder(task.order, message.ts);
-  let pendingAsk = task.pendingAsk;
-  if (isWaitingAsk(message)) {
-    pendingAsk = message;
-  } else if (pendingAsk !== null && pendingAsk.ts === message.ts) {
-    pendingAsk = null; // answered (here or elsewhere), or no longer an ask
-  }
+  const waitingAsks = withAsk(task.waitingAsks, message);
+  const pendingAsk = waitingAsks[0] ?? null;
   let retry = task.retry;
   if (message.say === 'api_req_retry_delayed') {
     retry = retryOf(message);
@@ -280,7 +363,7 @@ function applyMessage(task: OpenTask, message: ClineMessage, asOf: number): Open
   if (message.say === 'api_req_waiting') {
     waiting = message.partial ? (message.text ?? '') : null;
   }
-  return { ...task, messages, order, pendingAsk, retry, waiting };
+  return { ...task, messages, order, pendingAsk, waitingAsks, retry, waiting };
 }
 
 /** The open task's messages in order. */
@@ -395,10 +478,42 @@ function applyEvent(state: ViewState, event: TaskEvent, now: number): ViewState 
       tasks = updateRow(tasks, taskId, { task: message.text ?? '' }, now);
     }
   }
-  const withTasks =
-    tasks === next.tasks
-      ? next
-      : { ...next, tasks, rowSeq: seq !== null ? { ...next.rowSeq, [taskId]: seq } : next.rowSeq };
+  // Agents calling agents: the caller's events tie the tree together (and
+  // change the child's row too).
+  const child = (data.payload as unknown[])[1];
+  const beforeTree = tasks;
+  if ((data.eventName === 'taskSpawned' || data.eventName === 'taskDelegated') && typeof child === 'string') {
+    const parentRow = tasks.find(t => t.id === taskId);
+    const root = parentRow?.rootTaskId ?? taskId;
+    if (!(parentRow?.childIds ?? []).includes(child)) {
+      tasks = updateRow(tasks, taskId, { childIds: [...(parentRow?.childIds ?? []), child] }, now);
+    }
+    const childRow = tasks.find(t => t.id === child);
+    if (childRow?.parentTaskId !== taskId) {
+      tasks = updateRow(tasks, child, { parentTaskId: taskId, rootTaskId: root }, now);
+    }
+  }
+  if (data.eventName === 'taskDelegationCompleted' && typeof child === 'string') {
+    const returned = (data.payload as unknown[])[2];
+    tasks = updateRow(tasks, child, { result: typeof returned === 'string' ? returned : null }, now);
+  }
+  let asks = next.asks;
+  if (data.eventName === 'message' && data.payload[0].message.type === 'ask') {
+    const mine = asks[taskId] ?? [];
+    const changed = withAsk(mine, data.payload[0].message);
+    if (changed !== mine) {
+      asks = { ...asks, [taskId]: changed };
+    }
+  } else if ((data.eventName === 'taskAborted' || data.eventName === 'taskCompleted') && asks[taskId] !== undefined) {
+    asks = { ...asks };
+    delete asks[taskId]; // a task that ended waits for nothing
+  }
+  const withAsks = asks === next.asks ? next : { ...next, asks };
+  const rowSeq =
+    seq === null
+      ? next.rowSeq
+      : { ...next.rowSeq, [taskId]: seq, ...(tasks !== beforeTree && typeof child === 'string' ? { [child]: seq } : {}) };
+  const withTasks = tasks === next.tasks ? withAsks : { ...withAsks, tasks, rowSeq };
   const open = withTasks.open;
   if (open === null || open.taskId !== taskId) {
     return withTasks;
@@ -432,7 +547,9 @@ function applyToTask(task: OpenTask, event: TaskEvent): OpenTask {
       return applyMessage(t, message, seq);
     }
     case 'taskAskResponded':
-      return { ...t, pendingAsk: null };
+      // The answered ask's own update (which comes first) took it off the
+      // waiting asks; the others still wait.
+      return t;
     case 'taskActive':
     case 'taskStarted':
     case 'taskAborted':
@@ -440,6 +557,7 @@ function applyToTask(task: OpenTask, event: TaskEvent): OpenTask {
       return {
         ...t,
         pendingAsk: data.eventName === 'taskActive' || data.eventName === 'taskStarted' ? t.pendingAsk : null,
+        waitingAsks: data.eventName === 'taskActive' || data.eventName === 'taskStarted' ? t.waitingAsks : [],
         retry: data.eventName === 'taskAborted' || data.eventName === 'taskCompleted' ? null : t.retry,
         usage: data.eventName === 'taskCompleted' && isUsage(data.payload[1]) ? data.payload[1] : t.usage
       };
@@ -475,13 +593,17 @@ function withoutMessages(task: OpenTask, gone: (ts: number) => boolean): OpenTas
     }
   }
   const order = task.order.filter(ts => !gone(ts));
-  const pendingAsk = task.pendingAsk !== null && gone(task.pendingAsk.ts) ? null : task.pendingAsk;
-  return { ...task, messages, order, pendingAsk };
+  const waitingAsks = task.waitingAsks.filter(a => !gone(a.ts));
+  return { ...task, messages, order, waitingAsks, pendingAsk: waitingAsks[0] ?? null };
 }
 
 function applySnapshot(state: ViewState, snap: TaskSnapshot): ViewState {
   const taskId = snap.item.id;
   const previous = state.open;
+  if (state.lastSeq <= snap.headSeq) {
+    // The asks it waits on (unless events were newer: they told already).
+    state = { ...state, asks: { ...state.asks, [taskId]: snapshotAsks(snap) } };
+  }
   if (previous === null || previous.taskId !== taskId) {
     // A snapshot of a task no longer open: its row, unless events were newer.
     const tasks = state.lastSeq > snap.headSeq ? state.tasks : updateRow(state.tasks, taskId, { ...snap.item, state: snap.state }, snap.item.ts);
@@ -506,6 +628,10 @@ function applySnapshot(state: ViewState, snap: TaskSnapshot): ViewState {
   for (const m of snap.messages) {
     task = applyMessage(task, m, snap.headSeq);
   }
+  // The asks that wait are the snapshot's, not every unanswered ask of the
+  // history (a stopped turn leaves its ask unanswered, and nothing waits on it).
+  const asked = snapshotAsks(snap);
+  task = { ...task, waitingAsks: asked, pendingAsk: asked[0] ?? null };
   // Events applied while the snapshot was on its way are newer than it.
   for (const ts of previous.order) {
     const entry = previous.messages[ts];
@@ -518,10 +644,9 @@ function applySnapshot(state: ViewState, snap: TaskSnapshot): ViewState {
   }
   if (previous.lastSeq > snap.headSeq) {
     task = { ...task, state: previous.state ?? task.state, queue: previous.queue };
-  }
-  const pending = snap.pendingAsk ?? null;
-  if (pending !== null && previous.lastSeq <= snap.headSeq) {
-    task = { ...task, pendingAsk: pending };
+    if (task.state === 'aborted' || task.state === 'completed') {
+      task = { ...task, waitingAsks: [], pendingAsk: null }; // it ended since
+    }
   }
   const newer = previous.lastSeq > snap.headSeq;
   const tasks = updateRow(
@@ -607,7 +732,12 @@ export function reduce(state: ViewState, action: Action, now: number = Date.now(
           tokensIn: mine.tokensIn,
           tokensOut: mine.tokensOut,
           totalCost: mine.totalCost,
-          task: t.task || mine.task
+          task: t.task || mine.task,
+          // The tree's links and an agent's return, as the caller's events told.
+          parentTaskId: t.parentTaskId ?? mine.parentTaskId,
+          rootTaskId: t.rootTaskId ?? mine.rootTaskId,
+          childIds: (mine.childIds?.length ?? 0) > (t.childIds?.length ?? 0) ? mine.childIds : t.childIds,
+          result: t.result ?? mine.result
         };
       });
       const extra = state.tasks.filter(t => !listed.has(t.id));

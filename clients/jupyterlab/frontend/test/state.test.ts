@@ -6,11 +6,13 @@
 import {
   Action,
   appendOutputs,
+  descendants,
   filterTasks,
   initialState,
   messagesOf,
   reduce,
   SocketFrame,
+  taskTree,
   ViewState
 } from '../src/state';
 import type { ClineMessage, HistoryItem, KernelOutput, TaskEvent, TaskSnapshot } from '../src/wire';
@@ -193,6 +195,18 @@ describe('snapshots', () => {
     expect(s.tasks.find(t => t.id === T)?.state).toBe('running');
   });
 
+  it("takes every waiting ask from the snapshot, not a stopped turn's unanswered one", () => {
+    const stale: ClineMessage = { ts: 10, type: 'ask', ask: 'tool', text: '{"tool": "read_file"}' };
+    const a: ClineMessage = { ts: 20, type: 'ask', ask: 'tool', text: '{"tool": "write_to_file"}' };
+    const b: ClineMessage = { ts: 21, type: 'ask', ask: 'tool', text: '{"tool": "write_to_file"}' };
+    let s = run(openState(), { type: 'snapshot', snapshot: snapshot([stale, a, b], 8, { state: 'interactive', pendingAsk: a }) });
+    expect(s.open!.waitingAsks.map(m => m.ts)).toEqual([20, 21]);
+    expect(s.asks[T].map(m => m.ts)).toEqual([20, 21]);
+    s = run(openState(), { type: 'snapshot', snapshot: snapshot([stale], 8, { state: 'idle' }) });
+    expect(s.open!.waitingAsks).toEqual([]);
+    expect(s.open!.pendingAsk).toBe(null);
+  });
+
   it('takes the pending ask and the queue from the snapshot', () => {
     const ask: ClineMessage = { ts: 20, type: 'ask', ask: 'tool', text: '{"tool": "write_to_file"}' };
     const s = run(openState(), {
@@ -226,8 +240,22 @@ describe('asks', () => {
     expect(messagesOf(s.open!)[0]).toMatchObject({ isAnswered: true, answeredBy: 'cli' });
   });
 
-  it('taskAskResponded alone clears the waiting ask (answered elsewhere)', () => {
-    const s = run(openState(), msg(ask, 'created', 1), simple('taskAskResponded', 2));
+  it('asks of concurrent calls wait together and are answered one by one', () => {
+    const second: ClineMessage = { ...ask, ts: 21, text: '{"tool": "write_to_file", "path": "b"}' };
+    let s = run(openState(), msg(ask, 'created', 1), msg(second, 'created', 2), simple('taskInteractive', 3));
+    expect(s.open!.waitingAsks.map(a => a.ts)).toEqual([20, 21]);
+    expect(s.open!.pendingAsk?.ts).toBe(20);
+    // The later one answered first (elsewhere): the earlier still waits, with its buttons.
+    s = run(
+      s,
+      msg({ ...second, isAnswered: true, answer: 'yesButtonClicked', answeredBy: 'cli' }, 'updated', 4),
+      simple('taskAskResponded', 5),
+      simple('taskInteractive', 6)
+    );
+    expect(s.open!.waitingAsks.map(a => a.ts)).toEqual([20]);
+    expect(s.open!.pendingAsk?.ts).toBe(20);
+    s = run(s, msg({ ...ask, isAnswered: true, answer: 'noButtonClicked' }, 'updated', 7), simple('taskActive', 8));
+    expect(s.open!.waitingAsks).toEqual([]);
     expect(s.open!.pendingAsk).toBe(null);
   });
 
@@ -430,5 +458,93 @@ describe('mode and todo list', () => {
     const r = s.tasks.find(t => t.id === T);
     expect(r?.todos).toEqual(todos);
     expect(r?.mode).toBe('analyst');
+  });
+});
+
+describe('agents calling agents', () => {
+  const ROOT = 'root-0000';
+  const A = 'child-aaa';
+  const B = 'child-bbb';
+  const GRAND = 'grand-ccc';
+
+  it('the task list is a tree: each task with the tasks it called below it', () => {
+    const tasks = [
+      row(GRAND, 400, 4, { parentTaskId: A, rootTaskId: ROOT, agent: 'coder' }),
+      row(B, 300, 3, { parentTaskId: ROOT, rootTaskId: ROOT, agent: 'reviewer' }),
+      row(A, 200, 2, { parentTaskId: ROOT, rootTaskId: ROOT, agent: 'analyst' }),
+      row(OTHER, 150, 5),
+      row(ROOT, 100, 1, { childIds: [A, B] })
+    ];
+    const tree = taskTree(tasks);
+    expect(tree.map(r => [r.row.id, r.depth])).toEqual([
+      [OTHER, 0],
+      [ROOT, 0],
+      [A, 1],
+      [GRAND, 2],
+      [B, 1]
+    ]);
+    expect(descendants(tasks, ROOT).map(r => [r.row.id, r.depth])).toEqual([
+      [A, 1],
+      [GRAND, 2],
+      [B, 1]
+    ]);
+    expect(descendants(tasks, B)).toEqual([]);
+    // A task whose caller is not listed (filtered out) stands as a root.
+    expect(taskTree(tasks.filter(t => t.id !== A)).map(r => [r.row.id, r.depth])).toEqual([
+      [GRAND, 0],
+      [OTHER, 0],
+      [ROOT, 0],
+      [B, 1]
+    ]);
+    // Broken data with a cycle shows each task once.
+    const cycle = [row('x', 1, 1, { parentTaskId: 'y' }), row('y', 2, 2, { parentTaskId: 'x' })];
+    expect(taskTree(cycle)).toHaveLength(2);
+  });
+
+  it("the caller's events tie a child to it and carry what it returned", () => {
+    let s = run(initialState(), { type: 'tasks', tasks: [row(ROOT, 100, 1)] });
+    s = run(
+      s,
+      simple('taskCreated', 1, A),
+      ev({ eventName: 'taskSpawned', payload: [ROOT, A] }, 2),
+      ev({ eventName: 'taskDelegated', payload: [ROOT, A] }, 3)
+    );
+    const child = s.tasks.find(t => t.id === A)!;
+    expect(child).toMatchObject({ parentTaskId: ROOT, rootTaskId: ROOT });
+    expect(s.tasks.find(t => t.id === ROOT)!.childIds).toEqual([A]);
+    expect(taskTree(s.tasks).map(r => [r.row.id, r.depth])).toEqual([
+      [ROOT, 0],
+      [A, 1]
+    ]);
+    const asOf = s.lastSeq;
+    s = run(s, ev({ eventName: 'taskDelegationCompleted', payload: [ROOT, A, '310 rows'] }, 4));
+    expect(s.tasks.find(t => t.id === A)!.result).toBe('310 rows');
+    // A list asked for before the return keeps it (and the tree's links).
+    s = run(s, { type: 'tasks', tasks: [row(ROOT, 100, 1), row(A, 200, 2, { agent: 'analyst' })], asOf });
+    expect(s.tasks.find(t => t.id === A)).toMatchObject({ result: '310 rows', parentTaskId: ROOT, agent: 'analyst' });
+    expect(s.tasks.find(t => t.id === ROOT)!.childIds).toEqual([A]);
+  });
+
+  it("every task's waiting asks are known, so a caller's view shows its agents' asks", () => {
+    const ask: ClineMessage = { ts: 20, type: 'ask', ask: 'tool', text: '{"tool": "write_to_file", "path": "a"}' };
+    const second: ClineMessage = { ...ask, ts: 21 };
+    let s = run(openState(), msg(ask, 'created', 1, undefined, A), msg(second, 'created', 2, undefined, A));
+    expect(s.asks[A].map(a => a.ts)).toEqual([20, 21]);
+    expect(s.open!.waitingAsks).toEqual([]); // not the open task's
+    s = run(s, msg({ ...ask, isAnswered: true }, 'updated', 3, undefined, A));
+    expect(s.asks[A].map(a => a.ts)).toEqual([21]);
+    s = run(s, simple('taskAborted', 4, A));
+    expect(s.asks[A]).toBeUndefined();
+    // A snapshot of the agent's task (fetched after a reload) tells them too.
+    const snap: TaskSnapshot = {
+      item: row(B, 300, 3, { parentTaskId: T, agent: 'writer', state: 'interactive' }),
+      state: 'interactive',
+      messages: [ask],
+      headSeq: 9,
+      pendingAsk: ask
+    };
+    s = run(s, { type: 'snapshot', snapshot: snap });
+    expect(s.asks[B].map(a => a.ts)).toEqual([20]);
+    expect(s.tasks.find(t => t.id === B)).toMatchObject({ agent: 'writer', parentTaskId: T });
   });
 });
