@@ -5,7 +5,8 @@ signal, restart, kill; here :mod:`.process`) and its connection (a KernelClient:
 the channels and the session that signs messages). The kernel service talks to
 a kernel only through a :class:`KernelConnection`, so a kernel served elsewhere
 (a Jupyter Server or Kernel Gateway, over a websocket) can take the place of
-the ZeroMQ connection here, :class:`ZmqKernelConnection`.
+the ZeroMQ connection here, :class:`ZmqKernelConnection` (the WebSocket one is
+:class:`~.gateway.WebSocketKernelConnection`).
 
 Routing: one reader per channel (iopub, shell, stdin, control) routes each
 message by its parent's msg_id to whoever sent the request (an execution, the
@@ -38,6 +39,7 @@ from .errors import KernelStartFailed
 
 __all__ = [
     "IOPUB_QUEUE",
+    "KERNEL_GONE",
     "KERNEL_REPLACED",
     "KernelConnection",
     "Route",
@@ -53,9 +55,14 @@ Route = Callable[[Mapping[str, Any]], None]
 #: Not a Jupyter state: the kernel's messages come from a new session (the
 #: process behind the connection file was restarted, by hdsp or elsewhere).
 KERNEL_REPLACED = "hdsp:replaced"
+#: Not a Jupyter state: the server a remote kernel ran on no longer has it (it
+#: culled it, or it was shut down there).
+KERNEL_GONE = "hdsp:gone"
 
-#: Told each `execution_state` the kernel publishes ("busy", "idle", "starting"),
-#: and KERNEL_REPLACED when another kernel process answers on the same ports.
+#: Told each `execution_state` the kernel publishes ("busy", "idle", "starting";
+#: a Jupyter server adds "restarting" and "dead" for a kernel that died there),
+#: KERNEL_REPLACED when another kernel process answers on the same ports, and
+#: KERNEL_GONE when a remote kernel's server no longer has it.
 StatusCallback = Callable[[str], Awaitable[None]]
 
 #: A handshake request unanswered this long is sent again.

@@ -417,6 +417,15 @@ class TaskManager:
         task = self._tasks.get(task_id)
         return task is not None and task.busy
 
+    def kernel_choice(self, task_id: str) -> tuple[str | None, str | None]:
+        """Where the task wants its kernels (its configuration's provider, or
+        None) and its profile, for the kernel service; (None, None) for a task
+        not loaded."""
+        task = self._tasks.get(task_id)
+        if task is None:
+            return None, None
+        return task.item.kernel_provider, task.item.api_config_name
+
     async def note_kernel_culled(self, task_id: str, note: str) -> None:
         """Record in the task's history that its kernel was shut down for idling."""
         if self.closing:
@@ -613,6 +622,7 @@ class TaskManager:
             api_config_name=profile,
             status="active",
             agent=config.agent,
+            kernel_provider=config.kernel_provider,
         )
         await self._start(tg, item, text, data.images, context)
         log.info("task started", task_id=task_id, profile=profile, agent=config.agent)
@@ -696,6 +706,7 @@ class TaskManager:
             api_config_name=profile,
             status="active",
             agent=agent.name,
+            kernel_provider=parent.item.kernel_provider,
             parent_task_id=parent.id,
             root_task_id=parent.item.root_task_id or parent.id,
             parent_call_id=call_id,
