@@ -46,7 +46,14 @@ pytestmark = pytest.mark.timeout(120)
 SECRET = "jupyter-test"
 
 
-@pytest.fixture(scope="module", params=KINDS)
+def _kinds() -> list[Any]:
+    # Enterprise Gateway's own venv is made on first use (`make test` makes it
+    # first): the first test may wait for pip.
+    slow = [pytest.mark.slow, pytest.mark.timeout(900)]
+    return [pytest.param(k, marks=slow) if k == "enterprisegateway" else k for k in KINDS]
+
+
+@pytest.fixture(scope="module", params=_kinds())
 def server(request: pytest.FixtureRequest) -> Iterator[KernelServer]:
     root = short_tmp_dir()
     kind: ServerKind = request.param
@@ -340,10 +347,10 @@ async def test_a_websocket_cut_mid_cell_loses_no_output(
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("kind", _kinds())
 async def test_a_kernel_the_server_culls_is_reported_and_a_new_one_starts(
-    tmp_path: Path, request: pytest.FixtureRequest
+    kind: ServerKind, tmp_path: Path
 ) -> None:
-    kind: ServerKind = "kernelgateway"
     root = short_tmp_dir()
     culled: list[tuple[str, str]] = []
 

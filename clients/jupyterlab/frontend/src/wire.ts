@@ -172,6 +172,7 @@ export interface HdspWire {
   ListKernels: ListKernels;
   ListMcpServers: ListMcpServers;
   ListProfiles: ListProfiles;
+  ListRemoteKernels: ListRemoteKernels;
   ListTasks: ListTasks;
   ListTasksData: ListTasksData1;
   ListVariables: ListVariables;
@@ -200,6 +201,9 @@ export interface HdspWire {
   QueuedMessagesUpdated: QueuedMessagesUpdated;
   Rejection: Rejection;
   RelayedImage: RelayedImage;
+  RemoteKernel: RemoteKernel;
+  RemoteKernelList: RemoteKernelList;
+  RemoteSession: RemoteSession;
   Replay: Replay;
   ReplayData: ReplayData;
   ReplayPage: ReplayPage;
@@ -399,11 +403,21 @@ export interface DocumentCell {
   source: string;
 }
 /**
- * Use a kernel that runs already (a notebook's, from Jupyter's runtime dir).
+ * Use a kernel that runs already: a notebook's on this machine, by its
+ * connection file (from Jupyter's runtime dir), or one a Jupyter server runs,
+ * by its id there (ListRemoteKernels). Exactly one of the two.
  */
 export interface AttachKernel {
   commandName: 'AttachKernel';
-  connectionFile: string;
+  connectionFile?: string | null;
+  /**
+   * The profile whose kernels settings (provider, gateway) apply; the current one by default.
+   */
+  profile?: string | null;
+  /**
+   * The kernel's id on the Jupyter server (ListRemoteKernels).
+   */
+  remoteKernelId?: string | null;
 }
 export interface BlobData {
   /**
@@ -660,6 +674,7 @@ export interface TaskCommand {
     | GetStatus
     | Shutdown
     | ListKernels
+    | ListRemoteKernels
     | StartKernel
     | AttachKernel
     | InterruptKernel
@@ -745,6 +760,10 @@ export interface TaskConfiguration {
    * A kernel (ListKernels) the task's code runs in; by default the task starts its own on first use, in its workspace.
    */
   kernelId?: string | null;
+  /**
+   * hdsp: where the task's kernels run: local (this machine, in hdspd's sandbox) or gateway (the Jupyter server of the profile's or the settings' kernels.gateway). None: as the profile's or the settings' kernels.provider says.
+   */
+  kernelProvider?: ('gateway' | 'local') | null;
   /**
    * The task's mode (GetModes lists them); `code` when absent.
    */
@@ -1089,16 +1108,35 @@ export interface Shutdown {
 export interface ListKernels {
   commandName: 'ListKernels';
 }
+/**
+ * The kernels and sessions of the Jupyter server of the kernels.gateway
+ * setting (or of the profile's).
+ */
+export interface ListRemoteKernels {
+  commandName: 'ListRemoteKernels';
+  /**
+   * The profile whose kernels settings (provider, gateway) apply; the current one by default.
+   */
+  profile?: string | null;
+}
 export interface StartKernel {
   commandName: 'StartKernel';
   /**
-   * Working directory of the kernel; the daemon's by default.
+   * Working directory of a local kernel; the daemon's by default.
    */
   cwd?: string | null;
   /**
-   * Kernelspec name; "python3" by default.
+   * Kernelspec name; "python3" by default (on a Jupyter server: its kernels.gateway.kernelName, else the server's default).
    */
   kernelName?: string | null;
+  /**
+   * The profile whose kernels settings (provider, gateway) apply; the current one by default.
+   */
+  profile?: string | null;
+  /**
+   * Where the kernel runs: local (this machine, in hdspd's sandbox) or gateway (the Jupyter server of the settings' kernels.gateway, or of the profile's). None: as the profile's or the settings' kernels.provider says.
+   */
+  provider?: ('gateway' | 'local') | null;
 }
 export interface InterruptKernel {
   commandName: 'InterruptKernel';
@@ -1634,6 +1672,7 @@ export interface CommandResults {
   ListKernels?: KernelList;
   ListMcpServers?: McpServerList;
   ListProfiles?: ProfileList;
+  ListRemoteKernels?: RemoteKernelList;
   ListTasks?: TaskList;
   ListVariables?: VariableList;
   Ping?: Pong;
@@ -1679,6 +1718,18 @@ export interface KernelInfo {
    * True when hdsp started the kernel: it shuts it down when the daemon stops. An attached kernel (a notebook's) is only ever detached from.
    */
   owned: boolean;
+  /**
+   * local: on this machine; gateway: on the Jupyter server `serverUrl`, as the kernel `remoteId` there.
+   */
+  provider?: 'gateway' | 'local';
+  /**
+   * gateway: the kernel's id on its Jupyter server.
+   */
+  remoteId?: string | null;
+  /**
+   * gateway: the Jupyter server's URL (without credentials).
+   */
+  serverUrl?: string | null;
   status: KernelState;
   /**
    * Tasks whose code runs in this kernel.
@@ -2025,6 +2076,10 @@ export interface HistoryItem {
    * The task's id (a UUID).
    */
   id: string;
+  /**
+   * hdsp: where the task's kernels run, as its configuration chose (None: as its profile's or the settings' kernels.provider says).
+   */
+  kernelProvider?: ('gateway' | 'local') | null;
   mode?: string | null;
   /**
    * 1 for the daemon's first task, then counting up.
@@ -2202,6 +2257,43 @@ export interface McpToolInfo {
    * The name the model calls it by: mcp__SERVER__TOOL.
    */
   offeredAs: string;
+}
+export interface RemoteKernelList {
+  kernels?: RemoteKernel[];
+  /**
+   * The server's URL (without credentials).
+   */
+  serverUrl: string;
+  sessions?: RemoteSession[];
+  /**
+   * Why the server's sessions are not listed (Kernel Gateway lists them only with list_kernels on), if they are not.
+   */
+  sessionsError?: string | null;
+}
+/**
+ * A kernel a Jupyter server runs, as its REST API describes it (the
+ * server's text: untrusted).
+ */
+export interface RemoteKernel {
+  connections?: number | null;
+  executionState?: string | null;
+  /**
+   * hdsp's id for this kernel (ListKernels), when hdsp uses it.
+   */
+  kernelId?: string | null;
+  lastActivity?: string | null;
+  name?: string | null;
+  remoteId: string;
+}
+/**
+ * A Jupyter server's session: which notebook (or console) uses which kernel.
+ */
+export interface RemoteSession {
+  name?: string | null;
+  path?: string | null;
+  remoteKernelId?: string | null;
+  sessionId: string;
+  type?: string | null;
 }
 export interface TaskList {
   /**
@@ -3059,6 +3151,10 @@ export interface TaskConfiguration1 {
    * A kernel (ListKernels) the task's code runs in; by default the task starts its own on first use, in its workspace.
    */
   kernelId?: string | null;
+  /**
+   * hdsp: where the task's kernels run: local (this machine, in hdspd's sandbox) or gateway (the Jupyter server of the profile's or the settings' kernels.gateway). None: as the profile's or the settings' kernels.provider says.
+   */
+  kernelProvider?: ('gateway' | 'local') | null;
   /**
    * The task's mode (GetModes lists them); `code` when absent.
    */
