@@ -463,6 +463,14 @@ class KernelService:
             sessions_error=sessions_error,
         )
 
+    def check_provider(self, provider: str | None, profile: str | None) -> None:
+        """Raise KernelStartFailed (saying what to set) when kernels cannot run
+        where `provider` and `profile` say."""
+        if self.providers is not None:
+            self.providers.choose(provider, profile)
+        elif provider == "gateway":
+            raise KernelStartFailed("This daemon runs no kernels on a Jupyter server.")
+
     async def _gateway(self, profile: str | None) -> GatewayTarget:
         providers = self.providers
         server = providers.choose("gateway", profile) if providers is not None else None

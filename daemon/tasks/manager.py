@@ -43,7 +43,7 @@ from hdsp.daemon.config import ProfileNotFound
 from hdsp.daemon.config.agents import AgentDefinition, AgentLimits
 from hdsp.daemon.config.modes import ModeDefinition
 from hdsp.daemon.conversation import ApiMessage
-from hdsp.daemon.errors import CommandError
+from hdsp.daemon.errors import CommandError, HdspError
 from hdsp.daemon.llm.registry import Providers
 from hdsp.daemon.llm.retry import DEFAULT_RETRY_POLICY, RetryPolicy
 from hdsp.daemon.memory import give_back
@@ -590,6 +590,11 @@ class TaskManager:
                 ErrorCode.KERNEL_NOT_FOUND,
                 f"No kernel {kernel_id!r}; ListKernels lists the kernels.",
             )
+        if kernels is not None and config.kernel_provider is not None:
+            try:
+                kernels.check_provider(config.kernel_provider, profile)
+            except HdspError as exc:
+                raise CommandError(ErrorCode.INVALID_REQUEST, exc.message) from None
         text, mode = await self._expanded(data.text, Path(workspace))
         mode = mode or config.mode or DEFAULT_MODE
         try:
