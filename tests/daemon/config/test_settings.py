@@ -362,5 +362,5 @@ async def test_a_token_written_into_the_settings_is_refused(
 
 async def test_the_gateway_provider_needs_a_server(tmp_path: Path) -> None:
     store = await open_store(tmp_path / "settings.json")
-    with pytest.raises(SettingsInvalid, match="kernels.gateway first"):
+    with pytest.raises(SettingsInvalid, match=re.escape("kernels.gateway first")):
         await store.update({"kernels": {"provider": "gateway"}})
