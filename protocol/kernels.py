@@ -192,6 +192,16 @@ class ExecutionResult(WireStruct, frozen=True):
             )
         ),
     ] = False
+    connection_dropped: Annotated[
+        bool,
+        Meta(
+            description=(
+                "A kernel on a Jupyter server: the connection to the server dropped while the "
+                "code ran, and came back. What the server published after it saw the drop was "
+                "replayed; what it had sent at that moment may be missing from `outputs`."
+            )
+        ),
+    ] = False
     display_updates: Annotated[
         list[KernelOutput],
         Meta(

@@ -40,6 +40,7 @@ from .errors import KernelStartFailed
 __all__ = [
     "IOPUB_QUEUE",
     "KERNEL_GONE",
+    "KERNEL_LINK_DROPPED",
     "KERNEL_REPLACED",
     "KernelConnection",
     "Route",
@@ -58,6 +59,9 @@ KERNEL_REPLACED = "hdsp:replaced"
 #: Not a Jupyter state: the server a remote kernel ran on no longer has it (it
 #: culled it, or it was shut down there).
 KERNEL_GONE = "hdsp:gone"
+#: Not a Jupyter state: the link to a remote kernel's server dropped (it comes
+#: back by itself; what the server sent at that moment may be lost).
+KERNEL_LINK_DROPPED = "hdsp:link-dropped"
 
 #: Told each `execution_state` the kernel publishes ("busy", "idle", "starting";
 #: a Jupyter server adds "restarting" and "dead" for a kernel that died there),

@@ -22,9 +22,12 @@ Reconnecting: the WebSocket's `session_id` is the connection's own and never
 changes. When the connection drops, Jupyter Server keeps what the kernel
 publishes for that session and replays it to the WebSocket that comes back
 with the same `session_id` (its kernel manager's `buffer_offline_messages`),
-so a drop mid-cell loses none of the output the server saw after the drop. The
-connection comes back by itself, with backoff, for as long as it runs; what
-it was asked to send meanwhile waits and goes once it is back.
+so a drop mid-cell loses none of the output the server published after it saw
+the drop. What the server had already written into the dying connection is
+lost with it (no protocol resends it): the execution running then is marked
+(`connectionDropped`), and the model is told its output may be incomplete. The
+connection comes back by itself, with backoff, for as long as it runs; what it
+was asked to send meanwhile waits and goes once it is back.
 
 Liveness is the server's to judge: it watches its kernel process, restarts one
 that died (and says `restarting` on iopub, or `dead` when it could not), and
@@ -54,7 +57,14 @@ import structlog
 from anyio.abc import TaskGroup, TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from .connection import KERNEL_GONE, KERNEL_REPLACED, Route, Routes, StatusCallback
+from .connection import (
+    KERNEL_GONE,
+    KERNEL_LINK_DROPPED,
+    KERNEL_REPLACED,
+    Route,
+    Routes,
+    StatusCallback,
+)
 from .errors import KernelError, KernelNotFound, KernelServerUnreachable, KernelStartFailed
 
 __all__ = [
@@ -545,6 +555,7 @@ class WebSocketKernelConnection:
                 kernel_id=self._kernel_id,
                 close_code=getattr(ws, "close_code", None),
             )
+            await self._on_status(KERNEL_LINK_DROPPED)
             found = await self._reconnect()
             if found is None:
                 return

@@ -38,6 +38,7 @@ from hdsp.protocol import Event, ExecutionResult, KernelState, KernelStatus
 
 from .connection import (
     KERNEL_GONE,
+    KERNEL_LINK_DROPPED,
     KERNEL_REPLACED,
     KernelConnection,
     Routes,
@@ -192,6 +193,10 @@ class Kernel:
             return
         if state == KERNEL_GONE:
             await self._gone()
+            return
+        if state == KERNEL_LINK_DROPPED:
+            if self.current is not None:
+                self.current.connection_dropped = True
             return
         if state == "restarting":
             # Only a Jupyter server says this: the kernel died there and the

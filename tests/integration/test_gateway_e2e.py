@@ -106,7 +106,9 @@ async def test_tasks_run_code_on_the_jupyter_server_their_profile_or_own_choice_
             }
         )
     )
-    daemon_process.start()
+    # At debug level, the WebSocket library logs its handshake's headers: the
+    # token must not show there either.
+    daemon_process.start("--log-level", "debug")
     where = "import os\nprint(os.getcwd(), flush=True)\nname = input('Who? ')\nprint('hi', name)"
     fake_openai.script(
         _run_code(where), FakeReply.text("Remote."), _run_code(where), FakeReply.text("Profile.")
@@ -151,7 +153,9 @@ async def test_tasks_run_code_on_the_jupyter_server_their_profile_or_own_choice_
     headers = {"Authorization": f"token {gateway.token}"}
     assert httpx2.get(f"{gateway.url}api/kernels/{remote_id}", headers=headers).status_code == 404
     # The token never left the daemon: not in its log, its events, its database.
-    assert gateway.token not in daemon_process.stderr_path.read_text()
+    log = daemon_process.stderr_path.read_text()
+    assert "websockets" in log and f"[secret:{SECRET}]" in log
+    assert gateway.token not in log
     assert all(gateway.token.encode() not in encode(e) for e in events.events)
     assert gateway.token.encode() not in (daemon_process.data_dir / "settings.json").read_bytes()
 

@@ -256,6 +256,14 @@ async def test_attach_by_id_lists_and_detaches_without_shutting_down(
             assert (info.owned, info.remote_id) == (False, remote_id)
             r = await svc.execute(info.kernel_id, "y = 5\ny * 2")
             assert r.outputs[0].data == {"text/plain": "10"}
+            # Not hdsp's to restart, but interrupted all the same (the REST interrupt).
+            r = await svc.execute(info.kernel_id, "while True:\n    pass", time_limit=1)
+            assert (r.status, r.kernel_restarted) == ("timeout", False)
+            assert r.outputs[-1].ename == "KeyboardInterrupt"
+            # Its variables, read with a silent inspection.
+            found = await svc.list_variables(info.kernel_id)
+            assert found.listing is not None
+            assert [(v.name, v.type) for v in found.listing.variables] == [("y", "int")]
             listing = await svc.list_remote_kernels()
             mine = next(k for k in listing.kernels if k.remote_id == remote_id)
             assert mine.kernel_id == info.kernel_id
@@ -344,6 +352,8 @@ async def test_a_websocket_cut_mid_cell_loses_no_output(
     assert seen.text() == expected
     assert r.outputs[-1].data == {"text/plain": "'done'"}
     assert proxy.connections >= 2
+    # (What the server had sent into the dead link could have been lost: it says so.)
+    assert r.connection_dropped
 
 
 @pytest.mark.slow

@@ -1828,6 +1828,10 @@ export interface SecretInfo {
 }
 export interface ExecutionResult {
   /**
+   * A kernel on a Jupyter server: the connection to the server dropped while the code ran, and came back. What the server published after it saw the drop was replayed; what it had sent at that moment may be missing from `outputs`.
+   */
+  connectionDropped?: boolean;
+  /**
    * For each display id the execution's messages carried, the last data it got (as update_display_data outputs): outputs of earlier cells that show one of these display ids now show this data, as Jupyter updates a display wherever it is shown.
    */
   displayUpdates?: KernelOutput[];
