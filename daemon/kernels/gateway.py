@@ -86,7 +86,7 @@ V1_SUBPROTOCOL: Final = "v1.kernel.websocket.jupyter.org"
 
 #: The largest message the WebSocket takes (a big image, a long output); bounded
 #: all the same.
-_MAX_MESSAGE: Final = 256 * 1024 * 1024
+_MAX_MESSAGE: Final = 64 * 1024 * 1024
 #: Messages waiting to be sent while the WebSocket is down (the kernel lock lets
 #: one execution at a time; inputs and handshakes are few).
 _OUTBOX: Final = 256
