@@ -60,10 +60,10 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from .connection import (
     KERNEL_GONE,
     KERNEL_LINK_DROPPED,
-    KERNEL_REPLACED,
-    Route,
+    MessageRouter,
     Routes,
     StatusCallback,
+    kernel_info_routes,
 )
 from .errors import KernelError, KernelNotFound, KernelServerUnreachable, KernelStartFailed
 
@@ -371,26 +371,6 @@ class RemoteKernelProcess:
         """Nothing of a remote kernel lies on this machine."""
 
 
-def _parent_id(msg: Mapping[str, Any]) -> str | None:
-    parent = msg.get("parent_header") or {}
-    value = parent.get("msg_id")
-    return value if isinstance(value, str) else None
-
-
-def _setter(event: anyio.Event) -> Route:
-    return lambda msg: event.set()
-
-
-def _on_idle(event: anyio.Event) -> Route:
-    def route(msg: Mapping[str, Any]) -> None:
-        if msg["header"]["msg_type"] == "status" and (
-            msg["content"].get("execution_state") == "idle"
-        ):
-            event.set()
-
-    return route
-
-
 class _Wire:
     """The WebSocket client and the framing, imported when the first remote
     kernel connects (websockets and jupyter_server come with `hdsp[gateway]`)."""
@@ -453,11 +433,8 @@ class WebSocketKernelConnection:
         self._ws: Any = None
         #: Set and replaced whenever the WebSocket comes or goes.
         self._changed = anyio.Event()
-        self._iopub: dict[str, Route] = {}
-        self._replies: dict[str, Route] = {}
-        self._stdin: dict[str, Route] = {}
-        self._quiet: set[str] = set()
-        self._kernel_session: str | None = None
+        # The server's own status messages carry our session id.
+        self._router = MessageRouter(on_status, own_session=self.session_id)
         self._tg: TaskGroup | None = None
         #: What waits to be sent, in order (made when the connection runs).
         self._outbox: MemoryObjectSendStream[tuple[str, dict[str, Any]]] | None = None
@@ -640,8 +617,7 @@ class WebSocketKernelConnection:
     # ---- the handshake ----------------------------------------------------------------
 
     def expect_rebind(self) -> None:
-        self._kernel_session = None  # (a restart hdsp makes is no news)
-        self._quiet.clear()
+        self._router.rebind()
 
     async def handshake(self, *, certain: bool) -> None:
         """Wait for the WebSocket, then for a kernel_info_request on control to
@@ -654,7 +630,7 @@ class WebSocketKernelConnection:
             published = anyio.Event()
             msg = self._session.msg("kernel_info_request", {})
             msg_id = msg["header"]["msg_id"]
-            self._route(msg_id, Routes(iopub=_on_idle(published), reply=_setter(replied)))
+            self._router.add(msg_id, kernel_info_routes(replied, published))
             try:
                 self._send("control", msg)
                 with anyio.move_on_after(_HANDSHAKE_RETRY):
@@ -677,7 +653,7 @@ class WebSocketKernelConnection:
         }
         msg = self._session.msg("execute_request", content)
         msg_id: str = msg["header"]["msg_id"]
-        self._route(msg_id, routes)
+        self._router.add(msg_id, routes)
         try:
             self._send("shell", msg)
         except BaseException:
@@ -686,9 +662,7 @@ class WebSocketKernelConnection:
         return msg_id
 
     def forget(self, msg_id: str) -> None:
-        self._iopub.pop(msg_id, None)
-        self._replies.pop(msg_id, None)
-        self._stdin.pop(msg_id, None)
+        self._router.forget(msg_id)
 
     def send_input(self, text: str) -> None:
         self._send("stdin", self._session.msg("input_reply", {"value": text}))
@@ -711,16 +685,6 @@ class WebSocketKernelConnection:
         """Nothing to wait for: a remote kernel's liveness is its server's to
         judge, reported through the status callback; the WebSocket's own
         keepalive finds a dead link and the connection comes back by itself."""
-
-    def _route(self, msg_id: str, routes: Routes) -> None:
-        if routes.iopub is not None:
-            self._iopub[msg_id] = routes.iopub
-        if routes.reply is not None:
-            self._replies[msg_id] = routes.reply
-        if routes.stdin is not None:
-            self._stdin[msg_id] = routes.stdin
-        if routes.quiet:
-            self._quiet.add(msg_id)
 
     def _send(self, channel: str, msg: dict[str, Any]) -> None:
         if self.gone:
@@ -811,45 +775,12 @@ class WebSocketKernelConnection:
         if not isinstance(header, dict) or not isinstance(msg.get("content"), dict):
             raise ValueError("not a Jupyter message")
         if channel == "iopub":
-            await self._on_iopub(msg)
+            await self._router.iopub(msg)
+            if header.get("msg_type") == "shutdown_reply" and self._tg is not None:
+                # Someone shut the kernel down (or restarts it): ask the server soon.
+                self._tg.start_soon(self._check_soon)
         elif channel in ("shell", "control"):
-            parent = _parent_id(msg)
-            route = self._replies.pop(parent, None) if parent is not None else None
-            if route is not None:
-                route(msg)
-        elif channel == "stdin":
-            parent = _parent_id(msg)
-            route = self._stdin.get(parent) if parent is not None else None
-            if route is not None:
-                route(msg)
-            elif header.get("msg_type") == "input_request":
-                # Nobody waits for it (the execution ended): answer, or it blocks the kernel.
-                self.send_input("")
-
-    async def _on_iopub(self, msg: Mapping[str, Any]) -> None:
-        parent = _parent_id(msg)
-        route = self._iopub.get(parent) if parent is not None else None
-        if route is not None:
-            route(msg)
-        kind = msg["header"].get("msg_type")
-        session = msg["header"].get("session")
-        # The server's own messages (`restarting`, `dead`) carry our session id.
-        if (
-            isinstance(session, str)
-            and session
-            and session != self.session_id
-            and session != self._kernel_session
-        ):
-            known, self._kernel_session = self._kernel_session, session
-            if known is not None:
-                await self._on_status(KERNEL_REPLACED)
-        if kind == "shutdown_reply" and self._tg is not None:
-            # Someone shut the kernel down (or restarts it): see what the server says.
-            self._tg.start_soon(self._check_soon)
-        if kind == "status":
-            state = msg["content"].get("execution_state")
-            if parent in self._quiet:
-                if state == "idle":
-                    self._quiet.discard(parent)
-            elif isinstance(state, str):
-                await self._on_status(state)
+            self._router.reply(msg)
+        elif channel == "stdin" and not self._router.stdin(msg):
+            # Nobody waits for it (the execution ended): answer, or it blocks the kernel.
+            self.send_input("")

@@ -17,18 +17,18 @@ the server's culling of idle kernels (every second, connected ones too).
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
-import venv
 from pathlib import Path
 from types import TracebackType
 from typing import Literal
 
 import httpx2
+
+from tests.support.cached_venv import cached_venv
 
 __all__ = [
     "ENTERPRISE_GATEWAY",
@@ -52,30 +52,13 @@ class EnterpriseGatewayUnavailable(RuntimeError):
 
 def enterprise_gateway_python() -> Path:
     """The interpreter of Enterprise Gateway's venv, made on first use."""
-    target = Path(sys.prefix) / "hdsp-test-cache" / f"enterprise-gateway-{ENTERPRISE_GATEWAY}"
-    python = target / "bin" / "python"
-    if (target / ".installed").is_file():
-        return python
-    shutil.rmtree(target, ignore_errors=True)
-    venv.create(target, with_pip=True, symlinks=True)
-    command = [
-        str(python),
-        "-m",
-        "pip",
-        "install",
-        "--quiet",
-        f"jupyter_enterprise_gateway=={ENTERPRISE_GATEWAY}",
+    return cached_venv(
+        f"enterprise-gateway-{ENTERPRISE_GATEWAY}",
         # Its kernels' ipykernel, within its jupyter_client < 7.
-        "ipykernel>=6.29,<7",
-    ]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=1200, check=False)
-    if done.returncode != 0:
-        raise EnterpriseGatewayUnavailable(
-            f"could not install Jupyter Enterprise Gateway {ENTERPRISE_GATEWAY}: "
-            f"`{' '.join(command)}` exited {done.returncode}:\n{done.stderr.strip()[-3000:]}"
-        )
-    (target / ".installed").write_text(ENTERPRISE_GATEWAY + "\n")
-    return python
+        [f"jupyter_enterprise_gateway=={ENTERPRISE_GATEWAY}", "ipykernel>=6.29,<7"],
+        what=f"Jupyter Enterprise Gateway {ENTERPRISE_GATEWAY}",
+        failure=EnterpriseGatewayUnavailable,
+    )
 
 
 def _free_port() -> int:

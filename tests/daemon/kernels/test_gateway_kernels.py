@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import base64
 import shutil
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -23,12 +23,11 @@ from keyrings.alt.file import PlaintextKeyring
 
 from hdsp.daemon.config.secrets import SecretStore
 from hdsp.daemon.config.settings import Settings
-from hdsp.daemon.kernels import Execution, KernelNotFound, KernelNotOwned, KernelService
+from hdsp.daemon.kernels import KernelNotFound, KernelNotOwned, KernelService
 from hdsp.daemon.kernels.errors import KernelError, KernelStartFailed
 from hdsp.daemon.kernels.providers import KernelProviders
 from hdsp.daemon.scrubber import SecretScrubber
 from hdsp.protocol import (
-    KernelOutput,
     KernelShutdown,
     KernelStarted,
     KernelState,
@@ -37,7 +36,7 @@ from hdsp.protocol import (
 )
 from tests.fakes.tcp_proxy import TcpProxy
 from tests.support.daemon_process import short_tmp_dir
-from tests.support.kernel_helpers import EventRecorder, running_service, tiny_png
+from tests.support.kernel_helpers import Collected, EventRecorder, running_service, tiny_png
 from tests.support.kernel_servers import KINDS, KernelServer, ServerKind
 
 pytestmark = pytest.mark.timeout(120)
@@ -62,23 +61,6 @@ def server(request: pytest.FixtureRequest) -> Iterator[KernelServer]:
             yield running
     finally:
         shutil.rmtree(root, ignore_errors=True)
-
-
-class Collected:
-    """An on_output callback that keeps what it was given."""
-
-    def __init__(self) -> None:
-        self.batches: list[list[KernelOutput]] = []
-        self.first = anyio.Event()
-
-    async def __call__(self, ex: Execution, new: Sequence[KernelOutput]) -> None:
-        self.batches.append(list(new))
-        self.first.set()
-
-    def text(self) -> str:
-        return "".join(
-            o.text or "" for batch in self.batches for o in batch if o.output_type == "stream"
-        )
 
 
 def _providers(url: str, secrets: SecretStore, **gateway: Any) -> KernelProviders:
