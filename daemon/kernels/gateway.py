@@ -513,6 +513,12 @@ class WebSocketKernelConnection:
     # ---- the link, and coming back --------------------------------------------------
 
     def _set(self, ws: Any) -> None:
+        if ws is not None and self._ws is None and self.reconnects == 0:
+            log.info(
+                "kernel websocket open",
+                kernel_id=self._kernel_id,
+                protocol="v1" if ws.subprotocol == V1_SUBPROTOCOL else "json",
+            )
         self._ws = ws
         changed, self._changed = self._changed, anyio.Event()
         changed.set()

@@ -72,14 +72,25 @@ class KernelServer:
     """One Jupyter server of `kind`, on 127.0.0.1 with a random token."""
 
     def __init__(
-        self, kind: ServerKind, root: Path, *, cull: float | None = None, token: bool = True
+        self,
+        kind: ServerKind,
+        root: Path,
+        *,
+        cull: float | None = None,
+        json_only: bool = False,
+        port: int = 0,
+        token: str | None = None,
     ) -> None:
+        """`json_only`: Jupyter Server speaks only the JSON WebSocket protocol
+        (not v1); `port` and `token`: those of a server started before (a
+        server that restarts), else new ones."""
         self.kind = kind
         self.root = root
         self.root_dir = root / "kernels"
         self.cull = cull
-        self.token = os.urandom(24).hex() if token else ""
-        self.port = 0
+        self.json_only = json_only
+        self.token = token if token is not None else os.urandom(24).hex()
+        self.port = port
         self.stderr_path = root / f"{kind}.stderr"
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -122,6 +133,11 @@ class KernelServer:
                 f"--ServerApp.root_dir={self.root_dir}",
                 *root,
                 *culling,
+                *(
+                    ["--ZMQChannelsWebsocketConnection.kernel_ws_protocol="]
+                    if self.json_only
+                    else []
+                ),
             ]
         return [
             str(python),
@@ -144,7 +160,7 @@ class KernelServer:
             else Path(sys.executable)
         )
         self.root_dir.mkdir(parents=True, exist_ok=True)
-        self.port = _free_port()
+        self.port = self.port or _free_port()
         env = {k: v for k, v in os.environ.items() if not k.startswith(("HDSP_", "JUPYTER_"))}
         env.update(
             JUPYTER_CONFIG_DIR=str(self.root / "jupyter-config"),

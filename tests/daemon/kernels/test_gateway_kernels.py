@@ -154,6 +154,7 @@ async def test_a_loop_is_interrupted_through_rest_at_its_time_limit(
     assert after.outputs[0].data == {"text/plain": "42"}  # interrupted, not restarted
 
 
+@pytest.mark.slow
 async def test_a_kernel_that_ignores_interrupts_is_restarted_after_the_grace(
     server: KernelServer, tmp_path: Path
 ) -> None:
@@ -184,6 +185,7 @@ async def test_restart_clears_the_state_and_the_kernel_goes_on(
     assert again.outputs[0].data == {"text/plain": "'still here'"}
 
 
+@pytest.mark.slow
 async def test_a_kernel_that_dies_ends_its_execution_and_its_server_brings_it_back(
     server: KernelServer, tmp_path: Path
 ) -> None:
@@ -226,14 +228,26 @@ async def test_attach_by_id_lists_and_detaches_without_shutting_down(
     server: KernelServer, tmp_path: Path
 ) -> None:
     with _api(server) as api:
-        made = api.post("api/kernels", json={"name": "python3"})
-        assert made.status_code == 201, made.text
-        remote_id = made.json()["id"]
+        if server.kind == "server":
+            # A notebook's session, as JupyterLab makes one.
+            body = {"path": "analysis.ipynb", "type": "notebook", "kernel": {"name": "python3"}}
+            made = api.post("api/sessions", json=body)
+            assert made.status_code == 201, made.text
+            remote_id = made.json()["kernel"]["id"]
+        else:
+            made = api.post("api/kernels", json={"name": "python3"})
+            assert made.status_code == 201, made.text
+            remote_id = made.json()["id"]
     try:
         async with gateway_service(server, tmp_path) as (svc, _):
             listing = await svc.list_remote_kernels()
             assert listing.server_url == server.url
             assert remote_id in [k.remote_id for k in listing.kernels]
+            assert listing.sessions_error is None, listing.sessions_error
+            if server.kind == "server":
+                (session,) = listing.sessions
+                assert (session.path, session.type) == ("analysis.ipynb", "notebook")
+                assert session.remote_kernel_id == remote_id
             info = await svc.attach(remote_kernel_id=remote_id)
             assert (info.owned, info.remote_id) == (False, remote_id)
             r = await svc.execute(info.kernel_id, "y = 5\ny * 2")
@@ -364,5 +378,73 @@ async def test_a_kernel_the_server_culls_is_reported_and_a_new_one_starts(
                 assert again.notes == [culled[0][1]]
                 r = await svc.execute(again.kernel_id, "x")
                 assert r.status == "error" and r.outputs[-1].ename == "NameError"
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+async def test_the_json_protocol_when_the_server_speaks_no_other(tmp_path: Path) -> None:
+    root = short_tmp_dir()
+    png = base64.b64encode(tiny_png()).decode()
+    code = (
+        "from IPython.display import display, Image\n"
+        "import base64\n"
+        "print('hello', flush=True)\n"
+        f"display(Image(data=base64.b64decode('{png}'), format='png'))\n"
+        "name = input('Who? ')\n"
+        "name"
+    )
+
+    async def answer(prompt: str, password: bool) -> str:
+        return "Ada"
+
+    try:
+        with (
+            KernelServer("server", root, json_only=True) as server,
+            structlog.testing.capture_logs() as logs,
+        ):
+            async with gateway_service(server, tmp_path) as (svc, _):
+                info = await svc.start_kernel()
+                r = await svc.execute(info.kernel_id, code, on_input=answer)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    opened = [e for e in logs if e["event"] == "kernel websocket open"]
+    assert [e["protocol"] for e in opened] == ["json"]
+    assert r.status == "ok", r
+    assert [o.output_type for o in r.outputs] == ["stream", "display_data", "execute_result"]
+    assert r.outputs[1].data is not None and r.outputs[1].data["image/png"] == png
+    assert r.outputs[2].data == {"text/plain": "'Ada'"}
+
+
+@pytest.mark.slow
+async def test_a_server_that_restarts_without_the_kernel_is_reported_when_the_link_comes_back(
+    tmp_path: Path,
+) -> None:
+    # The WebSocket closes with the server; the server that comes back on the
+    # same port has no such kernel: the task is told, and its next code runs in
+    # a new kernel there.
+    root = short_tmp_dir()
+    culled: list[tuple[str, str]] = []
+
+    async def on_culled(task_id: str, note: str) -> None:
+        culled.append((task_id, note))
+
+    try:
+        first_server = KernelServer("kernelgateway", root)
+        with first_server:
+            async with gateway_service(first_server, tmp_path, on_culled=on_culled) as (svc, rec):
+                first = await svc.kernel_for_task("t1", tmp_path)
+                await svc.execute(first.kernel_id, "x = 1")
+                first_server.stop()
+                with KernelServer(
+                    "kernelgateway", root, port=first_server.port, token=first_server.token
+                ):
+                    await rec.wait_for(
+                        lambda e: isinstance(e, KernelShutdown) and e.payload[0] == first.kernel_id
+                    )
+                    assert [task for task, _ in culled] == ["t1"]
+                    again = await svc.kernel_for_task("t1", tmp_path)
+                    assert again.kernel_id != first.kernel_id
+                    r = await svc.execute(again.kernel_id, "x")
+                    assert r.status == "error" and r.outputs[-1].ename == "NameError"
     finally:
         shutil.rmtree(root, ignore_errors=True)
