@@ -161,18 +161,22 @@ async def test_tasks_run_code_on_the_jupyter_server_their_profile_or_own_choice_
 
 
 async def test_attach_a_kernel_of_the_server_by_id_from_the_cli(
-    daemon_process: DaemonProcess, gateway: KernelServer
+    daemon: DaemonProcess, gateway: KernelServer
 ) -> None:
-    daemon_process.data_dir.mkdir(parents=True, exist_ok=True)
-    (daemon_process.data_dir / "settings.json").write_text(
-        json.dumps({"kernels": {"gateway": {"url": gateway.url, "token_secret": SECRET}}})
-    )
-    daemon_process.start()
+    # Set up as the README says: the token in the keyring, the server by its URL.
+    runtime = daemon.runtime_dir
+    done = await run_hdsp(runtime, "secret", "set", SECRET, stdin=gateway.token + "\n")
+    assert done.returncode == 0, done.stderr
+    server = json.dumps({"url": gateway.url, "token_secret": SECRET})
+    done = await run_hdsp(runtime, "config", "set", "kernels.gateway", server)
+    assert done.returncode == 0, done.stderr
+    exported = await run_hdsp(runtime, "config", "export")
+    assert gateway.url in exported.stdout and gateway.token not in exported.stdout
     headers = {"Authorization": f"token {gateway.token}"}
     made = httpx2.post(f"{gateway.url}api/kernels", json={}, headers=headers)
     remote_id = made.json()["id"]
+    daemon_process = daemon
     async with connect(daemon_process.runtime_dir) as client:
-        await client.set_secret(SECRET, gateway.token)
         shown = await run_hdsp(
             daemon_process.runtime_dir, "kernels", "attach", "--remote", remote_id
         )
