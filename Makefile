@@ -21,13 +21,19 @@ LABEXT_LINK  = mkdir -p $(VENV)/share/jupyter/labextensions/@hdsp && \
                ln -sfn $(CURDIR)/$(LABEXT) $(VENV)/share/jupyter/labextensions/@hdsp/jupyterlab
 # ---- end of the frontend block ---------------------------------------------------
 
-.PHONY: run test lint typecheck schema demo bench bench-quick clean labext wire-types lab browser-deps chromium screenshots
+.PHONY: gateway-env run test lint typecheck schema demo bench bench-quick clean labext wire-types lab browser-deps chromium screenshots
 
 run: $(STAMP) labext
 	$(BIN)/hdspd
 
-test: $(STAMP) labext browser-deps lint
+test: $(STAMP) labext browser-deps gateway-env lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# gateway (issue 25): Jupyter Enterprise Gateway pins jupyter_server < 2 and
+# jupyter_client < 7, so the remote-kernel tests run it from a venv of its own,
+# made here once (tests/support/kernel_servers.py makes it too when missing).
+gateway-env: $(STAMP)
+	$(BIN)/python -c 'from tests.support.kernel_servers import enterprise_gateway_python as make; make()'
 
 $(STAMP): pyproject.toml | $(LABEXT_BUILT)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

@@ -165,6 +165,12 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--mode", help="the task's mode: ask, plan, analyst, code, ... (`hdsp modes`)")
     run.add_argument("--agent", help="the agent the task runs (`hdsp agent list`)")
     run.add_argument("--profile", help="provider profile (`demo` needs no key)")
+    run.add_argument(
+        "--kernels",
+        choices=("local", "gateway"),
+        help="where the task's kernels run: here, in the sandbox (local), or on the Jupyter "
+        "server of the settings' kernels.gateway (default: as kernels.provider says)",
+    )
     run.add_argument("--workspace", help="directory the agent works in (default: here)")
     run.add_argument(
         "--allow-broad-workspace",
@@ -440,6 +446,7 @@ class _Cli:
                 allow_broad_workspace=a.allow_broad_workspace,
                 context=_prompt_context(a),
                 agent=a.agent,
+                kernel_provider=a.kernels,
             )
         except FileNotFoundError:
             raise CommandFailed(

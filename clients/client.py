@@ -96,6 +96,7 @@ from hdsp.protocol import (
     ListCheckpointsData,
     ListKernels,
     ListMcpServers,
+    ListRemoteKernels,
     ListTasks,
     ListTasksData,
     ListVariables,
@@ -106,6 +107,7 @@ from hdsp.protocol import (
     Ping,
     Pong,
     PromptContext,
+    RemoteKernelList,
     Replay,
     ReplayData,
     ReplayPage,
@@ -650,6 +652,7 @@ class Client:
         context: PromptContext | None = None,
         agent: str | None = None,
         mcp_servers: list[OfferedMcpServer] | None = None,
+        kernel_provider: Literal["local", "gateway"] | None = None,
     ) -> TaskRef:
         """Start a task in `workspace` (by default the caller's working
         directory; a relative path is taken from it too). `approvals` overrides
@@ -659,7 +662,9 @@ class Client:
         `allow_broad_workspace` says that one was meant. `context` says what the
         message is about (a notebook, its active cell; see `PromptContext`);
         `agent` names the agent the task runs (seed 002); `mcp_servers` are MCP
-        servers this client offers the task (kept in hdspd's memory only)."""
+        servers this client offers the task (kept in hdspd's memory only);
+        `kernel_provider` where its kernels run (local, or gateway: a Jupyter
+        server)."""
         config = TaskConfiguration(
             api_config_name=profile,
             workspace=self._workspace(workspace),
@@ -668,6 +673,7 @@ class Client:
             approvals=approvals,
             allow_broad_workspace=allow_broad_workspace,
             agent=agent,
+            kernel_provider=kernel_provider,
         )
         data = StartNewTaskData(
             text=text,
@@ -918,16 +924,41 @@ class Client:
         return await self.request(ListKernels())
 
     async def start_kernel(
-        self, kernel_name: str | None = None, cwd: str | os.PathLike[str] | None = None
+        self,
+        kernel_name: str | None = None,
+        cwd: str | os.PathLike[str] | None = None,
+        *,
+        provider: Literal["local", "gateway"] | None = None,
+        profile: str | None = None,
     ) -> KernelInfo:
         """Start a kernel (by kernelspec name, "python3" by default) in the
-        directory `cwd` (an absolute path; the daemon's own by default)."""
+        directory `cwd` (an absolute path; the daemon's own by default), or on
+        the Jupyter server of the settings (`provider` "gateway"; a `profile`'s
+        kernels settings when named)."""
         where = None if cwd is None else os.fspath(cwd)
-        return await self.request(StartKernel(kernel_name=kernel_name, cwd=where))
+        return await self.request(
+            StartKernel(kernel_name=kernel_name, cwd=where, provider=provider, profile=profile)
+        )
 
-    async def attach_kernel(self, connection_file: str | os.PathLike[str]) -> KernelInfo:
-        """Use a kernel that runs already, by its connection file (absolute path)."""
-        return await self.request(AttachKernel(connection_file=os.fspath(connection_file)))
+    async def attach_kernel(
+        self,
+        connection_file: str | os.PathLike[str] | None = None,
+        *,
+        remote_kernel_id: str | None = None,
+        profile: str | None = None,
+    ) -> KernelInfo:
+        """Use a kernel that runs already: by its connection file (absolute
+        path), or by its id on the Jupyter server of the settings (or of
+        `profile`; `list_remote_kernels` lists them)."""
+        path = None if connection_file is None else os.fspath(connection_file)
+        return await self.request(
+            AttachKernel(connection_file=path, remote_kernel_id=remote_kernel_id, profile=profile)
+        )
+
+    async def list_remote_kernels(self, profile: str | None = None) -> RemoteKernelList:
+        """The kernels and sessions of the Jupyter server of the settings (or of
+        `profile`)."""
+        return await self.request(ListRemoteKernels(profile=profile))
 
     async def interrupt_kernel(self, kernel_id: str) -> KernelRef:
         return await self.request(InterruptKernel(kernel_id=kernel_id))

@@ -1,12 +1,13 @@
 """`hdsp kernels`: list, start, attach, interrupt, restart and shut down the
-Jupyter kernels hdspd holds."""
+Jupyter kernels hdspd holds; `--remote` lists what the Jupyter server of the
+settings (kernels.gateway) runs, and `attach --remote ID` uses one of those."""
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import Any, Literal
 
-from hdsp.protocol import ErrorCode, KernelInfo, encode
+from hdsp.protocol import ErrorCode, KernelInfo, RemoteKernelList, encode
 
 from .client import Client
 from .console import Console
@@ -37,12 +38,44 @@ def _line(k: KernelInfo) -> str:
     owner = "started by hdsp" if k.owned else "attached"
     tasks = f"  tasks: {', '.join(t[:8] for t in k.task_ids)}" if k.task_ids else ""
     where = f"  cwd: {k.cwd}" if k.cwd else ""
+    if k.provider == "gateway":
+        where = f"  on {k.server_url} as {k.remote_id}"
     return f"{k.kernel_id}  {k.kernel_name:<10} {k.status:<10} {owner}{where}{tasks}"
+
+
+def _remote_lines(listing: RemoteKernelList) -> list[str]:
+    lines = [f"Jupyter server {listing.server_url}"]
+    if not listing.kernels:
+        lines.append("  no kernels")
+    for k in listing.kernels:
+        used = f"  used by hdsp as {k.kernel_id}" if k.kernel_id else ""
+        connections = f"  {k.connections} connections" if k.connections is not None else ""
+        lines.append(
+            f"  kernel {k.remote_id}  {k.name or '?':<10} {k.execution_state or '?':<10}"
+            f"{connections}{used}"
+        )
+    if listing.sessions_error:
+        lines.append(f"  sessions not listed: {listing.sessions_error}")
+    for session in listing.sessions:
+        what = session.path or session.name or "?"
+        lines.append(
+            f"  session {session.session_id}  {session.type or '?':<8} {what}  "
+            f"kernel {session.remote_kernel_id or '?'}"
+        )
+    return lines
 
 
 async def run_kernels(cli: Console, client: Client) -> int:
     a = cli.args
     action = a.action or "list"
+    if action == "list" and getattr(a, "remote", False):
+        remote = await client.list_remote_kernels(a.profile_name)
+        if a.json:
+            cli.out_raw(encode(remote).decode())
+        else:
+            for line in _remote_lines(remote):
+                cli.out(line)
+        return ExitCode.OK
     if action == "list":
         listing = await client.list_kernels()
         if a.json:
@@ -55,14 +88,27 @@ async def run_kernels(cli: Console, client: Client) -> int:
                 cli.out(_line(k))
         return ExitCode.OK
     if action == "start":
-        info = await client.start_kernel(a.kernel_name, a.cwd)
+        provider: Literal["local", "gateway"] | None = (
+            "gateway" if a.gateway else ("local" if a.local else None)
+        )
+        info = await client.start_kernel(
+            a.kernel_name, a.cwd, provider=provider, profile=a.profile_name
+        )
         if a.json:
             cli.out_raw(encode(info).decode())
         else:
             cli.out(f"started {_line(info)}")
         return ExitCode.OK
     if action == "attach":
-        info = await client.attach_kernel(a.connection_file)
+        if (a.connection_file is None) == (a.remote is None):
+            raise CommandFailed(
+                ErrorCode.INVALID_REQUEST,
+                "Give a connection file, or --remote ID (a kernel of the Jupyter server: "
+                "`hdsp kernels --remote` lists them).",
+            )
+        info = await client.attach_kernel(
+            a.connection_file, remote_kernel_id=a.remote, profile=a.profile_name
+        )
         if a.json:
             cli.out_raw(encode(info).decode())
         else:
@@ -90,16 +136,38 @@ def add_kernels_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         help="list and control the daemon's Jupyter kernels",
         description="List, start, attach, interrupt, restart and shut down kernels.",
     )
-    kernels.set_defaults(handler=run_kernels, action=None)
+    kernels.set_defaults(handler=run_kernels, action=None, profile_name=None)
+    remote_help = (
+        "list the kernels and sessions of the Jupyter server of the settings (kernels.gateway)"
+    )
+    kernels.add_argument("--remote", action="store_true", help=remote_help)
+    profile_help = "the profile whose kernels settings apply (default: the current one)"
+    kernels.add_argument("--profile", dest="profile_name", help=profile_help)
     actions = kernels.add_subparsers(dest="action", metavar="ACTION")
-    actions.add_parser("list", parents=[common], help="list kernels (the default)")
+    listing = actions.add_parser("list", parents=[common], help="list kernels (the default)")
+    listing.add_argument("--remote", action="store_true", help=remote_help)
+    listing.add_argument("--profile", dest="profile_name", help=profile_help)
     start = actions.add_parser("start", parents=[common], help="start a kernel")
     start.add_argument("--kernel-name", help="kernelspec name (default python3)")
-    start.add_argument("--cwd", help="its working directory")
-    attach = actions.add_parser(
-        "attach", parents=[common], help="use a running kernel (a notebook's)"
+    start.add_argument("--cwd", help="its working directory (a local kernel's)")
+    where = start.add_mutually_exclusive_group()
+    where.add_argument(
+        "--gateway", action="store_true", help="on the Jupyter server (kernels.gateway)"
     )
-    attach.add_argument("connection_file", help="the kernel's connection file (kernel-*.json)")
+    where.add_argument("--local", action="store_true", help="on this machine, in the sandbox")
+    start.add_argument("--profile", dest="profile_name", help=profile_help)
+    attach = actions.add_parser(
+        "attach",
+        parents=[common],
+        help="use a running kernel (a notebook's, or one on the Jupyter server)",
+    )
+    attach.add_argument(
+        "connection_file", nargs="?", help="the kernel's connection file (kernel-*.json)"
+    )
+    attach.add_argument(
+        "--remote", metavar="ID", help="a kernel of the Jupyter server, by its id there"
+    )
+    attach.add_argument("--profile", dest="profile_name", help=profile_help)
     for name, text in (
         ("interrupt", "interrupt what a kernel runs"),
         ("restart", "restart a kernel (its state is lost)"),

@@ -79,6 +79,7 @@ if TYPE_CHECKING:
     from .checkpoints import CheckpointService
     from .commands import Commands
     from .kernels import KernelService
+    from .kernels.providers import KernelProviders
     from .mcp import McpHub
     from .tasks import TaskManager
     from .tools import ToolRegistry
@@ -120,6 +121,8 @@ class _Engine:
     documents: NotebookHosts
     #: MCP servers as tools (issue 23).
     mcp_hub: type[McpHub]
+    #: Where kernels run: here, or on a Jupyter server (issue 25).
+    kernel_providers: type[KernelProviders]
 
 
 def _load_engine(sandbox: Sandbox, emit: Callable[[Event], Awaitable[None]]) -> _Engine:
@@ -131,6 +134,7 @@ def _load_engine(sandbox: Sandbox, emit: Callable[[Event], Awaitable[None]]) -> 
     from .checkpoints import CheckpointService
     from .commands import Commands
     from .kernels import KernelService
+    from .kernels.providers import KernelProviders
     from .mcp import McpHub
     from .tasks import TaskManager
     from .tools import default_tools
@@ -150,6 +154,7 @@ def _load_engine(sandbox: Sandbox, emit: Callable[[Event], Awaitable[None]]) -> 
         CheckpointService,
         documents,
         McpHub,
+        KernelProviders,
     )
 
 
@@ -404,6 +409,12 @@ class Daemon:
             task_busy=lambda task_id: self.tasks.is_busy(task_id),
             on_culled=lambda task_id, note: self.tasks.note_kernel_culled(task_id, note),
             on_notebook_kernel=lambda task_id, note: self.tasks.note_notebook_kernel(task_id, note),
+            providers=engine.kernel_providers(
+                lambda: store.settings,
+                self.config.secrets.get,
+                profiles=self.config.profiles,
+                task_choice=lambda task_id: self.tasks.kernel_choice(task_id),
+            ),
         )
         checkpoints = engine.checkpoint_service(
             self.store,

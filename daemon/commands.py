@@ -68,6 +68,7 @@ from hdsp.protocol import (
     ListKernels,
     ListMcpServers,
     ListProfiles,
+    ListRemoteKernels,
     ListTasks,
     ListVariables,
     ModeInfo,
@@ -311,10 +312,12 @@ class Commands:
             # ---- kernels
             case ListKernels():
                 return KernelList(kernels=kernels.list_kernels())
-            case StartKernel(kernel_name=name, cwd=cwd):
-                return await kernels.start_kernel(name, cwd)
-            case AttachKernel(connection_file=path):
-                return await kernels.attach_kernel(path)
+            case ListRemoteKernels(profile=profile):
+                return await kernels.list_remote_kernels(profile)
+            case StartKernel(kernel_name=name, cwd=cwd, provider=provider, profile=profile):
+                return await kernels.start_kernel(name, cwd, provider=provider, profile=profile)
+            case AttachKernel(connection_file=path, remote_kernel_id=remote_id, profile=profile):
+                return await kernels.attach(path, remote_kernel_id=remote_id, profile=profile)
             case InterruptKernel(kernel_id=kernel_id):
                 return await kernels.interrupt_kernel(kernel_id)
             case RestartKernel(kernel_id=kernel_id):

@@ -41,6 +41,8 @@ from .kernels import (
     KernelList,
     KernelRef,
     ListKernels,
+    ListRemoteKernels,
+    RemoteKernelList,
     RestartKernel,
     ShutdownKernel,
     StartKernel,
@@ -186,6 +188,17 @@ class TaskConfiguration(WireStruct, frozen=True):
             description=(
                 "A kernel (ListKernels) the task's code runs in; by default the task starts its"
                 " own on first use, in its workspace."
+            )
+        ),
+    ] = None
+    kernel_provider: Annotated[
+        Literal["local", "gateway"] | None,
+        Meta(
+            description=(
+                "hdsp: where the task's kernels run: local (this machine, in hdspd's sandbox) "
+                "or gateway (the Jupyter server of the profile's or the settings' "
+                "kernels.gateway). None: as the profile's or the settings' kernels.provider "
+                "says."
             )
         ),
     ] = None
@@ -609,6 +622,7 @@ Command = (
     | GetStatus
     | Shutdown
     | ListKernels
+    | ListRemoteKernels
     | StartKernel
     | AttachKernel
     | InterruptKernel
@@ -880,6 +894,7 @@ _ROWS = (
     CommandSpec(Shutdown, type(None), without_storage=True),
     # Kernel commands run concurrently; the kernel service orders executions.
     CommandSpec(ListKernels, KernelList, without_storage=True),
+    CommandSpec(ListRemoteKernels, RemoteKernelList, without_storage=True),
     CommandSpec(StartKernel, KernelInfo),
     CommandSpec(AttachKernel, KernelInfo),
     CommandSpec(InterruptKernel, KernelRef, without_storage=True),

@@ -335,3 +335,12 @@ class HistoryItem(WireStruct, frozen=True):
             )
         ),
     ] = None
+    kernel_provider: Annotated[
+        Literal["local", "gateway"] | None,
+        Meta(
+            description=(
+                "hdsp: where the task's kernels run, as its configuration chose (None: as "
+                "its profile's or the settings' kernels.provider says)."
+            )
+        ),
+    ] = None

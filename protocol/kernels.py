@@ -5,6 +5,12 @@ Kernel commands run concurrently (their ordering key is None): the daemon queues
 executions per kernel itself, and an `InterruptKernel` must not wait behind the
 execution it is meant to stop.
 
+A kernel runs on this machine (`provider` "local": started by hdspd in its
+sandbox, or a notebook's kernel attached by its connection file) or on a Jupyter
+server (`provider` "gateway": Jupyter Server, a JupyterHub single-user server,
+Kernel Gateway or Enterprise Gateway, through its REST and WebSocket kernel
+API); `ListRemoteKernels` lists what that server runs.
+
 Outputs keep Jupyter's message content (mime bundles, stream text, tracebacks as
 the kernel sent them, ANSI colours included) so that a client renders them as
 JupyterLab would; only field names are camelCase, as everywhere on the wire.
@@ -32,6 +38,10 @@ __all__ = [
     "KernelRef",
     "KernelState",
     "ListKernels",
+    "ListRemoteKernels",
+    "RemoteKernel",
+    "RemoteKernelList",
+    "RemoteSession",
     "RestartKernel",
     "ShutdownKernel",
     "StartKernel",
@@ -82,6 +92,23 @@ class KernelInfo(WireStruct, frozen=True):
         list[str],
         Meta(description="Tasks whose code runs in this kernel."),
     ] = []
+    provider: Annotated[
+        Literal["local", "gateway"],
+        Meta(
+            description=(
+                "local: on this machine; gateway: on the Jupyter server `serverUrl`, as the "
+                "kernel `remoteId` there."
+            )
+        ),
+    ] = "local"
+    server_url: Annotated[
+        str | None,
+        Meta(description="gateway: the Jupyter server's URL (without credentials)."),
+    ] = None
+    remote_id: Annotated[
+        str | None,
+        Meta(description="gateway: the kernel's id on its Jupyter server."),
+    ] = None
 
 
 class KernelOutput(WireStruct, frozen=True):
@@ -165,6 +192,16 @@ class ExecutionResult(WireStruct, frozen=True):
             )
         ),
     ] = False
+    connection_dropped: Annotated[
+        bool,
+        Meta(
+            description=(
+                "A kernel on a Jupyter server: the connection to the server dropped while the "
+                "code ran, and came back. What the server published after it saw the drop was "
+                "replayed; what it had sent at that moment may be missing from `outputs`."
+            )
+        ),
+    ] = False
     display_updates: Annotated[
         list[KernelOutput],
         Meta(
@@ -219,6 +256,46 @@ class KernelRef(WireStruct, frozen=True):
     status: KernelState
 
 
+class RemoteKernel(WireStruct, frozen=True):
+    """A kernel a Jupyter server runs, as its REST API describes it (the
+    server's text: untrusted)."""
+
+    remote_id: str
+    name: str | None = None
+    execution_state: str | None = None
+    last_activity: str | None = None
+    connections: int | None = None
+    kernel_id: Annotated[
+        str | None,
+        Meta(description="hdsp's id for this kernel (ListKernels), when hdsp uses it."),
+    ] = None
+
+
+class RemoteSession(WireStruct, frozen=True):
+    """A Jupyter server's session: which notebook (or console) uses which kernel."""
+
+    session_id: str
+    path: str | None = None
+    name: str | None = None
+    type: str | None = None
+    remote_kernel_id: str | None = None
+
+
+class RemoteKernelList(WireStruct, frozen=True):
+    server_url: Annotated[str, Meta(description="The server's URL (without credentials).")]
+    kernels: list[RemoteKernel] = []
+    sessions: list[RemoteSession] = []
+    sessions_error: Annotated[
+        str | None,
+        Meta(
+            description=(
+                "Why the server's sessions are not listed (Kernel Gateway lists them only "
+                "with list_kernels on), if they are not."
+            )
+        ),
+    ] = None
+
+
 # ---- commands -------------------------------------------------------------------
 
 
@@ -226,21 +303,56 @@ class ListKernels(CommandBase[KernelList], tag="ListKernels", frozen=True):
     pass
 
 
+_PROVIDER = Meta(
+    description=(
+        "Where the kernel runs: local (this machine, in hdspd's sandbox) or gateway (the "
+        "Jupyter server of the settings' kernels.gateway, or of the profile's). None: as "
+        "the profile's or the settings' kernels.provider says."
+    )
+)
+_PROFILE = Meta(
+    description=(
+        "The profile whose kernels settings (provider, gateway) apply; the current one by default."
+    )
+)
+
+
 class StartKernel(CommandBase[KernelInfo], tag="StartKernel", frozen=True):
     kernel_name: Annotated[
         str | None,
-        Meta(description='Kernelspec name; "python3" by default.'),
+        Meta(
+            description=(
+                'Kernelspec name; "python3" by default (on a Jupyter server: its '
+                "kernels.gateway.kernelName, else the server's default)."
+            )
+        ),
     ] = None
     cwd: Annotated[
         str | None,
-        Meta(description="Working directory of the kernel; the daemon's by default."),
+        Meta(description="Working directory of a local kernel; the daemon's by default."),
     ] = None
+    provider: Annotated[Literal["local", "gateway"] | None, _PROVIDER] = None
+    profile: Annotated[str | None, _PROFILE] = None
 
 
 class AttachKernel(CommandBase[KernelInfo], tag="AttachKernel", frozen=True):
-    """Use a kernel that runs already (a notebook's, from Jupyter's runtime dir)."""
+    """Use a kernel that runs already: a notebook's on this machine, by its
+    connection file (from Jupyter's runtime dir), or one a Jupyter server runs,
+    by its id there (ListRemoteKernels). Exactly one of the two."""
 
-    connection_file: str
+    connection_file: str | None = None
+    remote_kernel_id: Annotated[
+        str | None,
+        Meta(description="The kernel's id on the Jupyter server (ListRemoteKernels)."),
+    ] = None
+    profile: Annotated[str | None, _PROFILE] = None
+
+
+class ListRemoteKernels(CommandBase[RemoteKernelList], tag="ListRemoteKernels", frozen=True):
+    """The kernels and sessions of the Jupyter server of the kernels.gateway
+    setting (or of the profile's)."""
+
+    profile: Annotated[str | None, _PROFILE] = None
 
 
 class InterruptKernel(CommandBase[KernelRef], tag="InterruptKernel", frozen=True):

@@ -32,6 +32,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import stat
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -48,6 +49,7 @@ from hdsp.daemon.atomic_write import fsync_directory, write_atomically
 from hdsp.daemon.conversation import ModelInfo, StreamTimeouts
 from hdsp.daemon.errors import HdspError
 from hdsp.daemon.logs import is_secret_key
+from hdsp.daemon.scrubber import url_credentials
 from hdsp.protocol import ErrorCode, tcp_endpoints
 
 from .agents import AgentDefinition, AgentLimits
@@ -62,8 +64,11 @@ __all__ = [
     "SETTINGS_VERSION",
     "CheckpointSettings",
     "FieldError",
+    "GatewaySettings",
+    "KernelProvider",
     "KernelSettings",
     "ModelInfoOverride",
+    "ProfileKernels",
     "ProfileOptions",
     "ProviderProfile",
     "RetrySettings",
@@ -132,6 +137,71 @@ class ProfileOptions(_Section):
         return StreamTimeouts(first_byte=self.first_byte_timeout, idle=self.idle_timeout)
 
 
+#: Where a task's kernels run: started by hdspd on this machine, in its sandbox
+#: (local), or by a Jupyter server through its REST and WebSocket kernel API
+#: (gateway: Jupyter Server, a JupyterHub single-user server, Jupyter Kernel
+#: Gateway, Jupyter Enterprise Gateway).
+KernelProvider = Literal["local", "gateway"]
+
+#: A Jupyter token is 48 hex digits; a secret's NAME that looks like one is the
+#: token itself pasted where its name belongs.
+_TOKEN_SHAPED = re.compile(r"^[0-9a-fA-F]{32,}$")
+
+
+class GatewaySettings(_Section):
+    """A Jupyter server whose kernels tasks use (``kernels.gateway``, or a
+    profile's ``kernels.gateway``): its URL, the NAME of the keyring secret
+    holding its token (never the token), and the kernelspec to start there."""
+
+    #: The server's base URL: http://127.0.0.1:8888/, a JupyterHub user's
+    #: https://hub.example.org/user/NAME/, an Enterprise Gateway's URL.
+    url: str
+    #: The NAME of the secret (``hdsp secret set NAME``) holding the server's
+    #: token, sent as ``Authorization: token ...``; None: the server wants none.
+    token_secret: str | None = Field(default=None, pattern=SECRET_NAME_PATTERN)
+    #: The kernelspec to start on the server; None: the server's default.
+    kernel_name: str | None = Field(default=None, min_length=1)
+    #: Where on the server kernels start, relative to its root directory
+    #: (Jupyter Server's kernel `path`); None: the server's root.
+    path: str | None = None
+    #: Seconds one REST request may take.
+    request_timeout_seconds: float = Field(default=30.0, gt=0, allow_inf_nan=False)
+    #: Seconds between two checks of a kernel's status on the server (a kernel
+    #: the server culled or shut down is noticed within this).
+    poll_seconds: float = Field(default=5.0, gt=0, allow_inf_nan=False)
+
+    @field_validator("url")
+    @classmethod
+    def _url_is_http_without_credentials(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")) or len(value.split("://", 1)[1]) == 0:
+            raise ValueError("must be an http:// or https:// URL, such as http://127.0.0.1:8888/")
+        if url_credentials(value) or "token=" in value.lower():
+            raise ValueError(
+                "must not carry credentials; store the token with `hdsp secret set NAME` "
+                "and name it in `token_secret`"
+            )
+        return value
+
+    @field_validator("token_secret")
+    @classmethod
+    def _a_name_not_a_token(cls, value: str | None) -> str | None:
+        if value is not None and _TOKEN_SHAPED.match(value):
+            raise ValueError(
+                "looks like a token itself, not the name of a secret: store it with "
+                "`hdsp secret set NAME` and give NAME here"
+            )
+        return value
+
+
+class ProfileKernels(_Section):
+    """A profile's choice of where its tasks' kernels run, over ``kernels``."""
+
+    #: None: the ``kernels.provider`` setting.
+    provider: KernelProvider | None = None
+    #: None: the ``kernels.gateway`` setting.
+    gateway: GatewaySettings | None = None
+
+
 class ProviderProfile(_Section):
     """Which API, model and key a task talks to (a Roo "API configuration")."""
 
@@ -144,6 +214,8 @@ class ProviderProfile(_Section):
     options: ProfileOptions = ProfileOptions()
     #: The NAME of the secret holding the API key (see :mod:`.secrets`), never the key.
     secret: str | None = Field(default=None, pattern=SECRET_NAME_PATTERN)
+    #: Where this profile's tasks run their kernels; None: the ``kernels`` settings.
+    kernels: ProfileKernels | None = None
 
     @field_validator("model")
     @classmethod
@@ -224,6 +296,20 @@ class KernelSettings(_Section):
     #: keeps their variables; a kernel left over from yesterday does not stay.
     #: Kernels hdsp attached to (a notebook's) are never shut down.
     cull_idle_seconds: float | None = Field(default=3600.0, gt=0)
+    #: Where tasks' kernels run (a profile's ``kernels.provider`` and a task's
+    #: own choice come first): ``local`` or ``gateway`` (the server below).
+    provider: KernelProvider = "local"
+    #: The Jupyter server of the ``gateway`` provider.
+    gateway: GatewaySettings | None = None
+
+    @model_validator(mode="after")
+    def _a_server_for_the_gateway(self) -> KernelSettings:
+        if self.provider == "gateway" and self.gateway is None:
+            raise ValueError(
+                "provider is gateway but gateway is not set: set kernels.gateway first "
+                '({"url": "http://127.0.0.1:8888/", "token_secret": "NAME"})'
+            )
+        return self
 
 
 SandboxMode = Literal["workspace-write", "read-only", "off"]
@@ -440,6 +526,8 @@ def _secret_like_keys(document: Mapping[str, Any]) -> list[tuple[str, ...]]:
         for path in _walk(document)
         if is_secret_key(path[-1])
         and not (len(path) == 3 and path[0] == "profiles" and path[2] == "secret")
+        # A gateway's `token_secret` names a keyring entry too (validated as a name).
+        and not (path[-2:] == ("gateway", "token_secret") and path[-3] == "kernels")
         # An MCP server's env and headers: McpSettings lets only `${secret:NAME}`
         # references stand under names like these.
         and not (len(path) == 5 and path[:2] == ("mcp", "servers") and path[3] in _MCP_MAPS)

@@ -5,7 +5,8 @@ signal, restart, kill; here :mod:`.process`) and its connection (a KernelClient:
 the channels and the session that signs messages). The kernel service talks to
 a kernel only through a :class:`KernelConnection`, so a kernel served elsewhere
 (a Jupyter Server or Kernel Gateway, over a websocket) can take the place of
-the ZeroMQ connection here, :class:`ZmqKernelConnection`.
+the ZeroMQ connection here, :class:`ZmqKernelConnection` (the WebSocket one is
+:class:`~.gateway.WebSocketKernelConnection`).
 
 Routing: one reader per channel (iopub, shell, stdin, control) routes each
 message by its parent's msg_id to whoever sent the request (an execution, the
@@ -38,12 +39,16 @@ from .errors import KernelStartFailed
 
 __all__ = [
     "IOPUB_QUEUE",
+    "KERNEL_GONE",
+    "KERNEL_LINK_DROPPED",
     "KERNEL_REPLACED",
     "KernelConnection",
+    "MessageRouter",
     "Route",
     "Routes",
     "StatusCallback",
     "ZmqKernelConnection",
+    "kernel_info_routes",
 ]
 
 log = structlog.get_logger("hdsp.kernels")
@@ -53,9 +58,17 @@ Route = Callable[[Mapping[str, Any]], None]
 #: Not a Jupyter state: the kernel's messages come from a new session (the
 #: process behind the connection file was restarted, by hdsp or elsewhere).
 KERNEL_REPLACED = "hdsp:replaced"
+#: Not a Jupyter state: the server a remote kernel ran on no longer has it (it
+#: culled it, or it was shut down there).
+KERNEL_GONE = "hdsp:gone"
+#: Not a Jupyter state: the link to a remote kernel's server dropped (it comes
+#: back by itself; what the server sent at that moment may be lost).
+KERNEL_LINK_DROPPED = "hdsp:link-dropped"
 
-#: Told each `execution_state` the kernel publishes ("busy", "idle", "starting"),
-#: and KERNEL_REPLACED when another kernel process answers on the same ports.
+#: Told each `execution_state` the kernel publishes ("busy", "idle", "starting";
+#: a Jupyter server adds "restarting" and "dead" for a kernel that died there),
+#: KERNEL_REPLACED when another kernel process answers on the same ports, and
+#: KERNEL_GONE when a remote kernel's server no longer has it.
 StatusCallback = Callable[[str], Awaitable[None]]
 
 #: A handshake request unanswered this long is sent again.
@@ -187,6 +200,93 @@ def _parent_id(msg: Mapping[str, Any]) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def kernel_info_routes(replied: anyio.Event, published: anyio.Event) -> Routes:
+    """The routes of a handshake's kernel_info_request: `replied` at its reply,
+    `published` when the kernel went idle after it (its iopub reaches us)."""
+    return Routes(iopub=_on_idle(published), reply=_setter(replied))
+
+
+class MessageRouter:
+    """The routing every connection shares (see the module docstring): each
+    message goes by its parent's msg_id to the routes registered with the
+    request; the kernel's execution states go to `on_status`, but a quiet
+    request's; a new session on iopub is KERNEL_REPLACED. Never blocks on a
+    route."""
+
+    def __init__(self, on_status: StatusCallback, *, own_session: str | None = None) -> None:
+        self._on_status = on_status
+        #: The session of our own messages: a Jupyter server sends its own
+        #: status messages (`restarting`, `dead`) under it, which are no kernel's.
+        self._own_session = own_session
+        self._iopub: dict[str, Route] = {}
+        self._replies: dict[str, Route] = {}
+        self._stdin: dict[str, Route] = {}
+        self._quiet: set[str] = set()
+        #: The session id of the kernel's own messages (a restarted kernel has a new one).
+        self._kernel_session: str | None = None
+
+    def add(self, msg_id: str, routes: Routes) -> None:
+        if routes.iopub is not None:
+            self._iopub[msg_id] = routes.iopub
+        if routes.reply is not None:
+            self._replies[msg_id] = routes.reply
+        if routes.stdin is not None:
+            self._stdin[msg_id] = routes.stdin
+        if routes.quiet:
+            self._quiet.add(msg_id)
+
+    def forget(self, msg_id: str) -> None:
+        # (Not from `_quiet`: a request that was given up on still runs, and its
+        # busy and idle, when they come, stay out of the kernel's status.)
+        self._iopub.pop(msg_id, None)
+        self._replies.pop(msg_id, None)
+        self._stdin.pop(msg_id, None)
+
+    def rebind(self) -> None:
+        """The kernel binds anew (a restart hdsp makes, which is no news)."""
+        self._kernel_session = None
+        self._quiet.clear()
+
+    async def iopub(self, msg: Mapping[str, Any]) -> None:
+        parent = _parent_id(msg)
+        route = self._iopub.get(parent) if parent is not None else None
+        if route is not None:
+            route(msg)
+        session = msg["header"].get("session")
+        if (
+            isinstance(session, str)
+            and session
+            and session != self._own_session
+            and session != self._kernel_session
+        ):
+            known, self._kernel_session = self._kernel_session, session
+            if known is not None:
+                await self._on_status(KERNEL_REPLACED)
+        if msg["header"]["msg_type"] == "status":
+            state = msg["content"].get("execution_state")
+            if parent in self._quiet:
+                if state == "idle":
+                    self._quiet.discard(parent)
+            elif isinstance(state, str):
+                await self._on_status(state)
+
+    def reply(self, msg: Mapping[str, Any]) -> None:
+        parent = _parent_id(msg)
+        route = self._replies.pop(parent, None) if parent is not None else None
+        if route is not None:
+            route(msg)
+
+    def stdin(self, msg: Mapping[str, Any]) -> bool:
+        """Route an input request; False when nobody waits for it (the execution
+        ended), and the caller must answer it, or the kernel waits for ever."""
+        parent = _parent_id(msg)
+        route = self._stdin.get(parent) if parent is not None else None
+        if route is not None:
+            route(msg)
+            return True
+        return bool(msg["header"]["msg_type"] != "input_request")
+
+
 class ZmqKernelConnection:
     """A :class:`KernelConnection` over ZeroMQ, through a jupyter_client
     `AsyncKernelClient` that `make_client` gives when the connection starts to
@@ -200,16 +300,10 @@ class ZmqKernelConnection:
         self._kc: Any = None
         #: For log lines.
         self._kernel_id = kernel_id
-        self._on_status = on_status
-        self._iopub: dict[str, Route] = {}
-        self._replies: dict[str, Route] = {}
-        self._stdin: dict[str, Route] = {}
-        self._quiet: set[str] = set()
+        self._router = MessageRouter(on_status)
         self._stdin_monitor: zmq.asyncio.Socket | None = None
         self._heartbeat: zmq.asyncio.Socket | None = None
         self._closing = False
-        #: The session id of the kernel's own messages (a restarted kernel has a new one).
-        self._kernel_session: str | None = None
 
     # ---- lifetime ---------------------------------------------------------------
 
@@ -224,7 +318,7 @@ class ZmqKernelConnection:
             # may be connected already, so its event may have passed.
             self.expect_rebind()
             async with anyio.create_task_group() as tg:
-                tg.start_soon(self._read, kc.iopub_channel, self._on_iopub)
+                tg.start_soon(self._read, kc.iopub_channel, self._router.iopub)
                 tg.start_soon(self._read, kc.shell_channel, self._on_reply)
                 tg.start_soon(self._read, kc.stdin_channel, self._on_stdin)
                 # Replies to requests sent on control route like shell replies.
@@ -244,8 +338,7 @@ class ZmqKernelConnection:
     # ---- the handshake ------------------------------------------------------------
 
     def expect_rebind(self) -> None:
-        self._kernel_session = None  # (a restart hdsp makes is no news)
-        self._quiet.clear()
+        self._router.rebind()
         self._stop_watching()
         self._stdin_monitor = _watch_connection(self._kc.stdin_channel.socket)
 
@@ -279,7 +372,7 @@ class ZmqKernelConnection:
             published = anyio.Event()
             msg = self._kc.session.msg("kernel_info_request", {})
             msg_id = msg["header"]["msg_id"]
-            self._route(msg_id, Routes(iopub=_on_idle(published), reply=_setter(replied)))
+            self._router.add(msg_id, kernel_info_routes(replied, published))
             try:
                 self._kc.control_channel.send(msg)
                 with anyio.move_on_after(_HANDSHAKE_RETRY):
@@ -307,15 +400,11 @@ class ZmqKernelConnection:
         msg_id: str = self._kc.execute(
             code, silent=silent, store_history=not silent, allow_stdin=allow_stdin
         )
-        self._route(msg_id, routes)
+        self._router.add(msg_id, routes)
         return msg_id
 
     def forget(self, msg_id: str) -> None:
-        # (Not from `_quiet`: a request that was given up on still runs, and its
-        # busy and idle, when they come, stay out of the kernel's status.)
-        self._iopub.pop(msg_id, None)
-        self._replies.pop(msg_id, None)
-        self._stdin.pop(msg_id, None)
+        self._router.forget(msg_id)
 
     def send_input(self, text: str) -> None:
         self._kc.input(text)
@@ -323,16 +412,6 @@ class ZmqKernelConnection:
     def request_interrupt(self) -> None:
         # ipykernel serves this on control, even while its shell is busy.
         self._kc.control_channel.send(self._kc.session.msg("interrupt_request", {}))
-
-    def _route(self, msg_id: str, routes: Routes) -> None:
-        if routes.iopub is not None:
-            self._iopub[msg_id] = routes.iopub
-        if routes.reply is not None:
-            self._replies[msg_id] = routes.reply
-        if routes.stdin is not None:
-            self._stdin[msg_id] = routes.stdin
-        if routes.quiet:
-            self._quiet.add(msg_id)
 
     # ---- liveness -----------------------------------------------------------------
 
@@ -385,35 +464,10 @@ class ZmqKernelConnection:
             except Exception:
                 log.exception("handling a kernel message failed", kernel_id=self._kernel_id)
 
-    async def _on_iopub(self, msg: Mapping[str, Any]) -> None:
-        parent = _parent_id(msg)
-        route = self._iopub.get(parent) if parent is not None else None
-        if route is not None:
-            route(msg)
-        session = msg["header"].get("session")
-        if isinstance(session, str) and session and session != self._kernel_session:
-            known, self._kernel_session = self._kernel_session, session
-            if known is not None:
-                await self._on_status(KERNEL_REPLACED)
-        if msg["header"]["msg_type"] == "status":
-            state = msg["content"].get("execution_state")
-            if parent in self._quiet:
-                if state == "idle":
-                    self._quiet.discard(parent)
-            elif isinstance(state, str):
-                await self._on_status(state)
-
     async def _on_reply(self, msg: Mapping[str, Any]) -> None:
-        parent = _parent_id(msg)
-        route = self._replies.pop(parent, None) if parent is not None else None
-        if route is not None:
-            route(msg)
+        self._router.reply(msg)
 
     async def _on_stdin(self, msg: Mapping[str, Any]) -> None:
-        parent = _parent_id(msg)
-        route = self._stdin.get(parent) if parent is not None else None
-        if route is not None:
-            route(msg)
-        elif msg["header"]["msg_type"] == "input_request":
+        if not self._router.stdin(msg):
             # Nobody waits for it (the execution ended): answer, or it blocks the kernel.
             self._kc.input("")

@@ -8,7 +8,8 @@ them into text the model can act on.
     ├── KernelDead          the kernel died; restart it (if hdsp started it)
     ├── KernelNotOwned      restart of a kernel hdsp only attached to
     ├── KernelBusy          a silent inspection found the kernel running code
-    └── KernelOverloaded    too many executions wait for one kernel
+    ├── KernelOverloaded    too many executions wait for one kernel
+    └── KernelServerUnreachable  a Jupyter server (remote kernels) cannot be reached
 
 jupyter_client's and zmq's exceptions are translated to these where they are met.
 """
@@ -25,6 +26,7 @@ __all__ = [
     "KernelNotFound",
     "KernelNotOwned",
     "KernelOverloaded",
+    "KernelServerUnreachable",
     "KernelStartFailed",
 ]
 
@@ -55,3 +57,7 @@ class KernelBusy(KernelError):
 
 class KernelOverloaded(KernelError):
     code = ErrorCode.OVERLOADED
+
+
+class KernelServerUnreachable(KernelError):
+    code = ErrorCode.UNAVAILABLE

@@ -71,6 +71,8 @@ class Execution:
         #: Set by the service when it stopped the execution ("timeout", "cancelled").
         self.stopped_by: Outcome | None = None
         self.kernel_restarted = False
+        #: The link to a remote kernel's server dropped while it ran.
+        self.connection_dropped = False
         #: How many times outputs were passed on (coalesced updates).
         self.updates = 0
         self._emit = emit
@@ -197,5 +199,6 @@ class Execution:
             execution_count=self.execution_count,
             outputs=self.outputs.outputs(),
             kernel_restarted=self.kernel_restarted,
+            connection_dropped=self.connection_dropped,
             display_updates=self.outputs.display_updates,
         )

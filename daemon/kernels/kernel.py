@@ -17,6 +17,13 @@ the sandbox's launcher, not the kernel.
 Liveness: every `heartbeat_interval` the kernel's heartbeat must echo, and a
 process hdsp started must still run. A dead kernel is reported (`kernelStatus`
 dead) and ends the execution that waited on it (status "died").
+
+A kernel on a Jupyter server (:mod:`.gateway`) is watched by its server: the
+connection passes on what the server says. `restarting` (the kernel died there
+and the server starts it anew) ends the running execution "died" and the new
+kernel is the task's from then on, its variables gone; `dead` (the server could
+not restart it) is a death; KERNEL_GONE (the server no longer has it: culled or
+shut down there) ends the execution and hands the kernel to `on_gone`.
 """
 
 from __future__ import annotations
@@ -29,7 +36,14 @@ import structlog
 
 from hdsp.protocol import Event, ExecutionResult, KernelState, KernelStatus
 
-from .connection import KERNEL_REPLACED, KernelConnection, Routes, StatusCallback
+from .connection import (
+    KERNEL_GONE,
+    KERNEL_LINK_DROPPED,
+    KERNEL_REPLACED,
+    KernelConnection,
+    Routes,
+    StatusCallback,
+)
 from .errors import (
     KernelBusy,
     KernelDead,
@@ -40,7 +54,7 @@ from .errors import (
     KernelStartFailed,
 )
 from .execution import Emit, Execution, InputCallback, OutputCallback
-from .process import KernelProcess
+from .process import KernelHandle
 
 __all__ = ["Kernel", "KernelPolicy", "OnDied", "OnRestarted"]
 
@@ -80,9 +94,9 @@ class Kernel:
         *,
         kernel_id: str,
         name: str,
-        connection_file: str,
+        connection_file: str | None,
         connect: Callable[[StatusCallback], KernelConnection],
-        process: KernelProcess | None,
+        process: KernelHandle | None,
         policy: KernelPolicy,
         emit: Emit,
         on_restarted: OnRestarted,
@@ -90,6 +104,9 @@ class Kernel:
         started_for: str | None = None,
         on_died: OnDied | None = None,
         on_replaced: OnDied | None = None,
+        on_gone: OnDied | None = None,
+        server_url: str | None = None,
+        remote_id: str | None = None,
     ) -> None:
         """`connect` makes the kernel's connection, given where the kernel's
         execution states go; `emit` publishes events (and never raises)."""
@@ -98,6 +115,9 @@ class Kernel:
         self.connection_file = connection_file
         self.process = process
         self.cwd = cwd
+        #: A kernel on a Jupyter server: the server (as shown) and its id there.
+        self.server_url = server_url
+        self.remote_id = remote_id
         #: The task this kernel was started for (released with it).
         self.started_for = started_for
         self.conn = connect(self._on_execution_state)
@@ -120,9 +140,15 @@ class Kernel:
         self._on_restarted = on_restarted
         self._on_died = on_died
         self._on_replaced = on_replaced
+        self._on_gone = on_gone
         # fast_acquire: an uncontended lock is taken without a trip through the loop.
         self._lock = anyio.Lock(fast_acquire=True)
         self._restart_lock = anyio.Lock()
+
+    @property
+    def remote(self) -> bool:
+        """Whether it runs on a Jupyter server (see :mod:`.gateway`)."""
+        return self.remote_id is not None
 
     @property
     def owned(self) -> bool:
@@ -155,8 +181,34 @@ class Kernel:
         if state == KERNEL_REPLACED:
             # A new process answers on the kernel's ports: restarted elsewhere
             # (hdsp's own restarts are expected and not reported).
-            if self._on_replaced is not None and not self._restart_lock.locked():
+            if self._restart_lock.locked():
+                return
+            if self.status is KernelState.RESTARTING:
+                # Its server brought it back after it died there (and its tasks
+                # were told when it died).
+                self.death_reason = None
+                await self.set_status(KernelState.IDLE)
+            elif self._on_replaced is not None:
                 await self._on_replaced(self)
+            return
+        if state == KERNEL_GONE:
+            await self._gone()
+            return
+        if state == KERNEL_LINK_DROPPED:
+            if self.current is not None:
+                self.current.connection_dropped = True
+            return
+        if state == "restarting":
+            # Only a Jupyter server says this: the kernel died there and the
+            # server starts it anew (hdsp's own restarts do not say it).
+            if not self._restart_lock.locked() and self.status is not KernelState.DEAD:
+                await self._died_on_server()
+            return
+        if state == "dead":
+            # A Jupyter server could not bring the kernel back.
+            await self._declare_dead(
+                self.life, "it died on its Jupyter server, which could not restart it"
+            )
             return
         if self.status in (KernelState.DEAD, KernelState.RESTARTING):
             return
@@ -188,6 +240,45 @@ class Kernel:
             misses += 1
             if misses >= self._policy.heartbeat_misses:
                 await self._declare_dead(life, f"it missed {misses} heartbeats")
+
+    async def _died_on_server(self) -> None:
+        self.life += 1
+        self.death_reason = "it died on its Jupyter server, which restarts it"
+        log.warning("remote kernel died; its server restarts it", kernel_id=self.id)
+        await self.set_status(KernelState.RESTARTING)
+        if self.current is not None:
+            self.current.end("died")
+        if self._on_replaced is not None:
+            await self._on_replaced(self)
+
+    async def _server_restart_done(self) -> None:
+        """Wait until a kernel its server restarts is back and answers (the next
+        execution must not go to a kernel between two lives)."""
+        try:
+            with anyio.fail_after(self._policy.startup_timeout):
+                # (Its own `starting` may come before or after the server's
+                # `restarting`: the answer to a kernel_info is what counts.)
+                await self.conn.handshake(certain=True)
+        except TimeoutError:
+            raise KernelDead(
+                f"The kernel {self.id} died on its Jupyter server and did not come back within "
+                f"{self._policy.startup_timeout:g} s."
+            ) from None
+        if self.status is KernelState.RESTARTING and not self._restart_lock.locked():
+            self.death_reason = None
+            await self.set_status(KernelState.IDLE)
+
+    async def _gone(self) -> None:
+        if self.closing:
+            return
+        self.death_reason = (
+            "its Jupyter server no longer has it (it culls idle kernels, or it was shut down there)"
+        )
+        await self.set_status(KernelState.DEAD)
+        if self.current is not None:
+            self.current.end("died")
+        if self._on_gone is not None:
+            await self._on_gone(self)
 
     async def _declare_dead(self, life: int, reason: str) -> None:
         if (
@@ -294,6 +385,8 @@ class Kernel:
         *,
         silent: bool = False,
     ) -> ExecutionResult:
+        if self.status is KernelState.RESTARTING and not self._restart_lock.locked():
+            await self._server_restart_done()
         if self.closing:
             raise KernelNotFound(f"The kernel {self.id} was shut down.")
         if self.status is KernelState.DEAD:

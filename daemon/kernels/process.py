@@ -7,7 +7,9 @@ directory: launched through the `launcher` the daemon hands in (its sandbox, see
 :mod:`.launcher`), which wraps the kernel's command and gives its environment;
 with none, the kernel runs unconfined with the daemon's environment minus hdsp's
 own variables (tests of the service alone). A kernel hdsp attaches to has no
-process here: it is someone else's.
+process here: it is someone else's. A kernel hdsp starts on a Jupyter server has
+a process half made of REST calls (:class:`~.gateway.RemoteKernelProcess`);
+both are a :class:`KernelHandle`, what a kernel needs of its process.
 
 jupyter_client is imported when the first kernel starts: it is not needed before.
 """
@@ -18,14 +20,14 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 
 from .errors import KernelStartFailed
 from .launcher import KernelLauncher
 
-__all__ = ["KernelProcess", "kernel_environment"]
+__all__ = ["KernelHandle", "KernelProcess", "kernel_environment"]
 
 log = structlog.get_logger("hdsp.kernels")
 
@@ -36,6 +38,23 @@ _MAX_IPC_PATH = 90
 #: Environment variables a kernel never inherits from the daemon: the daemon's
 #: settings and secrets (HDSP_API_KEY) and its systemd notification socket.
 _PRIVATE_ENV = ("HDSP_", "NOTIFY_SOCKET")
+
+
+class KernelHandle(Protocol):
+    """What a kernel hdsp started needs of its process, wherever it runs."""
+
+    #: Interrupt with an `interrupt_request` message, not `signal_interrupt`.
+    interrupts_by_message: bool
+
+    async def is_alive(self) -> bool: ...
+
+    async def signal_interrupt(self) -> None: ...
+
+    async def restart(self, *, now: bool) -> None: ...
+
+    async def shutdown(self) -> None:
+        """Stop it for good; errors are logged, never raised."""
+        ...
 
 
 def kernel_environment() -> dict[str, str]:

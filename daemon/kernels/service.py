@@ -18,6 +18,12 @@ never killed. Different kernels run code at the same time.
 
 A dead kernel is noted for the tasks bound to it; `restart_kernel` brings it
 back, and `kernel_for_task` does so before the task's next code runs.
+
+Kernels on a Jupyter server (:mod:`.gateway`) are kernels like the others, with
+a WebSocket connection and a process half of REST calls; where a task's kernel
+runs is the providers' to say (:mod:`.providers`). One the server culled or
+shut down is reported to its tasks as a culled kernel, and the next code run
+starts a new one.
 """
 
 from __future__ import annotations
@@ -44,6 +50,9 @@ from hdsp.protocol import (
     KernelShutdown,
     KernelStarted,
     KernelState,
+    RemoteKernel,
+    RemoteKernelList,
+    RemoteSession,
     VariableList,
 )
 
@@ -51,14 +60,28 @@ from .bindings import OnCulled, TaskBindings, TaskBusy
 from .connection import KernelConnection, StatusCallback, ZmqKernelConnection, load_client
 from .errors import KernelDead, KernelError, KernelNotFound, KernelStartFailed
 from .execution import Emit, InputCallback, OutputCallback
+from .gateway import (
+    GatewayTarget,
+    RemoteKernelProcess,
+    ServerApi,
+    WebSocketKernelConnection,
+    check_remote_id,
+)
 from .kernel import Kernel, KernelPolicy
 from .launcher import KernelLauncher
-from .process import KernelProcess
+from .process import KernelHandle, KernelProcess
+from .providers import KernelProviders
 from .variables import InspectionLimits, VariableInspection, describe_variable, list_variables
 
 __all__ = ["KernelService", "TaskKernel"]
 
 log = structlog.get_logger("hdsp.kernels")
+
+#: What the model is told of a kernel on a Jupyter server.
+_REMOTE_NOTE = (
+    "It runs on that server, not on this machine: it does not see the workspace's files "
+    "(the file tools do), and files it writes stay on the server."
+)
 
 _scrubbed = msgspec.json.Decoder(VariableList)
 
@@ -99,6 +122,7 @@ class KernelService:
         on_culled: OnCulled | None = None,
         on_notebook_kernel: OnCulled | None = None,
         inspection_limits: InspectionLimits | None = None,
+        providers: KernelProviders | None = None,
     ) -> None:
         """`task_busy` says whether a task is working (its kernel is never culled
         then); `on_culled` is told (task id, note) when a task's kernel was culled,
@@ -107,8 +131,10 @@ class KernelService:
         shut down to give its memory back; None: never. `on_notebook_kernel` is told
         (task id, note) when a kernel the task used that runs outside hdsp (a
         notebook's) died or went away (hdsp detached from it without restarting
-        it), or was restarted where it runs."""
+        it), or was restarted where it runs. `providers` says where kernels run
+        (None: always here)."""
         self._emit_event = emit
+        self.providers = providers
         self.launcher = launcher
         self.runtime_dir = runtime_dir
         self.default_kernel = default_kernel
@@ -129,6 +155,8 @@ class KernelService:
         self._bindings = TaskBindings(task_busy=task_busy, on_culled=on_culled)
         self._on_notebook_kernel = on_notebook_kernel
         self._kernels: dict[str, Kernel] = {}
+        #: The REST clients of remote kernels, by kernel id (closed with the kernel).
+        self._apis: dict[str, ServerApi] = {}
         self._tg: TaskGroup | None = None
         self._closing = False
         self._closed = anyio.Event()
@@ -190,6 +218,9 @@ class KernelService:
             cwd=k.cwd,
             connection_file=k.connection_file,
             task_ids=sorted(self._bindings.tasks_of(k.id)),
+            provider="gateway" if k.remote else "local",
+            server_url=k.server_url,
+            remote_id=k.remote_id,
         )
 
     def _get(self, kernel_id: str) -> Kernel:
@@ -206,8 +237,29 @@ class KernelService:
         cwd: str | None = None,
         *,
         for_task: str | None = None,
+        provider: str | None = None,
+        profile: str | None = None,
     ) -> KernelInfo:
-        """Start a kernel by kernelspec name in `cwd`, over ipc."""
+        """Start a kernel by kernelspec name: here in `cwd`, over ipc, or on the
+        Jupyter server that `provider` and `profile` choose (see
+        :mod:`.providers`; a kernel for a task goes where the task's choice says)."""
+        self._require_open()
+        providers = self.providers
+        if providers is not None:
+            if for_task is not None and provider is None:
+                server = providers.for_task(for_task)
+            else:
+                server = providers.choose(provider, profile)
+            if server is not None:
+                target = await providers.target(server)
+                return await self.start_remote_kernel(target, kernel_name, for_task=for_task)
+        elif provider == "gateway":
+            raise KernelStartFailed("This daemon runs no kernels on a Jupyter server.")
+        return await self._start_local(kernel_name, cwd, for_task)
+
+    async def _start_local(
+        self, kernel_name: str | None, cwd: str | None, for_task: str | None
+    ) -> KernelInfo:
         tg = self._require_open()
         name = kernel_name or self.default_kernel
         workdir = str(await anyio.Path(cwd or self.default_cwd or os.getcwd()).absolute())
@@ -244,6 +296,194 @@ class KernelService:
         log.info("kernel started", kernel_id=k.id, kernel_name=name, cwd=workdir)
         return info
 
+    async def start_remote_kernel(
+        self, target: GatewayTarget, kernel_name: str | None = None, *, for_task: str | None = None
+    ) -> KernelInfo:
+        """Start a kernel on the Jupyter server `target` (by kernelspec name; the
+        target's, else the server's default). hdsp owns it: it interrupts,
+        restarts and shuts it down through the server's REST API."""
+        tg = self._require_open()
+        kernel_id = str(uuid.uuid4())
+        api = ServerApi(target)
+        process = RemoteKernelProcess(api, kernel_id=kernel_id, kernel_name=kernel_name)
+        made: list[WebSocketKernelConnection] = []
+
+        def gone() -> None:
+            process.gone = True
+
+        def connect(on_status: StatusCallback) -> KernelConnection:
+            # Its remote id is known once the kernel started, before it runs.
+            conn = WebSocketKernelConnection(
+                api, None, kernel_id=kernel_id, on_status=on_status, on_gone=gone
+            )
+            made.append(conn)
+            return conn
+
+        k = Kernel(
+            kernel_id=kernel_id,
+            name=kernel_name or target.kernel_name or "(server default)",
+            connection_file=None,
+            connect=connect,
+            process=process,
+            policy=self._policy,
+            emit=self._emit,
+            on_restarted=self._restarted,
+            started_for=for_task,
+            on_replaced=self._remote_restarted,
+            on_gone=self._remote_gone,
+            server_url=target.shown,
+            remote_id="(starting)",
+        )
+        self._apis[kernel_id] = api
+
+        async def launch() -> None:
+            await process.start()
+            assert process.remote_id is not None
+            k.name = process.kernel_name or k.name
+            k.remote_id = made[0].remote_id = process.remote_id
+
+        previous = self._bindings.bind(for_task, k.id) if for_task is not None else None
+        try:
+            info = await self._open(tg, k, launch, self.startup_timeout)
+        except BaseException:
+            if for_task is not None:
+                self._bindings.restore(for_task, previous)
+            raise
+        finally:
+            if not k.announced:
+                await self._close_api(kernel_id)
+        log.info(
+            "kernel started on a Jupyter server",
+            kernel_id=k.id,
+            kernel_name=k.name,
+            server=target.shown,
+            remote_id=k.remote_id,
+        )
+        return info
+
+    async def attach_remote_kernel(self, target: GatewayTarget, remote_id: str) -> KernelInfo:
+        """Use a kernel the Jupyter server `target` runs already, by its id there.
+        hdsp never restarts or shuts it down (`shutdown_kernel` detaches)."""
+        tg = self._require_open()
+        check_remote_id(remote_id)
+        for other in self._kernels.values():
+            if (
+                other.remote_id == remote_id
+                and other.server_url == target.shown
+                and not other.closing
+                and other.announced
+            ):
+                return self._info(other)
+        api = ServerApi(target)
+        kernel_id = str(uuid.uuid4())
+        try:
+            model = await api.kernel(remote_id)
+        except BaseException:
+            await api.aclose()
+            raise
+        if model is None:
+            await api.aclose()
+            raise KernelNotFound(
+                f"The Jupyter server at {target.shown} has no kernel {remote_id}; "
+                "`hdsp kernels --remote` lists its kernels."
+            )
+        self._apis[kernel_id] = api
+
+        def connect(on_status: StatusCallback) -> KernelConnection:
+            return WebSocketKernelConnection(
+                api, remote_id, kernel_id=kernel_id, on_status=on_status
+            )
+
+        k = Kernel(
+            kernel_id=kernel_id,
+            name=str(model.get("name") or "unknown"),
+            connection_file=None,
+            connect=connect,
+            process=None,
+            policy=self._policy,
+            emit=self._emit,
+            on_restarted=self._restarted,
+            on_died=self._attached_died,
+            on_replaced=self._attached_restarted,
+            on_gone=self._attached_died,
+            server_url=target.shown,
+            remote_id=remote_id,
+        )
+
+        async def nothing_to_launch() -> None:
+            pass
+
+        try:
+            info = await self._open(tg, k, nothing_to_launch, self.attach_timeout)
+        finally:
+            if not k.announced:
+                await self._close_api(kernel_id)
+        log.info("remote kernel attached", kernel_id=k.id, server=target.shown, remote_id=remote_id)
+        return info
+
+    async def attach(
+        self,
+        connection_file: str | None = None,
+        *,
+        remote_kernel_id: str | None = None,
+        profile: str | None = None,
+    ) -> KernelInfo:
+        """AttachKernel: by connection file, or by id on the Jupyter server of the
+        settings (or of `profile`)."""
+        if (connection_file is None) == (remote_kernel_id is None):
+            raise KernelStartFailed(
+                "AttachKernel takes either a connection file or a remote kernel id."
+            )
+        if connection_file is not None:
+            return await self.attach_kernel(connection_file)
+        assert remote_kernel_id is not None
+        target = await self._gateway(profile)
+        return await self.attach_remote_kernel(target, remote_kernel_id)
+
+    async def list_remote_kernels(self, profile: str | None = None) -> RemoteKernelList:
+        """The kernels and sessions of the Jupyter server of the settings (or of
+        `profile`), each kernel with hdsp's id for it when hdsp uses it."""
+        target = await self._gateway(profile)
+        used = {
+            k.remote_id: k.id
+            for k in self._kernels.values()
+            if k.server_url == target.shown and k.announced and not k.closing
+        }
+        async with ServerApi(target) as api:
+            kernels = await api.kernels()
+            sessions_error = None
+            try:
+                sessions = await api.sessions()
+            except KernelError as exc:
+                sessions, sessions_error = [], exc.message
+        return RemoteKernelList(
+            server_url=target.shown,
+            kernels=[_remote_kernel(model, used) for model in kernels if _text(model.get("id"))],
+            sessions=[_remote_session(model) for model in sessions if _text(model.get("id"))],
+            sessions_error=sessions_error,
+        )
+
+    def check_provider(self, provider: str | None, profile: str | None) -> None:
+        """Raise KernelStartFailed (saying what to set) when kernels cannot run
+        where `provider` and `profile` say."""
+        if self.providers is not None:
+            self.providers.choose(provider, profile)
+        elif provider == "gateway":
+            raise KernelStartFailed("This daemon runs no kernels on a Jupyter server.")
+
+    async def _gateway(self, profile: str | None) -> GatewayTarget:
+        providers = self.providers
+        server = providers.choose("gateway", profile) if providers is not None else None
+        if providers is None or server is None:
+            raise KernelStartFailed("This daemon runs no kernels on a Jupyter server.")
+        return await providers.target(server)
+
+    async def _close_api(self, kernel_id: str) -> None:
+        api = self._apis.pop(kernel_id, None)
+        if api is not None:
+            with anyio.move_on_after(5, shield=True):
+                await api.aclose()
+
     async def attach_kernel(self, connection_file: str) -> KernelInfo:
         """Use a running kernel through its connection file. hdsp never shuts it
         down; `shutdown_kernel` and the daemon's stop only detach."""
@@ -273,7 +513,7 @@ class KernelService:
         connection_file: str,
         make_client: Callable[[], Any],
         *,
-        process: KernelProcess | None = None,
+        process: KernelHandle | None = None,
         cwd: str | None = None,
         started_for: str | None = None,
     ) -> Kernel:
@@ -368,6 +608,7 @@ class KernelService:
         process hdsp started, and say the kernel is gone."""
         if k.process is not None:
             await k.process.shutdown()
+        await self._close_api(k.id)
         if k.announced:
             k.status = KernelState.DEAD
             await self._emit(KernelShutdown(payload=(k.id,)))
@@ -432,6 +673,31 @@ class KernelService:
         await self._tell_tasks(k, note, replace_notes=True)
         k.closing = True  # no code starts in it any more
         k.stop_requested.set()  # detach (never a shutdown: it has no process of hdsp's)
+
+    async def _remote_gone(self, k: Kernel) -> None:
+        """The Jupyter server no longer has a kernel hdsp started there (it culled
+        it for idling, or someone shut it down there): its tasks are told, as of
+        a kernel hdsp culled, and the next code run starts a new one."""
+        note = (
+            f"The kernel {k.name} ({k.id}) on the Jupyter server {k.server_url} was shut down "
+            "there (the server culls idle kernels, or someone shut it down): its variables "
+            "and imports are gone. The next code run starts a new kernel."
+        )
+        k.closing = True  # no code starts in it any more; the tasks get a new one
+        tasks = await self._bindings.culled(k.id, note)
+        log.warning("remote kernel gone", kernel_id=k.id, server=k.server_url, tasks=tasks)
+        k.stop_requested.set()  # its owner releases it (nothing left to shut down)
+
+    async def _remote_restarted(self, k: Kernel) -> None:
+        """A kernel hdsp started on a Jupyter server came back as a new process
+        that hdsp did not restart (it died there and the server restarted it):
+        its tasks are told that their variables are gone."""
+        note = (
+            f"The kernel {k.name} ({k.id}) on the Jupyter server {k.server_url} died there "
+            "and the server restarted it: its variables and imports are gone."
+        )
+        log.warning("remote kernel restarted by its server", kernel_id=k.id)
+        self._bindings.note(k.id, note)
 
     async def _attached_restarted(self, k: Kernel) -> None:
         """A kernel hdsp attached to was restarted where it runs (JupyterLab's
@@ -566,9 +832,25 @@ class KernelService:
         """One line for the system prompt: which kernel the task's code runs in."""
         k = self._kernels.get(self._bindings.kernel_of(task_id) or "")
         if k is None or k.closing:
+            try:
+                server = self.providers.for_task(task_id) if self.providers else None
+            except KernelError:
+                server = None
+            if server is not None:
+                name = server.kernel_name or "the server's default kernel"
+                return (
+                    f"{name} on the Jupyter server {_shown(server.url)}, started on first use "
+                    f"of execute_code. {_REMOTE_NOTE}"
+                )
             return (
                 f"{self.default_kernel}, started on first use of execute_code, "
                 f"working directory {workspace}"
+            )
+        if k.remote:
+            origin = "started by hdsp" if k.owned else "attached (it runs outside hdsp)"
+            return (
+                f"{k.name} (id {k.id}, {origin}) on the Jupyter server {k.server_url}, status "
+                f"{k.status.value}. {_REMOTE_NOTE}"
             )
         origin = "started by hdsp" if k.owned else "attached (it runs outside hdsp)"
         where = f"working directory {k.cwd}" if k.cwd else "working directory unknown"
@@ -626,3 +908,41 @@ class KernelService:
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             # The journal closed first (the daemon is going down): nobody listens.
             pass
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _shown(url: str) -> str:
+    from .gateway import shown_url
+
+    return shown_url(url)
+
+
+def _remote_kernel(model: dict[str, Any], used: dict[str | None, str]) -> RemoteKernel:
+    remote_id = str(model["id"])
+    connections = model.get("connections")
+    return RemoteKernel(
+        remote_id=remote_id,
+        name=_text(model.get("name")),
+        execution_state=_text(model.get("execution_state")),
+        last_activity=_text(model.get("last_activity")),
+        connections=connections if isinstance(connections, int) else None,
+        kernel_id=used.get(remote_id),
+    )
+
+
+def _remote_session(model: dict[str, Any]) -> RemoteSession:
+    kernel = model.get("kernel")
+    notebook = model.get("notebook")
+    path = _text(model.get("path"))
+    if path is None and isinstance(notebook, dict):
+        path = _text(notebook.get("path"))
+    return RemoteSession(
+        session_id=str(model["id"]),
+        path=path,
+        name=_text(model.get("name")),
+        type=_text(model.get("type")),
+        remote_kernel_id=_text(kernel.get("id")) if isinstance(kernel, dict) else None,
+    )

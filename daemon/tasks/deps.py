@@ -44,6 +44,11 @@ class TaskKernels(Protocol):
 
     def has_kernel(self, kernel_id: str) -> bool: ...
 
+    def check_provider(self, provider: str | None, profile: str | None) -> None:
+        """Raise the kernel service's error (with what to do) when kernels cannot
+        run where `provider` and `profile` say (no Jupyter server configured)."""
+        ...
+
     def bind_task(self, task_id: str, kernel_id: str) -> None:
         """Run the task's code in the kernel `kernel_id` from now on."""
         ...

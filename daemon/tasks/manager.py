@@ -43,7 +43,7 @@ from hdsp.daemon.config import ProfileNotFound
 from hdsp.daemon.config.agents import AgentDefinition, AgentLimits
 from hdsp.daemon.config.modes import ModeDefinition
 from hdsp.daemon.conversation import ApiMessage
-from hdsp.daemon.errors import CommandError
+from hdsp.daemon.errors import CommandError, HdspError
 from hdsp.daemon.llm.registry import Providers
 from hdsp.daemon.llm.retry import DEFAULT_RETRY_POLICY, RetryPolicy
 from hdsp.daemon.memory import give_back
@@ -436,6 +436,15 @@ class TaskManager:
         task = self._tasks.get(task_id)
         return task is not None and task.busy
 
+    def kernel_choice(self, task_id: str) -> tuple[str | None, str | None]:
+        """Where the task wants its kernels (its configuration's provider, or
+        None) and its profile, for the kernel service; (None, None) for a task
+        not loaded."""
+        task = self._tasks.get(task_id)
+        if task is None:
+            return None, None
+        return task.item.kernel_provider, task.item.api_config_name
+
     async def note_kernel_culled(self, task_id: str, note: str) -> None:
         """Record in the task's history that its kernel was shut down for idling."""
         if self.closing:
@@ -602,6 +611,11 @@ class TaskManager:
                 ErrorCode.KERNEL_NOT_FOUND,
                 f"No kernel {kernel_id!r}; ListKernels lists the kernels.",
             )
+        if kernels is not None and config.kernel_provider is not None:
+            try:
+                kernels.check_provider(config.kernel_provider, profile)
+            except HdspError as exc:
+                raise CommandError(ErrorCode.INVALID_REQUEST, exc.message) from None
         try:
             chosen = self.deps.modes.get(config.mode or DEFAULT_MODE, Path(workspace))
         except UnknownMode as exc:
@@ -634,6 +648,7 @@ class TaskManager:
             api_config_name=profile,
             status="active",
             agent=config.agent,
+            kernel_provider=config.kernel_provider,
         )
         # Offered before its first turn starts: that turn's first request has them.
         self._offer_mcp(task_id, workspace, data.mcp_servers)
@@ -721,6 +736,7 @@ class TaskManager:
             api_config_name=profile,
             status="active",
             agent=agent.name,
+            kernel_provider=parent.item.kernel_provider,
             parent_task_id=parent.id,
             root_task_id=parent.item.root_task_id or parent.id,
             parent_call_id=call_id,

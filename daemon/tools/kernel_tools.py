@@ -92,6 +92,11 @@ class CodeRun:
                 "The kernel did not stop when interrupted, so it was restarted: every "
                 "variable and import is gone."
             )
+        if r.connection_dropped:
+            lines.append(
+                "The connection to the kernel's Jupyter server dropped while the code ran and "
+                "came back: output sent at that moment may be missing below."
+            )
         blocks = render_for_model(
             r.outputs,
             text_limit=text_limit,

@@ -13,11 +13,9 @@ fails the test that needs it, with pip's reason: it is never a silent skip.
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-import sys
-import venv
 from pathlib import Path
+
+from tests.support.cached_venv import cached_venv
 
 __all__ = ["JUPYTER_AI", "JupyterAiUnavailable", "jupyter_ai_python"]
 
@@ -31,25 +29,9 @@ class JupyterAiUnavailable(RuntimeError):
 
 def jupyter_ai_python() -> Path:
     """The interpreter of the Jupyter AI venv, made on first use."""
-    target = Path(sys.prefix) / "hdsp-test-cache" / f"jupyter-ai-{JUPYTER_AI}-alone"
-    python = target / "bin" / "python"
-    if (target / ".installed").is_file():
-        return python
-    shutil.rmtree(target, ignore_errors=True)
-    venv.create(target, with_pip=True, symlinks=True)
-    command = [
-        str(python),
-        "-m",
-        "pip",
-        "install",
-        "--quiet",
-        f"jupyter-ai=={JUPYTER_AI}",
-    ]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=1200, check=False)
-    if done.returncode != 0:
-        raise JupyterAiUnavailable(
-            f"could not install Jupyter AI {JUPYTER_AI}: `{' '.join(command)}` "
-            f"exited {done.returncode}:\n{done.stderr.strip()[-3000:]}"
-        )
-    (target / ".installed").write_text(JUPYTER_AI + "\n")
-    return python
+    return cached_venv(
+        f"jupyter-ai-{JUPYTER_AI}-alone",
+        [f"jupyter-ai=={JUPYTER_AI}"],
+        what=f"Jupyter AI {JUPYTER_AI}",
+        failure=JupyterAiUnavailable,
+    )

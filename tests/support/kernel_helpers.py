@@ -7,7 +7,7 @@ from __future__ import annotations
 import shutil
 import struct
 import zlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -15,11 +15,11 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 
-from hdsp.daemon.kernels import KernelService
-from hdsp.protocol import Event, ExecutionOutput, KernelState, KernelStatus
+from hdsp.daemon.kernels import Execution, KernelService
+from hdsp.protocol import Event, ExecutionOutput, KernelOutput, KernelState, KernelStatus
 from tests.support.daemon_process import short_tmp_dir
 
-__all__ = ["EventRecorder", "running_service", "tiny_png"]
+__all__ = ["Collected", "EventRecorder", "running_service", "tiny_png"]
 
 
 class EventRecorder:
@@ -83,6 +83,24 @@ async def running_service(
                     await service.aclose()
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+class Collected:
+    """An on_output callback that keeps what it was given."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[KernelOutput]] = []
+        self.first = anyio.Event()
+
+    async def __call__(self, ex: Execution, new: Sequence[KernelOutput]) -> None:
+        self.batches.append(list(new))
+        self.first.set()
+
+    def all(self) -> list[KernelOutput]:
+        return [o for batch in self.batches for o in batch]
+
+    def text(self) -> str:
+        return "".join(o.text or "" for o in self.all() if o.output_type == "stream")
 
 
 def tiny_png(width: int = 3, height: int = 2) -> bytes:

@@ -320,3 +320,47 @@ def test_the_provider_kinds_table_and_the_settings_literal_agree() -> None:
     families = {row.family for row in PROVIDER_KINDS.values()} - {None}
     assert families == set(PROVIDER_FAMILIES.values()) == {"anthropic", "openai"}
     assert all(list_models(family) for family in families)
+
+
+# ---- gateway (issue 25): kernels on a Jupyter server -------------------------------
+
+_SERVER = {"url": "https://jupyter.example.org/user/ada/", "token_secret": "team-jupyter"}
+
+
+async def test_a_jupyter_server_is_named_with_its_token_by_name(tmp_path: Path) -> None:
+    store = await open_store(tmp_path / "settings.json")
+    patch = {"kernels": {"provider": "gateway", "gateway": {**_SERVER, "kernel_name": "py"}}}
+    settings = await store.update(patch)
+    assert settings.kernels.provider == "gateway"
+    assert settings.kernels.gateway is not None
+    assert settings.kernels.gateway.token_secret == "team-jupyter"
+    # A profile may run its tasks' kernels elsewhere.
+    profile = {**WORK_PROFILE, "kernels": {"provider": "local"}}
+    settings = await store.update({"profiles": {"work": profile}})
+    assert settings.profiles["work"].kernels is not None
+    assert settings.profiles["work"].kernels.provider == "local"
+
+
+@pytest.mark.parametrize(
+    ("gateway", "says"),
+    [
+        ({"url": "http://127.0.0.1:8888/?token=abcdef0123456789"}, "must not carry credentials"),
+        ({"url": "http://ada:pw-4711@127.0.0.1:8888/"}, "must not carry credentials"),
+        ({"url": "ftp://127.0.0.1/"}, "http:// or https://"),
+        ({**_SERVER, "token_secret": "9f" * 24}, "looks like a token itself"),
+        ({**_SERVER, "token": "9f" * 24}, "looks like a secret value"),
+    ],
+)
+async def test_a_token_written_into_the_settings_is_refused(
+    tmp_path: Path, gateway: dict[str, str], says: str
+) -> None:
+    store = await open_store(tmp_path / "settings.json")
+    with pytest.raises(SettingsInvalid, match=re.escape(says)):
+        await store.update({"kernels": {"gateway": gateway}})
+    assert not (tmp_path / "settings.json").exists()
+
+
+async def test_the_gateway_provider_needs_a_server(tmp_path: Path) -> None:
+    store = await open_store(tmp_path / "settings.json")
+    with pytest.raises(SettingsInvalid, match=re.escape("kernels.gateway first")):
+        await store.update({"kernels": {"provider": "gateway"}})

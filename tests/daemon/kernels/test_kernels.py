@@ -10,7 +10,7 @@ import os
 import shutil
 import signal
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
@@ -20,7 +20,6 @@ from jupyter_client.manager import AsyncKernelManager
 
 from hdsp.daemon.conversation import ImageBlock, TextBlock
 from hdsp.daemon.kernels import (
-    Execution,
     KernelDead,
     KernelNotFound,
     KernelNotOwned,
@@ -33,7 +32,6 @@ from hdsp.daemon.tools.kernel_tools import ExecuteCodeTool
 from hdsp.protocol import (
     CellOutput,
     ExecutionOutput,
-    KernelOutput,
     KernelShutdown,
     KernelStarted,
     KernelState,
@@ -42,28 +40,16 @@ from hdsp.protocol import (
     is_durable,
 )
 from tests.support.daemon_process import short_tmp_dir
-from tests.support.kernel_helpers import EventRecorder, kernel_dir, running_service, tiny_png
+from tests.support.kernel_helpers import (
+    Collected,
+    EventRecorder,
+    kernel_dir,
+    running_service,
+    tiny_png,
+)
 from tests.support.tool_context import RecordingContext
 
 pytestmark = pytest.mark.timeout(60)
-
-
-class Collected:
-    """An on_output callback that keeps what it was given."""
-
-    def __init__(self) -> None:
-        self.batches: list[list[KernelOutput]] = []
-        self.first = anyio.Event()
-
-    async def __call__(self, ex: Execution, new: Sequence[KernelOutput]) -> None:
-        self.batches.append(list(new))
-        self.first.set()
-
-    def all(self) -> list[KernelOutput]:
-        return [o for batch in self.batches for o in batch]
-
-    def text(self) -> str:
-        return "".join(o.text or "" for o in self.all() if o.output_type == "stream")
 
 
 async def test_stream_result_and_kernel_events(tmp_path: Path) -> None:

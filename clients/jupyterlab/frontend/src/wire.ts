@@ -172,6 +172,7 @@ export interface HdspWire {
   ListKernels: ListKernels;
   ListMcpServers: ListMcpServers;
   ListProfiles: ListProfiles;
+  ListRemoteKernels: ListRemoteKernels;
   ListTasks: ListTasks;
   ListTasksData: ListTasksData1;
   ListVariables: ListVariables;
@@ -201,6 +202,9 @@ export interface HdspWire {
   QueuedMessagesUpdated: QueuedMessagesUpdated;
   Rejection: Rejection;
   RelayedImage: RelayedImage;
+  RemoteKernel: RemoteKernel;
+  RemoteKernelList: RemoteKernelList;
+  RemoteSession: RemoteSession;
   Replay: Replay;
   ReplayData: ReplayData;
   ReplayPage: ReplayPage;
@@ -405,11 +409,21 @@ export interface DocumentCell {
   source: string;
 }
 /**
- * Use a kernel that runs already (a notebook's, from Jupyter's runtime dir).
+ * Use a kernel that runs already: a notebook's on this machine, by its
+ * connection file (from Jupyter's runtime dir), or one a Jupyter server runs,
+ * by its id there (ListRemoteKernels). Exactly one of the two.
  */
 export interface AttachKernel {
   commandName: 'AttachKernel';
-  connectionFile: string;
+  connectionFile?: string | null;
+  /**
+   * The profile whose kernels settings (provider, gateway) apply; the current one by default.
+   */
+  profile?: string | null;
+  /**
+   * The kernel's id on the Jupyter server (ListRemoteKernels).
+   */
+  remoteKernelId?: string | null;
 }
 export interface BlobData {
   /**
@@ -666,6 +680,7 @@ export interface TaskCommand {
     | GetStatus
     | Shutdown
     | ListKernels
+    | ListRemoteKernels
     | StartKernel
     | AttachKernel
     | InterruptKernel
@@ -755,6 +770,10 @@ export interface TaskConfiguration {
    * A kernel (ListKernels) the task's code runs in; by default the task starts its own on first use, in its workspace.
    */
   kernelId?: string | null;
+  /**
+   * hdsp: where the task's kernels run: local (this machine, in hdspd's sandbox) or gateway (the Jupyter server of the profile's or the settings' kernels.gateway). None: as the profile's or the settings' kernels.provider says.
+   */
+  kernelProvider?: ('gateway' | 'local') | null;
   /**
    * The task's mode (GetModes lists them); `code` when absent.
    */
@@ -1127,16 +1146,35 @@ export interface Shutdown {
 export interface ListKernels {
   commandName: 'ListKernels';
 }
+/**
+ * The kernels and sessions of the Jupyter server of the kernels.gateway
+ * setting (or of the profile's).
+ */
+export interface ListRemoteKernels {
+  commandName: 'ListRemoteKernels';
+  /**
+   * The profile whose kernels settings (provider, gateway) apply; the current one by default.
+   */
+  profile?: string | null;
+}
 export interface StartKernel {
   commandName: 'StartKernel';
   /**
-   * Working directory of the kernel; the daemon's by default.
+   * Working directory of a local kernel; the daemon's by default.
    */
   cwd?: string | null;
   /**
-   * Kernelspec name; "python3" by default.
+   * Kernelspec name; "python3" by default (on a Jupyter server: its kernels.gateway.kernelName, else the server's default).
    */
   kernelName?: string | null;
+  /**
+   * The profile whose kernels settings (provider, gateway) apply; the current one by default.
+   */
+  profile?: string | null;
+  /**
+   * Where the kernel runs: local (this machine, in hdspd's sandbox) or gateway (the Jupyter server of the settings' kernels.gateway, or of the profile's). None: as the profile's or the settings' kernels.provider says.
+   */
+  provider?: ('gateway' | 'local') | null;
 }
 export interface InterruptKernel {
   commandName: 'InterruptKernel';
@@ -1682,6 +1720,7 @@ export interface CommandResults {
   ListKernels?: KernelList;
   ListMcpServers?: McpServerList;
   ListProfiles?: ProfileList;
+  ListRemoteKernels?: RemoteKernelList;
   ListTasks?: TaskList;
   ListVariables?: VariableList;
   Ping?: Pong;
@@ -1727,6 +1766,18 @@ export interface KernelInfo {
    * True when hdsp started the kernel: it shuts it down when the daemon stops. An attached kernel (a notebook's) is only ever detached from.
    */
   owned: boolean;
+  /**
+   * local: on this machine; gateway: on the Jupyter server `serverUrl`, as the kernel `remoteId` there.
+   */
+  provider?: 'gateway' | 'local';
+  /**
+   * gateway: the kernel's id on its Jupyter server.
+   */
+  remoteId?: string | null;
+  /**
+   * gateway: the Jupyter server's URL (without credentials).
+   */
+  serverUrl?: string | null;
   status: KernelState;
   /**
    * Tasks whose code runs in this kernel.
@@ -1824,6 +1875,10 @@ export interface SecretInfo {
   source?: ('environment' | 'keyring') | null;
 }
 export interface ExecutionResult {
+  /**
+   * A kernel on a Jupyter server: the connection to the server dropped while the code ran, and came back. What the server published after it saw the drop was replayed; what it had sent at that moment may be missing from `outputs`.
+   */
+  connectionDropped?: boolean;
   /**
    * For each display id the execution's messages carried, the last data it got (as update_display_data outputs): outputs of earlier cells that show one of these display ids now show this data, as Jupyter updates a display wherever it is shown.
    */
@@ -2098,6 +2153,10 @@ export interface HistoryItem {
    * The task's id (a UUID).
    */
   id: string;
+  /**
+   * hdsp: where the task's kernels run, as its configuration chose (None: as its profile's or the settings' kernels.provider says).
+   */
+  kernelProvider?: ('gateway' | 'local') | null;
   mode?: string | null;
   /**
    * hdsp: the file restriction of the mode's edits when the task entered it (with `modeGroups`); None: none.
@@ -2312,6 +2371,43 @@ export interface McpToolInfo {
    * The name the model calls it by: mcp__SERVER__TOOL.
    */
   offeredAs: string;
+}
+export interface RemoteKernelList {
+  kernels?: RemoteKernel[];
+  /**
+   * The server's URL (without credentials).
+   */
+  serverUrl: string;
+  sessions?: RemoteSession[];
+  /**
+   * Why the server's sessions are not listed (Kernel Gateway lists them only with list_kernels on), if they are not.
+   */
+  sessionsError?: string | null;
+}
+/**
+ * A kernel a Jupyter server runs, as its REST API describes it (the
+ * server's text: untrusted).
+ */
+export interface RemoteKernel {
+  connections?: number | null;
+  executionState?: string | null;
+  /**
+   * hdsp's id for this kernel (ListKernels), when hdsp uses it.
+   */
+  kernelId?: string | null;
+  lastActivity?: string | null;
+  name?: string | null;
+  remoteId: string;
+}
+/**
+ * A Jupyter server's session: which notebook (or console) uses which kernel.
+ */
+export interface RemoteSession {
+  name?: string | null;
+  path?: string | null;
+  remoteKernelId?: string | null;
+  sessionId: string;
+  type?: string | null;
 }
 export interface TaskList {
   /**
@@ -3173,6 +3269,10 @@ export interface TaskConfiguration1 {
    * A kernel (ListKernels) the task's code runs in; by default the task starts its own on first use, in its workspace.
    */
   kernelId?: string | null;
+  /**
+   * hdsp: where the task's kernels run: local (this machine, in hdspd's sandbox) or gateway (the Jupyter server of the profile's or the settings' kernels.gateway). None: as the profile's or the settings' kernels.provider says.
+   */
+  kernelProvider?: ('gateway' | 'local') | null;
   /**
    * The task's mode (GetModes lists them); `code` when absent.
    */
