@@ -1,6 +1,7 @@
 """`hdsp kernels`: list, start, attach, interrupt, restart and shut down the
-Jupyter kernels hdspd holds; `--remote` lists what the Jupyter server of the
-settings (kernels.gateway) runs, and `attach --remote ID` uses one of those."""
+Jupyter kernels hdspd holds; `--gateway` lists what the Jupyter server of the
+settings (kernels.gateway) runs, and `attach --gateway ID` uses one of those
+(`--remote` is the global flag that names a team daemon)."""
 
 from __future__ import annotations
 
@@ -68,7 +69,7 @@ def _remote_lines(listing: RemoteKernelList) -> list[str]:
 async def run_kernels(cli: Console, client: Client) -> int:
     a = cli.args
     action = a.action or "list"
-    if action == "list" and getattr(a, "remote", False):
+    if action == "list" and getattr(a, "on_server", False):
         remote = await client.list_remote_kernels(a.profile_name)
         if a.json:
             cli.out_raw(encode(remote).decode())
@@ -100,14 +101,14 @@ async def run_kernels(cli: Console, client: Client) -> int:
             cli.out(f"started {_line(info)}")
         return ExitCode.OK
     if action == "attach":
-        if (a.connection_file is None) == (a.remote is None):
+        if (a.connection_file is None) == (a.server_kernel is None):
             raise CommandFailed(
                 ErrorCode.INVALID_REQUEST,
-                "Give a connection file, or --remote ID (a kernel of the Jupyter server: "
-                "`hdsp kernels --remote` lists them).",
+                "Give a connection file, or --gateway ID (a kernel of the Jupyter server: "
+                "`hdsp kernels --gateway` lists them).",
             )
         info = await client.attach_kernel(
-            a.connection_file, remote_kernel_id=a.remote, profile=a.profile_name
+            a.connection_file, remote_kernel_id=a.server_kernel, profile=a.profile_name
         )
         if a.json:
             cli.out_raw(encode(info).decode())
@@ -140,12 +141,12 @@ def add_kernels_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     remote_help = (
         "list the kernels and sessions of the Jupyter server of the settings (kernels.gateway)"
     )
-    kernels.add_argument("--remote", action="store_true", help=remote_help)
+    kernels.add_argument("--gateway", action="store_true", dest="on_server", help=remote_help)
     profile_help = "the profile whose kernels settings apply (default: the current one)"
     kernels.add_argument("--profile", dest="profile_name", help=profile_help)
     actions = kernels.add_subparsers(dest="action", metavar="ACTION")
     listing = actions.add_parser("list", parents=[common], help="list kernels (the default)")
-    listing.add_argument("--remote", action="store_true", help=remote_help)
+    listing.add_argument("--gateway", action="store_true", dest="on_server", help=remote_help)
     listing.add_argument("--profile", dest="profile_name", help=profile_help)
     start = actions.add_parser("start", parents=[common], help="start a kernel")
     start.add_argument("--kernel-name", help="kernelspec name (default python3)")
@@ -165,7 +166,10 @@ def add_kernels_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         "connection_file", nargs="?", help="the kernel's connection file (kernel-*.json)"
     )
     attach.add_argument(
-        "--remote", metavar="ID", help="a kernel of the Jupyter server, by its id there"
+        "--gateway",
+        metavar="ID",
+        dest="server_kernel",
+        help="a kernel of the Jupyter server, by its id there",
     )
     attach.add_argument("--profile", dest="profile_name", help=profile_help)
     for name, text in (

@@ -385,7 +385,7 @@ class KernelService:
             await api.aclose()
             raise KernelNotFound(
                 f"The Jupyter server at {target.shown} has no kernel {remote_id}; "
-                "`hdsp kernels --remote` lists its kernels."
+                "`hdsp kernels --gateway` lists its kernels."
             )
         self._apis[kernel_id] = api
 

@@ -1,8 +1,8 @@
 """Remote kernels through the real daemon (issue 25): hdspd as a subprocess, a
 real Jupyter Kernel Gateway on loopback, the fake model scripting execute_code.
 Where a task's kernels run is chosen per task and per profile; `input()` is an
-ask any client answers; `hdsp kernels --remote` lists the server's kernels and
-`attach --remote` uses one; the token, kept in the keyring by name, appears in
+ask any client answers; `hdsp kernels --gateway` lists the server's kernels and
+`attach --gateway` uses one; the token, kept in the keyring by name, appears in
 no log line, event or reply."""
 
 from __future__ import annotations
@@ -140,7 +140,7 @@ async def test_tasks_run_code_on_the_jupyter_server_their_profile_or_own_choice_
         listing = {k.kernel_id: k for k in (await client.list_kernels()).kernels}
         assert len(listing) == 2 and all(k.provider == "gateway" for k in listing.values())
         # The CLI lists what the server runs, and which of them hdsp uses.
-        shown = await run_hdsp(daemon_process.runtime_dir, "kernels", "--remote")
+        shown = await run_hdsp(daemon_process.runtime_dir, "kernels", "--gateway")
         assert shown.returncode == 0, shown.stderr
         assert f"Jupyter server {gateway.url}" in shown.stdout
         for k in listing.values():
@@ -178,7 +178,7 @@ async def test_attach_a_kernel_of_the_server_by_id_from_the_cli(
     daemon_process = daemon
     async with connect(daemon_process.runtime_dir) as client:
         shown = await run_hdsp(
-            daemon_process.runtime_dir, "kernels", "attach", "--remote", remote_id
+            daemon_process.runtime_dir, "kernels", "attach", "--gateway", remote_id
         )
         assert shown.returncode == 0, shown.stderr
         assert f"on {gateway.url} as {remote_id}" in shown.stdout
@@ -186,7 +186,7 @@ async def test_attach_a_kernel_of_the_server_by_id_from_the_cli(
         assert (kernel.owned, kernel.remote_id) == (False, remote_id)
         r = await client.execute_code(kernel.kernel_id, "21 * 2")
         assert r.outputs[0].data == {"text/plain": "42"}
-        bad = await run_hdsp(daemon_process.runtime_dir, "kernels", "attach", "--remote", "nope")
+        bad = await run_hdsp(daemon_process.runtime_dir, "kernels", "attach", "--gateway", "nope")
         assert bad.returncode != 0 and "has no kernel nope" in bad.stderr
         await client.shutdown_kernel(kernel.kernel_id)
     # Attached, never shut down: it still runs on the server.
