@@ -29,7 +29,7 @@ import zmq.asyncio
 
 from hdsp.daemon.server.publishing import EventPublisher
 from hdsp.daemon.store import Journal, Store, insert_task
-from hdsp.daemon.store.database import Database
+from hdsp.daemon.store.sqlite import SqliteDatabase
 from hdsp.protocol import (
     ClineMessage,
     HistoryItem,
@@ -90,7 +90,7 @@ async def _journal_rate(path: Path, endpoint: str, n: int) -> tuple[float, float
 
 def _sqlite_rate(path: Path, n: int) -> tuple[float, float]:
     """(rows per second, CPU seconds of this process per row)."""
-    Database(path, check_seconds=0).close()  # the schema, as the daemon makes it
+    SqliteDatabase(path, check_seconds=0).close()  # the schema, as the daemon makes it
     now = int(time.time() * 1000)
     events: list[tuple[int, str, int, bytes]] = []
     messages: list[tuple[str, int, bytes]] = []

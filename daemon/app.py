@@ -21,12 +21,12 @@ from __future__ import annotations
 import gc
 import os
 import signal
-import sqlite3
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -50,7 +50,14 @@ from hdsp.protocol import (
 )
 
 from .atomic_write import write_atomically
-from .config import ConfigService, Profiles, SecretStore, SettingsError, SettingsStore
+from .config import (
+    ConfigService,
+    Profiles,
+    SecretError,
+    SecretStore,
+    SettingsError,
+    SettingsStore,
+)
 from .config.secrets import ENV_FALLBACKS
 from .llm.models import model_table
 from .llm.registry import Providers
@@ -284,8 +291,11 @@ class Daemon:
         paths = self.paths
         self.config = await self._open_config()
         providers = Providers(self.config.profiles, self.config.secrets)
+        location, password = await self._store_location()
         async with (
-            Store.open(paths.database, check_seconds=self.startup_check_seconds) as store,
+            Store.open(
+                location, check_seconds=self.startup_check_seconds, password=password
+            ) as store,
             providers,
         ):
             self.store = store
@@ -458,6 +468,30 @@ class Daemon:
             if health.state is StorageState.READ_ONLY and self._engine_started.is_set():
                 await self.tasks.shutdown()
 
+    async def _store_location(self) -> tuple[Path | str, str | None]:
+        """Where the store is (``store.url``, else the SQLite file in the data dir),
+        and the password from the keyring when ``store.secret`` names one."""
+        settings = self.config.store.settings.store
+        if settings.url is None:
+            return self.paths.database, None
+        if settings.secret is None:
+            return settings.url, None
+        try:
+            password = await self.config.secrets.get(settings.secret)
+        except SecretError as exc:
+            raise DaemonError(
+                f"store.secret names the secret {settings.secret!r}, which cannot be read: {exc}"
+            ) from None
+        if password is None:
+            raise DaemonError(
+                f"store.secret names the secret {settings.secret!r}, which the keyring does "
+                "not hold. Store it with `keyring set hdsp "
+                f"{settings.secret}` (hdspd cannot start without its database to take it "
+                "with `hdsp secret set`), or unset store.secret to let libpq find the "
+                "password (~/.pgpass, PGPASSFILE, a service file)."
+            )
+        return settings.url, password
+
     async def _open_config(self) -> ConfigService:
         """Load the settings (a corrupt file is moved aside and reported, see
         :mod:`.config.settings`) and put the profiles and secrets behind them."""
@@ -498,9 +532,10 @@ class Daemon:
         before = int((time.time() - r.max_age_seconds) * 1000)
         if not self.store.monitor.writable:
             return
+        failures: tuple[type[Exception], ...] = (*self.store.errors, StoreError)
         try:
             deleted = await self.store.prune_events(before, r.max_events)
-        except (sqlite3.Error, StoreError) as exc:
+        except failures as exc:
             # Retention can wait: a full disk must not stop the start, nor the daemon.
             log.warning("pruning old events failed; will try again later", error=str(exc))
             return
