@@ -237,6 +237,9 @@ def _is_terminal(stream: object) -> bool:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "check":
+        from .logs import configure_logging
+
+        configure_logging("warning", args.log_format)  # stdout is the report's
         return _check(args.data_dir)
     if args.command == "install-service":
         from .systemd_unit import ServiceInstallError, install_service, installed_message

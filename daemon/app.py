@@ -68,7 +68,7 @@ from .paths import Paths, UnsafeRuntimeDir, ensure_private_runtime_dir, make_pri
 from .sandbox import Sandbox
 from .sdnotify import notify_ready, notify_stopping
 from .server import Server, Session
-from .store import STARTUP_CHECK_SECONDS, Journal, Store, StoreError
+from .store import STARTUP_CHECK_SECONDS, Journal, StorageUnavailable, Store, StoreError
 
 if TYPE_CHECKING:
     from .approvals import ApprovalPolicy
@@ -219,6 +219,8 @@ class Daemon:
         #: The graceful stop's scope, and whether a second signal asked to hurry.
         self._grace: anyio.CancelScope | None = None
         self._hurried = False
+        #: The task count the last status read (see `status`).
+        self._tasks_total = 0
         # Set in run(); every attribute below has exactly one owner there.
         self.store: Store
         self.journal: Journal
@@ -424,10 +426,16 @@ class Daemon:
 
     async def status(self) -> StatusResult:
         """GetStatus: what the daemon is, and how it is doing."""
-        try:  # one index lookup: not worth a worker thread unless one has the reader
-            total = self.store.read_now(self.store.db.task_count)
-        except anyio.WouldBlock:
-            total = await self.store.read(self.store.db.task_count)
+        try:
+            try:  # one index lookup: not worth a worker thread unless one has the reader
+                total = self.store.read_now(self.store.db.task_count)
+            except anyio.WouldBlock:
+                total = await self.store.read(self.store.db.task_count)
+            self._tasks_total = total
+        except StorageUnavailable:
+            # The database cannot be read now (a lost server): the status still
+            # answers, with the last count and the storage's state, which says why.
+            total = self._tasks_total
         stats = self.tasks.statistics()
         return StatusResult(
             server_version=__version__,

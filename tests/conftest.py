@@ -114,6 +114,8 @@ def daemon_process(
         proc.use_store(str(request.getfixturevalue("pg_url")))
     try:
         yield proc
+        if store_backend == "postgresql":  # and nothing of it went to a SQLite file
+            assert not (proc.data_dir / "hdsp.sqlite3").exists()
     finally:
         proc.finish(show_log=call_failed(request))
 

@@ -216,6 +216,25 @@ class PgConnection:
 # ---- the database ---------------------------------------------------------------------
 
 
+def _application_name() -> str:
+    """What pg_stat_activity shows of this daemon (`_dead_here` reads it back)."""
+    return f"hdspd {socket.gethostname()} {os.getpid()}"[:63]
+
+
+def _dead_here(application_name: str | None) -> bool:
+    """Whether `application_name` names an hdspd of this machine that is gone."""
+    parts = (application_name or "").split(" ")
+    if len(parts) != 3 or parts[0] != "hdspd" or parts[1] != socket.gethostname():
+        return False
+    try:
+        os.kill(int(parts[2]), 0)
+    except ProcessLookupError:
+        return True
+    except (ValueError, OSError):
+        return False
+    return False
+
+
 def _first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
@@ -267,7 +286,7 @@ class PostgresDatabase(Database):
         options: dict[str, Any] = {
             "autocommit": True,
             # pg_stat_activity shows which daemon this is (and `TakenOver` says).
-            "application_name": f"hdspd {socket.gethostname()} {os.getpid()}"[:63],
+            "application_name": _application_name(),
         }
         if self._timeout is not None:
             options["connect_timeout"] = self._timeout
@@ -302,8 +321,10 @@ class PostgresDatabase(Database):
             "AND l.objsubid = 2 AND l.granted",
             _LOCK,
         ).fetchone()
-        if holder is not None and holder[0] == self._writer_pid:
-            log.info("ending this daemon's lost PostgreSQL session", pid=holder[0])
+        if holder is not None and (holder[0] == self._writer_pid or _dead_here(holder[1])):
+            # Ours, or a daemon of this machine that is gone (killed: the server
+            # has not noticed yet). Nobody writes through that session any more.
+            log.info("ending a lost session of hdspd on PostgreSQL", pid=holder[0])
             conn.execute("SELECT pg_terminate_backend(%s)", (holder[0],))
             conn.execute("SET lock_timeout = '10s'")
             conn.execute("SELECT pg_advisory_lock(%s, %s)", _LOCK)

@@ -47,12 +47,14 @@ class DaemonProcess:
         #: The PostgreSQL database the daemon's store is in (None: SQLite).
         self.store_url: str | None = None
 
-    def use_store(self, url: str) -> None:
+    def use_store(self, url: str, *, secret: str | None = None) -> None:
         """Keep the daemon's store in the PostgreSQL database at `url`
-        (``store.url`` in the settings file it starts with)."""
+        (``store.url`` in the settings file it starts with; `secret`: the name
+        of the keyring secret with its password, ``store.secret``)."""
         self.store_url = url
         self.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        settings = {"version": 2, "store": {"url": url}}
+        store = {"url": url} if secret is None else {"url": url, "secret": secret}
+        settings = {"version": 2, "store": store}
         (self.data_dir / "settings.json").write_text(json.dumps(settings))
 
     @property

@@ -6,6 +6,8 @@ finds another one wrote meanwhile (read-only)."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import anyio
@@ -176,3 +178,39 @@ async def test_a_daemon_that_finds_another_wrote_meanwhile_writes_nothing_more(
             assert [e.seq for e in out.events] == [1]
             await journal.aclose()
     assert rows(pg_url, "SELECT seq, topic FROM events ORDER BY seq") == [(1, "t1"), (2, "t2")]
+
+
+def test_a_killed_daemon_whose_session_lingers_on_the_server_does_not_block_the_next(
+    pg_url: str, postgres: PostgresCluster, proxy: PgProxy
+) -> None:
+    """hdspd killed with SIGKILL where the server does not see its connection go
+    (the network's fault: here, a relay that keeps the server's side open): its
+    session still holds the writer's lock. The next hdspd on this machine sees
+    that the holder is a daemon of this machine that is gone, and takes over."""
+    url = postgres.url(postgres.dbname(pg_url), socket_dir=proxy.socket_dir)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from hdsp.daemon.store import open_database\n"
+            f"db = open_database({url!r}); print('open', flush=True); sys.stdin.read()",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "open\n"
+        holder.kill()
+        holder.wait(10)
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+        holder.communicate()
+    (held,) = rows(pg_url, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted")[
+        0
+    ]
+    assert held == 1  # the server still believes in the dead daemon's session
+    db = open_database(pg_url)
+    db.commit([insert_task(_task(1))], [(1, "t1", 0, b"{}")])
+    db.close()
