@@ -330,6 +330,7 @@ class Daemon:
                     control=paths.control_endpoint,
                     events=paths.events_endpoint,
                     data_dir=str(paths.data_dir),
+                    store=store.db.where,
                     pid=os.getpid(),
                 )
                 notify_ready()
@@ -522,6 +523,11 @@ class Daemon:
             self.mcp.apply_settings()
         if any(key == "sandbox" or key.startswith("sandbox.") for key in change.keys):
             await anyio.to_thread.run_sync(_report_sandbox, self.sandbox)
+        if any(key == "store" or key.startswith("store.") for key in change.keys):
+            log.info(
+                "the store settings changed: they take effect when hdspd starts again",
+                store=self.store.db.where,
+            )
 
     async def _announce_settings(self, change: SettingsChange) -> None:
         await self.journal.emit(SettingsChanged(payload=(change,)))

@@ -60,8 +60,11 @@ def find_bin_dir() -> Path | None:
 
 
 class PostgresCluster:
-    def __init__(self, bin_dir: Path) -> None:
+    def __init__(self, bin_dir: Path, *, durable: bool = False) -> None:
+        """`durable`: fsync and synchronous commits, as a server runs by default
+        (the benchmarks'); the tests' cluster runs without (see above)."""
         self.bin_dir = bin_dir
+        self.durable = durable
         self.root = Path(tempfile.mkdtemp(prefix="hdsp-pg-", dir="/tmp"))
         self.data = self.root / "data"
         self.log = self.root / "server.log"
@@ -106,14 +109,9 @@ class PostgresCluster:
         # password (tests of `store.secret`).
         # (Written over initdb's file: its owner and mode stay.)
         (self.data / "pg_hba.conf").write_text(HBA)
-        settings = [
-            f"-k {self.socket_dir}",
-            "-c listen_addresses=''",
-            "-c fsync=off",
-            "-c synchronous_commit=off",
-            "-c full_page_writes=off",
-            "-c max_connections=200",
-        ]
+        settings = [f"-k {self.socket_dir}", "-c listen_addresses=''", "-c max_connections=200"]
+        if not self.durable:
+            settings += ["-c fsync=off", "-c synchronous_commit=off", "-c full_page_writes=off"]
         self._run(
             str(self.bin_dir / "pg_ctl"),
             "-D",
