@@ -16,11 +16,13 @@ past the scrubbing where foreign text enters is neither stored nor published.
 
 A commit that fails never ends the daemon (see :mod:`.health`):
 
-- a fault that may pass (disk full, I/O error) makes the storage *failing*: the
-  writer keeps the batch, publishes none of it, and commits it again with
-  backoff until it goes through; meanwhile what is emitted queues behind it (the
-  queue is bounded: a task that emits into a full queue waits there, so memory
-  stays bounded) and the storage is *ok* again on the first commit that passes.
+- a fault that may pass (disk full, I/O error, a lost connection to the
+  PostgreSQL server) makes the storage *failing*: the writer keeps the batch,
+  publishes none of it, and commits it again with backoff until it goes through
+  (and so for the lookup of a new topic's last seq, which a batch may need
+  first); meanwhile what is emitted queues behind it (the queue is bounded: a
+  task that emits into a full queue waits there, so memory stays bounded) and
+  the storage is *ok* again on the first commit that passes.
 - damage makes the storage *read-only*: the batch and everything queued after it
   is dropped unpublished (clients never see what was not committed), and
   whoever waits on it gets :class:`StorageUnavailable`.

@@ -28,19 +28,6 @@ from tests.support.stored_database import check_database, rows
 pytestmark = pytest.mark.parametrize("store_backend", ["postgresql"])
 
 
-def _cut_off(postgres: PostgresCluster, url: str, *, allow: bool) -> None:
-    """Refuse (or allow again) connections to the database of `url`, ending those
-    it has: for hdspd, the server is gone."""
-    name = postgres.dbname(url)
-    with postgres.admin() as conn:
-        conn.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS {str(allow).lower()}")
-        if not allow:
-            conn.execute(
-                "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity WHERE datname = %s",
-                (name,),
-            )
-
-
 @pytest.mark.slow
 async def test_a_lost_server_refuses_new_work_and_service_resumes_by_itself(
     daemon: DaemonProcess, fake_openai: FakeOpenAI, postgres: PostgresCluster
@@ -49,7 +36,7 @@ async def test_a_lost_server_refuses_new_work_and_service_resumes_by_itself(
     async with connect(daemon.runtime_dir) as c, follow(daemon.runtime_dir) as f:
         first = await c.start_task("before the server goes")
         await collect_turn(c, first.task_id, 0, until=(TaskCompleted,))
-        _cut_off(postgres, daemon.store_url, allow=False)
+        postgres.cut_off(daemon.store_url, allow=False)
         # Accepted (its commit is queued), then the commit finds no server.
         waiting = await c.start_task("while the server is away")
         with anyio.fail_after(20):
@@ -68,7 +55,7 @@ async def test_a_lost_server_refuses_new_work_and_service_resumes_by_itself(
         assert unread.value.code is ErrorCode.STORAGE_UNAVAILABLE
         assert "could not read its PostgreSQL database" in unread.value.message
 
-        _cut_off(postgres, daemon.store_url, allow=True)
+        postgres.cut_off(daemon.store_url, allow=True)
         with anyio.fail_after(20):
             back = await f.reports.receive()
         assert back.state is StorageState.OK

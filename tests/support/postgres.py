@@ -160,6 +160,20 @@ class PostgresCluster:
             conn.execute(f"CREATE DATABASE {name} TEMPLATE {template}{strategy}")
         return name
 
+    def cut_off(self, url: str, *, allow: bool) -> None:
+        """Refuse (or allow again) connections to the database of `url`, and end
+        every one it has (waiting until each has ended: its locks go with it):
+        for a client, the server is gone."""
+        name = self.dbname(url)
+        with self.admin() as conn:
+            conn.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS {str(allow).lower()}")
+            if not allow:
+                conn.execute(
+                    "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity "
+                    "WHERE datname = %s",
+                    (name,),
+                )
+
     def drop_database(self, name: str) -> None:
         with self.admin() as conn:
             conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")

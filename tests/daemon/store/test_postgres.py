@@ -61,20 +61,6 @@ def test_a_second_daemon_on_the_same_database_is_refused(pg_url: str) -> None:
     open_database(pg_url).close()  # the lock went with the first one's connection
 
 
-def _cut_off(postgres: PostgresCluster, url: str, *, allow: bool) -> None:
-    """Refuse (or allow again) new connections to the database of `url`, and
-    end every one it has: the server, as far as hdspd can tell, is gone."""
-    name = postgres.dbname(url)
-    with postgres.admin() as conn:
-        conn.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS {str(allow).lower()}")
-        if not allow:
-            conn.execute(
-                # (Waiting until each has ended: its locks go with it.)
-                "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity WHERE datname = %s",
-                (name,),
-            )
-
-
 async def test_a_lost_server_holds_the_batch_and_commits_it_once_it_answers_again(
     pg_url: str, postgres: PostgresCluster
 ) -> None:
@@ -88,7 +74,7 @@ async def test_a_lost_server_holds_the_batch_and_commits_it_once_it_answers_agai
             await journal.flush()
             await store.read(store.db.list_tasks, None, 10)  # the reader is connected too
 
-            _cut_off(postgres, pg_url, allow=False)
+            postgres.cut_off(pg_url, allow=False)
             seen = monitor.version
             for n in range(2, 5):
                 await journal.emit(TaskCreated(payload=(f"t{n}",)), insert_task(_task(n)))
@@ -102,7 +88,7 @@ async def test_a_lost_server_holds_the_batch_and_commits_it_once_it_answers_agai
             with pytest.raises(StorageUnavailable, match="could not read its PostgreSQL"):
                 await store.read(store.db.list_tasks, None, 10)
 
-            _cut_off(postgres, pg_url, allow=True)
+            postgres.cut_off(pg_url, allow=True)
             with anyio.fail_after(20):
                 await journal.flush()
             assert monitor.state is StorageState.OK
@@ -161,8 +147,8 @@ async def test_a_daemon_that_finds_another_wrote_meanwhile_writes_nothing_more(
             await tg.start(journal.run)
             await journal.emit(TaskCreated(payload=("t1",)), insert_task(_task(1)))
             await journal.flush()
-            _cut_off(postgres, pg_url, allow=False)
-            _cut_off(postgres, pg_url, allow=True)
+            postgres.cut_off(pg_url, allow=False)
+            postgres.cut_off(pg_url, allow=True)
             # Another daemon takes the database while this one is disconnected.
             other = open_database(pg_url)
             other.commit([insert_task(_task(2))], [(2, "t2", 0, b"{}")])

@@ -260,33 +260,34 @@ async def test_a_live_event_goes_out_at_once_but_never_before_what_was_queued(
         assert [e.seq for _, e in rec.frames] == [1, None, 2, None]
 
 
+async def _loop_turns_during_commit(store: Store, body: bytes, seq: int) -> int:
+    """How many times other tasks ran on the event loop while `store` committed
+    an event of `body` (0: the commit held the loop the whole time)."""
+    ticks = 0
+    done = False
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while not done:
+            ticks += 1
+            await anyio.lowlevel.checkpoint()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(ticker)
+        await anyio.lowlevel.checkpoint()  # the ticker is running
+        before = ticks
+        await store.commit([], [(seq, "a", 0, body)])
+        done = True
+    return ticks - before
+
+
 async def test_small_batches_commit_on_the_loop_and_big_ones_beside_it(tmp_path: Path) -> None:
     """A small batch is cheaper to commit than to hand to a thread; a big one
     (a long tool output) must not hold up the event loop while it is written."""
     async with Store.open(tmp_path / "db.sqlite3") as store:
         await store.commit([insert_task(_item("a", 1))], [])
-        ticks = 0
-        done = False
-
-        async def ticker() -> None:
-            nonlocal ticks
-            while not done:
-                ticks += 1
-                await anyio.lowlevel.checkpoint()
-
-        async def commit_while_ticking(body: bytes, seq: int) -> int:
-            nonlocal ticks, done
-            ticks, done = 0, False
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(ticker)
-                await anyio.lowlevel.checkpoint()  # the ticker is running
-                before = ticks
-                await store.commit([], [(seq, "a", 0, body)])
-                done = True
-            return ticks - before
-
-        assert await commit_while_ticking(b"x" * 100, 1) == 0
-        assert await commit_while_ticking(b"x" * (8 << 20), 2) > 0
+        assert await _loop_turns_during_commit(store, b"x" * 100, 1) == 0
+        assert await _loop_turns_during_commit(store, b"x" * (8 << 20), 2) > 0
         assert [len(b) for b in store.db.replay(0, "a", 10)] == [100, 8 << 20]
 
 
@@ -327,22 +328,7 @@ async def test_on_postgres_no_commit_or_read_holds_up_the_loop(pg_url: str) -> N
     worker thread, and read_now says so at once (its callers read on a thread)."""
     async with Store.open(pg_url) as store:
         await store.commit([insert_task(_item("a", 1))], [])
-        ticks = 0
-        done = False
-
-        async def ticker() -> None:
-            nonlocal ticks
-            while not done:
-                ticks += 1
-                await anyio.lowlevel.checkpoint()
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(ticker)
-            await anyio.lowlevel.checkpoint()
-            before = ticks
-            await store.commit([], [(1, "a", 0, b"x" * 100)])
-            done = True
-        assert ticks > before
+        assert await _loop_turns_during_commit(store, b"x" * 100, 1) > 0
         with pytest.raises(anyio.WouldBlock):
             store.read_now(store.db.api_messages, "a", 5000)
         assert await store.read(store.db.api_messages, "a") == []
