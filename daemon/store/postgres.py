@@ -171,11 +171,6 @@ class PgConnection:
         return conn
 
     @property
-    def lost(self) -> bool:
-        """Whether the connection was opened and then lost (or closed)."""
-        return self._conn is not None and self._conn.closed
-
-    @property
     def in_transaction(self) -> bool:
         conn = self._conn
         if conn is None or conn.closed:
@@ -255,8 +250,7 @@ class PostgresDatabase(Database):
         self.url = url
         self.where = url
         self._password = password
-        given = psycopg.conninfo.conninfo_to_dict(url)
-        self._timeout = None if "connect_timeout" in given else CONNECT_TIMEOUT
+        self._timeout: int | None = CONNECT_TIMEOUT
         #: The writer's server process, to tell our own lost session from another
         #: daemon's when the lock is held (see `_take_lock`).
         self._writer_pid: int | None = None
@@ -269,6 +263,8 @@ class PostgresDatabase(Database):
         self._writer = PgConnection(self._connect_writer)
         self._reader = PgConnection(self._connect)
         try:
+            if "connect_timeout" in psycopg.conninfo.conninfo_to_dict(url):
+                self._timeout = None  # the URL's own
             self._writer.live()
             self._make_schema_table()
             self._migrate()

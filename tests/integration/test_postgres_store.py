@@ -122,25 +122,31 @@ def _set_keyring(daemon: DaemonProcess, name: str, value: str) -> None:
     )
 
 
-async def test_the_password_comes_from_the_keyring_by_name(
-    daemon_process: DaemonProcess,
-    fake_openai: FakeOpenAI,
-    postgres: PostgresCluster,
-    pg_empty_url: str,
-) -> None:
-    password = "correct horse battery staple"
+PASSWORD = "correct horse battery staple"
+
+
+@pytest.fixture
+def password_url(postgres: PostgresCluster, pg_empty_url: str) -> str:
+    """A new database of a role that logs in with `PASSWORD` only, and its URL
+    (without the password)."""
     name = postgres.dbname(pg_empty_url)
     role = sql.Identifier(PASSWORD_USER)
     with postgres.admin() as conn:
         exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (PASSWORD_USER,))
         if exists.fetchone() is None:
             conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(role))
-        conn.execute(sql.SQL("ALTER ROLE {} PASSWORD {}").format(role, sql.Literal(password)))
+        conn.execute(sql.SQL("ALTER ROLE {} PASSWORD {}").format(role, sql.Literal(PASSWORD)))
         conn.execute(sql.SQL("ALTER DATABASE {} OWNER TO {}").format(sql.Identifier(name), role))
     url = postgres.url(name, user=PASSWORD_USER)
     with pytest.raises(psycopg.OperationalError, match="password"):
         psycopg.connect(url).close()  # the role needs its password
+    return url
 
+
+async def test_the_password_comes_from_the_keyring_by_name(
+    daemon_process: DaemonProcess, fake_openai: FakeOpenAI, password_url: str
+) -> None:
+    password, url = PASSWORD, password_url
     daemon = daemon_process
     daemon.use_store(url, secret="pg")
     settings = daemon.data_dir / "settings.json"
@@ -162,3 +168,23 @@ async def test_the_password_comes_from_the_keyring_by_name(
     checked = check_database(daemon)  # reads the password from the keyring too
     assert checked.returncode == 0, checked
     assert checked.stdout.startswith(f"ok: {url} (PostgreSQL)")
+
+
+async def test_or_from_libpq_s_own_password_file(
+    daemon_process: DaemonProcess,
+    fake_openai: FakeOpenAI,
+    postgres: PostgresCluster,
+    password_url: str,
+) -> None:
+    daemon = daemon_process
+    passfile = daemon.root / "pgpass"
+    dbname = postgres.dbname(password_url)
+    passfile.write_text(f"{postgres.socket_dir}:5432:{dbname}:{PASSWORD_USER}:{PASSWORD}\n")
+    passfile.chmod(0o600)
+    daemon.extra_env["PGPASSFILE"] = str(passfile)
+    daemon.use_store(password_url)  # no store.secret
+    daemon.start()
+    async with connect(daemon.runtime_dir) as c:
+        ref = await c.start_task("with libpq's password file")
+        await collect_turn(c, ref.task_id, 0, until=(TaskCompleted,))
+    assert PASSWORD not in (daemon.data_dir / "settings.json").read_text()
