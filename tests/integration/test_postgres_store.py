@@ -144,8 +144,9 @@ def password_url(postgres: PostgresCluster, pg_empty_url: str) -> str:
 
 
 async def test_the_password_comes_from_the_keyring_by_name(
-    daemon_process: DaemonProcess, fake_openai: FakeOpenAI, password_url: str
+    password_url: str, daemon_process: DaemonProcess, fake_openai: FakeOpenAI
 ) -> None:
+    # (The database first: it is dropped after the daemon is gone.)
     password, url = PASSWORD, password_url
     daemon = daemon_process
     daemon.use_store(url, secret="pg")
@@ -171,10 +172,10 @@ async def test_the_password_comes_from_the_keyring_by_name(
 
 
 async def test_or_from_libpq_s_own_password_file(
+    password_url: str,
     daemon_process: DaemonProcess,
     fake_openai: FakeOpenAI,
     postgres: PostgresCluster,
-    password_url: str,
 ) -> None:
     daemon = daemon_process
     passfile = daemon.root / "pgpass"
