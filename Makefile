@@ -21,12 +21,12 @@ LABEXT_LINK  = mkdir -p $(VENV)/share/jupyter/labextensions/@hdsp && \
                ln -sfn $(CURDIR)/$(LABEXT) $(VENV)/share/jupyter/labextensions/@hdsp/jupyterlab
 # ---- end of the frontend block ---------------------------------------------------
 
-.PHONY: gateway-env run test lint typecheck schema demo bench bench-quick clean labext wire-types lab browser-deps chromium screenshots
+.PHONY: gateway-env run test lint typecheck schema demo bench bench-quick clean labext wire-types lab browser-deps chromium postgresql screenshots
 
 run: $(STAMP) labext
 	$(BIN)/hdspd
 
-test: $(STAMP) labext browser-deps gateway-env lint
+test: $(STAMP) labext browser-deps postgresql gateway-env lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # gateway (issue 25): Jupyter Enterprise Gateway pins jupyter_server < 2 and
@@ -98,6 +98,16 @@ chromium:
 		$(SUDO) apt-get update && $(SUDO) apt-get install -y chromium; } || { \
 		echo "make: the browser tests need chromium and apt could not install it;" \
 			"install it (apt-get install -y chromium) or set CHROMIUM=/path/to/chromium" >&2; \
+		exit 1; }
+
+# The tests of the store on PostgreSQL (issue 25) start a private server with
+# Debian's initdb and pg_ctl (tests/support/postgres.py); never the system's own.
+postgresql:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
+		echo "PostgreSQL is missing: installing it with apt (the PostgreSQL store's tests need it)"; \
+		$(SUDO) apt-get update && $(SUDO) apt-get install -y postgresql; } || { \
+		echo "make: the PostgreSQL store's tests need PostgreSQL and apt could not install it;" \
+			"install it (apt-get install -y postgresql)" >&2; \
 		exit 1; }
 
 # The README's screenshots of the panel mid-task (browser scenarios 1-3), taken

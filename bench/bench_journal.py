@@ -29,7 +29,7 @@ import zmq.asyncio
 
 from hdsp.daemon.server.publishing import EventPublisher
 from hdsp.daemon.store import Journal, Store, insert_task
-from hdsp.daemon.store.database import Database
+from hdsp.daemon.store.sqlite import SqliteDatabase
 from hdsp.protocol import (
     ClineMessage,
     HistoryItem,
@@ -43,7 +43,7 @@ from hdsp.protocol import (
 
 from .harness import Figure, Result
 
-__all__ = ["run"]
+__all__ = ["BATCH", "TASK", "item", "journal_rate", "rows_of", "run"]
 
 TASK = "bench-journal"
 TEXT = "The mean of column x is 4.2; here is how it was computed. " * 3
@@ -54,11 +54,11 @@ def _message(i: int) -> ClineMessage:
     return ClineMessage(ts=1_700_000_000_000 + i, type="say", say="text", text=TEXT)
 
 
-def _item() -> HistoryItem:
+def item() -> HistoryItem:
     return HistoryItem(id=TASK, number=1, ts=1, task="journal", state=TaskState.IDLE)
 
 
-async def _journal_rate(path: Path, endpoint: str, n: int) -> tuple[float, float]:
+async def journal_rate(path: Path | str, endpoint: str, n: int) -> tuple[float, float]:
     """(events per second, CPU seconds of this process per event)."""
     ctx = zmq.asyncio.Context()
     pub = ctx.socket(zmq.XPUB)
@@ -73,7 +73,7 @@ async def _journal_rate(path: Path, endpoint: str, n: int) -> tuple[float, float
             journal = Journal(store, events.publish, publish_batch=events.publish_batch)
             async with anyio.create_task_group() as tg:
                 await tg.start(journal.run)
-                await journal.emit(TaskCreated(payload=(TASK,)), insert_task(_item()))
+                await journal.emit(TaskCreated(payload=(TASK,)), insert_task(item()))
                 await journal.flush()
                 t0, cpu0 = time.perf_counter(), time.process_time()
                 for i in range(n):
@@ -88,9 +88,8 @@ async def _journal_rate(path: Path, endpoint: str, n: int) -> tuple[float, float
     return n / elapsed, cpu / n
 
 
-def _sqlite_rate(path: Path, n: int) -> tuple[float, float]:
-    """(rows per second, CPU seconds of this process per row)."""
-    Database(path, check_seconds=0).close()  # the schema, as the daemon makes it
+def rows_of(n: int) -> tuple[list[tuple[int, str, int, bytes]], list[tuple[str, int, bytes]]]:
+    """The event rows and UI-message rows `n` of the journal's events make."""
     now = int(time.time() * 1000)
     events: list[tuple[int, str, int, bytes]] = []
     messages: list[tuple[str, int, bytes]] = []
@@ -99,14 +98,21 @@ def _sqlite_rate(path: Path, n: int) -> tuple[float, float]:
         event = MessageEvent(payload=(MessagePayload(TASK, "created", msg),))
         events.append((i + 2, TASK, now, encode(TaskEvent(data=event, seq=i + 2, prev_seq=i + 1))))
         messages.append((TASK, msg.ts, encode(msg)))
+    return events, messages
+
+
+def _sqlite_rate(path: Path, n: int) -> tuple[float, float]:
+    """(rows per second, CPU seconds of this process per row)."""
+    SqliteDatabase(path, check_seconds=0).close()  # the schema, as the daemon makes it
+    events, messages = rows_of(n)
     conn = sqlite3.connect(path, isolation_level=None)
     try:
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA wal_autocheckpoint = 0")
-        item = _item()
+        task = item()
         conn.execute(
             "INSERT INTO tasks (id, number, ts, state, item) VALUES (?, ?, ?, ?, ?)",
-            (item.id, item.number, item.ts, "idle", encode(item)),
+            (task.id, task.number, task.ts, "idle", encode(task)),
         )
         t0, cpu0 = time.perf_counter(), time.process_time()
         for start in range(0, n, BATCH):
@@ -135,7 +141,7 @@ async def run(runtime_dir: Path, scratch: Path, *, quick: bool) -> Result:
     hdsp_cpu: list[float] = []
     raw_cpu: list[float] = []
     for r in range(rounds + 1):  # the first round warms up
-        h, hc = await _journal_rate(scratch / f"journal-{r}.sqlite3", f"ipc://{scratch}/jpub", n)
+        h, hc = await journal_rate(scratch / f"journal-{r}.sqlite3", f"ipc://{scratch}/jpub", n)
         s, sc = await anyio.to_thread.run_sync(_sqlite_rate, scratch / f"sqlite-{r}.sqlite3", n)
         if r:
             hdsp.append(h)

@@ -9,7 +9,7 @@ import time
 import uuid
 from pathlib import Path
 
-from hdsp.daemon.store.database import Database
+from hdsp.daemon.store.sqlite import SqliteDatabase
 from hdsp.protocol import (
     ClineMessage,
     HistoryItem,
@@ -40,7 +40,7 @@ def fill_store(
     log of `events` message events spread round the tasks, `age_days` old (inside
     the default retention). Returns the task ids."""
     database.parent.mkdir(parents=True, exist_ok=True)
-    Database(database, check_seconds=0).close()
+    SqliteDatabase(database, check_seconds=0).close()
     ids = task_ids(tasks)
     conn = sqlite3.connect(database, isolation_level=None)
     now = int((time.time() - age_days * 86400) * 1000)

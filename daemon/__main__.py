@@ -12,10 +12,14 @@ import argparse
 import sqlite3
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 
 from hdsp.protocol import __version__
+
+if TYPE_CHECKING:
+    from .config.settings import StoreSettings
 
 __all__ = ["main"]
 
@@ -72,8 +76,9 @@ def _parser() -> argparse.ArgumentParser:
     svc.add_argument("--print", action="store_true", dest="print_only", help="print, don't write")
     sub.add_parser(
         "check",
-        help="check the database for damage (PRAGMA integrity_check); exit 0 if sound, "
-        "1 if damaged, 2 if it cannot be checked",
+        help="check the database for damage (SQLite: PRAGMA integrity_check; both: every "
+        "image its records refer to); exit 0 if sound, 1 if damaged, 2 if it cannot be "
+        "checked",
     )
     keys = sub.add_parser(
         "keys",
@@ -146,11 +151,35 @@ def _keys(data_dir: Path | None, action: str | None, args: argparse.Namespace) -
         return 1
 
 
-def _check(data_dir: Path | None) -> int:
+def _store_settings(data_dir: Path | None) -> tuple[Path, StoreSettings]:
+    """The database file's path, and the `store` settings of the data dir (read
+    as they are: a file that does not validate is the daemon's to report)."""
+    import json
+
+    from .config.settings import StoreSettings
     from .paths import resolve_paths
+
+    paths = resolve_paths(data_dir, None)
+    try:
+        document = json.loads(paths.settings_file.read_text())
+        store = StoreSettings.model_validate(document.get("store") or {})
+    except FileNotFoundError:
+        store = StoreSettings()
+    return paths.database, store
+
+
+def _check(data_dir: Path | None) -> int:
+    from pydantic import ValidationError
+
+    try:
+        path, settings = _store_settings(data_dir)
+    except (OSError, ValueError, ValidationError) as exc:
+        print(f"hdspd check: cannot read the store settings: {exc}", file=sys.stderr)
+        return 2
+    if settings.url is not None:
+        return _check_postgres(settings.url, settings.secret)
     from .store import integrity_check
 
-    path = resolve_paths(data_dir, None).database
     if not path.is_file():
         print(f"hdspd check: no database at {path}", file=sys.stderr)
         return 2
@@ -172,6 +201,43 @@ def _check(data_dir: Path | None) -> int:
         "Stop hdspd, then restore the database from a backup, or recover what can be "
         f"read into a new one (sqlite3 {path} .recover | sqlite3 {path}.recovered) and "
         f"move it in place; or move it aside (mv {path} {path}.broken) to start afresh."
+    )
+    return 1
+
+
+def _check_postgres(url: str, secret: str | None) -> int:
+    """`hdspd check` of a PostgreSQL store: what hdsp can check (its schema, its
+    blobs); pages and indexes are the server's (data checksums, pg_amcheck)."""
+    import psycopg
+
+    from .config.secrets import SecretError, SecretStore
+    from .store.postgres import check_postgres
+
+    password = None
+    if secret is not None:
+        try:
+            password = SecretStore().get_blocking(secret)
+        except SecretError as exc:
+            print(f"hdspd check: the secret {secret!r} cannot be read: {exc}", file=sys.stderr)
+            return 2
+    try:
+        report = check_postgres(url, password)
+    except psycopg.Error as exc:
+        print(f"hdspd check: cannot check {url}: {exc}", file=sys.stderr)
+        return 2
+    if report.ok:
+        print(
+            f"ok: {url} (PostgreSQL) has hdsp's schema and every image its records refer "
+            f"to ({report.pages * 8192 // 1024} KiB in {report.seconds:.2f} s). Pages and "
+            "indexes are the server's to check: data checksums, pg_amcheck."
+        )
+        return 0
+    print(f"damaged: {url} (PostgreSQL) failed its check (schema, then blobs):")
+    for problem in report.problems:
+        print(f"  {problem!r}")
+    print(
+        "Stop hdspd, then restore the database from a backup (pg_dump, or the server's "
+        "own backups), or name another database in store.url to start afresh."
     )
     return 1
 
@@ -242,6 +308,9 @@ def _is_terminal(stream: object) -> bool:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "check":
+        from .logs import configure_logging
+
+        configure_logging("warning", args.log_format)  # stdout is the report's
         return _check(args.data_dir)
     if args.command == "keys":
         return _keys(args.data_dir, args.action, args)

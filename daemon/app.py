@@ -21,7 +21,6 @@ from __future__ import annotations
 import gc
 import os
 import signal
-import sqlite3
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -53,7 +52,14 @@ from hdsp.protocol import (
 )
 
 from .atomic_write import write_atomically
-from .config import ConfigService, Profiles, SecretStore, SettingsError, SettingsStore
+from .config import (
+    ConfigService,
+    Profiles,
+    SecretError,
+    SecretStore,
+    SettingsError,
+    SettingsStore,
+)
 from .config.curve_keys import (
     AUTHORIZED_KEYS,
     AuthorizedKeys,
@@ -72,7 +78,7 @@ from .sandbox import Sandbox
 from .sdnotify import notify_ready, notify_stopping
 from .server import HEARTBEAT_IVL_MS, Server, Session
 from .server.curve import TcpBindFailed, TcpListener
-from .store import STARTUP_CHECK_SECONDS, Journal, Store, StoreError
+from .store import STARTUP_CHECK_SECONDS, Journal, StorageUnavailable, Store, StoreError
 
 if TYPE_CHECKING:
     from .approvals import ApprovalPolicy
@@ -257,6 +263,8 @@ class Daemon:
         #: The graceful stop's scope, and whether a second signal asked to hurry.
         self._grace: anyio.CancelScope | None = None
         self._hurried = False
+        #: The task count the last status read (see `status`).
+        self._tasks_total = 0
         # Set in run(); every attribute below has exactly one owner there.
         self.store: Store
         self.journal: Journal
@@ -330,8 +338,11 @@ class Daemon:
         self.config = await self._open_config()
         tcp = self._tcp_listener()
         providers = Providers(self.config.profiles, self.config.secrets)
+        location, password = await self._store_location()
         async with (
-            Store.open(paths.database, check_seconds=self.startup_check_seconds) as store,
+            Store.open(
+                location, check_seconds=self.startup_check_seconds, password=password
+            ) as store,
             providers,
         ):
             self.store = store
@@ -369,6 +380,7 @@ class Daemon:
                     control=paths.control_endpoint,
                     events=paths.events_endpoint,
                     data_dir=str(paths.data_dir),
+                    store=store.db.where,
                     pid=os.getpid(),
                 )
                 notify_ready()
@@ -476,10 +488,16 @@ class Daemon:
 
     async def status(self) -> StatusResult:
         """GetStatus: what the daemon is, and how it is doing."""
-        try:  # one index lookup: not worth a worker thread unless one has the reader
-            total = self.store.read_now(self.store.db.task_count)
-        except anyio.WouldBlock:
-            total = await self.store.read(self.store.db.task_count)
+        try:
+            try:  # one index lookup: not worth a worker thread unless one has the reader
+                total = self.store.read_now(self.store.db.task_count)
+            except anyio.WouldBlock:
+                total = await self.store.read(self.store.db.task_count)
+            self._tasks_total = total
+        except StorageUnavailable:
+            # The database cannot be read now (a lost server): the status still
+            # answers, with the last count and the storage's state, which says why.
+            total = self._tasks_total
         stats = self.tasks.statistics()
         return StatusResult(
             server_version=__version__,
@@ -532,6 +550,30 @@ class Daemon:
             if health.state is StorageState.READ_ONLY and self._engine_started.is_set():
                 await self.tasks.shutdown()
 
+    async def _store_location(self) -> tuple[Path | str, str | None]:
+        """Where the store is (``store.url``, else the SQLite file in the data dir),
+        and the password from the keyring when ``store.secret`` names one."""
+        settings = self.config.store.settings.store
+        if settings.url is None:
+            return self.paths.database, None
+        if settings.secret is None:
+            return settings.url, None
+        try:
+            password = await self.config.secrets.get(settings.secret)
+        except SecretError as exc:
+            raise DaemonError(
+                f"store.secret names the secret {settings.secret!r}, which cannot be read: {exc}"
+            ) from None
+        if password is None:
+            raise DaemonError(
+                f"store.secret names the secret {settings.secret!r}, which the keyring does "
+                "not hold. Store it with `keyring set hdsp "
+                f"{settings.secret}` (hdspd cannot start without its database to take it "
+                "with `hdsp secret set`), or unset store.secret to let libpq find the "
+                "password (~/.pgpass, PGPASSFILE, a service file)."
+            )
+        return settings.url, password
+
     async def _open_config(self) -> ConfigService:
         """Load the settings (a corrupt file is moved aside and reported, see
         :mod:`.config.settings`) and put the profiles and secrets behind them."""
@@ -554,6 +596,11 @@ class Daemon:
             self.mcp.apply_settings()
         if any(key == "sandbox" or key.startswith("sandbox.") for key in change.keys):
             await anyio.to_thread.run_sync(_report_sandbox, self.sandbox)
+        if any(key == "store" or key.startswith("store.") for key in change.keys):
+            log.info(
+                "the store settings changed: they take effect when hdspd starts again",
+                store=self.store.db.where,
+            )
 
     async def _announce_settings(self, change: SettingsChange) -> None:
         await self.journal.emit(SettingsChanged(payload=(change,)))
@@ -572,9 +619,10 @@ class Daemon:
         before = int((time.time() - r.max_age_seconds) * 1000)
         if not self.store.monitor.writable:
             return
+        failures: tuple[type[Exception], ...] = (*self.store.errors, StoreError)
         try:
             deleted = await self.store.prune_events(before, r.max_events)
-        except (sqlite3.Error, StoreError) as exc:
+        except failures as exc:
             # Retention can wait: a full disk must not stop the start, nor the daemon.
             log.warning("pruning old events failed; will try again later", error=str(exc))
             return

@@ -1,16 +1,19 @@
-"""Shared test set-up: anyio on asyncio (pyzmq's asyncio sockets need it), and the
-real daemon as a subprocess against a fake OpenAI-compatible API."""
+"""Shared test set-up: anyio on asyncio (pyzmq's asyncio sockets need it), the
+real daemon as a subprocess against a fake OpenAI-compatible API, and the store's
+two backends: SQLite files, and a private PostgreSQL server (one per session)."""
 
 from __future__ import annotations
 
 import gc
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
 
 from hdsp.client import Client, connect
 from tests.fakes.openai_server import FakeOpenAI
 from tests.support.daemon_process import DaemonProcess, call_failed, short_tmp_dir
+from tests.support.postgres import MISSING, PostgresCluster, find_bin_dir
 
 
 @pytest.fixture
@@ -43,9 +46,59 @@ def fake_openai() -> Iterator[FakeOpenAI]:
         yield fake
 
 
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresCluster]:
+    """A private PostgreSQL server for the session (see tests/support/postgres.py).
+    Without PostgreSQL installed, the tests that need it fail saying how to get it."""
+    bin_dir = find_bin_dir()
+    if bin_dir is None:
+        pytest.fail(MISSING, pytrace=False)
+    cluster = PostgresCluster(bin_dir)
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def pg_url(postgres: PostgresCluster) -> Iterator[str]:
+    """The URL of a new database with hdsp's schema, dropped after the test."""
+    name = postgres.create_database()
+    try:
+        yield postgres.url(name)
+    finally:
+        postgres.drop_database(name)
+
+
+@pytest.fixture
+def pg_empty_url(postgres: PostgresCluster) -> Iterator[str]:
+    """The URL of a new, empty database (no schema), dropped after the test."""
+    name = postgres.create_database(empty=True)
+    try:
+        yield postgres.url(name)
+    finally:
+        postgres.drop_database(name)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_location(request: pytest.FixtureRequest, tmp_path: Path) -> Path | str:
+    """Where a test's store is: a SQLite file, then a PostgreSQL database."""
+    if request.param == "sqlite":
+        return tmp_path / "db.sqlite3"
+    return str(request.getfixturevalue("pg_url"))
+
+
+@pytest.fixture
+def store_backend() -> str:
+    """The daemon's store: "sqlite" unless a module parametrizes it (with
+    "postgresql": a database of the session's server, in the daemon's settings)."""
+    return "sqlite"
+
+
 @pytest.fixture
 def daemon_process(
-    fake_openai: FakeOpenAI, request: pytest.FixtureRequest
+    fake_openai: FakeOpenAI, request: pytest.FixtureRequest, store_backend: str
 ) -> Iterator[DaemonProcess]:
     """A daemon process, not started yet, configured to use `fake_openai`."""
     proc = DaemonProcess(
@@ -56,8 +109,13 @@ def daemon_process(
             "HDSP_API_KEY": "sk-test-not-a-real-key",
         },
     )
+    if store_backend == "postgresql":
+        # (Set up after the daemon's fixture: dropped only once the daemon is gone.)
+        proc.use_store(str(request.getfixturevalue("pg_url")))
     try:
         yield proc
+        if store_backend == "postgresql":  # and nothing of it went to a SQLite file
+            assert not (proc.data_dir / "hdsp.sqlite3").exists()
     finally:
         proc.finish(show_log=call_failed(request))
 

@@ -30,6 +30,7 @@ def test_bench_quick_produces_every_figure(tmp_path: Path) -> None:
         "fan-out, same reading code, subscribers in separate processes",
         "fan-out from real task turns",
         "journal commit+publish",
+        "journal commit+publish, PostgreSQL",
         "kernel execute, lean client",
         "kernel execute, lean client on hdspd's kernel",
         "start-up, exec to first answered command",

@@ -47,7 +47,10 @@ Announce = Callable[[str, dict[str, Any]], Awaitable[int]]
 
 _INSERT_CHECKPOINT = "INSERT INTO checkpoints (task_id, number, body) VALUES (?, ?, ?)"
 _INSERT_EXECUTION = "INSERT INTO kernel_executions (task_id, seq, body) VALUES (?, ?, ?)"
-_SAVE_PENDING = "INSERT OR REPLACE INTO pending_replays (task_id, body) VALUES (?, ?)"
+_SAVE_PENDING = (
+    "INSERT INTO pending_replays (task_id, body) VALUES (?, ?) "
+    "ON CONFLICT (task_id) DO UPDATE SET body = excluded.body"
+)
 _DROP_PENDING = "DELETE FROM pending_replays WHERE task_id = ?"
 
 _info_decoder = msgspec.json.Decoder(CheckpointInfo)

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, Literal
+from urllib.parse import parse_qsl, urlsplit
 
 import anyio
 import anyio.to_thread
@@ -78,8 +79,10 @@ __all__ = [
     "SettingsError",
     "SettingsInvalid",
     "SettingsStore",
+    "StoreSettings",
     "TcpSettings",
     "check_document",
+    "check_store_url",
     "merge_patch",
     "migrate",
     "validate_salvaging",
@@ -357,6 +360,48 @@ class TcpSettings(_Section):
         return value
 
 
+def check_store_url(url: str) -> str:
+    """A PostgreSQL URI (libpq's form) that holds no password: settings are
+    exported and shown, a password is not (name a keyring secret in
+    ``store.secret``, or let libpq find it: ~/.pgpass, PGPASSFILE, a service
+    file)."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("postgresql", "postgres") or not url.startswith(parts.scheme + "://"):
+        raise ValueError(
+            "must be a PostgreSQL URL, such as postgresql:///hdsp (the local server's "
+            "database hdsp) or postgresql://user@host:5432/hdsp; leave it unset for the "
+            "SQLite file in the data dir"
+        )
+    userinfo = parts.netloc.rpartition("@")[0]  # '' without an @
+    query = [key.lower() for key, _ in parse_qsl(parts.query, keep_blank_values=True)]
+    if ":" in userinfo or any("password" in key for key in query):
+        raise ValueError(
+            "must not hold a password (settings are exported and shown): store it with "
+            "`hdsp secret set NAME` and name it in store.secret, or leave it to libpq "
+            "(~/.pgpass, PGPASSFILE, or a service file named by ?service=)"
+        )
+    return url
+
+
+class StoreSettings(_Section):
+    """Where hdspd keeps tasks, their histories and the event log. Read at
+    start-up: a change takes effect when hdspd starts again."""
+
+    #: None: SQLite, ``hdsp.sqlite3`` in the data dir. A PostgreSQL URL
+    #: (``postgresql://[user@][host][:port]/dbname[?param=value...]``, libpq's):
+    #: that database, which hdsp makes its own (see the README).
+    url: str | None = None
+    #: The NAME of the keyring secret holding the PostgreSQL password (see
+    #: :mod:`.secrets`), never the password; None: libpq finds one itself
+    #: (~/.pgpass, PGPASSFILE, a service file) or the server needs none.
+    secret: str | None = Field(default=None, pattern=SECRET_NAME_PATTERN)
+
+    @field_validator("url")
+    @classmethod
+    def _url_is_postgres(cls, value: str | None) -> str | None:
+        return None if value is None else check_store_url(value)
+
+
 class Settings(_Section):
     """The whole settings document (``settings.json``)."""
 
@@ -385,6 +430,8 @@ class Settings(_Section):
     mcp: McpSettings = McpSettings()
     #: TCP endpoints under CURVE, for a team daemon (off unless `tcp.listen` is set).
     tcp: TcpSettings = TcpSettings()
+    #: Where the durable state lives: SQLite, or PostgreSQL (issue 25).
+    store: StoreSettings = StoreSettings()
 
     @model_validator(mode="before")
     @classmethod
@@ -528,6 +575,7 @@ def _secret_like_keys(document: Mapping[str, Any]) -> list[tuple[str, ...]]:
         and not (len(path) == 3 and path[0] == "profiles" and path[2] == "secret")
         # A gateway's `token_secret` names a keyring entry too (validated as a name).
         and not (path[-2:] == ("gateway", "token_secret") and path[-3] == "kernels")
+        and path != ("store", "secret")
         # An MCP server's env and headers: McpSettings lets only `${secret:NAME}`
         # references stand under names like these.
         and not (len(path) == 5 and path[:2] == ("mcp", "servers") and path[3] in _MCP_MAPS)

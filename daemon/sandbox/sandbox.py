@@ -75,6 +75,7 @@ HIDDEN_IN_HOME = (
     ".netrc",
     ".git-credentials",
     ".pgpass",
+    ".pg_service.conf",  # libpq's service file may hold a password (store.url ?service=)
     ".pypirc",
     ".npmrc",
     ".password-store",

@@ -1,5 +1,6 @@
-"""Durable state: SQLite (tasks, UI and API histories, the event log) and the
-journal through which every change is written before it is published."""
+"""Durable state (tasks, UI and API histories, the event log) in SQLite or
+PostgreSQL, and the journal through which every change is written before it is
+published."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from .errors import StorageUnavailable, StoreCorrupt, StoreError, StoreTooNew
 from .health import StorageMonitor
 from .integrity import IntegrityReport, integrity_check
 from .journal import Journal, Publisher
-from .store import INLINE_BYTES, Store
+from .sqlite import SqliteDatabase
+from .store import INLINE_BYTES, Store, is_postgres_url, open_database
 from .writes import (
     append_api_message,
     delete_api_messages_from,
@@ -28,6 +30,7 @@ __all__ = [
     "IntegrityReport",
     "Journal",
     "Publisher",
+    "SqliteDatabase",
     "StorageMonitor",
     "StorageUnavailable",
     "Store",
@@ -42,6 +45,8 @@ __all__ = [
     "delete_ui_messages_from",
     "insert_task",
     "integrity_check",
+    "is_postgres_url",
+    "open_database",
     "save_queued",
     "save_turn",
     "save_ui_message",

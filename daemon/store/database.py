@@ -1,21 +1,28 @@
-"""The SQLite database: one writer connection, one reader connection, WAL mode.
+"""The database: the store's SQL, written once over a backend's connections.
 
-Methods here are synchronous and run on worker threads (see `Store`); the writer
-connection is only ever used by the journal's writer, one batch at a time.
+`Database` holds every statement and read the daemon makes; its two backends,
+:class:`~.sqlite.SqliteDatabase` (the default: one file in the data dir) and
+:class:`~.postgres.PostgresDatabase` (``store.url``), open the connections and
+supply what differs: a :class:`~.dialect.Dialect`'s fragments, how the schema's
+version is kept, which errors mean what (see :mod:`.health`), and what to tell a
+person when something fails.
+
+Each backend has one writer connection and one reader connection. Methods here
+are synchronous and run on worker threads (see `Store`), or on the event loop's
+thread where the backend is a local file (`inline`); the writer connection is
+only ever used by the journal's writer, one batch at a time, and retention.
 """
 
 from __future__ import annotations
 
-import os
-import sqlite3
-import stat
 from collections.abc import Iterable, Sequence
 from itertools import groupby
 from operator import itemgetter
-from pathlib import Path
-from typing import Any, overload
+from typing import Any, ClassVar, overload
 
 import structlog
+
+from hdsp.protocol import StorageState
 
 from .blobs import (
     BLOB_MARKER,
@@ -25,12 +32,12 @@ from .blobs import (
     referenced_hashes,
     resolve_references,
 )
-from .errors import StoreCorrupt, StoreError, StoreTooNew
-from .health import Fault, classify
-from .integrity import quick_check
+from .dialect import Connection, Dialect
+from .errors import StoreTooNew
+from .health import Fault
 from .migrations import MIGRATIONS, SCHEMA_VERSION
 
-__all__ = ["READ_BLOB_BUDGET", "STARTUP_CHECK_SECONDS", "Database", "TaskRow", "Write"]
+__all__ = ["READ_BLOB_BUDGET", "STARTUP_CHECK_SECONDS", "Database", "EventRow", "TaskRow", "Write"]
 
 #: How long the quick check at start-up may take; a bigger database is checked
 #: that far, tables in the order they were made (tasks and UI messages first):
@@ -39,11 +46,15 @@ STARTUP_CHECK_SECONDS = 0.03
 
 log = structlog.get_logger("hdsp.store")
 
-#: One statement of a batch: SQL and its parameters.
+#: One statement of a batch: SQL (``?`` placeholders, see :mod:`.dialect`) and
+#: its parameters.
 Write = tuple[str, Sequence[Any]]
 
 #: (id, number, ts, state, item JSON)
 TaskRow = tuple[str, int, int, str, bytes]
+
+#: An event row: (seq, topic, ts, body).
+EventRow = tuple[int, str, int, bytes]
 
 
 #: Bytes of base64 that one read for a client (a GetTask snapshot, a Replay page)
@@ -58,9 +69,8 @@ _INSERT_BLOB = (
     "INSERT INTO blobs (sha256, media_type, size, data) VALUES (?, ?, ?, ?) "
     "ON CONFLICT (sha256) DO NOTHING"
 )
-
-
 _OWN_BLOB = "INSERT INTO task_blobs (task_id, sha256) VALUES (?, ?) ON CONFLICT DO NOTHING"
+_INSERT_EVENT = "INSERT INTO events (seq, topic, ts, body) VALUES (?, ?, ?, ?)"
 
 
 class _Images:
@@ -87,166 +97,139 @@ class _Images:
         return params if body is params[-1] else (*params[:-1], body)
 
 
-#: The database holds every prompt, reply and tool result: the owner's alone.
-FILE_MODE = 0o600
+class Batch:
+    """One commit's statements, images stored as blobs (see `Database.batch`)."""
 
+    __slots__ = ("images", "rows", "writes")
 
-def _make_private(path: Path) -> None:
-    """Create the database file 0600 before SQLite opens it (SQLite gives its -wal
-    and -shm files the database's mode), and take group and other access away
-    from one an older hdsp left readable, and from its -wal and -shm files."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
-    os.close(fd)
-    for name in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
-        try:
-            if stat.S_IMODE(os.stat(name).st_mode) & 0o077:
-                os.chmod(name, FILE_MODE)
-        except FileNotFoundError:
-            pass
-
-
-def _connect(path: Path) -> sqlite3.Connection:
-    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=5.0)
-    conn.execute("PRAGMA busy_timeout = 5000")
-    conn.execute("PRAGMA foreign_keys = ON")
-    return conn
-
-
-class Database:
-    def __init__(self, path: Path, *, check_seconds: float | None = STARTUP_CHECK_SECONDS) -> None:
-        """Open (creating or migrating) the database and check it for damage,
-        spending at most `check_seconds` on that (0: no check, None: all of it)."""
-        self.path = path
-        try:
-            _make_private(path)
-        except OSError as exc:
-            raise StoreError(
-                f"The database {path} cannot be opened: {exc.strerror or exc}. Check that "
-                "its folder exists and that you own it."
-            ) from exc
-        try:
-            self._writer = _connect(path)
-            self._writer.execute("PRAGMA journal_mode = WAL")
-            # WAL + NORMAL survives a crash of the process (kill -9); only a power
-            # loss can take the last commits back.
-            self._writer.execute("PRAGMA synchronous = NORMAL")
-            # No checkpoint inside a commit: that would stall the writer for
-            # milliseconds every few thousand events. `checkpoint()` runs on its own
-            # connection, beside the writer (a WAL checkpoint never blocks writers).
-            self._writer.execute("PRAGMA wal_autocheckpoint = 0")
-            self._migrate()
-            if check_seconds != 0:
-                problems = quick_check(self._writer, check_seconds)
-                if problems is None:
-                    log.info(
-                        "the quick check at start-up covered part of the database (it is "
-                        "big); `hdspd check` checks all of it",
-                        seconds=check_seconds,
-                    )
-                elif problems:
-                    raise StoreCorrupt(self._damaged("; ".join(problems[:3])))
-            self._reader = _connect(path)
-            self._checkpointer = _connect(path)
-        except sqlite3.Error as exc:
-            raise self.open_error(exc) from exc
-
-    def _damaged(self, what: str) -> str:
-        path = self.path
-        return (
-            f"The database {path} is damaged ({what}). hdsp never empties it by itself: "
-            f"stop, run `hdspd check` to see the damage, then restore it from a backup, "
-            f"repair it (`sqlite3 {path} .recover`), or move it aside "
-            f"(mv {path} {path}.broken) to start afresh."
-        )
-
-    def open_error(self, exc: sqlite3.Error) -> StoreError:
-        """What to tell a person when the database fails at start-up."""
-        if classify(exc) is not Fault.DAMAGE:
-            return StoreError(
-                f"The database {self.path} cannot be opened ({exc}). Check the disk's "
-                "free space and the data dir's permissions, then start hdspd again."
-            )
-        return StoreCorrupt(self._damaged(str(exc)))
-
-    # ---- schema -------------------------------------------------------------
-
-    def _migrate(self) -> None:
-        conn = self._writer
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
-        if version > SCHEMA_VERSION:
-            raise StoreTooNew(
-                f"The database {self.path} has schema version {version}, newer than this "
-                f"hdsp understands ({SCHEMA_VERSION}). Upgrade hdsp, or point it at another "
-                "data dir with --data-dir."
-            )
-        for number in range(version, SCHEMA_VERSION):
-            migration = MIGRATIONS[number]
-            script, fill = migration if isinstance(migration, tuple) else (migration, None)
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                for statement in _statements(script):
-                    conn.execute(statement)
-                if fill is not None:
-                    fill(conn)
-                conn.execute(f"PRAGMA user_version = {number + 1}")
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-
-    def schema_version(self) -> int:
-        return int(self._writer.execute("PRAGMA user_version").fetchone()[0])
-
-    def close(self) -> None:
-        self._checkpointer.close()
-        self._reader.close()
-        self._writer.close()  # the last connection out checkpoints what is left
-
-    def checkpoint(self) -> tuple[int, int]:
-        """Copy committed pages from the WAL into the database (PASSIVE: skips
-        what readers still use; the writer restarts the WAL once all is copied).
-        Returns (WAL pages, pages checkpointed)."""
-        _, log, done = self._checkpointer.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-        return int(log), int(done)
-
-    # ---- writing (writer thread) -------------------------------------------
-
-    def commit(
-        self, writes: Sequence[Write], events: Sequence[tuple[int, str, int, bytes]]
-    ) -> None:
-        """Apply one batch in one transaction: the writes, then the event rows.
-        Images in UI and API messages and in events are stored once, as blobs in
-        the same transaction, and the records refer to them (see `blobs`)."""
-        images = _Images()
-        writes = [(sql, images.record(sql, params)) for sql, params in writes]
-        rows: Sequence[tuple[int, str, int, bytes]] = events
+    def __init__(self, writes: Sequence[Write], events: Sequence[EventRow]) -> None:
+        images = self.images = _Images()
+        self.writes = [(sql, images.record(sql, params)) for sql, params in writes]
+        rows: Sequence[EventRow] = events
         if any(len(body) >= MIN_BLOB_CHARS for *_, body in events):
             rows = [
                 (seq, topic, ts, images.extract(topic, body)) for seq, topic, ts, body in events
             ]
+        self.rows = rows
+
+    def apply(self, conn: Connection) -> None:
+        """Run the batch's statements on `conn`, in its open transaction: the
+        blobs, the writes, then the event rows."""
+        images = self.images
+        if images.blobs:
+            conn.executemany(
+                _INSERT_BLOB,
+                [(b.sha256, b.media_type, len(b.data), b.data) for b in images.blobs.values()],
+            )
+            conn.executemany(_OWN_BLOB, sorted(images.owners))
+        # A run of the same statement goes in one executemany (a batch's message
+        # upserts): in order, one prepared statement, no call per row.
+        for sql, run in groupby(self.writes, key=itemgetter(0)):
+            conn.executemany(sql, [params for _, params in run])
+        if self.rows:
+            conn.executemany(_INSERT_EVENT, self.rows)
+
+
+class Database:
+    #: The SQL fragments that differ between the backends.
+    dialect: ClassVar[Dialect]
+    #: The backend's errors (a commit or a read that fails raises one of these).
+    errors: ClassVar[tuple[type[Exception], ...]]
+    #: Whether a short read or commit may run on the event loop's thread: a local
+    #: file answers in tens of microseconds, a server takes a round trip.
+    inline: ClassVar[bool]
+    #: Whether the backend keeps a log that the journal has checkpointed beside
+    #: the writer (SQLite's WAL; see `checkpoint`).
+    checkpoints_log: ClassVar[bool] = False
+    #: Where the database is, for messages: a path, or a URL.
+    where: str
+
+    _writer: Connection
+    _reader: Connection
+
+    # ---- what the backend says ------------------------------------------------
+
+    def classify(self, exc: BaseException) -> Fault | None:
+        """What kind of storage fault `exc` (one of `errors`) is; None: none (a
+        bug, such as a constraint a statement broke)."""
+        raise NotImplementedError
+
+    def advice(self, state: StorageState) -> str:
+        """What a person can do about the storage in `state`."""
+        raise NotImplementedError
+
+    def read_failed_message(self, exc: BaseException) -> str:
+        """Why a read failed with a fault that may pass, for an error reply."""
+        raise NotImplementedError
+
+    # ---- schema -------------------------------------------------------------
+
+    def _stored_version(self) -> int:
+        raise NotImplementedError
+
+    def _run_script(self, script: str) -> None:
+        """Run one migration's SQL on the writer, in the open transaction."""
+        raise NotImplementedError
+
+    def _set_version(self, version: int) -> None:
+        """Record the schema's version, in the open transaction."""
+        raise NotImplementedError
+
+    def _too_new_advice(self) -> str:
+        raise NotImplementedError
+
+    def _migrate(self) -> None:
+        version = self._stored_version()
+        if version > SCHEMA_VERSION:
+            raise StoreTooNew(
+                f"The database {self.where} has schema version {version}, newer than this "
+                f"hdsp understands ({SCHEMA_VERSION}). Upgrade hdsp, or "
+                f"{self._too_new_advice()}."
+            )
         conn = self._writer
-        if conn.in_transaction:  # a failed commit whose rollback failed too
-            conn.execute("ROLLBACK")
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            if images.blobs:
-                conn.executemany(
-                    _INSERT_BLOB,
-                    [(b.sha256, b.media_type, len(b.data), b.data) for b in images.blobs.values()],
-                )
-                conn.executemany(_OWN_BLOB, sorted(images.owners))
-            # A run of the same statement goes in one executemany (a batch's
-            # message upserts): in order, one prepared statement, no call per row.
-            for sql, run in groupby(writes, key=itemgetter(0)):
-                conn.executemany(sql, [params for _, params in run])
-            if rows:
-                conn.executemany(
-                    "INSERT INTO events (seq, topic, ts, body) VALUES (?, ?, ?, ?)", rows
-                )
-            conn.execute("COMMIT")
-        except BaseException:
-            _rollback(conn)
-            raise
+        for number in range(version, SCHEMA_VERSION):
+            migration = MIGRATIONS[number]
+            conn.execute(self.dialect.begin_write)
+            try:
+                self._run_script(migration.script(self.dialect))
+                if migration.fill is not None:
+                    migration.fill(conn, self.dialect)
+                self._set_version(number + 1)
+                conn.execute("COMMIT")
+            except BaseException:
+                self._rollback(conn)
+                raise
+            log.info("database schema migrated", version=number + 1, database=self.where)
+
+    def schema_version(self) -> int:
+        return self._stored_version()
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def checkpoint(self) -> tuple[int, int]:
+        """Keep the backend's log short, beside the writer (see `Journal`): SQLite's
+        WAL. Returns (log pages, pages checkpointed); (0, 0) where the server
+        does it itself."""
+        return 0, 0
+
+    # ---- writing (writer thread) -------------------------------------------
+
+    def commit(self, writes: Sequence[Write], events: Sequence[EventRow]) -> None:
+        """Apply one batch in one transaction: the writes, then the event rows.
+        Images in UI and API messages and in events are stored once, as blobs in
+        the same transaction, and the records refer to them (see `blobs`)."""
+        raise NotImplementedError
+
+    def _rollback(self, conn: Connection) -> None:
+        """Roll back after a failure, keeping the failure's error (a rollback can
+        fail too on a disk or a connection that fails; the next commit tries
+        again)."""
+        if conn.in_transaction:
+            try:
+                conn.execute("ROLLBACK")
+            except self.errors:
+                pass
 
     def prune_events(self, before_ts: int, keep_last: int) -> int:
         """Delete events older than `before_ts` (ms) or beyond the newest
@@ -257,25 +240,40 @@ class Database:
         conn = self._writer
         head = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM events").fetchone()[0]
         by_count = head - max(keep_last, 1)
-        # Through the index on ts: it reads only the events old enough to go.
-        by_age = conn.execute(
-            "SELECT COALESCE(MAX(seq), 0) FROM events INDEXED BY events_by_ts WHERE ts < ?",
-            (before_ts,),
-        ).fetchone()[0]
+        by_age = conn.execute(self.dialect.seq_before_ts, (before_ts,)).fetchone()[0]
         cutoff = min(max(by_count, by_age), head - 1)
         if cutoff <= 0:
             return 0
-        conn.execute("BEGIN IMMEDIATE")
+        conn.execute(self.dialect.begin_write)
         try:
             deleted = conn.execute("DELETE FROM events WHERE seq <= ?", (cutoff,)).rowcount
-            orphans = _drop_orphan_blobs(conn)
+            orphans = self._drop_orphan_blobs(conn)
             conn.execute("COMMIT")
         except BaseException:
-            _rollback(conn)
+            self._rollback(conn)
             raise
         if orphans:
             log.info("blobs no record refers to were dropped", blobs=orphans)
         return int(deleted)
+
+    def _drop_orphan_blobs(self, conn: Connection) -> int:
+        """Delete the blobs no record refers to (in the caller's transaction): images
+        of messages a rewind or DeleteMessage removed, once the events that showed
+        them were pruned too (until then Replay still shows them). How many went."""
+        referenced: set[str] = set()
+        holds = self.dialect.holds("body")
+        for table in _BLOB_RECORDS:
+            rows = conn.execute(f"SELECT body FROM {table} WHERE {holds}", (BLOB_MARKER,))
+            for (body,) in rows:
+                referenced.update(referenced_hashes(bytes(body)))
+        orphans = [
+            (sha,) for (sha,) in conn.execute("SELECT sha256 FROM blobs") if sha not in referenced
+        ]
+        if orphans:
+            conn.executemany("DELETE FROM blobs WHERE sha256 = ?", orphans)
+            # Nobody owns what is gone: an image stored again later is owned anew.
+            conn.executemany("DELETE FROM task_blobs WHERE sha256 = ?", orphans)
+        return len(orphans)
 
     # ---- reading (reader thread) --------------------------------------------
 
@@ -354,7 +352,7 @@ class Database:
         """The task row, its UI messages and the head seq, read in one transaction
         so that the messages reflect exactly the events up to that seq."""
         conn = self._reader
-        conn.execute("BEGIN")
+        conn.execute(self.dialect.begin_read)
         try:
             row = self.get_task(task_id)
             if row is None:
@@ -377,7 +375,7 @@ class Database:
         head seq); None if there is no such task. The page starts at index `start`,
         or after the message `after_ts` when that is given."""
         conn = self._reader
-        conn.execute("BEGIN")
+        conn.execute(self.dialect.begin_read)
         try:
             if self.get_task(task_id) is None:
                 return None
@@ -468,7 +466,8 @@ class Database:
         """A task's UI messages stored while still streaming (`"partial":true`:
         only a key can hold that unescaped; the caller decodes to be sure)."""
         rows = self._reader.execute(
-            "SELECT body FROM ui_messages WHERE task_id = ? AND instr(body, ?) > 0 ORDER BY ts",
+            f"SELECT body FROM ui_messages WHERE task_id = ? AND {self.dialect.holds('body')} "
+            "ORDER BY ts",
             (task_id, b'"partial":true'),
         )
         return self._resolved(task_id, [bytes(b) for (b,) in rows])
@@ -515,10 +514,9 @@ class Database:
         return self._reader.execute(sql, params).fetchall()
 
     def task_count(self) -> int:
-        """How many tasks there are, without counting them: no task is ever deleted,
-        so the rowids SQLite gave them run 1, 2, ... and the biggest is the count
-        (a rolled-back insert leaves no gap: the next one takes its rowid)."""
-        row = self._reader.execute("SELECT MAX(rowid) FROM tasks").fetchone()
+        """How many tasks there are, without reading the table where the backend
+        can tell (see `Dialect.task_count`)."""
+        row = self._reader.execute(self.dialect.task_count).fetchone()
         return int(row[0] or 0)
 
     def counts(self) -> tuple[int, int]:
@@ -528,47 +526,5 @@ class Database:
         return int(tasks), int(events)
 
 
-def _rollback(conn: sqlite3.Connection) -> None:
-    """Roll back after a failure, keeping the failure's error (a rollback can fail
-    too on a disk that fails; the next commit tries again)."""
-    if conn.in_transaction:
-        try:
-            conn.execute("ROLLBACK")
-        except sqlite3.Error:
-            pass
-
-
-def _statements(script: str) -> list[str]:
-    """Split a migration script into statements (executescript would commit)."""
-    parts: list[str] = []
-    buf = ""
-    for line in script.splitlines(keepends=True):
-        buf += line
-        if sqlite3.complete_statement(buf):
-            parts.append(buf.strip())
-            buf = ""
-    if buf.strip():
-        raise StoreError(f"Incomplete statement in a migration: {buf.strip()[:80]}")
-    return parts
-
-
 #: The records that may refer to blobs.
 _BLOB_RECORDS = ("ui_messages", "api_messages", "events")
-
-
-def _drop_orphan_blobs(conn: sqlite3.Connection) -> int:
-    """Delete the blobs no record refers to (in the caller's transaction): images
-    of messages a rewind or DeleteMessage removed, once the events that showed
-    them were pruned too (until then Replay still shows them). How many went."""
-    referenced: set[str] = set()
-    for table in _BLOB_RECORDS:
-        rows = conn.execute(f"SELECT body FROM {table} WHERE instr(body, ?) > 0", (BLOB_MARKER,))
-        for (body,) in rows:
-            referenced.update(referenced_hashes(bytes(body)))
-    orphans = [
-        (sha,) for (sha,) in conn.execute("SELECT sha256 FROM blobs") if sha not in referenced
-    ]
-    conn.executemany("DELETE FROM blobs WHERE sha256 = ?", orphans)
-    # Nobody owns what is gone: an image stored again later is owned anew.
-    conn.executemany("DELETE FROM task_blobs WHERE sha256 = ?", orphans)
-    return len(orphans)

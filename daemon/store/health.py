@@ -1,7 +1,7 @@
-"""Whether the store can write: SQLite's errors sorted into faults that pass
-(disk full, I/O error: retry) and damage (a corrupt page, not a database: write
-nothing more), and the one :class:`StorageMonitor` the store, the journal and the
-daemon share.
+"""Whether the store can write: the kinds of fault a backend sorts its errors
+into (faults that pass, such as a full disk or a lost connection: retry; and
+damage: write nothing more), and the one :class:`StorageMonitor` the store, the
+journal and the daemon share.
 
 The monitor changes state only on a fault or on the commit after one: the path
 of a healthy commit never touches it.
@@ -10,68 +10,29 @@ of a healthy commit never touches it.
 from __future__ import annotations
 
 import enum
-import sqlite3
 import time
+from collections.abc import Callable
 from typing import Any
 
 import anyio
 
 from hdsp.protocol import StorageHealth, StorageState
 
-__all__ = ["Fault", "StorageMonitor", "classify"]
-
-#: SQLite's primary result codes (https://sqlite.org/rescode.html).
-_SQLITE_CORRUPT = 11
-_SQLITE_NOTADB = 26
-_TRANSIENT = {
-    3,  # PERM
-    5,  # BUSY
-    6,  # LOCKED
-    7,  # NOMEM
-    8,  # READONLY
-    10,  # IOERR
-    13,  # FULL
-    14,  # CANTOPEN
-    15,  # PROTOCOL
-}
+__all__ = ["Fault", "StorageMonitor"]
 
 
 class Fault(enum.Enum):
     #: May pass by itself or with the user's help (space freed): retry.
     TRANSIENT = "transient"
-    #: The file is damaged: write nothing more.
+    #: The database is damaged (or another daemon took it over): write nothing more.
     DAMAGE = "damage"
 
 
-def classify(exc: sqlite3.Error) -> Fault | None:
-    """What kind of storage fault `exc` is; None: none (a bug, such as a
-    constraint a statement broke)."""
-    code = getattr(exc, "sqlite_errorcode", None)
-    if code is None:
-        return None
-    if code & 0xFF in _TRANSIENT:
-        return Fault.TRANSIENT
-    if code & 0xFF in (_SQLITE_CORRUPT, _SQLITE_NOTADB):
-        return Fault.DAMAGE
-    return None
-
-
-def _advice(state: StorageState, path: str) -> str:
-    if state is StorageState.FAILING:
-        return (
-            f"Free space on the disk of {path} (or fix the I/O error). hdspd keeps what it "
-            "could not write, retries, and takes new work again by itself; running tasks "
-            "wait meanwhile."
-        )
-    return (
-        f"The database {path} is damaged. Stop hdspd, run `hdspd check` to see the damage, "
-        f"and restore the database from a backup (or repair it: `sqlite3 {path} .recover`)."
-    )
-
-
 class StorageMonitor:
-    def __init__(self, path: str) -> None:
-        self.path = path
+    def __init__(self, where: str, advice: Callable[[StorageState], str]) -> None:
+        #: The database, for messages: a path or a URL.
+        self.where = where
+        self._advice = advice
         self._health = StorageHealth()
         self._changed = anyio.Event()
         #: Counts changes, so that a watcher misses none (see wait_changed).
@@ -127,7 +88,7 @@ class StorageMonitor:
         self._health = StorageHealth(
             state=state,
             reason=reason,
-            advice=_advice(state, self.path),
+            advice=self._advice(state),
             since=int(time.time() * 1000),
         )
         self._notify()

@@ -1,7 +1,8 @@
 """Checking the database for damage: a quick check at start-up, bounded in time,
 and the full check that `hdspd check` runs on demand: `PRAGMA integrity_check`,
 then whether every blob reference in a record has its blob, and every blob the
-bytes its sha256 names (see `blobs`)."""
+bytes its sha256 names (see `blobs`). The blob check is SQL both backends speak:
+`hdspd check` runs it on PostgreSQL too (see :mod:`.postgres`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .blobs import BLOB_MARKER, referenced_hashes
+from .dialect import SQLITE, Connection, Dialect
 
 __all__ = ["IntegrityReport", "blob_problems", "integrity_check", "quick_check"]
 
@@ -45,8 +47,9 @@ def quick_check(conn: sqlite3.Connection, budget_seconds: float | None) -> list[
 
 @dataclass(frozen=True)
 class IntegrityReport:
-    path: Path
-    #: What `PRAGMA integrity_check` found ([]: nothing), or why it could not run.
+    #: The database: a path, or a URL.
+    path: Path | str
+    #: What the check found ([]: nothing), or why it could not run.
     problems: list[str]
     pages: int = 0
     seconds: float = 0.0
@@ -92,17 +95,18 @@ _RECORDS = (
 )
 
 
-def blob_problems(conn: sqlite3.Connection) -> list[str]:
+def blob_problems(conn: Connection, dialect: Dialect = SQLITE) -> list[str]:
     """Records that refer to a blob the database lacks, and blobs whose bytes
     are not what their sha256 says (at most MAX_PROBLEMS)."""
-    if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'blobs'").fetchone() is None:
+    if conn.execute(dialect.table_exists, ("blobs",)).fetchone() is None:
         return []  # a database from before blobs
     # (Before migration 4, every reference counted.)
-    ownership = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'task_blobs'").fetchone()
+    ownership = conn.execute(dialect.table_exists, ("task_blobs",)).fetchone()
     problems: list[str] = []
     for table, name, owner in _RECORDS:
         rows = conn.execute(
-            f"SELECT {name}, {owner}, body FROM {table} WHERE instr(body, ?) > 0", (BLOB_MARKER,)
+            f"SELECT {name}, {owner}, body FROM {table} WHERE {dialect.holds('body')}",
+            (BLOB_MARKER,),
         )
         for record, task_id, body in rows:
             for sha in dict.fromkeys(referenced_hashes(bytes(body))):

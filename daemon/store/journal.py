@@ -16,11 +16,13 @@ past the scrubbing where foreign text enters is neither stored nor published.
 
 A commit that fails never ends the daemon (see :mod:`.health`):
 
-- a fault that may pass (disk full, I/O error) makes the storage *failing*: the
-  writer keeps the batch, publishes none of it, and commits it again with
-  backoff until it goes through; meanwhile what is emitted queues behind it (the
-  queue is bounded: a task that emits into a full queue waits there, so memory
-  stays bounded) and the storage is *ok* again on the first commit that passes.
+- a fault that may pass (disk full, I/O error, a lost connection to the
+  PostgreSQL server) makes the storage *failing*: the writer keeps the batch,
+  publishes none of it, and commits it again with backoff until it goes through
+  (and so for the lookup of a new topic's last seq, which a batch may need
+  first); meanwhile what is emitted queues behind it (the queue is bounded: a
+  task that emits into a full queue waits there, so memory stays bounded) and
+  the storage is *ok* again on the first commit that passes.
 - damage makes the storage *read-only*: the batch and everything queued after it
   is dropped unpublished (clients never see what was not committed), and
   whoever waits on it gets :class:`StorageUnavailable`.
@@ -28,7 +30,6 @@ A commit that fails never ends the daemon (see :mod:`.health`):
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -53,7 +54,7 @@ from hdsp.protocol import (
 
 from .database import Write
 from .errors import StorageUnavailable
-from .health import Fault, classify
+from .health import Fault
 from .store import Store
 from .writes import latest_writes, save_ui_message
 
@@ -110,6 +111,8 @@ class Journal:
     ) -> None:
         self._store = store
         self._monitor = store.monitor
+        #: Whether the backend keeps a log that wants checkpoints (SQLite's WAL).
+        self._checkpoints_log = store.db.checkpoints_log
         self._publish = publish
         self._publish_batch = publish_batch or self._publish_each
         send, receive = anyio.create_memory_object_stream[_Item](capacity)
@@ -248,7 +251,7 @@ class Journal:
             self._commits_since_checkpoint = 0
             try:
                 await self._store.checkpoint()
-            except sqlite3.Error as exc:
+            except self._store.errors as exc:
                 # Nothing is lost: the commits are in the WAL, which only grows
                 # until a later checkpoint gets through.
                 log.warning(
@@ -281,7 +284,11 @@ class Journal:
             event = item.event
             topic = event_task_id(event) or ""
             if topic not in known:
-                known[topic] = await self._last_seq_of(topic)
+                last = await self._last_seq_of(topic)
+                if last is None:
+                    self._drop(batch)  # read-only meanwhile: nothing of it is durable
+                    return
+                known[topic] = last
             if is_durable(event):
                 seq += 1
                 envelope = TaskEvent(
@@ -315,7 +322,7 @@ class Journal:
                 self._drop(batch)  # damage: nothing of it is durable, none published
                 return
             self._commits_since_checkpoint += 1
-            if self._commits_since_checkpoint >= CHECKPOINT_EVERY:
+            if self._commits_since_checkpoint >= CHECKPOINT_EVERY and self._checkpoints_log:
                 self._checkpoint_due.set()
         self._head_seq = seq
         known.update(last_by_topic)
@@ -328,13 +335,32 @@ class Journal:
         for topic, body in frames:
             await self._publish(topic, body)
 
-    async def _last_seq_of(self, topic: str) -> int:
+    async def _last_seq_of(self, topic: str) -> int | None:
         """The newest committed seq of `topic`: an index lookup, on the loop's
-        thread unless a worker thread has the reader."""
-        try:
-            return self._store.read_now(self._store.db.last_seq_of, topic)
-        except anyio.WouldBlock:
-            return await self._store.read(self._store.db.last_seq_of, topic)
+        thread unless a worker thread has the reader (or the database is a
+        server). While the storage fails (a lost connection), again and again
+        with backoff, as a commit; None once it is read-only."""
+        delay = RETRY_FIRST
+        while True:
+            try:
+                try:
+                    return self._store.read_now(self._store.db.last_seq_of, topic)
+                except anyio.WouldBlock:
+                    return await self._store.read(self._store.db.last_seq_of, topic)
+            except StorageUnavailable as exc:
+                if self._monitor.state is StorageState.READ_ONLY:
+                    return None
+                self._failing(exc, "a topic's last seq could not be read: holding the batch")
+            await anyio.sleep(delay)
+            delay = min(delay * 2, RETRY_MAX)
+
+    def _failing(self, exc: BaseException, what: str, **facts: Any) -> None:
+        """The storage fails (the first time: logged, and reported)."""
+        if self._monitor.writable:
+            log.error(what, error=str(exc), **facts)
+            self._monitor.failing(exc)
+            for done in self._read_waiters:
+                done.set()  # reads go on with what is committed
 
     async def _commit(self, writes: list[Write], rows: list[tuple[int, str, int, bytes]]) -> bool:
         """Commit one batch; while the storage fails, again and again with backoff
@@ -344,25 +370,21 @@ class Journal:
             try:
                 with anyio.CancelScope(shield=True):
                     await self._store.commit(writes, rows)
-            except sqlite3.Error as exc:
-                fault = classify(exc)
+            except self._store.errors as exc:
+                fault = self._store.db.classify(exc)
                 if fault is Fault.DAMAGE or fault is None:
-                    # None: a statement SQLite refuses (a bug); no retry can help,
+                    # None: a statement the database refuses (a bug); no retry can help,
                     # and going on without the batch would lose it silently.
                     log.error(
                         "commit failed: the database is read-only from now on", error=str(exc)
                     )
                     self._monitor.damaged(exc)
                     return False
-                if self._monitor.writable:
-                    log.error(
-                        "commit failed: holding the batch and retrying until the storage takes it",
-                        error=str(exc),
-                        events=len(rows),
-                    )
-                    self._monitor.failing(exc)
-                    for done in self._read_waiters:
-                        done.set()  # reads go on with what is committed
+                self._failing(
+                    exc,
+                    "commit failed: holding the batch and retrying until the storage takes it",
+                    events=len(rows),
+                )
                 await anyio.sleep(delay)
                 delay = min(delay * 2, RETRY_MAX)
                 continue

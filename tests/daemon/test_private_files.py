@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from hdsp.daemon.paths import make_private_dir
-from hdsp.daemon.store import Database
+from hdsp.daemon.store import SqliteDatabase
 
 
 def _mode(path: Path) -> int:
@@ -21,7 +21,7 @@ def test_the_database_and_its_wal_are_private(tmp_path: Path) -> None:
     path = tmp_path / "db.sqlite3"
     saved = os.umask(0o022)
     try:
-        db = Database(path)
+        db = SqliteDatabase(path)
         db.commit([("CREATE TABLE IF NOT EXISTS probe (x)", ())], [])
     finally:
         os.umask(saved)
@@ -33,7 +33,7 @@ def test_the_database_and_its_wal_are_private(tmp_path: Path) -> None:
     db.close()
     # One an older hdsp left readable is made private when it is opened.
     os.chmod(path, 0o644)
-    Database(path).close()
+    SqliteDatabase(path).close()
     assert _mode(path) == 0o600
 
 

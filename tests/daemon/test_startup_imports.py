@@ -28,3 +28,5 @@ async def test_the_daemon_answers_without_loading_format_checkers_or_rich(
     loaded = _imported(daemon_process.stderr())
     assert "jsonschema.validators" in loaded  # the log is read right
     assert not {"rfc3987_syntax.syntax_helpers", "arrow.arrow", "rich.console"} & loaded
+    # The PostgreSQL store's driver, only for a store.url that names a server.
+    assert "psycopg" not in loaded

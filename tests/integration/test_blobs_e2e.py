@@ -1,14 +1,14 @@
 """Images stored once, by content, through the real daemon: a picture a user
 sends twice is one blob; GetTask, Replay and the model's requests still carry
 it (also after a restart); GetBlob returns it; `hdspd check` finds a record
-whose blob is gone. The 30 MB plot from a cell is in test_media_e2e.py."""
+whose blob is gone; with the store on SQLite, then on PostgreSQL. The 30 MB plot
+from a cell is in test_media_e2e.py."""
 
 from __future__ import annotations
 
 import base64
 import hashlib
 import io
-import sqlite3
 from pathlib import Path
 
 import msgspec
@@ -16,6 +16,7 @@ import pytest
 from PIL import Image
 
 from hdsp.client import CommandFailed, connect
+from hdsp.daemon.store.dialect import POSTGRESQL, SQLITE
 from hdsp.protocol import CellOutput, ErrorCode, MessageEvent
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.openai_server import Reply as FakeReply
@@ -27,11 +28,18 @@ from tests.support.scripted_turns import call
 from tests.support.stored_database import (
     blob_sizes,
     check_database,
-    read_database,
+    rows,
+    run_sql,
+    store_of,
     stored_bytes,
 )
 
 pytestmark = [pytest.mark.timeout(120)]
+
+#: On both backends: what is stored and read back, and `hdspd check`. (Which
+#: task may read which blob is the `Database`'s, tested on both in
+#: tests/daemon/store/test_blobs.py.)
+both_stores = pytest.mark.parametrize("store_backend", ["sqlite", "postgresql"])
 
 
 _PNG = noise_png(200, 200, seed=13)  # about 120 KB
@@ -42,15 +50,19 @@ _SHA = hashlib.sha256(_PNG).hexdigest()
 
 def _copies_in_records(daemon: DaemonProcess) -> int:
     """Records (UI and API messages, events) that hold the picture's base64."""
-    with read_database(daemon) as db:
-        return sum(
-            db.execute(
-                f"SELECT count(*) FROM {table} WHERE instr(body, ?) > 0", (_B64[:200].encode(),)
-            ).fetchone()[0]
-            for table in ("ui_messages", "api_messages", "events")
-        )
+    location = store_of(daemon)
+    dialect = SQLITE if isinstance(location, Path) else POSTGRESQL
+    return sum(
+        rows(
+            location,
+            f"SELECT count(*) FROM {table} WHERE {dialect.holds('body')}",
+            (_B64[:200].encode(),),
+        )[0][0]
+        for table in ("ui_messages", "api_messages", "events")
+    )
 
 
+@both_stores
 async def test_a_picture_sent_twice_is_stored_once_and_shown_after_a_restart(
     daemon: DaemonProcess, fake_openai: FakeOpenAI, tmp_path: Path
 ) -> None:
@@ -84,8 +96,7 @@ async def test_a_picture_sent_twice_is_stored_once_and_shown_after_a_restart(
         assert bad.value.code is ErrorCode.INVALID_REQUEST
     # Two messages, each in a UI message, an event and the API history: six
     # records, one copy of the picture's bytes.
-    with read_database(daemon) as db:
-        blobs = db.execute("SELECT sha256, media_type, size FROM blobs").fetchall()
+    blobs = rows(store_of(daemon), "SELECT sha256, media_type, size FROM blobs")
     assert blobs == [(_SHA, "image/png", len(_PNG))]
     assert _copies_in_records(daemon) == 0
 
@@ -144,6 +155,7 @@ async def test_a_plot_from_a_cell_is_stored_once_and_shown_whole(
     ]
 
 
+@both_stores
 async def test_hdspd_check_names_a_record_whose_picture_is_missing(
     daemon: DaemonProcess, fake_openai: FakeOpenAI, tmp_path: Path
 ) -> None:
@@ -153,10 +165,10 @@ async def test_hdspd_check_names_a_record_whose_picture_is_missing(
         ref = await client.start_task("What is this?", workspace=tmp_path, images=[_URL])
         await collect_turn(client, ref.task_id, head)
     daemon.stop()
-    db = sqlite3.connect(daemon.data_dir / "hdsp.sqlite3")
-    db.execute("DELETE FROM blobs")
-    db.commit()
-    db.close()
+    sound = check_database(daemon)
+    assert sound.returncode == 0, sound
+    assert sound.stdout.startswith("ok: ")
+    run_sql(store_of(daemon), "DELETE FROM blobs")
     damaged = check_database(daemon)
     assert damaged.returncode == 1, damaged
     assert f"refers to blob {_SHA}, which is missing" in damaged.stdout

@@ -1,6 +1,6 @@
 """Durable multi-client streams and crash recovery, against the real daemon:
 replay, reconnect, kill -9 under load, slow subscribers, cursor expiry, and
-resuming interrupted turns."""
+resuming interrupted turns; each with the store on SQLite, then on PostgreSQL."""
 
 from __future__ import annotations
 
@@ -23,6 +23,8 @@ from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.openai_server import Reply as FakeReply
 from tests.support.daemon_process import DaemonProcess
 from tests.support.events import collect_turn, texts
+
+pytestmark = pytest.mark.parametrize("store_backend", ["sqlite", "postgresql"])
 
 
 def _durable(events: list[TaskEvent]) -> list[int]:

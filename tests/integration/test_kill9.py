@@ -1,25 +1,29 @@
 """The kill -9 suite: twenty tasks stream to three subscribers while the daemon is
 killed with SIGKILL at random moments, some of them in the middle of a burst of
-commits. After every kill: the database passes `PRAGMA integrity_check`, no
-message is left streaming, and every task can be resumed. At the end every task
+commits; with the store on SQLite, then on PostgreSQL. After every kill: the
+database passes its check (SQLite's `PRAGMA integrity_check`; on both, every
+image its records refer to is there), no message is left streaming, and every
+task can be resumed. At the end every task
 completes, and every event any subscriber saw is in the log with the same seq
 and content, with no gaps and nothing delivered twice."""
 
 from __future__ import annotations
 
 import random
-import sqlite3
 from functools import partial
+from pathlib import Path
 
 import anyio
 import pytest
 
 from hdsp.client import Client, EventStream, connect
+from hdsp.daemon.store.dialect import POSTGRESQL, SQLITE
 from hdsp.protocol import TaskCompleted, TaskEvent, TaskState
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.openai_server import Reply as FakeReply
 from tests.support.daemon_process import DaemonProcess
 from tests.support.events import collect_turn, logged_events
+from tests.support.stored_database import full_check, rows, store_of
 
 TASKS = 20
 SUBSCRIBERS = 3
@@ -27,21 +31,23 @@ KILLS = 10
 
 
 def _integrity(daemon: DaemonProcess) -> tuple[str, int]:
-    """integrity_check of the dead daemon's database, and how many messages it
-    holds as still streaming."""
-    conn = sqlite3.connect(daemon.data_dir / "hdsp.sqlite3", isolation_level=None)
-    try:
-        (verdict,) = conn.execute("PRAGMA integrity_check").fetchone()
-        (streaming,) = conn.execute(
-            "SELECT COUNT(*) FROM ui_messages WHERE instr(body, ?) > 0", (b'"partial":true',)
-        ).fetchone()
-    finally:
-        conn.close()
-    return str(verdict), int(streaming)
+    """What `hdspd check` finds in the dead daemon's database (SQLite's `PRAGMA
+    integrity_check` first; on both, every image its records refer to), and how
+    many messages it holds as still streaming."""
+    location = store_of(daemon)
+    report = full_check(location)
+    dialect = SQLITE if isinstance(location, Path) else POSTGRESQL
+    ((streaming,),) = rows(
+        location,
+        f"SELECT COUNT(*) FROM ui_messages WHERE {dialect.holds('body')}",
+        (b'"partial":true',),
+    )
+    return ("ok" if report.ok else "; ".join(report.problems)), int(streaming)
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
+@pytest.mark.parametrize("store_backend", ["sqlite", "postgresql"])
 async def test_kill_9_at_random_moments_loses_nothing_and_every_task_completes(
     daemon: DaemonProcess, fake_openai: FakeOpenAI
 ) -> None:

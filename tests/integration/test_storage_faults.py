@@ -14,27 +14,23 @@ import errno
 import os
 import resource
 import subprocess
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager
-from pathlib import Path
+from collections.abc import Callable, Iterator
 
 import anyio
 import pytest
 
-from hdsp.client import Client, CommandFailed, connect
+from hdsp.client import connect
 from hdsp.protocol import (
-    ErrorCode,
     MessageEvent,
-    StorageChanged,
     StorageHealth,
     StorageState,
     TaskCompleted,
-    TaskEvent,
 )
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.openai_server import Reply as FakeReply
 from tests.support.daemon_process import DaemonProcess
 from tests.support.events import collect_turn, logged_events
+from tests.support.storage_reports import assert_seen_is_logged, follow, refused
 
 pytestmark = pytest.mark.slow
 
@@ -128,69 +124,12 @@ def disk(request: pytest.FixtureRequest, daemon_process: DaemonProcess) -> Itera
         made.close()
 
 
-class Follower:
-    """Every event from seq 0 on, in `seen`; storage reports also in `reports`."""
-
-    def __init__(self) -> None:
-        self.seen: list[TaskEvent] = []
-        self._send, self.reports = anyio.create_memory_object_stream[StorageHealth](16)
-        self._progress = anyio.Event()
-
-    async def follow(self, c: Client, ready: anyio.Event) -> None:
-        async with c.events(None, since_seq=0) as stream:
-            ready.set()
-            async for event in stream:
-                self.seen.append(event)
-                self._progress.set()
-                if isinstance(event.data, StorageChanged):
-                    await self._send.send(event.data.payload[0])
-
-    async def wait_seq(self, seq: int) -> None:
-        while not self.seen or (self.seen[-1].seq or 0) < seq:
-            self._progress = anyio.Event()
-            await self._progress.wait()
-
-
-@asynccontextmanager
-async def _follow(runtime_dir: Path) -> AsyncIterator[Follower]:
-    follower = Follower()
-    async with (
-        follower._send,
-        follower.reports,
-        connect(runtime_dir) as watcher,
-        anyio.create_task_group() as tg,
-    ):
-        ready = anyio.Event()
-        tg.start_soon(follower.follow, watcher, ready)
-        await ready.wait()
-        yield follower
-        tg.cancel_scope.cancel()
-
-
-def _assert_seen_is_logged(seen: list[TaskEvent], log: dict[int, TaskEvent]) -> int:
-    durable = [e for e in seen if e.seq is not None]
-    seqs = [e.seq for e in durable]
-    assert seqs == sorted(set(seqs)), "a subscriber saw an event twice or out of order"
-    for e in durable:
-        assert e.seq is not None
-        assert log.get(e.seq) == e, f"seq {e.seq} was published but is not in the log as seen"
-    assert seqs == list(range(1, len(seqs) + 1)), "the subscriber's events have gaps"
-    return len(durable)
-
-
-async def _refused(call: Callable[[], object]) -> CommandFailed:
-    with pytest.raises(CommandFailed) as refused:
-        await call()  # type: ignore[misc]
-    assert refused.value.code is ErrorCode.STORAGE_UNAVAILABLE
-    return refused.value
-
-
 async def test_a_full_disk_refuses_new_work_and_service_resumes_by_itself(
     daemon_process: DaemonProcess, fake_openai: FakeOpenAI, disk: Disk
 ) -> None:
     daemon = daemon_process
     daemon.start()
-    async with connect(daemon.runtime_dir) as c, _follow(daemon.runtime_dir) as f:
+    async with connect(daemon.runtime_dir) as c, follow(daemon.runtime_dir) as f:
         first = await c.start_task("before the disk fills")
         await collect_turn(c, first.task_id, 0, until=(TaskCompleted,))
         disk.fill()
@@ -201,9 +140,9 @@ async def test_a_full_disk_refuses_new_work_and_service_resumes_by_itself(
         assert failing.state is StorageState.FAILING and failing.reason and failing.advice
         assert daemon.proc is not None and daemon.proc.poll() is None
         await c.ping()
-        refusal = await _refused(lambda: c.start_task("refused while the disk is full"))
+        refusal = await refused(lambda: c.start_task("refused while the disk is full"))
         assert "Free space" in refusal.message
-        await _refused(lambda: c.send_message(first.task_id, "refused too"))
+        await refused(lambda: c.send_message(first.task_id, "refused too"))
         status = await c.status()
         assert status.storage is not None and status.storage.state is StorageState.FAILING
         # Reads go on.
@@ -223,7 +162,7 @@ async def test_a_full_disk_refuses_new_work_and_service_resumes_by_itself(
         head = (await c.status()).head_seq
         with anyio.fail_after(20):
             await f.wait_seq(head)
-        checked = _assert_seen_is_logged(f.seen, await logged_events(c))
+        checked = assert_seen_is_logged(f.seen, await logged_events(c))
     print(f"disk full ({disk.name}): {checked} events seen and found in the log")
 
 
@@ -240,9 +179,9 @@ async def test_start_up_on_a_full_disk_serves_reads(
         await collect_turn(c, cut.task_id, 0, until=(MessageEvent,))
     daemon.kill()
     daemon.start(preexec_fn=disk.preexec())
-    async with connect(daemon.runtime_dir) as c, _follow(daemon.runtime_dir) as f:
+    async with connect(daemon.runtime_dir) as c, follow(daemon.runtime_dir) as f:
         # Picking up the cut-off task needs writes, which fail: new work is refused...
-        await _refused(lambda: c.start_task("refused: no space"))
+        await refused(lambda: c.start_task("refused: no space"))
         status = await c.status()
         assert status.storage is not None and status.storage.state is StorageState.FAILING
         # ...and reads are served.

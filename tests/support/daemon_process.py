@@ -44,6 +44,18 @@ class DaemonProcess:
         self.proc: subprocess.Popen[bytes] | None = None
         self._notify_path = root / "notify"
         self.starts = 0
+        #: The PostgreSQL database the daemon's store is in (None: SQLite).
+        self.store_url: str | None = None
+
+    def use_store(self, url: str, *, secret: str | None = None) -> None:
+        """Keep the daemon's store in the PostgreSQL database at `url`
+        (``store.url`` in the settings file it starts with; `secret`: the name
+        of the keyring secret with its password, ``store.secret``)."""
+        self.store_url = url
+        self.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        store = {"url": url} if secret is None else {"url": url, "secret": secret}
+        settings = {"version": 2, "store": store}
+        (self.data_dir / "settings.json").write_text(json.dumps(settings))
 
     @property
     def env(self) -> dict[str, str]:

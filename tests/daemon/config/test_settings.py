@@ -364,3 +364,34 @@ async def test_the_gateway_provider_needs_a_server(tmp_path: Path) -> None:
     store = await open_store(tmp_path / "settings.json")
     with pytest.raises(SettingsInvalid, match=re.escape("kernels.gateway first")):
         await store.update({"kernels": {"provider": "gateway"}})
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://hdsp:hunter2@db.example/hdsp",
+        "postgres://me:@localhost/hdsp",
+        "postgresql:///hdsp?password=hunter2",
+        "postgresql:///hdsp?host=/run/postgresql&sslpassword=x",
+    ],
+)
+async def test_a_store_url_never_holds_a_password(tmp_path: Path, url: str) -> None:
+    store = await open_store(tmp_path / "settings.json")
+    with pytest.raises(SettingsInvalid, match=r"must not hold a password.*store\.secret"):
+        await store.update({"store": {"url": url}})
+    assert not (tmp_path / "settings.json").exists()
+
+
+async def test_a_store_url_names_a_postgres_database_and_a_secret_its_password(
+    tmp_path: Path,
+) -> None:
+    store = await open_store(tmp_path / "settings.json")
+    with pytest.raises(SettingsInvalid, match="must be a PostgreSQL URL"):
+        await store.update({"store": {"url": "sqlite:///tmp/x.db"}})
+    url = "postgresql://hdsp@db.example:5432/hdsp?sslmode=require"
+    await store.update({"store": {"url": url, "secret": "pg"}})
+    assert store.settings.store.url == url and store.settings.store.secret == "pg"
+    # The secret's *name* is what the file holds (as a profile's `secret`).
+    assert read_json(tmp_path / "settings.json")["store"] == {"url": url, "secret": "pg"}
+    await store.update({"store": None})
+    assert store.settings.store.url is None

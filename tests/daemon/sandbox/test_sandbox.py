@@ -14,6 +14,7 @@ import pytest
 from hdsp.daemon.config.settings import SandboxSettings
 from hdsp.daemon.paths import Paths
 from hdsp.daemon.sandbox import MountLayout, Sandbox, bwrap_argv, child_environment
+from hdsp.daemon.sandbox.sandbox import HIDDEN_IN_HOME
 from hdsp.daemon.tools import ExecuteCommand, ToolResult
 from hdsp.protocol import ClineMessage, Say
 from tests.support.daemon_process import short_tmp_dir
@@ -86,6 +87,12 @@ def test_hidden_paths_are_covered_after_tmp_and_the_workspace_is_bound_after_the
     bind = joined.index(f"--bind {ws} {ws}")
     assert tmp < ssh < config < bind < joined.index("--bind /run/k /run/k")
     assert argv[-2:] == ["--", "sh"]
+
+
+def test_libpq_s_password_and_service_files_are_hidden() -> None:
+    """The PostgreSQL store's credentials (README: ~/.pgpass, a service file)
+    never show to sandboxed code."""
+    assert {".pgpass", ".pg_service.conf"} <= set(HIDDEN_IN_HOME)
 
 
 async def test_a_workspace_under_a_hidden_directory_stays_usable(tmp_path: Path) -> None:

@@ -1,5 +1,6 @@
-"""Images stored once, by content: on real SQLite files, through the database's
-own commit and reads (the daemon end to end is tests/integration/test_blobs_e2e.py)."""
+"""Images stored once, by content: on real SQLite files and a real PostgreSQL
+server, through the database's own commit and reads (the daemon end to end is
+tests/integration/test_blobs_e2e.py)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import base64
 import hashlib
 import os
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 
 import msgspec
@@ -14,16 +16,19 @@ import pytest
 
 from hdsp.daemon.store import (
     Database,
+    SqliteDatabase,
     append_api_message,
     delete_ui_message,
     insert_task,
+    open_database,
     save_ui_message,
 )
 from hdsp.daemon.store.blobs import MIN_BLOB_CHARS, extract_blobs, resolve_references
-from hdsp.daemon.store.database import _statements
-from hdsp.daemon.store.integrity import integrity_check
+from hdsp.daemon.store.dialect import SQLITE
 from hdsp.daemon.store.migrations import MIGRATIONS, SCHEMA_VERSION
+from hdsp.daemon.store.sqlite import statements
 from hdsp.protocol import ClineMessage, HistoryItem, encode, parse_blob_reference
+from tests.support.stored_database import full_check, rows, run_sql
 
 _RAW = os.urandom(30_000)
 _B64 = base64.b64encode(_RAW).decode()
@@ -71,12 +76,8 @@ def _api() -> bytes:
     )
 
 
-def _stored(path: Path, table: str) -> list[bytes]:
-    db = sqlite3.connect(path)
-    try:
-        return [bytes(r[0]) for r in db.execute(f"SELECT body FROM {table}")]
-    finally:
-        db.close()
+def _stored(location: Path | str, table: str) -> list[bytes]:
+    return [bytes(r[0]) for r in rows(location, f"SELECT body FROM {table}")]
 
 
 def test_every_record_form_round_trips_byte_for_byte() -> None:
@@ -113,14 +114,18 @@ def test_a_read_past_its_budget_keeps_references_a_client_can_read() -> None:
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> Database:
-    database = Database(tmp_path / "db.sqlite3")
+def db(store_location: Path | str) -> Iterator[Database]:
+    """A store with task t, on each backend (`store_location`)."""
+    database = open_database(store_location)
     item = HistoryItem(id="t", number=1, ts=1, task="x")
     database.commit([insert_task(item)], [])
-    return database
+    yield database
+    database.close()
 
 
-def test_an_image_in_three_records_and_sent_twice_is_stored_once(db: Database) -> None:
+def test_an_image_in_three_records_and_sent_twice_is_stored_once(
+    db: Database, store_location: Path | str
+) -> None:
     event = msgspec.json.encode({"type": "TaskEvent", "data": {"message": {"images": [_URL]}}})
     db.commit(
         [save_ui_message("t", 1, _ui(1, images=[_URL])), append_api_message("t", 0, _api())],
@@ -129,10 +134,10 @@ def test_an_image_in_three_records_and_sent_twice_is_stored_once(db: Database) -
     db.commit(
         [save_ui_message("t", 2, _ui(2, images=[_URL])), save_ui_message("t", 3, _cell(3))], []
     )
-    rows = sqlite3.connect(db.path).execute("SELECT sha256, media_type, size FROM blobs").fetchall()
-    assert rows == [(_SHA, "image/png", len(_RAW))]
+    found = rows(store_location, "SELECT sha256, media_type, size FROM blobs")
+    assert found == [(_SHA, "image/png", len(_RAW))]
     for table in ("ui_messages", "api_messages", "events"):
-        assert all(_B64[:100].encode() not in b for b in _stored(db.path, table))
+        assert all(_B64[:100].encode() not in b for b in _stored(store_location, table))
     # Every read puts the images back: the engine's, GetTask's and Replay's.
     assert db.ui_message("t", 1) == _ui(1, images=[_URL])
     assert db.ui_messages("t")[2] == _cell(3)
@@ -146,11 +151,11 @@ def test_an_image_in_three_records_and_sent_twice_is_stored_once(db: Database) -
     assert db.blob(_SHA, 29_995, 100) == ("image/png", len(_RAW), _RAW[29_995:])
     assert db.blob("0" * 64, 0, 10) is None
     db.close()
-    assert integrity_check(db.path).ok
+    assert full_check(store_location).ok
 
 
 def test_an_image_no_record_shows_any_more_goes_when_its_events_are_pruned(
-    db: Database,
+    db: Database, store_location: Path | str
 ) -> None:
     other_raw = os.urandom(30_000)
     other_url = "data:image/png;base64," + base64.b64encode(other_raw).decode()
@@ -163,11 +168,7 @@ def test_an_image_no_record_shows_any_more_goes_when_its_events_are_pruned(
     db.commit([save_ui_message("t", 3, _ui(3, images=[other_url]))], [(2, "t", 2, b"{}")])
 
     def blobs() -> set[str]:
-        conn = sqlite3.connect(db.path)
-        try:
-            return {sha for (sha,) in conn.execute("SELECT sha256 FROM blobs")}
-        finally:
-            conn.close()
+        return {sha for (sha,) in rows(store_location, "SELECT sha256 FROM blobs")}
 
     # DeleteMessage removed the message with the image: the event that showed it
     # still does (Replay), so the image stays.
@@ -178,18 +179,17 @@ def test_an_image_no_record_shows_any_more_goes_when_its_events_are_pruned(
     assert db.prune_events(before_ts=10, keep_last=1) == 2
     assert blobs() == {other_sha}
     assert db.ui_message("t", 3) == _ui(3, images=[other_url])
-    assert integrity_check(db.path).ok
+    assert full_check(store_location).ok
     db.close()
 
 
-def test_the_full_check_reports_a_record_whose_blob_is_missing(db: Database) -> None:
+def test_the_full_check_reports_a_record_whose_blob_is_missing(
+    db: Database, store_location: Path | str
+) -> None:
     db.commit([save_ui_message("t", 1, _ui(1, images=[_URL]))], [])
     db.close()
-    conn = sqlite3.connect(db.path)
-    conn.execute("DELETE FROM blobs")
-    conn.commit()
-    conn.close()
-    report = integrity_check(db.path)
+    run_sql(store_location, "DELETE FROM blobs")
+    report = full_check(store_location)
     assert report.problems == [f"task t, UI message 1 refers to blob {_SHA}, which is missing"]
 
 
@@ -214,7 +214,9 @@ def _forged_records(reference: str, bare: str) -> list[bytes]:
     return [text, api, shown, image]
 
 
-def test_a_task_never_resolves_a_reference_to_a_blob_it_did_not_store(db: Database) -> None:
+def test_a_task_never_resolves_a_reference_to_a_blob_it_did_not_store(
+    db: Database, store_location: Path | str
+) -> None:
     db.commit([insert_task(HistoryItem(id="other", number=2, ts=2, task="y"))], [])
     db.commit([save_ui_message("t", 1, _ui(1, images=[_URL]))], [])
     reference = f"hdsp-blob:image/png;sha256,{_SHA}"
@@ -244,10 +246,12 @@ def test_a_task_never_resolves_a_reference_to_a_blob_it_did_not_store(db: Databa
     assert own is not None and own[2] == [(1, _ui(1, images=[_URL]))]
     assert all(_B64[:100].encode() not in b for b in db.ui_messages("other"))
     db.close()
-    assert integrity_check(db.path).ok
+    assert full_check(store_location).ok
 
 
-def test_a_task_that_stored_the_same_image_itself_gets_it_back(db: Database) -> None:
+def test_a_task_that_stored_the_same_image_itself_gets_it_back(
+    db: Database, store_location: Path | str
+) -> None:
     """Ownership is per task, not per blob: the same bytes stored by two tasks
     are one blob, and each task reads its own record whole."""
     db.commit([insert_task(HistoryItem(id="other", number=2, ts=2, task="y"))], [])
@@ -257,8 +261,8 @@ def test_a_task_that_stored_the_same_image_itself_gets_it_back(db: Database) -> 
         [],
     )
     assert db.ui_messages("other") == [_ui(1, images=[_URL]), _cell(2)]
-    rows = sqlite3.connect(db.path).execute("SELECT count(*) FROM blobs").fetchone()
-    assert rows == (1,)
+    assert rows(store_location, "SELECT count(*) FROM blobs") == [(1,)]
+    db.close()
 
 
 def test_records_from_before_ownership_keep_their_images(tmp_path: Path) -> None:
@@ -267,9 +271,8 @@ def test_records_from_before_ownership_keep_their_images(tmp_path: Path) -> None
     no more (a reference in text stays text)."""
     path = tmp_path / "v3.sqlite3"
     conn = sqlite3.connect(path, isolation_level=None)
-    for script in MIGRATIONS[:3]:
-        assert isinstance(script, str)
-        for statement in _statements(script):
+    for migration in MIGRATIONS[:3]:
+        for statement in statements(migration.script(SQLITE)):
             conn.execute(statement)
     conn.execute("PRAGMA user_version = 3")
     item = msgspec.json.encode(HistoryItem(id="t", number=1, ts=1, task="x"))
@@ -281,7 +284,7 @@ def test_records_from_before_ownership_keep_their_images(tmp_path: Path) -> None
     conn.executemany("INSERT INTO ui_messages VALUES (?, ?, ?)", [("t", 1, stored), ("u", 2, text)])
     conn.close()
     assert [b.sha256 for b in found] == [_SHA]
-    db = Database(path)
+    db = SqliteDatabase(path)
     assert db.schema_version() == SCHEMA_VERSION
     assert db.ui_messages("t") == [_ui(1, images=[_URL])]
     assert db.ui_messages("u") == [text]

@@ -13,7 +13,7 @@ from typing import Any
 import anyio
 import pytest
 
-from hdsp.daemon.store import Database, Journal, Store, insert_task
+from hdsp.daemon.store import Journal, SqliteDatabase, Store, insert_task
 from hdsp.protocol import HistoryItem, TaskCreated, TaskEvent, TaskState, decode_event
 
 
@@ -37,9 +37,9 @@ def _task_id(n: int) -> str:
     return f"{n:08x}-0000-4000-8000-000000000000"
 
 
-def _filled(path: Path, *, tasks: int, events: int, ts: int = 10**12) -> Database:
+def _filled(path: Path, *, tasks: int, events: int, ts: int = 10**12) -> SqliteDatabase:
     """A store of `tasks` tasks and `events` events (round the tasks), written directly."""
-    db = Database(path, check_seconds=0)
+    db = SqliteDatabase(path, check_seconds=0)
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("BEGIN")
     for n in range(1, tasks + 1):
@@ -55,12 +55,12 @@ def _filled(path: Path, *, tasks: int, events: int, ts: int = 10**12) -> Databas
 
 
 @pytest.fixture
-def small(tmp_path: Path) -> Database:
+def small(tmp_path: Path) -> SqliteDatabase:
     return _filled(tmp_path / "small.sqlite3", tasks=10, events=100)
 
 
 @pytest.fixture
-def big(tmp_path: Path) -> Database:
+def big(tmp_path: Path) -> SqliteDatabase:
     return _filled(tmp_path / "big.sqlite3", tasks=2_000, events=20_000)
 
 
@@ -69,13 +69,15 @@ def _same_work(small: int, big: int) -> bool:
     return big <= 2 * small + 50
 
 
-def test_the_task_count_of_a_status_does_not_count_rows(small: Database, big: Database) -> None:
+def test_the_task_count_of_a_status_does_not_count_rows(
+    small: SqliteDatabase, big: SqliteDatabase
+) -> None:
     assert small.task_count() == 10 and big.task_count() == 2_000
     assert _same_work(_steps(small._reader, small.task_count), _steps(big._reader, big.task_count))
 
 
 def test_a_retention_pass_with_nothing_to_prune_does_not_scan_the_log(
-    small: Database, big: Database
+    small: SqliteDatabase, big: SqliteDatabase
 ) -> None:
     # Nothing older than ts 1 and a generous cap: the common case, at every start.
     a = _steps(small._writer, small.prune_events, 1, 1_000_000)
@@ -92,7 +94,7 @@ def test_retention_by_age_still_deletes_what_is_old(tmp_path: Path) -> None:
 
 
 def test_a_prefix_finds_its_tasks_without_reading_every_task(
-    small: Database, big: Database
+    small: SqliteDatabase, big: SqliteDatabase
 ) -> None:
     prefix = _task_id(7)[:8]
     assert [r[0] for r in big.tasks_with_prefix(prefix, 2)] == [_task_id(7)]

@@ -17,7 +17,7 @@ from hdsp.daemon.store import (
     insert_task,
     integrity_check,
 )
-from hdsp.daemon.store.database import Database
+from hdsp.daemon.store.sqlite import SqliteDatabase
 from hdsp.protocol import HistoryItem, StorageState, TaskCreated, TaskEvent, TaskState, decode_event
 
 
@@ -75,7 +75,7 @@ async def test_a_full_database_holds_the_batch_and_commits_it_when_room_returns(
 
 def test_open_refuses_a_damaged_file_and_check_reports_it(tmp_path: Path) -> None:
     path = tmp_path / "db.sqlite3"
-    db = Database(path)
+    db = SqliteDatabase(path)
     for n in range(1, 200):
         db._writer.execute(
             "INSERT INTO tasks (id, number, ts, state, item) VALUES (?, ?, 0, 'idle', ?)",
@@ -88,6 +88,6 @@ def test_open_refuses_a_damaged_file_and_check_reports_it(tmp_path: Path) -> Non
         f.seek(size // 2 // 4096 * 4096)
         f.write(b"\xa5" * 4096)
     with pytest.raises(StoreCorrupt, match="hdspd check"):
-        Database(path)
+        SqliteDatabase(path)
     report = integrity_check(path)
     assert not report.ok and report.problems

@@ -1,4 +1,5 @@
-"""The store and the journal on real SQLite files."""
+"""The store and the journal on real SQLite files and a real PostgreSQL server
+(`store_location` runs a test on each)."""
 
 from __future__ import annotations
 
@@ -10,22 +11,28 @@ import anyio
 import anyio.from_thread
 import anyio.lowlevel
 import msgspec
+import psycopg
 import pytest
 
 from hdsp.daemon.store import (
     Database,
     Journal,
+    SqliteDatabase,
     Store,
     StoreCorrupt,
+    StoreError,
     StoreTooNew,
     append_api_message,
     insert_task,
+    open_database,
     save_turn,
     save_ui_message,
     update_task,
 )
+from hdsp.daemon.store.dialect import POSTGRESQL, SQLITE
 from hdsp.daemon.store.journal import CHECKPOINT_EVERY
-from hdsp.daemon.store.migrations import SCHEMA_VERSION
+from hdsp.daemon.store.migrations import MIGRATIONS, SCHEMA_VERSION
+from hdsp.daemon.store.sqlite import statements
 from hdsp.daemon.store.writes import latest_writes
 from hdsp.protocol import (
     ClineMessage,
@@ -63,9 +70,9 @@ class Recorder:
         self.frames.append((topic, event))
 
 
-async def test_journal_orders_persists_and_publishes(tmp_path: Path) -> None:
+async def test_journal_orders_persists_and_publishes(store_location: Path | str) -> None:
     rec = Recorder()
-    async with Store.open(tmp_path / "db.sqlite3") as store:
+    async with Store.open(store_location) as store:
         rec.db = store.db
         journal = Journal(store, rec.publish)
         async with anyio.create_task_group() as tg:
@@ -93,11 +100,10 @@ async def test_journal_orders_persists_and_publishes(tmp_path: Path) -> None:
         assert [decode_event(b).seq for b in store.db.replay(2, "a", 10)] == [3, 5]
 
 
-async def test_journal_resumes_seq_after_restart(tmp_path: Path) -> None:
-    path = tmp_path / "db.sqlite3"
+async def test_journal_resumes_seq_after_restart(store_location: Path | str) -> None:
     for round_ in range(2):
         rec = Recorder()
-        async with Store.open(path) as store:
+        async with Store.open(store_location) as store:
             journal = Journal(store, rec.publish)
             async with anyio.create_task_group() as tg:
                 await tg.start(journal.run)
@@ -108,9 +114,9 @@ async def test_journal_resumes_seq_after_restart(tmp_path: Path) -> None:
         assert seqs == ([(1, 0), (2, 0)] if round_ == 0 else [(3, 0), (4, 2)])
 
 
-async def test_journal_batches_under_load(tmp_path: Path) -> None:
+async def test_journal_batches_under_load(store_location: Path | str) -> None:
     rec = Recorder()
-    async with Store.open(tmp_path / "db.sqlite3") as store:
+    async with Store.open(store_location) as store:
         journal = Journal(store, rec.publish)
         async with anyio.create_task_group() as tg:
             await tg.start(journal.run)
@@ -132,45 +138,76 @@ def test_corrupt_database_is_reported_not_emptied(tmp_path: Path) -> None:
     garbage = b"this is not a database" * 100
     path.write_bytes(garbage)
     with pytest.raises(StoreCorrupt, match="never empties it"):
-        Database(path)
+        SqliteDatabase(path)
     assert path.read_bytes() == garbage
 
 
-def test_newer_schema_is_refused(tmp_path: Path) -> None:
-    path = tmp_path / "db.sqlite3"
-    conn = sqlite3.connect(path)
-    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
-    conn.close()
+def test_a_postgres_database_of_other_tables_is_refused_untouched(pg_empty_url: str) -> None:
+    with psycopg.connect(pg_empty_url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE tasks (x integer)")
+    with pytest.raises(StoreError, match=r"not hdsp's .*createdb hdsp"):
+        open_database(pg_empty_url)
+    with psycopg.connect(pg_empty_url, autocommit=True) as conn:
+        tables = conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
+        assert tables.fetchall() == [("tasks",)]
+
+
+def _set_stored_version(location: Path | str, version: int) -> None:
+    if isinstance(location, Path):
+        conn = sqlite3.connect(location)
+        conn.execute(f"PRAGMA user_version = {version}")
+        conn.close()
+        return
+    with psycopg.connect(location, autocommit=True) as pg:
+        pg.execute("UPDATE hdsp_schema SET version = %s", (version,))
+
+
+def test_newer_schema_is_refused(store_location: Path | str) -> None:
+    open_database(store_location).close()
+    _set_stored_version(store_location, SCHEMA_VERSION + 1)
     with pytest.raises(StoreTooNew, match="Upgrade hdsp"):
-        Database(path)
+        open_database(store_location)
 
 
-def test_migrations_apply_once(tmp_path: Path) -> None:
-    path = tmp_path / "db.sqlite3"
-    db = Database(path)
+@pytest.fixture(params=["sqlite", "postgresql"])
+def empty_location(request: pytest.FixtureRequest, tmp_path: Path) -> Path | str:
+    """A store that does not exist yet: a new file, or an empty database."""
+    if request.param == "sqlite":
+        return tmp_path / "db.sqlite3"
+    return str(request.getfixturevalue("pg_empty_url"))
+
+
+def test_migrations_apply_once(empty_location: Path | str) -> None:
+    db = open_database(empty_location)
     assert db.schema_version() == SCHEMA_VERSION
     db.close()
-    db = Database(path)  # a second open finds the schema current and changes nothing
+    db = open_database(empty_location)  # a second open finds the schema current
     assert db.schema_version() == SCHEMA_VERSION
     assert db.counts() == (0, 0)
     db.close()
 
 
-def test_an_older_database_is_migrated_with_its_data(tmp_path: Path) -> None:
-    from hdsp.daemon.store.database import _statements
-    from hdsp.daemon.store.migrations import MIGRATIONS
-
-    path = tmp_path / "old.sqlite3"
-    conn = sqlite3.connect(path, isolation_level=None)
-    for statement in _statements(MIGRATIONS[0]):  # the schema of hdsp's first version
-        conn.execute(statement)
-    conn.execute("PRAGMA user_version = 1")
+def test_an_older_database_is_migrated_with_its_data(empty_location: Path | str) -> None:
+    """Made as hdsp's first version made it (migration 1 and nothing else, the
+    same number on both backends), with a task and an event in it."""
     item = msgspec.json.encode(_item("old", 1))
-    conn.execute("INSERT INTO tasks VALUES ('old', 1, 1, 'running', ?)", (item,))
-    conn.execute("INSERT INTO events VALUES (1, 'old', 0, x'7b7d')")
-    conn.close()
+    if isinstance(empty_location, Path):
+        conn = sqlite3.connect(empty_location, isolation_level=None)
+        for statement in statements(MIGRATIONS[0].script(SQLITE)):
+            conn.execute(statement)
+        conn.execute("PRAGMA user_version = 1")
+        conn.execute("INSERT INTO tasks VALUES ('old', 1, 1, 'running', ?)", (item,))
+        conn.execute("INSERT INTO events VALUES (1, 'old', 0, x'7b7d')")
+        conn.close()
+    else:
+        with psycopg.connect(empty_location, autocommit=True) as pg:
+            pg.execute("CREATE TABLE hdsp_schema (version integer NOT NULL)")
+            pg.execute("INSERT INTO hdsp_schema VALUES (1)")
+            pg.execute(MIGRATIONS[0].script(POSTGRESQL))
+            pg.execute("INSERT INTO tasks VALUES ('old', 1, 1, 'running', %s)", (item,))
+            pg.execute("INSERT INTO events VALUES (1, 'old', 0, '\\x7b7d')")
 
-    db = Database(path)
+    db = open_database(empty_location)
     assert db.schema_version() == SCHEMA_VERSION
     assert db.get_task("old") is not None and db.head_seq() == 1
     # The new column is there, and the task shows as open (it was running).
@@ -203,10 +240,10 @@ async def test_wal_is_checkpointed_beside_the_writer(tmp_path: Path) -> None:
 
 
 async def test_a_live_event_goes_out_at_once_but_never_before_what_was_queued(
-    tmp_path: Path,
+    store_location: Path | str,
 ) -> None:
     rec = Recorder()
-    async with Store.open(tmp_path / "db.sqlite3") as store:
+    async with Store.open(store_location) as store:
         journal = Journal(store, rec.publish)
         async with anyio.create_task_group() as tg:
             await tg.start(journal.run)
@@ -223,33 +260,34 @@ async def test_a_live_event_goes_out_at_once_but_never_before_what_was_queued(
         assert [e.seq for _, e in rec.frames] == [1, None, 2, None]
 
 
+async def _loop_turns_during_commit(store: Store, body: bytes, seq: int) -> int:
+    """How many times other tasks ran on the event loop while `store` committed
+    an event of `body` (0: the commit held the loop the whole time)."""
+    ticks = 0
+    done = False
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while not done:
+            ticks += 1
+            await anyio.lowlevel.checkpoint()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(ticker)
+        await anyio.lowlevel.checkpoint()  # the ticker is running
+        before = ticks
+        await store.commit([], [(seq, "a", 0, body)])
+        done = True
+    return ticks - before
+
+
 async def test_small_batches_commit_on_the_loop_and_big_ones_beside_it(tmp_path: Path) -> None:
     """A small batch is cheaper to commit than to hand to a thread; a big one
     (a long tool output) must not hold up the event loop while it is written."""
     async with Store.open(tmp_path / "db.sqlite3") as store:
         await store.commit([insert_task(_item("a", 1))], [])
-        ticks = 0
-        done = False
-
-        async def ticker() -> None:
-            nonlocal ticks
-            while not done:
-                ticks += 1
-                await anyio.lowlevel.checkpoint()
-
-        async def commit_while_ticking(body: bytes, seq: int) -> int:
-            nonlocal ticks, done
-            ticks, done = 0, False
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(ticker)
-                await anyio.lowlevel.checkpoint()  # the ticker is running
-                before = ticks
-                await store.commit([], [(seq, "a", 0, body)])
-                done = True
-            return ticks - before
-
-        assert await commit_while_ticking(b"x" * 100, 1) == 0
-        assert await commit_while_ticking(b"x" * (8 << 20), 2) > 0
+        assert await _loop_turns_during_commit(store, b"x" * 100, 1) == 0
+        assert await _loop_turns_during_commit(store, b"x" * (8 << 20), 2) > 0
         assert [len(b) for b in store.db.replay(0, "a", 10)] == [100, 8 << 20]
 
 
@@ -283,6 +321,18 @@ async def test_a_short_history_is_read_on_the_loop_unless_a_thread_has_the_reade
                 store.read_now(db.api_messages, "a", 5000)
             release.set()
         assert store.read_now(db.api_messages, "a", 5000) is not None
+
+
+async def test_on_postgres_no_commit_or_read_holds_up_the_loop(pg_url: str) -> None:
+    """A server is a round trip away: even the smallest commit and read go to a
+    worker thread, and read_now says so at once (its callers read on a thread)."""
+    async with Store.open(pg_url) as store:
+        await store.commit([insert_task(_item("a", 1))], [])
+        assert await _loop_turns_during_commit(store, b"x" * 100, 1) > 0
+        with pytest.raises(anyio.WouldBlock):
+            store.read_now(store.db.api_messages, "a", 5000)
+        assert await store.read(store.db.api_messages, "a") == []
+        assert [len(b) for b in await store.read(store.db.replay, 0, "a", 10)] == [100]
 
 
 def test_a_batch_keeps_only_the_last_of_writes_to_the_same_row() -> None:

@@ -9,7 +9,7 @@ import sqlite3
 import zmq
 
 from hdsp.daemon.paths import resolve_paths
-from hdsp.daemon.store import Database, insert_task
+from hdsp.daemon.store import SqliteDatabase, insert_task
 from hdsp.protocol import (
     PROTOCOL_VERSION,
     Ack,
@@ -48,7 +48,7 @@ def _ask(sock: zmq.Socket[bytes], client_id: str, command: GetTask | GetTaskPage
 def test_stored_messages_go_out_as_stored(daemon_process: DaemonProcess) -> None:
     database = resolve_paths(daemon_process.data_dir, daemon_process.runtime_dir).database
     database.parent.mkdir(parents=True, exist_ok=True)
-    Database(database).close()
+    SqliteDatabase(database).close()
     conn = sqlite3.connect(database, isolation_level=None)
     item = HistoryItem(id=TASK, number=1, ts=1, task="t", state=TaskState.IDLE)
     conn.execute(*insert_task(item))
