@@ -5,7 +5,9 @@ window's panel is: it declares the notebooks open in its window and applies the
 agent's edits to their notebook models. A real hdspd runs the task against the
 scripted model; the specs are clients/jupyterlab/ui-tests/tests/live-edits-panel-*.
 
-Scenarios (the issue's numbers): (2) a cell inserted under the active cell and
+Scenarios (the issue's numbers): (1) "describe df" lists the variables of the
+notebook's own kernel, where the user built df, and answers with its real
+columns (the spec and the story are shared with the RTC route's test); (2) a cell inserted under the active cell and
 run shows its plot in the open notebook, with no "file changed on disk" dialog,
 and the saved file matches; (3) a cell the user edits while the agent prepares
 an edit of it is a conflict the model is told of; (4) a notebook closed mid-task
@@ -25,6 +27,13 @@ import pytest
 from tests.fakes.openai_server import FakeOpenAI
 from tests.jupyterlab.test_browser import Spec, call, done, lab_process, spec
 from tests.support.daemon_process import DaemonProcess
+from tests.support.jupyter_process import JupyterProcess
+from tests.support.live_edit_scenarios import (
+    NOTEBOOK,
+    USER_CELLS,
+    check_described_in_the_notebooks_kernel,
+    describe_df_script,
+)
 
 __all__ = ["lab_process", "spec"]  # the fixtures, shared with test_browser
 
@@ -50,6 +59,22 @@ def tool_results(fake: FakeOpenAI, request: int) -> list[str]:
     """The tool results the model's request `request` (0-based) carried."""
     messages = fake.requests[request]["messages"]
     return [json.dumps(m["content"]) for m in messages if m["role"] == "tool"]
+
+
+def test_scenario_1_describe_df_lists_the_notebook_kernels_variables(
+    daemon: DaemonProcess,
+    fake_openai: FakeOpenAI,
+    spec: Spec,
+    lab_process: JupyterProcess,
+    workspace: Path,
+) -> None:
+    write_notebook(workspace / NOTEBOOK, *USER_CELLS)
+    fake_openai.script(*describe_df_script())
+    spec.env |= {"HDSP_NOTEBOOK": NOTEBOOK, "HDSP_USER_CELLS": json.dumps(USER_CELLS)}
+    spec.run("notebook-variables.spec.ts")
+    check_described_in_the_notebooks_kernel(
+        fake_openai, daemon.runtime_dir, lab_process.runtime_dir
+    )
 
 
 def test_scenario_2_an_inserted_cell_runs_and_plots_in_the_open_notebook(
