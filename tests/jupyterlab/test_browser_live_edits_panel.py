@@ -33,6 +33,7 @@ from tests.support.live_edit_scenarios import (
     USER_CELLS,
     check_described_in_the_notebooks_kernel,
     describe_df_script,
+    kernel_hold,
 )
 
 __all__ = ["lab_process", "spec"]  # the fixtures, shared with test_browser
@@ -78,9 +79,12 @@ def test_scenario_1_describe_df_lists_the_notebook_kernels_variables(
 
 
 def test_scenario_2_an_inserted_cell_runs_and_plots_in_the_open_notebook(
-    daemon: DaemonProcess, fake_openai: FakeOpenAI, spec: Spec, workspace: Path
+    daemon: DaemonProcess, fake_openai: FakeOpenAI, spec: Spec, workspace: Path, tmp_path: Path
 ) -> None:
     write_notebook(workspace / "plots.ipynb", BUILD_DF, "print('below')")
+    release = tmp_path / "release-kernel"
+    spec.env["HDSP_KERNEL_HOLD"] = kernel_hold(release, marker="ax = df.x.plot()")
+    spec.env["HDSP_RELEASE_KERNEL"] = str(release)
     before = (workspace / "plots.ipynb").stat().st_mtime_ns
     fake_openai.script(
         call("read_notebook", path="plots.ipynb"),
