@@ -138,6 +138,36 @@ async def test_a_notebook_older_than_nbformat_4_5_is_edited_by_its_cells_ids(
         tg.cancel_scope.cancel()
 
 
+async def test_a_display_updated_from_a_later_cell_changes_where_it_was_made(
+    tmp_path: Path,
+) -> None:
+    """Jupyter's rule (as the file route and nbclient keep it) in the open
+    document: `h.update(...)` in a later cell rewrites the display where `h`
+    was made, and leaves that cell's execution count."""
+    async with running_service() as (svc, _), anyio.create_task_group() as tg:
+        host, on_disk = await _open(
+            tmp_path,
+            tg,
+            "h = display('first', display_id=True)\nprint('made')",
+            "h.update('second')",
+        )
+        tools = Tools(host.hosts)
+        ctx = RecordingContext(tmp_path, services={"kernels": svc})
+        await tools.read.execute(ctx, {"path": "open.ipynb"})
+        await tools.run.execute(ctx, {"path": "open.ipynb", "index": 0})
+        made = host.ynb.get_cell(0)
+        assert made["outputs"][0]["data"]["text/plain"] == "'first'"
+        result = await tools.run.execute(ctx, {"path": "open.ipynb", "index": 1})
+        assert "updated 1 display output(s) of other cells there too" in _text(result)
+        updated = host.ynb.get_cell(0)
+        assert updated["outputs"][0]["data"]["text/plain"] == "'second'"
+        assert updated["outputs"][1]["output_type"] == "stream"  # the rest as it was
+        assert updated["execution_count"] == 1
+        assert host.ynb.get_cell(1)["outputs"] == []
+        assert (tmp_path / "open.ipynb").read_bytes() == on_disk
+        tg.cancel_scope.cancel()
+
+
 async def test_a_cell_the_user_changed_since_the_read_is_a_conflict(tmp_path: Path) -> None:
     async with anyio.create_task_group() as tg:
         host, _ = await _open(tmp_path, tg, "df.x.plot()")
