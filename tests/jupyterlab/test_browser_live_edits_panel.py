@@ -1,7 +1,7 @@
 """Live edits through the panel (issue 17, without real-time collaboration), in a
-real browser: JupyterLab with RTC off (jupyter-collaboration's `disable_rtc`, the
-default of JupyterProcess), so the server extension is no document host and each
-window's panel is: it declares the notebooks open in its window and applies the
+real browser: JupyterLab as if jupyter-collaboration were not installed (its
+server extension not loaded, its JupyterLab extensions disabled), so the server
+extension is no document host and each window's panel is: it declares the notebooks open in its window and applies the
 agent's edits to their notebook models. A real hdspd runs the task against the
 scripted model; the specs are clients/jupyterlab/ui-tests/tests/live-edits-panel-*.
 
@@ -18,14 +18,16 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import jupyterlab
 import nbformat
 import pytest
 
 from tests.fakes.openai_server import FakeOpenAI
-from tests.jupyterlab.test_browser import Spec, call, done, lab_process, spec
+from tests.jupyterlab.test_browser import Spec, call, done, spec
 from tests.support.daemon_process import DaemonProcess
 from tests.support.jupyter_process import JupyterProcess
 from tests.support.live_edit_scenarios import (
@@ -36,11 +38,45 @@ from tests.support.live_edit_scenarios import (
     kernel_hold,
 )
 
-__all__ = ["lab_process", "spec"]  # the fixtures, shared with test_browser
+__all__ = ["spec"]  # the fixture, shared with test_browser (with this lab_process)
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 _v4: Any = nbformat.v4
+
+
+@pytest.fixture
+def lab_process(
+    daemon_process: DaemonProcess, workspace: Path, request: pytest.FixtureRequest
+) -> Iterator[JupyterProcess]:
+    """test_browser's JupyterLab, as if jupyter-collaboration were not installed."""
+    proc = JupyterProcess(
+        daemon_process.root,
+        hdsp_runtime_dir=daemon_process.runtime_dir,
+        root_dir=workspace,
+        app="lab",
+        collaboration=False,
+        config={
+            "LabServerApp": {
+                "extra_labextensions_path": [str(Path(jupyterlab.__file__).parent / "galata")]
+            },
+            "LabApp": {
+                "expose_app_in_browser": True,
+                "workspaces_dir": str(daemon_process.root / "lab-workspaces"),
+            },
+        },
+    )
+    try:
+        yield proc
+        # (Nothing of jupyter-collaboration ran.)
+        assert "jupyter_server_ydoc | extension was successfully loaded" not in proc.stderr()
+        assert "through their shared documents" not in proc.stderr()
+    finally:
+        proc.stop()
+        failed = getattr(request.node, "rep_call", None)
+        if failed is not None and failed.failed:
+            print(f"---- jupyter lab stderr ----\n{proc.stderr()}")
+
 
 BUILD_DF = "import pandas as pd\ndf = pd.DataFrame({'x': range(50), 'y': range(50)})\ndf.shape"
 
