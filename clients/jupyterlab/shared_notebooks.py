@@ -83,12 +83,19 @@ def _find(ynb: _YNotebook, cell_id: str | None) -> int | None:
     return None
 
 
+def _cell_id(ynb: _YNotebook, index: int) -> str:
+    """The cell's id as the shared document holds it. (`get_cell` leaves it out of
+    a notebook older than nbformat 4.5, which keeps no ids in its file; the
+    shared document gives every cell one all the same.)"""
+    return str(ynb.ycells[index].get("id") or "")
+
+
 def _doc_cell(ynb: _YNotebook, index: int, *, outputs: bool) -> DocumentCell:
     cell = ynb.get_cell(index)
     source = cell.get("source", "")
     count = cell.get("execution_count")
     return DocumentCell(
-        id=str(cell.get("id", "")),
+        id=_cell_id(ynb, index),
         cell_type=str(cell.get("cell_type", "code")),
         source="".join(source) if isinstance(source, list) else str(source),
         execution_count=int(count) if isinstance(count, int | float) else None,
@@ -204,7 +211,7 @@ def _apply(ynb: _YNotebook, edit: DocumentEdit) -> EditOutcome:
             if kind != ycell.get("cell_type"):
                 old = ynb.get_cell(index)
                 value = {
-                    "id": old.get("id"),
+                    "id": _cell_id(ynb, index),
                     "cell_type": kind,
                     "source": edit.source,
                     "metadata": dict(old.get("metadata") or {}),
@@ -222,7 +229,7 @@ def _apply(ynb: _YNotebook, edit: DocumentEdit) -> EditOutcome:
         case "delete":
             del ynb.ycells[index]
         case "move":
-            value = ynb.get_cell(index)
+            value = ynb.get_cell(index) | {"id": _cell_id(ynb, index)}
             del ynb.ycells[index]
             at = _after(ynb, edit.after_id)
             if at is None:

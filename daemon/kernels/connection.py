@@ -25,6 +25,8 @@ the way out; the service runs it in the kernel's task group.
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -52,6 +54,9 @@ __all__ = [
 ]
 
 log = structlog.get_logger("hdsp.kernels")
+
+#: A kernel spec's name as jupyter_client allows it (kernelspec._is_valid_kernel_name).
+_KERNEL_NAME = re.compile(r"[a-zA-Z0-9._\-]{1,64}")
 
 #: Gets one message of the kernel (never blocks).
 Route = Callable[[Mapping[str, Any]], None]
@@ -164,16 +169,24 @@ async def _connected(monitor: zmq.asyncio.Socket) -> None:
 
 
 def load_client(connection_file: str) -> Any:
-    """A jupyter_client client for the running kernel `connection_file` describes."""
+    """A jupyter_client client for the running kernel `connection_file` describes.
+    Its `kernel_name` is the kernel spec's name the file gives (Jupyter writes it),
+    when it is one: the client's loader leaves it out."""
     from jupyter_client.asynchronous.client import AsyncKernelClient
 
     kc = AsyncKernelClient()
     try:
         kc.load_connection_file(connection_file)
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+        with open(connection_file, encoding="utf-8") as f:
+            name = json.load(f).get("kernel_name")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise KernelStartFailed(
             f"Cannot read the connection file {connection_file}: {exc}"
         ) from None
+    # (What a file says is untrusted: only a kernel spec's name, as Jupyter
+    # allows them, is taken.)
+    if isinstance(name, str) and _KERNEL_NAME.fullmatch(name):
+        kc.kernel_name = name
     return kc
 
 

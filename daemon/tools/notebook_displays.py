@@ -10,7 +10,9 @@ task and notebook, the outputs (cell id and output index) that show each display
 id, and `apply` writes an execution's `display_updates` into those of other
 cells before the cell's new outputs are registered. A cell that runs again
 forgets what it showed before, and a remembered output that is no longer a
-display (the cell was edited or cleared since) is left alone.
+display (the cell was edited or cleared since) is left alone. It does so for a
+notebook open in JupyterLab too (the notebook tools' live route), on the cells
+of the open document.
 
 A display id is transient: the notebook file does not keep it, so what is
 remembered lasts as long as the daemon runs, as nbclient's lasts a run.
@@ -47,6 +49,14 @@ class NotebookDisplays:
         execution's display updates in the other cells of `nb` (changed in place)
         and remember the displays the cell shows now. Returns how many outputs of
         other cells were rewritten."""
+        return sum(self.rewrite(task_id, notebook, nb, index, result).values())
+
+    def rewrite(
+        self, task_id: str, notebook: str, nb: Any, index: int, result: ExecutionResult
+    ) -> dict[str, int]:
+        """As `apply`; returns the ids of the other cells rewritten, each with how
+        many of its outputs were (for a notebook open elsewhere, whose cells are
+        then set one by one)."""
         key = (task_id, notebook)
         shown = self._notebooks.pop(key, {})
         self._notebooks[key] = shown
@@ -56,7 +66,7 @@ class NotebookDisplays:
         for cells in shown.values():
             cells.pop(cell_id, None)
         cells_by_id = {str(c.get("id") or ""): c for c in nb.cells}
-        rewritten = 0
+        rewritten: dict[str, int] = {}
         for update in result.display_updates:
             if update.display_id is None:
                 continue
@@ -67,7 +77,7 @@ class NotebookDisplays:
                     if outputs and i < len(outputs) and outputs[i].get("output_type") in _DISPLAYS:
                         outputs[i]["data"] = _node(update.data or {})
                         outputs[i]["metadata"] = _node(update.metadata or {})
-                        rewritten += 1
+                        rewritten[other] = rewritten.get(other, 0) + 1
         for i, out in enumerate(result.outputs):
             if out.display_id is not None and out.output_type in _DISPLAYS and cell_id:
                 shown.setdefault(out.display_id, {}).setdefault(cell_id, []).append(i)

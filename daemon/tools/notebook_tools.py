@@ -895,6 +895,7 @@ class RunCell(_NotebookTool):
         final = [_output_dict(o) for o in run.result.outputs]
         try:
             await push(final, run.result.execution_count, False)
+            updated = await self._update_live_displays(ctx, path, live, cell_id, final, run.result)
         except (HostGone, ToolError) as exc:
             note = (
                 f"The outputs could not be put into cell {index} of {path.shown} in JupyterLab "
@@ -905,11 +906,55 @@ class RunCell(_NotebookTool):
                 f"The outputs and execution count are in cell {index} of {path.shown}, "
                 f"{live.where}."
             )
+            if updated:
+                note += f" The code updated {updated} display output(s) of other cells there too."
         first = result.content[0]
         assert isinstance(first, TextBlock)
         result.content[0] = TextBlock(text=f"{first.text}\n\n{note}")
         result.summary = f"{result.summary}\n{note}" if result.summary else note
         return result
+
+    async def _update_live_displays(
+        self,
+        ctx: ToolContext,
+        path: _Notebook,
+        live: LiveNotebook,
+        cell_id: str,
+        final: list[dict[str, Any]],
+        result: ExecutionResult,
+    ) -> int:
+        """The file route's display rule on the open document: the displays the
+        run updated are rewritten in the other cells that show them (each set
+        anew, its execution count kept), and the ones the cell shows now are
+        remembered. The document is read only when the run updated a display."""
+        if not result.display_updates:
+            lone = _nbf.from_dict({"cells": [{"id": cell_id, "outputs": final}]})
+            self.displays.rewrite(ctx.task_id, path.key, lone, 0, result)
+            return 0
+        cells = await live.read()
+        nb = _nbf.from_dict(
+            {"cells": [{"id": c.id, "outputs": list(c.outputs or [])} for c in cells]}
+        )
+        index = next((i for i, c in enumerate(cells) if c.id == cell_id), None)
+        if index is None:  # (the cell was deleted as it finished)
+            nb.cells.append(_nbf.from_dict({"id": cell_id, "outputs": final}))
+            index = len(nb.cells) - 1
+        nb.cells[index]["outputs"] = final
+        rewritten = self.displays.rewrite(ctx.task_id, path.key, nb, index, result)
+        counts = {c.id: c.execution_count for c in cells}
+        by_id = {str(c["id"]): c for c in nb.cells}
+        updated = 0
+        for other, outputs in rewritten.items():
+            edit = DocumentEdit(
+                op="outputs",
+                cell_id=other,
+                outputs=json.loads(json.dumps(by_id[other]["outputs"])),
+                execution_count=counts.get(other),
+            )
+            with suppress(ToolError):  # (the host refused that cell: it is left as it was)
+                await live.send(edit)
+                updated += outputs
+        return updated
 
     async def _store_outputs(
         self,

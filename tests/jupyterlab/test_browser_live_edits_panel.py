@@ -1,11 +1,13 @@
 """Live edits through the panel (issue 17, without real-time collaboration), in a
-real browser: JupyterLab with RTC off (jupyter-collaboration's `disable_rtc`, the
-default of JupyterProcess), so the server extension is no document host and each
-window's panel is: it declares the notebooks open in its window and applies the
+real browser: JupyterLab as if jupyter-collaboration were not installed (its
+server extension not loaded, its JupyterLab extensions disabled), so the server
+extension is no document host and each window's panel is: it declares the notebooks open in its window and applies the
 agent's edits to their notebook models. A real hdspd runs the task against the
 scripted model; the specs are clients/jupyterlab/ui-tests/tests/live-edits-panel-*.
 
-Scenarios (the issue's numbers): (2) a cell inserted under the active cell and
+Scenarios (the issue's numbers): (1) "describe df" lists the variables of the
+notebook's own kernel, where the user built df, and answers with its real
+columns (the spec and the story are shared with the RTC route's test); (2) a cell inserted under the active cell and
 run shows its plot in the open notebook, with no "file changed on disk" dialog,
 and the saved file matches; (3) a cell the user edits while the agent prepares
 an edit of it is a conflict the model is told of; (4) a notebook closed mid-task
@@ -16,21 +18,65 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import jupyterlab
 import nbformat
 import pytest
 
 from tests.fakes.openai_server import FakeOpenAI
-from tests.jupyterlab.test_browser import Spec, call, done, lab_process, spec
+from tests.jupyterlab.test_browser import Spec, call, done, spec
 from tests.support.daemon_process import DaemonProcess
+from tests.support.jupyter_process import JupyterProcess
+from tests.support.live_edit_scenarios import (
+    NOTEBOOK,
+    USER_CELLS,
+    check_described_in_the_notebooks_kernel,
+    describe_df_script,
+    kernel_hold,
+)
 
-__all__ = ["lab_process", "spec"]  # the fixtures, shared with test_browser
+__all__ = ["spec"]  # the fixture, shared with test_browser (with this lab_process)
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 _v4: Any = nbformat.v4
+
+
+@pytest.fixture
+def lab_process(
+    daemon_process: DaemonProcess, workspace: Path, request: pytest.FixtureRequest
+) -> Iterator[JupyterProcess]:
+    """test_browser's JupyterLab, as if jupyter-collaboration were not installed."""
+    proc = JupyterProcess(
+        daemon_process.root,
+        hdsp_runtime_dir=daemon_process.runtime_dir,
+        root_dir=workspace,
+        app="lab",
+        collaboration=False,
+        config={
+            "LabServerApp": {
+                "extra_labextensions_path": [str(Path(jupyterlab.__file__).parent / "galata")]
+            },
+            "LabApp": {
+                "expose_app_in_browser": True,
+                "workspaces_dir": str(daemon_process.root / "lab-workspaces"),
+            },
+        },
+    )
+    try:
+        yield proc
+        # (Nothing of jupyter-collaboration ran.)
+        assert "jupyter_server_ydoc | extension was successfully loaded" not in proc.stderr()
+        assert "through their shared documents" not in proc.stderr()
+    finally:
+        proc.stop()
+        failed = getattr(request.node, "rep_call", None)
+        if failed is not None and failed.failed:
+            print(f"---- jupyter lab stderr ----\n{proc.stderr()}")
+
 
 BUILD_DF = "import pandas as pd\ndf = pd.DataFrame({'x': range(50), 'y': range(50)})\ndf.shape"
 
@@ -52,10 +98,29 @@ def tool_results(fake: FakeOpenAI, request: int) -> list[str]:
     return [json.dumps(m["content"]) for m in messages if m["role"] == "tool"]
 
 
+def test_scenario_1_describe_df_lists_the_notebook_kernels_variables(
+    daemon: DaemonProcess,
+    fake_openai: FakeOpenAI,
+    spec: Spec,
+    lab_process: JupyterProcess,
+    workspace: Path,
+) -> None:
+    write_notebook(workspace / NOTEBOOK, *USER_CELLS)
+    fake_openai.script(*describe_df_script())
+    spec.env |= {"HDSP_NOTEBOOK": NOTEBOOK, "HDSP_USER_CELLS": json.dumps(USER_CELLS)}
+    spec.run("notebook-variables.spec.ts")
+    check_described_in_the_notebooks_kernel(
+        fake_openai, daemon.runtime_dir, lab_process.runtime_dir
+    )
+
+
 def test_scenario_2_an_inserted_cell_runs_and_plots_in_the_open_notebook(
-    daemon: DaemonProcess, fake_openai: FakeOpenAI, spec: Spec, workspace: Path
+    daemon: DaemonProcess, fake_openai: FakeOpenAI, spec: Spec, workspace: Path, tmp_path: Path
 ) -> None:
     write_notebook(workspace / "plots.ipynb", BUILD_DF, "print('below')")
+    release = tmp_path / "release-kernel"
+    spec.env["HDSP_KERNEL_HOLD"] = kernel_hold(release, marker="ax = df.x.plot()")
+    spec.env["HDSP_RELEASE_KERNEL"] = str(release)
     before = (workspace / "plots.ipynb").stat().st_mtime_ns
     fake_openai.script(
         call("read_notebook", path="plots.ipynb"),

@@ -1,7 +1,8 @@
 """Live edits through real-time collaboration in the real browser (issue 17,
-scenarios 2-4): Galata on Debian's chromium against JupyterLab with
+scenarios 1-4): Galata on Debian's chromium against JupyterLab with
 jupyter-collaboration on and hdsp's plugin, a real hdspd and the scripted model.
-The agent's notebook tools change the open notebook's shared document: its cell
+"describe df" lists the variables of the notebook's own kernel and answers with
+df's real columns. The agent's notebook tools change the open notebook's shared document: its cell
 appears under the user's active cell, highlighted, a run's outputs stream into
 it, no "file changed on disk" dialog comes, and the saved file matches the page;
 a cell the user changed is a conflict the model is told about; a notebook the
@@ -35,8 +36,10 @@ from tests.support.live_edit_scenarios import (
     PLOT_SOURCE,
     USER_CELLS,
     USER_EDIT,
+    check_described_in_the_notebooks_kernel,
     closed_notebook_script,
     conflict_script,
+    describe_df_script,
     insert_and_run_script,
     kernel_hold,
     tool_results,
@@ -158,6 +161,20 @@ def _notebook_context(fake: FakeOpenAI) -> dict[str, Any]:
     text = next(b["text"] for b in user["content"] if "<notebook_context>" in b["text"])
     found: dict[str, Any] = json.loads(text.split("\n")[2])
     return found
+
+
+def test_scenario_1_describe_df_lists_the_notebook_kernels_variables(
+    daemon: DaemonProcess,
+    fake_openai: FakeOpenAI,
+    spec: ScenarioSpec,
+    rtc_lab_process: JupyterProcess,
+) -> None:
+    fake_openai.script(*describe_df_script())
+    spec.run("notebook-variables.spec.ts")
+    assert _notebook_context(fake_openai)["notebook"] == NOTEBOOK
+    check_described_in_the_notebooks_kernel(
+        fake_openai, daemon.runtime_dir, rtc_lab_process.runtime_dir
+    )
 
 
 def test_scenario_2_an_inserted_plot_cell_runs_live_in_the_open_notebook(

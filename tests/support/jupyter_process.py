@@ -23,6 +23,8 @@ from typing import Any
 __all__ = ["JupyterProcess"]
 
 EXTENSION = "hdsp.client.jupyterlab"
+#: jupyter-collaboration's JupyterLab extensions.
+COLLABORATION_LABEXTENSIONS = ("@jupyter/collaboration-extension", "@jupyter/docprovider-extension")
 
 
 class JupyterProcess:
@@ -37,6 +39,7 @@ class JupyterProcess:
         env: Mapping[str, str] | None = None,
         args: Sequence[str] = (),
         rtc: bool = False,
+        collaboration: bool = True,
         python: str | Path = sys.executable,
         hdsp_extension: bool = True,
     ) -> None:
@@ -59,6 +62,10 @@ class JupyterProcess:
         #: by default (`disable_rtc`, its own switch), so that a test gets the
         #: JupyterLab it asks for.
         self.rtc = rtc
+        #: jupyter-collaboration there at all: False runs the server as if it were
+        #: not installed (its server extension not loaded, its JupyterLab
+        #: extensions disabled), which `disable_rtc` alone does not quite do.
+        self.collaboration = collaboration
         self.proc: subprocess.Popen[bytes] | None = None
         self.info: dict[str, Any] = {}
 
@@ -80,7 +87,13 @@ class JupyterProcess:
             {"jpserver_extensions": {EXTENSION: True}} if self.hdsp_extension else {}
         )
         config: dict[str, Any] = {"ServerApp": server}
-        if not self.rtc:
+        if not self.collaboration:
+            server["jpserver_extensions"]["jupyter_server_ydoc"] = False
+            (self.config_dir / "labconfig").mkdir(exist_ok=True)
+            (self.config_dir / "labconfig" / "page_config.json").write_text(
+                json.dumps({"disabledExtensions": dict.fromkeys(COLLABORATION_LABEXTENSIONS, True)})
+            )
+        elif not self.rtc:
             config["YDocExtension"] = {"disable_rtc": True}
         for section, values in self.extra_config.items():
             config.setdefault(section, {}).update(values)

@@ -5,6 +5,9 @@ notebook the user builds, what the scripted model does, the code that holds the
 kernel so a spec can look at a cell still running, and what the model must have
 been told.
 
+Scenario 1: "describe df": the agent lists the kernel's variables and describes
+`df`, which only the notebook's kernel holds (the user built it there), and
+answers with its real columns.
 Scenario 2: "add a cell that plots df.x": the agent reads the notebook, inserts
 a plot cell under the active cell (the user's first) and runs it.
 Scenario 3: the agent inserts the cell, then prepares an edit of it while the
@@ -20,6 +23,10 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import anyio
+
+from hdsp.client import connect
+from hdsp.protocol import KernelList, ListKernels
 from tests.fakes.openai_server import FakeOpenAI, ToolCall
 from tests.fakes.openai_server import Reply as FakeReply
 
@@ -30,8 +37,10 @@ __all__ = [
     "PLOT_SOURCE",
     "USER_CELLS",
     "USER_EDIT",
+    "check_described_in_the_notebooks_kernel",
     "closed_notebook_script",
     "conflict_script",
+    "describe_df_script",
     "insert_and_run_script",
     "kernel_hold",
     "tool_results",
@@ -61,6 +70,39 @@ def _call(name: str, **args: Any) -> FakeReply:
 
 def _done(text: str) -> FakeReply:
     return _call("attempt_completion", result=text)
+
+
+def describe_df_script() -> list[FakeReply]:
+    """Scenario 1: list the kernel's variables, describe df, answer."""
+    return [
+        _call("list_variables"),
+        FakeReply.tool_calls([ToolCall("describe_variable", json.dumps({"name": "df"}))]),
+        _done("df is a pandas DataFrame of 8 rows and one column, x (int64)."),
+    ]
+
+
+def check_described_in_the_notebooks_kernel(
+    fake: FakeOpenAI, hdsp_runtime_dir: Path, jupyter_runtime_dir: Path
+) -> None:
+    """After scenario 1: the model was told the user's df as the notebook's kernel
+    holds it (its real column and values), and that kernel, Jupyter's (its
+    connection file in Jupyter's runtime dir), is the only one hdsp knows: the
+    task is bound to it and hdsp started none of its own."""
+    listed, described = tool_results(fake, 2)
+    assert "df: pandas.DataFrame, shape (8, 1)" in listed, listed
+    assert "columns: x (int64)" in listed, listed
+    assert "Error" not in listed and "NameError" not in described, described
+    assert "3.875" in described  # df.x's mean, from describe()
+
+    async def kernels() -> KernelList:
+        async with connect(hdsp_runtime_dir) as client:
+            found: KernelList = await client.request(ListKernels())
+            return found
+
+    [kernel] = anyio.run(kernels).kernels
+    assert kernel.owned is False and len(kernel.task_ids) == 1, kernel
+    assert kernel.connection_file is not None
+    assert Path(kernel.connection_file).parent == jupyter_runtime_dir.resolve(), kernel
 
 
 def insert_and_run_script() -> list[FakeReply]:

@@ -401,6 +401,14 @@ async def notebook_kernel(tmp_path: Path) -> AsyncIterator[AsyncKernelManager]:
         shutil.rmtree(root, ignore_errors=True)
 
 
+def _renamed_copy(connection_file: str, kernel_name: str) -> str:
+    """A copy of a connection file that names the kernel `kernel_name`."""
+    info = json.loads(Path(connection_file).read_text())
+    copy = Path(connection_file).with_name("kernel-renamed.json")
+    copy.write_text(json.dumps(info | {"kernel_name": kernel_name}))
+    return str(copy)
+
+
 async def test_attach_to_a_kernel_started_elsewhere_and_detach_without_killing_it(
     notebook_kernel: AsyncKernelManager,
 ) -> None:
@@ -408,6 +416,8 @@ async def test_attach_to_a_kernel_started_elsewhere_and_detach_without_killing_i
     async with running_service() as (svc, rec):
         info = await svc.attach_kernel(km.connection_file)
         assert (info.owned, info.connection_file) == (False, km.connection_file)
+        # Named as Jupyter named it (its connection file says), not "unknown".
+        assert info.kernel_name == "python3"
         r = await svc.execute(info.kernel_id, "import os\nvalue = os.getpid()\nvalue")
         assert r.outputs[0].data is not None
         pid = int(r.outputs[0].data["text/plain"])
@@ -418,6 +428,11 @@ async def test_attach_to_a_kernel_started_elsewhere_and_detach_without_killing_i
             await svc.restart_kernel(info.kernel_id)
         # Attaching twice gives the same kernel.
         assert (await svc.attach_kernel(km.connection_file)).kernel_id == info.kernel_id
+        # A name that is no kernel spec's is not taken from the file.
+        odd = _renamed_copy(km.connection_file, "\x1b[31mpython3 (yours)")
+        strange = await svc.attach_kernel(odd)
+        assert strange.kernel_name == "unknown"
+        await svc.shutdown_kernel(strange.kernel_id)
         await svc.shutdown_kernel(info.kernel_id)
         assert rec.of_type(KernelShutdown)
         with pytest.raises(KernelNotFound):

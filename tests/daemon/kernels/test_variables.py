@@ -211,6 +211,49 @@ async def test_describe_a_frame_an_array_and_an_unprintable_object(tmp_path: Pat
         assert after["count"] == before["count"] + 1
 
 
+POLARS_SETUP = """
+import polars as pl
+frame = pl.DataFrame({"city": ["a", "b", None] * 100_000, "n": list(range(300_000))})
+wide = pl.DataFrame({f"col{i}": [0.5] for i in range(120)})
+ns = frame["n"]
+"""
+
+
+async def test_polars_frames_and_series_with_their_columns_and_rows(tmp_path: Path) -> None:
+    async with running_service() as (svc, _):
+        info = await svc.start_kernel(cwd=str(kernel_dir(tmp_path)))
+        kid = info.kernel_id
+        assert (await svc.execute(kid, POLARS_SETUP)).status == "ok"
+        found = await svc.list_variables(kid)
+        assert found.listing is not None, found
+        v = by_name(found.listing.variables)
+        assert set(v) == {"frame", "wide", "ns"}
+        frame = v["frame"]
+        assert (frame.type, frame.shape) == ("polars.DataFrame", [300_000, 2])
+        assert [(c.name, c.dtype) for c in frame.columns or []] == [
+            ("city", "String"),
+            ("n", "Int64"),
+        ]
+        assert frame.memory is not None and frame.memory >= 300_000 * 8
+        assert frame.head is not None and "city" in frame.head and "null" in frame.head
+        assert frame.error is None
+        assert v["wide"].shape == [1, 120] and v["wide"].columns_omitted == 70
+        series = v["ns"]
+        assert (series.type, series.shape, series.dtype) == ("polars.Series", [300_000], "Int64")
+        assert series.preview is not None and "0" in series.preview
+
+        described = await svc.describe_variable(kid, "frame")
+        assert described.detail is not None, described
+        sections = {s.title: s.text for s in described.detail.sections}
+        assert set(sections) == {"schema", "null counts", "describe()", "head"}
+        assert "city: String" in sections["schema"] and "n: Int64" in sections["schema"]
+        assert "100000" in sections["null counts"]  # city's nulls
+        assert "mean" in sections["describe()"] and "149999.5" in sections["describe()"]
+        column = await svc.describe_variable(kid, "ns")
+        assert column.detail is not None
+        assert {s.title for s in column.detail.sections} == {"null count", "describe()", "head"}
+
+
 async def test_a_name_is_data_never_code(tmp_path: Path) -> None:
     async with running_service() as (svc, _):
         info = await svc.start_kernel(cwd=str(kernel_dir(tmp_path)))

@@ -7,7 +7,6 @@ pycrdt document), answering through the same request/reply the daemon uses.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,78 +29,14 @@ from hdsp.daemon.tools.notebook_tools import (
     ReadNotebook,
     RunCell,
 )
-from hdsp.protocol import DocumentEdit, DocumentEditAnswer, DocumentEditRequested, Event
+from hdsp.protocol import DocumentEdit, DocumentEditAnswer, Event
 from tests.support.kernel_helpers import running_service
+from tests.support.shared_notebook_host import SharedNotebookHost
 from tests.support.tool_context import RecordingContext
 
 pytestmark = pytest.mark.timeout(60)
 
 _v4: Any = nbformat.v4
-
-
-class SharedNotebookHost:
-    """A document host holding one notebook open as a shared document: requests
-    arrive through the daemon's emit, are applied by a task of their own (as the
-    server extension does) and answered through NotebookHosts.answer."""
-
-    def __init__(self, path: Path) -> None:
-        self.ynb = YNotebook()
-        self.ynb.set(nbformat.read(str(path), as_version=4))
-        self.open = True
-        self.silent = False
-        self.requests: list[Any] = []
-        #: After each run or outputs request: its op, and the cell's execution
-        #: count and state then (what JupyterLab shows: `[*]` while "running").
-        self.runs: list[tuple[str, Any, Any]] = []
-        self._changed = anyio.Event()
-        send, receive = anyio.create_memory_object_stream[Any](16)
-        self._send, self._receive = send, receive
-        self.hosts = NotebookHosts(self.emit)
-
-    async def emit(self, event: Event) -> None:
-        assert isinstance(event, DocumentEditRequested)
-        await self._send.send(event.payload[0])
-
-    async def serve(self) -> None:
-        with self._send, self._receive:
-            await self._serve()
-
-    async def _serve(self) -> None:
-        async for request in self._receive:
-            self.requests.append(request)
-            if self.silent:
-                continue
-            if not self.open:
-                status, message, cells = "not_open", "closed", None
-            else:
-                status, message, cells = apply_edit(self.ynb, request.edit)
-                if request.edit.op in ("run", "outputs"):
-                    ycell = next(c for c in self.ynb.ycells if c["id"] == request.edit.cell_id)
-                    state = (ycell.get("execution_count"), ycell.get("execution_state"))
-                    self.runs.append((request.edit.op, *state))
-            self._changed.set()
-            self._changed = anyio.Event()
-            self.hosts.answer(
-                DocumentEditAnswer(
-                    request_id=request.request_id,
-                    host_id=request.host_id,
-                    status=status,  # type: ignore[arg-type]
-                    message=message,
-                    cells=cells,
-                )
-            )
-
-    async def wait_until(self, condition: Callable[[], bool]) -> None:
-        """Wait until `condition` holds after a request (the caller bounds it)."""
-        while not condition():
-            await self._changed.wait()
-
-    def sources(self) -> list[str]:
-        return [str(c["source"]) for c in self.ynb.ycells]
-
-    def save(self, path: Path) -> None:
-        """What the user's save does: the document to the file."""
-        nbformat.write(nbformat.from_dict(self.ynb.get()), str(path))
 
 
 class Tools:
@@ -162,6 +97,73 @@ async def test_edits_go_to_the_open_document_and_never_to_the_file(tmp_path: Pat
         await tools.delete.execute(ctx, {"path": "open.ipynb", "index": 2})
         assert host.sources() == ["df.x.hist()", "import pandas as pd"]
         # The file is the user's to save: nothing wrote it.
+        assert (tmp_path / "open.ipynb").read_bytes() == on_disk
+        tg.cancel_scope.cancel()
+
+
+async def test_a_notebook_older_than_nbformat_4_5_is_edited_by_its_cells_ids(
+    tmp_path: Path,
+) -> None:
+    """A file of nbformat 4.4 or older keeps no cell ids; the shared document
+    gives its cells ids all the same, and those are what the agent's edits name."""
+    path = tmp_path / "open.ipynb"
+    nb = _v4.new_notebook()
+    nb.nbformat_minor = 4
+    nb.cells = [_v4.new_code_cell("a = 1"), _v4.new_markdown_cell("# b"), _v4.new_code_cell("c")]
+    for cell in nb.cells:
+        del cell["id"]
+    nbformat.write(nb, str(path))
+    on_disk = path.read_bytes()
+    host = SharedNotebookHost(path)
+    host.hosts.declare("rtc-1", "rtc", [str(path.resolve())], 60.0)
+    ids = [str(c["id"]) for c in host.ynb.ycells]
+    async with running_service() as (svc, _), anyio.create_task_group() as tg:
+        tg.start_soon(host.serve)
+        tools = Tools(host.hosts)
+        ctx = RecordingContext(tmp_path, services={"kernels": svc})
+        await tools.read.execute(ctx, {"path": "open.ipynb"})
+        await tools.edit.execute(ctx, {"path": "open.ipynb", "index": 0, "source": "a = 2"})
+        await tools.edit.execute(
+            ctx, {"path": "open.ipynb", "index": 1, "source": "b = 3", "cell_type": "code"}
+        )
+        await tools.move.execute(ctx, {"path": "open.ipynb", "index": 2, "to_index": 0})
+        ran = await tools.run.execute(ctx, {"path": "open.ipynb", "index": 1})
+        assert "open in JupyterLab" in _text(ran)
+        await tools.delete.execute(ctx, {"path": "open.ipynb", "index": 0})
+        assert host.sources() == ["a = 2", "b = 3"]
+        # The cells kept their ids through the edit of a type and the move.
+        assert [str(c["id"]) for c in host.ynb.ycells] == ids[:2]
+        assert host.ynb.get_cell(0)["execution_count"] == 1
+        assert path.read_bytes() == on_disk
+        tg.cancel_scope.cancel()
+
+
+async def test_a_display_updated_from_a_later_cell_changes_where_it_was_made(
+    tmp_path: Path,
+) -> None:
+    """Jupyter's rule (as the file route and nbclient keep it) in the open
+    document: `h.update(...)` in a later cell rewrites the display where `h`
+    was made, and leaves that cell's execution count."""
+    async with running_service() as (svc, _), anyio.create_task_group() as tg:
+        host, on_disk = await _open(
+            tmp_path,
+            tg,
+            "h = display('first', display_id=True)\nprint('made')",
+            "h.update('second')",
+        )
+        tools = Tools(host.hosts)
+        ctx = RecordingContext(tmp_path, services={"kernels": svc})
+        await tools.read.execute(ctx, {"path": "open.ipynb"})
+        await tools.run.execute(ctx, {"path": "open.ipynb", "index": 0})
+        made = host.ynb.get_cell(0)
+        assert made["outputs"][0]["data"]["text/plain"] == "'first'"
+        result = await tools.run.execute(ctx, {"path": "open.ipynb", "index": 1})
+        assert "updated 1 display output(s) of other cells there too" in _text(result)
+        updated = host.ynb.get_cell(0)
+        assert updated["outputs"][0]["data"]["text/plain"] == "'second'"
+        assert updated["outputs"][1]["output_type"] == "stream"  # the rest as it was
+        assert updated["execution_count"] == 1
+        assert host.ynb.get_cell(1)["outputs"] == []
         assert (tmp_path / "open.ipynb").read_bytes() == on_disk
         tg.cancel_scope.cancel()
 

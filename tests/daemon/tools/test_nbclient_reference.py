@@ -1,10 +1,13 @@
 """nbclient's own test notebooks as the reference of hdsp's output rules.
 
-Each notebook in scope runs twice in this test: through nbclient (its
+Each notebook in scope runs in this test through nbclient (its
 `NotebookClient`, in a kernel of its own), and through hdsp's kernel path (the
 notebook tools' `run_cell` on every code cell in order, with the kernel service
-and a real ipykernel, the outputs written to the file). Then every cell's final
-outputs in hdsp's file must equal nbclient's. What must differ between two runs
+and a real ipykernel), by both of the tools' routes: the outputs written to the
+file, and the outputs put into the notebook open in JupyterLab (a shared
+document edited with the server extension's own code, tests/support/
+shared_notebook_host.py). Then every cell's final outputs in hdsp's file, and in
+the open document, must equal nbclient's. What must differ between two runs
 is normalised: execution counts, the time a cell printed, tracebacks' colours
 and file names, memory addresses; and consecutive stream outputs of one name are
 joined (nbclient keeps one output per stream message by default, JupyterLab and
@@ -22,6 +25,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import anyio
 import nbformat
 import pytest
 from jupyter_client.manager import AsyncKernelManager
@@ -32,6 +36,7 @@ from hdsp.daemon.tools.notebook_tools import NotebookTracker, ReadNotebook, RunC
 from tests.support.daemon_process import short_tmp_dir
 from tests.support.kernel_helpers import running_service
 from tests.support.nbclient_files import NbclientFilesUnavailable, nbclient_test_files
+from tests.support.shared_notebook_host import SharedNotebookHost
 from tests.support.tool_context import RecordingContext
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
@@ -163,22 +168,35 @@ async def _run_with_nbclient(nb: Any, folder: Path, root: Path, cell_limit: floa
         await km.shutdown_kernel(now=True)
 
 
-async def _run_with_hdsp(name: str, workspace: Path, cell_limit: float) -> Any:
+async def _run_with_hdsp(name: str, workspace: Path, cell_limit: float, route: str) -> Any:
+    """The notebook after run_cell ran its code cells in order: its file (route
+    "file"), or the open document (route "open"), which leaves the file alone."""
     tracker = NotebookTracker()
-    read, run = ReadNotebook(tracker), RunCell(tracker)
-    async with running_service() as (svc, _):
+    host = SharedNotebookHost(workspace / name) if route == "open" else None
+    hosts = host.hosts if host is not None else None
+    read, run = ReadNotebook(tracker, hosts), RunCell(tracker, hosts)
+    before = (workspace / name).read_bytes()
+    async with running_service() as (svc, _), anyio.create_task_group() as tg:
+        if host is not None:
+            host.hosts.declare("rtc-ref", "rtc", [str((workspace / name).resolve())], 600.0)
+            tg.start_soon(host.serve)
         ctx = RecordingContext(workspace, services={"kernels": svc}, task_id=f"ref-{name}")
         await read.execute(ctx, {"path": name})
         nb = _nbf.read(str(workspace / name), as_version=4)
         for index, cell in enumerate(nb.cells):
             if cell.cell_type == "code" and not _skipped(cell):
                 await run.execute(ctx, {"path": name, "index": index, "timeout": cell_limit})
-    return _nbf.read(str(workspace / name), as_version=4)
+        tg.cancel_scope.cancel()
+    if host is None:
+        return _nbf.read(str(workspace / name), as_version=4)
+    assert (workspace / name).read_bytes() == before  # (the open document only)
+    return _nbf.from_dict(host.ynb.get())
 
 
+@pytest.mark.parametrize("route", ["file", "open"])
 @pytest.mark.parametrize("name", sorted(IN_SCOPE))
 async def test_every_cell_ends_with_the_outputs_nbclient_gives(
-    name: str, nbclient_files: Path, tmp_path: Path
+    name: str, route: str, nbclient_files: Path, tmp_path: Path
 ) -> None:
     timeout = IN_SCOPE[name]
     theirs_dir, ours_dir = tmp_path / "nbclient", tmp_path / "hdsp"
@@ -197,7 +215,7 @@ async def test_every_cell_ends_with_the_outputs_nbclient_gives(
         await _run_with_nbclient(theirs, theirs_dir, root, timeout)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    ours = await _run_with_hdsp(name, ours_dir, timeout)
+    ours = await _run_with_hdsp(name, ours_dir, timeout, route)
 
     assert len(ours.cells) == len(theirs.cells)
     ran = 0

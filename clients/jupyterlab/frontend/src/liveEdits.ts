@@ -49,6 +49,8 @@ export interface SharedCellLike {
   setMetadata(key: string, value: unknown): void;
   toJSON(): Record<string, unknown>;
   execution_count?: number | null;
+  /** 'running' shows the cell as running (`[*]`), as a run the user started does. */
+  executionState?: string;
   getOutputs?(): unknown[];
   setOutputs?(outputs: unknown[]): void;
 }
@@ -87,9 +89,14 @@ function indexOf(nb: SharedNotebookLike, id: string | null | undefined): number 
   return index < 0 ? null : index;
 }
 
-function setOutputs(cell: SharedCellLike, outputs: unknown[], count: number | null): void {
+function setOutputs(cell: SharedCellLike, outputs: unknown[], count: number | null, running = false): void {
   cell.setOutputs?.(outputs);
   cell.execution_count = count;
+  // (As the server extension's rtc host sets `execution_state`: JupyterLab
+  // shows a running cell as [*] and takes a count as the end of the run.)
+  if ('executionState' in cell) {
+    cell.executionState = running ? 'running' : 'idle';
+  }
 }
 
 function newCell(id: string, kind: string, source: string, metadata: Record<string, unknown>): Record<string, unknown> {
@@ -198,14 +205,14 @@ function apply(nb: SharedNotebookLike, edit: DocumentEdit): Applied {
     }
     case 'run':
       if (cell.cell_type === 'code') {
-        setOutputs(cell, [], null);
+        setOutputs(cell, [], null, true);
       }
       return { status: 'ok', cells: [documentCell(cell, false)] };
     case 'outputs':
       if (cell.cell_type !== 'code') {
         return { status: 'invalid', message: 'Only a code cell has outputs.' };
       }
-      setOutputs(cell, edit.outputs ?? [], edit.executionCount ?? null);
+      setOutputs(cell, edit.outputs ?? [], edit.executionCount ?? null, edit.running ?? false);
       return { status: 'ok' };
     default:
       return { status: 'invalid', message: `Unknown op ${JSON.stringify(edit.op)}.` };

@@ -155,11 +155,17 @@ describe('applyEdit', () => {
     expect(run.status).toBe('ok');
     expect(run.cells?.[0].id).toBe('c0');
     expect(cell.getOutputs()).toEqual([]);
+    // It shows as running ([*]) while its outputs stream in, and not once they are final.
+    expect(cell.executionState).toBe('running');
+    const first = [{ output_type: 'stream', name: 'stdout', text: 'h' }];
+    expect(applyEdit(nb, { op: 'outputs', cellId: 'c0', outputs: first, running: true }).status).toBe('ok');
+    expect(cell.executionState).toBe('running');
     const outputs = [
       { output_type: 'stream', name: 'stdout', text: 'hi\n' },
       { output_type: 'display_data', data: { 'image/png': 'iVBORw0KGgo=', 'text/plain': '<Figure>' }, metadata: {} }
     ];
     expect(applyEdit(nb, { op: 'outputs', cellId: 'c0', outputs, executionCount: 4 }).status).toBe('ok');
+    expect(cell.executionState).toBe('idle');
     expect(cell.execution_count).toBe(4);
     expect(cell.getOutputs().map((o: any) => o.output_type)).toEqual(['stream', 'display_data']);
     expect(cell.getOutputs()[1].data['image/png']).toBe('iVBORw0KGgo=');
