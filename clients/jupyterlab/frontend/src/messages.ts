@@ -77,6 +77,41 @@ export interface CellView {
   kernelRestarted: boolean;
 }
 
+/** What a tool call gave back (a `tool_result` message), as the CLI's `→` line. */
+export interface ToolResultView {
+  tool: string;
+  /** The result's text, cut to `FOLD_LINES` lines; `more`: lines left folded. */
+  head: string;
+  more: string;
+  isError: boolean;
+  /** Notes on what the text does not show: images, characters not kept. */
+  notes: string[];
+}
+
+/** Lines of a result shown before the rest is folded (as the CLI folds). */
+export const FOLD_LINES = 20;
+
+export function toolResultOf(message: ClineMessage): ToolResultView {
+  const data = jsonObject(message.text);
+  const text = data !== null && typeof data.text === 'string' ? data.text : (message.text ?? '');
+  const num = (v: unknown): number => (typeof v === 'number' && Number.isFinite(v) ? v : 0);
+  const notes: string[] = [];
+  if (data !== null && num(data.images) > 0) {
+    notes.push(`[${num(data.images)} image(s)]`);
+  }
+  if (data !== null && num(data.omitted) > 0) {
+    notes.push(`[${num(data.omitted).toLocaleString()} characters not kept]`);
+  }
+  const lines = (text.trim() ? text : '(nothing)').split('\n');
+  return {
+    tool: data !== null && typeof data.tool === 'string' ? data.tool : '',
+    head: lines.slice(0, FOLD_LINES).join('\n'),
+    more: lines.slice(FOLD_LINES).join('\n'),
+    isError: data !== null && data.isError === true,
+    notes
+  };
+}
+
 export function cellOf(message: ClineMessage): CellView | null {
   const data = jsonObject(message.text);
   if (data === null || typeof data.code !== 'string') {

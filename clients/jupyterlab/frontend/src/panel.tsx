@@ -24,6 +24,7 @@ import {
   QUIET_SAYS,
   STATE_WORDS,
   toolOf,
+  toolResultOf,
   verdict
 } from './messages';
 import { descendants, filterTasks, messagesOf, OpenTask, taskTree, TaskRow, ViewState } from './state';
@@ -172,6 +173,32 @@ function CommandCard(props: { message: ClineMessage }): JSX.Element {
         {props.message.cwd && <span className="hdsp-tool-path">in {props.message.cwd}</span>}
       </div>
       <pre className="hdsp-command">$ {props.message.text}</pre>
+    </div>
+  );
+}
+
+/** What a tool call gave back, under the call (as `hdsp show`'s `→` line):
+ * plain text, folded past FOLD_LINES lines, red when it is an error. */
+function ToolResult(props: { message: ClineMessage }): JSX.Element {
+  const r = toolResultOf(props.message);
+  return (
+    <div
+      data-testid="hdsp-tool-result"
+      data-tool={r.tool}
+      className={`hdsp-tool-result${r.isError ? ' hdsp-tool-result-error' : ''}`}
+    >
+      <pre className="hdsp-tool-result-text">{'→ ' + r.head}</pre>
+      {r.more && (
+        <details>
+          <summary>{r.more.split('\n').length} more lines</summary>
+          <pre className="hdsp-tool-result-text">{r.more}</pre>
+        </details>
+      )}
+      {r.notes.map(note => (
+        <div key={note} className="hdsp-note">
+          {note}
+        </div>
+      ))}
     </div>
   );
 }
@@ -333,6 +360,9 @@ function MessageView(props: { message: ClineMessage; task: OpenTask; prompt: boo
       break;
     case 'command_output':
       body = <pre className="hdsp-command-output">{m.text}</pre>;
+      break;
+    case 'tool_result':
+      body = <ToolResult message={m} />;
       break;
     case 'cell_output':
       body = <CellCard message={m} task={props.task} />;

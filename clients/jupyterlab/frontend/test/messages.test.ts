@@ -1,4 +1,4 @@
-import { blobRef, cellOf, fence, imageSrc, outputBundle, stripAnsi, toolOf } from '../src/messages';
+import { blobRef, cellOf, fence, FOLD_LINES, imageSrc, outputBundle, stripAnsi, toolOf, toolResultOf } from '../src/messages';
 
 const SHA = '9f2b5c0e4f3d1a7b8c6e5d4f3a2b1c0d9e8f7a6b5c4d3e2f1a0b9c8d7e6f5a4b';
 
@@ -43,5 +43,21 @@ describe('message helpers', () => {
       'application/vnd.jupyter.stderr': 'E: v'
     });
     expect(stripAnsi('\x1b[1;32mok\x1b[0m')).toBe('ok');
+  });
+
+  it('reads a tool result as the CLI shows it: its text, folded, red when an error', () => {
+    const say = (text: string) => ({ ts: 1, type: 'say' as const, say: 'tool_result', text });
+    const long = Array.from({ length: FOLD_LINES + 5 }, (_, i) => `line ${i}`).join('\n');
+    const r = toolResultOf(say(JSON.stringify({ tool: 'read_file', text: long, images: 1, omitted: 1200 })));
+    expect(r.tool).toBe('read_file');
+    expect(r.head.split('\n')).toHaveLength(FOLD_LINES);
+    expect(r.more.split('\n')).toHaveLength(5);
+    expect(r.isError).toBe(false);
+    expect(r.notes).toEqual(['[1 image(s)]', `[${(1200).toLocaleString()} characters not kept]`]);
+    const failed = toolResultOf(say('{"tool": "write_to_file", "text": "Error: denied", "isError": true}'));
+    expect([failed.head, failed.more, failed.isError]).toEqual(['Error: denied', '', true]);
+    expect(toolResultOf(say('{"tool": "x", "text": "  "}')).head).toBe('(nothing)');
+    // Not JSON (an older record): its text as it is, never an error.
+    expect(toolResultOf(say('plain <b>text</b>'))).toMatchObject({ head: 'plain <b>text</b>', isError: false });
   });
 });

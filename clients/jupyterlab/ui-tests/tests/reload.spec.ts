@@ -13,6 +13,12 @@ test('a reload mid-task loses nothing and resumes live', async ({ page }) => {
   const partial = page.locator('[data-testid="hdsp-message"][data-say="text"][data-partial="true"]');
   await expect(partial).toHaveCount(1);
   await expect(page.locator('[data-testid="hdsp-tool-card"][data-tool="read_file"]')).toBeVisible();
+  // What the read gave back shows under it as text (as `hdsp show`'s `→` line),
+  // never as the record's raw JSON.
+  const result = page.locator('[data-testid="hdsp-tool-result"][data-tool="read_file"]');
+  await expect(result).toContainText('→');
+  await expect(result).toContainText('x,y');
+  await expect(page.getByText('[tool_result]')).toHaveCount(0);
   const taskId = await openTaskId(page);
   const before = await conversation(page);
 
