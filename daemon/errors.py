@@ -28,7 +28,8 @@ these where they are met, with ``raise ... from exc``::
     │   ├── KernelDead             invalid_state
     │   ├── KernelNotOwned         invalid_state
     │   ├── KernelBusy             invalid_state
-    │   └── KernelOverloaded       overloaded
+    │   ├── KernelOverloaded       overloaded
+    │   └── KernelServerUnreachable unavailable  kernels/gateway.py: a Jupyter server
     ├── GitFailed                  internal    checkpoints/shadow.py: a shadow git command failed
     ├── WorkspaceRefused           invalid_request  checkpoints/shadow.py: no checkpoints there
     └── DispatcherFull             overloaded  server/dispatch.py: too many commands wait
