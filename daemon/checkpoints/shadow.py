@@ -446,8 +446,10 @@ class ShadowRepo:
                 "--pathspec-from-file=-", "--pathspec-file-nul", input=spec,
             )  # fmt: skip
         if to_add:
+            # (Not `git add`: a file gone since `git status` listed it, as a
+            # database's journal comes and goes, is no error here, just left out.)
             spec = b"\0".join(os.fsencode(p) for p in to_add) + b"\0"
-            await self.git("add", "-A", "--pathspec-from-file=-", "--pathspec-file-nul", input=spec)
+            await self.git("update-index", "--add", "--remove", "-z", "--stdin", input=spec)
         # The index's tree as a commit on HEAD: plumbing, which (unlike `git
         # commit`) does not look at the work tree again.
         _, tree = await self.git("write-tree")
