@@ -261,7 +261,9 @@ async def replace_all(
             REPLACE_ANSWER_LIMIT,
         )
         try:
-            await document.send(DocumentEdit(op="replace", notebook=nb))
+            answer = await document.send(DocumentEdit(op="replace", notebook=nb))
+            if answer.status != "ok":  # (a host that knows no `replace`)
+                raise ToolError(answer.message or answer.status)
         except (HostGone, ToolError) as exc:
             notes.append(
                 f"{notebook.path} is open in JupyterLab, which did not take the restore "

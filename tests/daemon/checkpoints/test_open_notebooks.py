@@ -320,3 +320,26 @@ async def test_a_snapshot_and_a_replace_are_the_whole_notebook(tmp_path: Path, w
             host, str(ws / "plots.ipynb"), DocumentEdit(op="replace"), expires_in=10
         )
         assert bad.status == "invalid" and s.host.sources() == ["a = 1"]
+
+
+async def test_a_host_older_than_checkpoints_leaves_the_notebook_to_its_file(
+    tmp_path: Path, ws: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A server extension from before `snapshot` and `replace` answers them as
+    # it answers any edit of a cell it cannot find: a conflict.
+    from hdsp.client.jupyterlab import shared_notebooks
+    from tests.support import shared_notebook_host
+
+    async def older(ynb: Any, edit: DocumentEdit, save: Any) -> Any:
+        return (*shared_notebooks.apply_edit(ynb, edit), None)
+
+    monkeypatch.setattr(shared_notebook_host, "serve_edit", older)
+    _write(ws / "plots.ipynb", "a = 1")
+    async with _open(tmp_path) as s:
+        first = await s.service.save("t", ws, "one")
+        assert any("which gave no notebook for it: its file was kept" in n for n in first.notes)
+        _write(ws / "plots.ipynb", "a = 2")
+        restored = await s.service.restore_files("t", ws, first, None)
+        assert restored.open_notebooks == [] and _sources(ws / "plots.ipynb") == ["a = 1"]
+        [note] = restored.notes
+        assert "plots.ipynb is open in JupyterLab, which did not take the restore" in note
