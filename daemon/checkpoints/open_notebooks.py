@@ -197,6 +197,14 @@ def cells_of(data: bytes | None) -> list[tuple[str, str]] | None:
     return [(str(c.get("cell_type")), str(c.get("source", ""))) for c in nb["cells"]]
 
 
+def _document(
+    documents: NotebookHosts, notebook: OpenNotebook, task_id: str, limit: float
+) -> LiveNotebook:
+    """The open notebook as the notebook tools reach it (a host that does not
+    answer within `limit` seconds is forgotten)."""
+    return LiveNotebook(documents, notebook.host, notebook.absolute, notebook.path, task_id, limit)
+
+
 async def snapshot_all(
     documents: NotebookHosts,
     notebooks: Iterable[OpenNotebook],
@@ -208,14 +216,7 @@ async def snapshot_all(
     notes: list[str] = []
 
     async def one(notebook: OpenNotebook) -> None:
-        document = LiveNotebook(
-            documents,
-            notebook.host,
-            notebook.absolute,
-            notebook.path,
-            task_id,
-            SNAPSHOT_ANSWER_LIMIT,
-        )
+        document = _document(documents, notebook, task_id, SNAPSHOT_ANSWER_LIMIT)
         try:
             answer = await document.send(DocumentEdit(op="snapshot"))
         except (HostGone, ToolError) as exc:
@@ -252,14 +253,7 @@ async def replace_all(
     notes: list[str] = []
 
     async def one(notebook: OpenNotebook, nb: dict[str, Any]) -> None:
-        document = LiveNotebook(
-            documents,
-            notebook.host,
-            notebook.absolute,
-            notebook.path,
-            task_id,
-            REPLACE_ANSWER_LIMIT,
-        )
+        document = _document(documents, notebook, task_id, REPLACE_ANSWER_LIMIT)
         try:
             answer = await document.send(DocumentEdit(op="replace", notebook=nb))
             if answer.status != "ok":  # (a host that knows no `replace`)
