@@ -343,3 +343,26 @@ async def test_a_host_older_than_checkpoints_leaves_the_notebook_to_its_file(
         assert restored.open_notebooks == [] and _sources(ws / "plots.ipynb") == ["a = 1"]
         [note] = restored.notes
         assert "plots.ipynb is open in JupyterLab, which did not take the restore" in note
+
+
+async def test_an_open_notebook_the_restore_removes_is_said_to_be_still_open(
+    tmp_path: Path, ws: Path
+) -> None:
+    # The notebook did not exist at the checkpoint: the restore removes its file
+    # (the host cannot close a window), and says JupyterLab still shows it.
+    (ws / "data.csv").write_text("x\n")
+    _write(ws / "new.ipynb", "n = 1")
+    async with _open(tmp_path, "new.ipynb") as s:
+        s.declare()
+        (ws / "new.ipynb").unlink()
+        first = await s.service.save("t", ws, "before the notebook")
+        _write(ws / "new.ipynb", "n = 1")
+        s.declare(ws / "new.ipynb")
+        await s.service.save("t", ws, "with it")
+        restored = await s.service.restore_files("t", ws, first, None)
+        assert restored.files == ["new.ipynb"] and restored.open_notebooks == []
+        assert not (ws / "new.ipynb").exists()
+        [note] = restored.notes
+        assert "new.ipynb was no notebook file at checkpoint 1" in note
+        assert "JupyterLab still shows it open (close it there without saving)" in note
+        assert "replace" not in [op for op, _ in s.ops()]
