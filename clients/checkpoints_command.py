@@ -123,6 +123,11 @@ def _result_lines(result: CheckpointRestoreResult) -> list[str]:
     lines = [f"restored checkpoint {result.checkpoint} ({result.restore})"]
     if result.restore != "history":
         lines.append(f"files changed: {', '.join(result.files) or 'none'}")
+    if result.open_notebooks:
+        lines.append(
+            "restored and saved where JupyterLab has them open: " + ", ".join(result.open_notebooks)
+        )
+    lines += [f"note: {note}" for note in result.notes]
     if result.undo_checkpoint is not None:
         lines.append(f"to undo: hdsp restore {result.task_id[:8]} {result.undo_checkpoint}")
     if result.rewound:

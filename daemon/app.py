@@ -436,6 +436,7 @@ class Daemon:
             clock=lambda: int(time.time() * 1000),
             kernels=self.kernels,
             private=(self.paths.data_dir, self.paths.runtime_dir),
+            documents=engine.documents,
         )
         self.mcp = engine.mcp_hub(
             lambda: store.settings.mcp,

@@ -163,6 +163,25 @@ class CheckpointRestoreResult(WireStruct, frozen=True):
             )
         ),
     ] = []
+    open_notebooks: Annotated[
+        list[str],
+        Meta(
+            description=(
+                "Of `files`, the notebooks open in JupyterLab: restored in the open "
+                "document (every view shows it at once) and saved there, so the file "
+                "matches what JupyterLab shows."
+            )
+        ),
+    ] = []
+    notes: Annotated[
+        list[str],
+        Meta(
+            description=(
+                "What did not go as usual (a notebook open in JupyterLab that did not "
+                "answer, so its file was written instead)."
+            )
+        ),
+    ] = []
     replay_pending: Annotated[
         bool,
         Meta(

@@ -22,6 +22,12 @@ Conflicts are decided by the host on the live document: an edit names the cell
 by id and carries the SHA-256 of the source the agent last read of it; a cell
 whose live source hashes otherwise is not touched, and the answer says
 `conflict` with the cell's current source.
+
+Checkpoints use the same exchange (never a model): `snapshot` reads the whole
+open notebook, so that a checkpoint keeps what JupyterLab shows rather than the
+file the user may not have saved; `replace` puts a checkpoint's notebook into the
+open document and saves it there, so that a restore the user asked for shows at
+once and the file matches it.
 """
 
 from __future__ import annotations
@@ -47,7 +53,9 @@ __all__ = [
 
 DocumentRoute = Literal["rtc", "panel"]
 
-DocumentEditOp = Literal["read", "insert", "edit", "delete", "move", "run", "outputs"]
+DocumentEditOp = Literal[
+    "read", "insert", "edit", "delete", "move", "run", "outputs", "snapshot", "replace"
+]
 
 
 class HostDocuments(CommandBase["DocumentsHosted"], tag="HostDocuments", frozen=True):
@@ -100,6 +108,10 @@ class DocumentEdit(WireStruct, frozen=True):
       and show it running.
     - outputs: set the outputs and execution count of `cellId` (as they stream);
       `running`: the cell still runs (its final outputs come with `running` false).
+    - snapshot: answer with the whole notebook (`notebook`) as the host would save
+      it; changes nothing. (Checkpoints.)
+    - replace: make the document `notebook` (cells, outputs, metadata), then save
+      it to its file as the user's save does; answer once it is saved. (A restore.)
 
     `expectedSha256` (edit, delete, move, run): the SHA-256 of the UTF-8 source the
     agent last read of `cellId`; the host answers `conflict` if the live source
@@ -116,6 +128,10 @@ class DocumentEdit(WireStruct, frozen=True):
     execution_count: int | None = None
     marker: dict[str, Any] | None = None
     running: bool = False
+    notebook: Annotated[
+        dict[str, Any] | None,
+        Meta(description="The whole notebook (nbformat 4 JSON); only for a `replace`."),
+    ] = None
 
 
 class DocumentEditRequest(WireStruct, frozen=True):
@@ -132,13 +148,18 @@ class DocumentEditRequest(WireStruct, frozen=True):
 
 class DocumentEditAnswer(WireStruct, frozen=True):
     """The host's answer. `cells`: the document's cells after the edit (outputs
-    only for a read); for a conflict, the cell in conflict with its live source."""
+    only for a read); for a conflict, the cell in conflict with its live source.
+    `notebook`: the whole notebook, in the answer to a `snapshot`."""
 
     request_id: str
     host_id: str
     status: Literal["ok", "conflict", "not_open", "invalid", "expired"]
     message: str | None = None
     cells: list[DocumentCell] | None = None
+    notebook: Annotated[
+        dict[str, Any] | None,
+        Meta(description="The whole notebook (nbformat 4 JSON); only for a `snapshot`."),
+    ] = None
 
 
 class AnswerDocumentEdit(CommandBase["DocumentEditTaken"], tag="AnswerDocumentEdit", frozen=True):

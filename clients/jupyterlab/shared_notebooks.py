@@ -8,16 +8,20 @@ once and the file is written by the room's own save, never behind Lab's back.
 shows them), re-declaring when that changes and before the lease ends, and
 serves `documentEditRequested` addressed to it, one at a time in the order they
 come. `apply_edit` is the edit itself on a `jupyter_ydoc.YNotebook`, in one
-transaction.
+transaction. A checkpoint's `snapshot` is the whole shared document; a restore's
+`replace` sets the whole document and then has the room save it at once (as a
+user's save does), answering only when the file is written.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 import os
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import anyio
@@ -41,7 +45,15 @@ if TYPE_CHECKING:
     # when collaboration is on.
     from pycrdt import Map
 
-__all__ = ["LEASE_SECONDS", "POLL_INTERVAL", "EditOutcome", "SharedNotebooks", "apply_edit"]
+__all__ = [
+    "LEASE_SECONDS",
+    "POLL_INTERVAL",
+    "EditOutcome",
+    "Outcome",
+    "SharedNotebooks",
+    "apply_edit",
+    "serve_edit",
+]
 
 #: Seconds between two looks at which notebooks are open.
 POLL_INTERVAL = 1.0
@@ -64,10 +76,16 @@ class _YNotebook(Protocol):
 
     def get_cell(self, index: int) -> dict[str, Any]: ...
 
+    async def aget(self) -> dict[str, Any]: ...
+
+    async def aset(self, value: dict[str, Any]) -> None: ...
+
 
 AnswerStatus = Literal["ok", "conflict", "not_open", "invalid", "expired"]
 #: What an edit came to: the answer's status, message and cells.
 EditOutcome = tuple[AnswerStatus, str | None, list[DocumentCell] | None]
+#: What a request came to: an edit's outcome, and the notebook (a snapshot's).
+Outcome = tuple[AnswerStatus, str | None, list[DocumentCell] | None, dict[str, Any] | None]
 
 
 def _sha(source: str) -> str:
@@ -252,6 +270,29 @@ def _apply(ynb: _YNotebook, edit: DocumentEdit) -> EditOutcome:
     return "ok", None, _cells(ynb)
 
 
+async def serve_edit(
+    ynb: _YNotebook, edit: DocumentEdit, save: Callable[[], Awaitable[bool]]
+) -> Outcome:
+    """A request on the shared notebook: a checkpoint's `snapshot` (the whole
+    document), a restore's `replace` (the whole document set to the request's
+    notebook, then `save`d, as a user's save does: so the file is what every view
+    shows, and no view finds its file changed behind its back), or an edit."""
+    match edit.op:
+        case "snapshot":
+            notebook: dict[str, Any] = await ynb.aget()
+            return "ok", None, None, notebook
+        case "replace":
+            value = edit.notebook
+            if not isinstance(value, dict) or not isinstance(value.get("cells"), list):
+                return "invalid", "A replace needs the notebook.", None, None
+            await ynb.aset(value)
+            if not await save():
+                return "invalid", "JupyterLab showed the restore but did not save it.", None, None
+            return "ok", None, None, None
+        case _:
+            return (*apply_edit(ynb, edit), None)
+
+
 class SharedNotebooks:
     """The `rtc` document host of one Jupyter server (see the module docstring).
     `run` serves until cancelled."""
@@ -334,30 +375,48 @@ class SharedNotebooks:
             await anyio.sleep(POLL_INTERVAL)
 
     async def _handle(self, request: DocumentEditRequest) -> None:
-        status, message, cells = await self._outcome(request)
+        status, message, cells, notebook = await self._outcome(request)
         answer = DocumentEditAnswer(
             request_id=request.request_id,
             host_id=self.host_id,
             status=status,
             message=message,
             cells=cells,
+            notebook=notebook,
         )
         try:
             await self.link.request(AnswerDocumentEdit(data=answer))
         except (ClientError, DaemonDown) as exc:
             _log.info("hdsp: an edit's answer did not reach hdspd (%s)", type(exc))
 
-    async def _outcome(self, request: DocumentEditRequest) -> EditOutcome:
+    async def _outcome(self, request: DocumentEditRequest) -> Outcome:
         if time.time() > request.expires_at:
-            return "expired", "The request came too late; nothing was changed.", None
+            return "expired", "The request came too late; nothing was changed.", None, None
         room_id = self._open_notebooks().get(request.path)
         if room_id is None:
-            return "not_open", "The notebook is not open in JupyterLab.", None
+            return "not_open", "The notebook is not open in JupyterLab.", None, None
         document = await self._ydoc.get_document(room_id=room_id, copy=False)
         if document is None or not hasattr(document, "ycells"):
-            return "not_open", "The notebook's shared document is gone.", None
+            return "not_open", "The notebook's shared document is gone.", None, None
         try:
-            return apply_edit(document, request.edit)
+            outcome = await serve_edit(document, request.edit, lambda: self._save(room_id))
         except Exception as exc:  # a document in a state the edit cannot handle
             self._log.exception("hdsp: an edit of a notebook failed")
-            return "invalid", f"The edit failed in JupyterLab: {type(exc).__name__}", None
+            return "invalid", f"The edit failed in JupyterLab: {type(exc).__name__}", None, None
+        if request.edit.op == "replace" and outcome[0] == "ok":
+            self._log.info("hdsp: a notebook open in JupyterLab was restored: %s", request.path)
+        return outcome
+
+    async def _save(self, room_id: str) -> bool:
+        """Have the room save its document now, as JupyterLab's save does, and
+        wait until it has; False if it cannot (a room still loading)."""
+        server = getattr(self._ydoc, "ywebsocket_server", None)
+        room = (getattr(server, "rooms", None) or {}).get(room_id)
+        save = getattr(room, "_save_to_disc", None)
+        task = save() if callable(save) else None
+        if not isinstance(task, asyncio.Task):
+            return False
+        # (Waited for, not awaited: a save the room cancels for a later one must
+        # not cancel this request's handling.)
+        await asyncio.wait({task})
+        return not task.cancelled() and task.exception() is None

@@ -26,3 +26,5 @@ class PendingReplay(msgspec.Struct, frozen=True, kw_only=True):
     files: list[str] = []
     rewound: bool = False
     nested: list[str] = []
+    open_notebooks: list[str] = []
+    notes: list[str] = []

@@ -1,7 +1,9 @@
 """The checkpoint service: one shadow repository per workspace (work on one is
 serialised by a lock), checkpoints numbered per task and kept in the store with
 the `checkpointSaved` event that announces them, the tasks' kernel execution
-logs, and the diffs and file restores the commands ask for.
+logs, and the diffs and file restores the commands ask for. Notebooks open in
+JupyterLab are kept as JupyterLab shows them and restored there
+(open_notebooks).
 """
 
 from __future__ import annotations
@@ -10,8 +12,9 @@ import functools
 import os
 from collections.abc import Awaitable, Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import msgspec
@@ -33,11 +36,23 @@ from hdsp.protocol import (
 
 from .executions import ExecutionRecord, replay_plan
 from .notebook_diff import notebook_diff
+from .open_notebooks import (
+    OpenNotebook,
+    cells_of,
+    find_open,
+    notebook_json,
+    read_file,
+    replace_all,
+    snapshot_all,
+)
 from .pending import PendingReplay
 from .replay import replay_kernel
 from .shadow import GitFailed, ShadowRepo, refusal
 
-__all__ = ["Announce", "CheckpointService"]
+if TYPE_CHECKING:
+    from hdsp.daemon.tools.notebook_hosts import NotebookHosts
+
+__all__ = ["Announce", "CheckpointService", "RestoredFiles"]
 
 log = structlog.get_logger("hdsp.checkpoints")
 
@@ -91,6 +106,21 @@ def _not_shown(letter: str, path: str) -> FileChange:
     )
 
 
+@dataclass
+class RestoredFiles:
+    """What a restore of files did."""
+
+    #: The checkpoint of the state before it (restore it to undo).
+    undo: CheckpointInfo
+    #: The files it changed.
+    files: list[str] = field(default_factory=list)
+    #: Nested repositories, left as they are.
+    nested: list[str] = field(default_factory=list)
+    #: Of `files`, the notebooks restored where they are open in JupyterLab.
+    open_notebooks: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
 def _cut(text: str) -> str:
     if len(text) <= DIFF_LIMIT:
         return text
@@ -107,9 +137,12 @@ class CheckpointService:
         clock: Callable[[], int],
         kernels: KernelService | None = None,
         private: Sequence[Path] = (),
+        documents: NotebookHosts | None = None,
     ) -> None:
         #: The kernels a restore "with kernel" restarts and replays into.
         self.kernels = kernels
+        #: The notebooks open in JupyterLab: kept as they show there, restored there.
+        self.documents = documents
         #: hdsp's own folders (data, runtime): never in a checkpoint, and no
         #: workspace inside one has checkpoints.
         self._private = list(private)
@@ -152,6 +185,21 @@ class CheckpointService:
 
     def _deadline(self) -> float:
         return self._settings().git_timeout_seconds
+
+    # ---- notebooks open in JupyterLab -----------------------------------------------
+
+    async def _open(self, workspace: Path) -> dict[str, OpenNotebook]:
+        if self.documents is None or not self.documents.hosts():
+            return {}
+        return await anyio.to_thread.run_sync(find_open, self.documents, workspace)
+
+    async def _live(self, task_id: str, workspace: Path) -> tuple[dict[str, bytes], list[str]]:
+        """The open notebooks of `workspace` as JupyterLab shows them (relative
+        path -> bytes), and notes for those it could not show."""
+        notebooks = await self._open(workspace)
+        if not notebooks or self.documents is None:
+            return {}, []
+        return await snapshot_all(self.documents, notebooks.values(), task_id)
 
     # ---- the store ----------------------------------------------------------------
 
@@ -251,12 +299,14 @@ class CheckpointService:
         self, task_id: str, workspace: Path, reason: str, announce: Announce | None = None
     ) -> CheckpointInfo:
         """Take a checkpoint of `workspace` for `task_id` (raises WorkspaceRefused,
-        GitFailed); `announce` shows it in the task's history first."""
+        GitFailed); `announce` shows it in the task's history first. A notebook
+        open in JupyterLab is kept as JupyterLab shows it, not as its file is."""
         repo, lock = self._repo(workspace)
+        live, live_notes = await self._live(task_id, workspace)
         async with lock:
             with anyio.fail_after(self._deadline()):
                 with _written("The checkpoint could not be written"):
-                    saved = await repo.save(f"{reason} (task {task_id})")
+                    saved = await repo.save(f"{reason} (task {task_id})", live)
             number = await self._last("checkpoints", "number", task_id, self._numbers) + 1
             self._numbers[task_id] = number
         executions = await self._last("kernel_executions", "seq", task_id, self._seqs)
@@ -267,7 +317,7 @@ class CheckpointService:
             commit=saved.commit,
             reason=reason,
             changed=saved.changed,
-            notes=saved.notes,
+            notes=saved.notes + live_notes,
             executions=executions,
         )
         if announce is not None:
@@ -305,12 +355,14 @@ class CheckpointService:
         new = await self.checkpoint(task_id, to) if to is not None else None
         repo, lock = self._repo(workspace)
         files: list[FileChange] = []
+        live = (await self._live(task_id, workspace))[0] if new is None else {}
         async with lock:
             with anyio.fail_after(self._deadline() * 4):
                 if new is None:
-                    # The workspace now: staged (and committed) as a checkpoint would be.
+                    # The workspace now (its open notebooks as JupyterLab shows
+                    # them): staged (and committed) as a checkpoint would be.
                     with _written("The workspace could not be read for the diff"):
-                        await repo.save(f"diff of checkpoint {number} (task {task_id})")
+                        await repo.save(f"diff of checkpoint {number} (task {task_id})", live)
                 target = new.commit if new is not None else None
                 total = 0
                 for letter, path in await repo.changes(old.commit, target):
@@ -358,10 +410,10 @@ class CheckpointService:
 
     async def restore_files(
         self, task_id: str, workspace: Path, info: CheckpointInfo, announce: Announce | None
-    ) -> tuple[CheckpointInfo, list[str], list[str]]:
+    ) -> RestoredFiles:
         """Save the present state (the undo checkpoint), then set the files to
-        `info`'s. Returns the undo checkpoint, the files that changed and the
-        nested repositories left as they are."""
+        `info`'s. A notebook open in JupyterLab is restored there: its host
+        replaces the open document and saves it (see open_notebooks)."""
         undo = await self.save(
             task_id, workspace, f"before restoring checkpoint {info.number}", announce
         )
@@ -369,9 +421,65 @@ class CheckpointService:
         async with lock:
             with anyio.fail_after(self._deadline() * 4):
                 with _written("The files could not be restored"):
-                    changed = await repo.restore(info.commit)
+                    changed = await repo.to_restore(info.commit)
+                    done, notes = await self._restore_open(task_id, workspace, repo, info, changed)
+                    await repo.restore_paths(info.commit, [p for p in changed if p not in done])
             nested = sorted(repo.nested)
-        return undo, changed, nested
+        return RestoredFiles(
+            undo=undo,
+            files=sorted(set(changed) | set(done)),
+            nested=nested,
+            open_notebooks=done,
+            notes=notes,
+        )
+
+    async def _restore_open(
+        self,
+        task_id: str,
+        workspace: Path,
+        repo: ShadowRepo,
+        info: CheckpointInfo,
+        changed: list[str],
+    ) -> tuple[list[str], list[str]]:
+        """Restore the open notebooks of `workspace` whose content the restore
+        changes, or whose file differs from the checkpoint while JupyterLab
+        shows it, through their hosts. Returns those restored so, and notes."""
+        notebooks = {
+            path: notebook
+            for path, notebook in (await self._open(workspace)).items()
+            if not repo.left_alone(path) and path not in repo.unsaved
+        }
+        if not notebooks or self.documents is None:
+            return [], []
+        regular = await repo.regular_files(info.commit, sorted(notebooks))
+        notes: list[str] = []
+        contents: dict[str, tuple[OpenNotebook, dict[str, Any]]] = {}
+        for path, notebook in sorted(notebooks.items()):
+            if path not in regular:
+                if path in changed:
+                    notes.append(
+                        f"{path} was no notebook file at checkpoint {info.number}: the restore "
+                        "removed or replaced its file, but JupyterLab still shows it open "
+                        "(close it there without saving)."
+                    )
+                continue
+            data = await repo.show(info.commit, path)
+            nb = notebook_json(data) if data is not None else None
+            if nb is None:
+                if path in changed:
+                    notes.append(
+                        f"{path} at checkpoint {info.number} is not a notebook JupyterLab can "
+                        "show: its file was restored, JupyterLab may ask whether to reload it."
+                    )
+                continue
+            if path not in changed:
+                # The open document is the checkpoint's already; its file may not be.
+                on_disk = await anyio.to_thread.run_sync(read_file, workspace, path)
+                if cells_of(on_disk) == cells_of(data):
+                    continue
+            contents[path] = (notebook, nb)
+        done, more = await replace_all(self.documents, workspace, contents, task_id)
+        return done, notes + more
 
     async def replay(
         self, task_id: str, workspace: Path, plan: list[ExecutionRecord], skip: Collection[int]

@@ -34,6 +34,12 @@ real `git` binary.
 - Restoring never moves HEAD back: the index and the files are set to the
   checkpoint's tree (`git restore --source`), and the next save commits that
   state on top, so every checkpoint stays reachable.
+- A notebook open in JupyterLab is kept as JupyterLab shows it: a save may be
+  given its bytes (`live`, read from the open document by the caller), which are
+  staged in place of the file's (`git hash-object`, `git update-index`): the
+  file itself is never written, saving it stays the user's business. Such a
+  notebook is kept only where its file would be (not ignored, not in a nested
+  repository, under the size limit), and only as a regular file.
 
 Every git command runs as a subprocess through anyio, never through a shell;
 callers bound it with a deadline. A git killed hard (by that deadline, or with
@@ -46,7 +52,7 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -85,6 +91,10 @@ _ATTRIBUTES = (
     "# Written by hdsp: the workspace's .gitattributes steer nothing here.\n"
     "* -text -eol -crlf -ident -filter -working-tree-encoding !diff !merge\n"
 )
+
+#: The modes of a regular file in a git tree (the only ones a notebook open in
+#: JupyterLab is staged as).
+_REGULAR = ("100644", "100755")
 
 #: The lock files of the git commands a save and a restore run.
 _GIT_LOCKS = ("index.lock", "HEAD.lock")
@@ -136,6 +146,13 @@ def refusal(workspace: Path, private: Sequence[Path] = ()) -> str | None:
                 "copies of. Start the task in a project folder to have checkpoints."
             )
     return None
+
+
+def _object_id(data: bytes, width: int) -> str:
+    """The id git gives `data` as a blob (SHA-1, or SHA-256 in a repository
+    whose ids are `width` = 64 hex digits long)."""
+    algorithm = hashlib.sha256 if width == 64 else hashlib.sha1
+    return algorithm(b"blob %d\0" % len(data) + data).hexdigest()
 
 
 def _clean_environment(git_dir: Path) -> dict[str, str]:
@@ -351,8 +368,11 @@ class ShadowRepo:
             else:
                 log.warning("stale git lock removed", git_dir=str(self.git_dir), lock=name)
 
-    async def save(self, message: str) -> SavedTree:
-        """Commit the workspace as it is; with nothing changed, the last commit."""
+    async def save(self, message: str, live: Mapping[str, bytes] | None = None) -> SavedTree:
+        """Commit the workspace as it is; with nothing changed, the last commit.
+        `live`: the notebooks open in JupyterLab (relative path -> the bytes of
+        the open document), kept in place of their files."""
+        live = {p: data for p, data in (live or {}).items() if not self.left_alone(p)}
         if not self._ready:
             await self.open()
         self._clear_stale_locks()
@@ -377,11 +397,18 @@ class ShadowRepo:
                 "--pathspec-from-file=-", "--pathspec-file-nul", input=spec,
             )  # fmt: skip
             entries = [(xy, p) for xy, p in await self._status() if not p.startswith(self._skip)]
+        head = await self.head()
+        # Each open notebook's bytes in place of its file's, where the file is kept.
+        index_info = b""
         paths: list[str] = []
+        taken: set[str] = set()
+        if live:
+            new = {p for xy, p in entries if xy == "??"}
+            index_info, paths, taken = await self._live(live, head, new, notes, unsaved)
         to_add: list[str] = []
         to_remove: list[str] = []
         for xy, path in entries:
-            if path.endswith("/") or self.nested_root(path) is not None:
+            if path in taken or path.endswith("/") or self.nested_root(path) is not None:
                 continue
             if xy[1] != "D" and xy != "D ":
                 try:
@@ -408,7 +435,8 @@ class ShadowRepo:
             elif xy[1] != " ":  # the file differs from the index (or is new to it)
                 to_add.append(path)
         self.unsaved = unsaved
-        head = await self.head()
+        if index_info:
+            await self.git("update-index", "-z", "--index-info", input=index_info)
         if not paths and head is not None:
             return SavedTree(head, [], notes)
         if to_remove:
@@ -418,8 +446,10 @@ class ShadowRepo:
                 "--pathspec-from-file=-", "--pathspec-file-nul", input=spec,
             )  # fmt: skip
         if to_add:
+            # (Not `git add`: a file gone since `git status` listed it, as a
+            # database's journal comes and goes, is no error here, just left out.)
             spec = b"\0".join(os.fsencode(p) for p in to_add) + b"\0"
-            await self.git("add", "-A", "--pathspec-from-file=-", "--pathspec-file-nul", input=spec)
+            await self.git("update-index", "--add", "--remove", "-z", "--stdin", input=spec)
         # The index's tree as a commit on HEAD: plumbing, which (unlike `git
         # commit`) does not look at the work tree again.
         _, tree = await self.git("write-tree")
@@ -429,6 +459,75 @@ class ShadowRepo:
         await self.git("update-ref", "HEAD", commit)
         self._head = commit
         return SavedTree(commit, sorted(paths), notes)
+
+    async def _entries(
+        self, treeish: str | None, paths: Sequence[str]
+    ) -> dict[str, tuple[str, str]]:
+        """path -> (mode, object id) of `paths` in `treeish` (None: the index)."""
+        if treeish is None:
+            _, out = await self.git("ls-files", "-s", "-z", "--", *paths)
+        else:
+            _, out = await self.git("ls-tree", "-z", treeish, "--", *paths)
+        found = {}
+        for record in out.split(b"\0"):
+            if b"\t" in record:
+                meta, path = record.split(b"\t", 1)
+                fields = meta.decode().split()
+                # ls-files: mode, id, stage; ls-tree: mode, type, id.
+                found[os.fsdecode(path)] = (fields[0], fields[1 if treeish is None else 2])
+        return found
+
+    async def _live(
+        self,
+        live: Mapping[str, bytes],
+        head: str | None,
+        new: set[str],
+        notes: list[str],
+        unsaved: list[str],
+    ) -> tuple[bytes, list[str], set[str]]:
+        """What of `live` (the open notebooks' bytes) to stage: the `update-index
+        --index-info` input, the paths whose content differs from `head`'s, and
+        the paths taken care of (their files play no part). A notebook is staged
+        where its file would be (in the index, in HEAD, or new and not ignored:
+        `new`), as a regular file, under the size limit (else it is not saved)."""
+        paths = sorted(live)
+        index = await self._entries(None, paths)
+        tree = await self._entries(head, paths) if head is not None else {}
+        info: list[bytes] = []
+        changed: list[str] = []
+        taken: set[str] = set()
+        for path in paths:
+            data = live[path]
+            mode = index.get(path, tree.get(path, ("", "")))[0]
+            if not mode and path in new:
+                mode = await anyio.to_thread.run_sync(self._file_mode, path)
+            if mode not in _REGULAR:
+                continue  # (not kept, or kept as a link: its file decides)
+            taken.add(path)
+            if len(data) > self.max_file_bytes:
+                notes.append(
+                    f"{path} (open in JupyterLab, {len(data):,} bytes) is over the checkpoint "
+                    f"size limit ({self.max_file_bytes:,} bytes): not saved."
+                )
+                unsaved.append(path)
+                continue
+            digest = _object_id(data, len(index.get(path, tree.get(path, ("", "0" * 40)))[1]))
+            if index.get(path, ("", ""))[1] != digest:
+                _, out = await self.git("hash-object", "-w", "--stdin", input=data)
+                digest = out.decode().strip()
+                info.append(f"{mode} {digest}\t".encode() + os.fsencode(path) + b"\0")
+            if tree.get(path, ("", ""))[1] != digest:
+                changed.append(path)
+        return b"".join(info), changed, taken
+
+    def _file_mode(self, path: str) -> str:
+        try:
+            st = (self.workspace / path).lstat()
+        except OSError:
+            return ""
+        if not stat.S_ISREG(st.st_mode):
+            return ""
+        return "100755" if st.st_mode & 0o111 else "100644"
 
     # ---- reading ----------------------------------------------------------------
 
@@ -463,11 +562,21 @@ class ShadowRepo:
         caller saved the present state first. Returns the paths that changed.
         Files over the size limit and files inside nested repositories are left
         as they are."""
+        changed = await self.to_restore(commit)
+        await self.restore_paths(commit, changed)
+        return changed
+
+    async def to_restore(self, commit: str) -> list[str]:
+        """The paths a restore of `commit` changes (the caller saved the present
+        state first): those that differ, less files over the size limit."""
         self._clear_stale_locks()
         kept = set(self.unsaved)
-        changed = [path for _, path in await self.changes(commit, None) if path not in kept]
-        if changed:
-            spec = b"\0".join(os.fsencode(p) for p in changed) + b"\0"
+        return [path for _, path in await self.changes(commit, None) if path not in kept]
+
+    async def restore_paths(self, commit: str, paths: Sequence[str]) -> None:
+        """Set the files `paths` (and their index entries) to `commit`'s."""
+        if paths:
+            spec = b"\0".join(os.fsencode(p) for p in paths) + b"\0"
             await self.git(
                 "restore",
                 f"--source={commit}",
@@ -477,4 +586,10 @@ class ShadowRepo:
                 "--pathspec-file-nul",
                 input=spec,
             )
-        return changed
+
+    async def regular_files(self, commit: str, paths: Sequence[str]) -> set[str]:
+        """Which of `paths` `commit` holds as regular files (not links)."""
+        if not paths:
+            return set()
+        found = await self._entries(commit, paths)
+        return {path for path, (mode, _) in found.items() if mode in _REGULAR}

@@ -1171,8 +1171,7 @@ class TaskManager:
                 )
             await self.rewind(task_id, info.message_ts, include=True)
             rewound = True
-        undo = None
-        files: list[str] = []
+        restored = None
         if data.restore in ("files", "both"):
             task = await self._load(task_id)
             try:
@@ -1183,23 +1182,24 @@ class TaskManager:
                     )
                     return message.ts
 
-                undo, files, nested = await service.restore_files(
-                    task_id, workspace, info, announce
-                )
+                restored = await service.restore_files(task_id, workspace, info, announce)
             except (GitFailed, WorkspaceRefused, TimeoutError) as exc:
                 raise CommandError(ErrorCode.INVALID_STATE, f"Not restored: {exc}") from None
             finally:
                 self.settle(task)
+            nested = restored.nested
         else:
             nested = await self._nested(service, workspace)
         result = CheckpointRestoreResult(
             task_id=task_id,
             checkpoint=info.number,
             restore=data.restore,
-            undo_checkpoint=undo.number if undo is not None else None,
-            files=files,
+            undo_checkpoint=restored.undo.number if restored is not None else None,
+            files=restored.files if restored is not None else [],
             rewound=rewound,
             nested=nested,
+            open_notebooks=restored.open_notebooks if restored is not None else [],
+            notes=restored.notes if restored is not None else [],
         )
         if not data.with_kernel:
             await self._finish_restore(info, result)
@@ -1272,6 +1272,8 @@ class TaskManager:
             files=result.files,
             rewound=result.rewound,
             nested=result.nested,
+            open_notebooks=result.open_notebooks,
+            notes=result.notes,
         )
         await service.save_pending(pending)
         outcome = self._replays[data.task_id] = _ReplayOutcome(info.number)
@@ -1341,6 +1343,8 @@ class TaskManager:
                 files=pending.files,
                 rewound=pending.rewound,
                 nested=pending.nested,
+                open_notebooks=pending.open_notebooks,
+                notes=pending.notes,
                 kernel=replay,
             )
             await self._finish_restore(info, result)
@@ -1732,6 +1736,11 @@ def _restored_text(result: CheckpointRestoreResult) -> str:
     parts = [f"restored checkpoint {result.checkpoint} ({result.restore})"]
     if result.restore != "history":
         parts.append(f"{len(result.files)} file(s) changed")
+    if result.open_notebooks:
+        parts.append(
+            "restored and saved where JupyterLab has them open: " + ", ".join(result.open_notebooks)
+        )
+    parts += result.notes
     if result.undo_checkpoint is not None:
         parts.append(f"undo: restore checkpoint {result.undo_checkpoint}")
     if result.nested:

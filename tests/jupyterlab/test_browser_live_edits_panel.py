@@ -11,7 +11,9 @@ columns (the spec and the story are shared with the RTC route's test); (2) a cel
 run shows its plot in the open notebook, with no "file changed on disk" dialog,
 and the saved file matches; (3) a cell the user edits while the agent prepares
 an edit of it is a conflict the model is told of; (4) a notebook closed mid-task
-is edited in its file, and opening it again shows the edit.
+is edited in its file, and opening it again shows the edit. Checkpoints (issue
+20): a checkpoint keeps the agent's unsaved cell, and a restore from the panel
+shows in the open notebook at once and is saved by the window.
 """
 
 from __future__ import annotations
@@ -32,8 +34,11 @@ from tests.support.daemon_process import DaemonProcess
 from tests.support.jupyter_process import JupyterProcess
 from tests.support.live_edit_scenarios import (
     NOTEBOOK,
+    SUM_SOURCE,
     USER_CELLS,
+    check_checkpoints_of_the_open_notebook,
     check_described_in_the_notebooks_kernel,
+    checkpoint_script,
     describe_df_script,
     kernel_hold,
 )
@@ -201,3 +206,21 @@ def test_scenario_4_a_notebook_closed_mid_task_is_edited_in_its_file(
     assert "Inserted a code cell at index 1 of closing.ipynb (now 2 cells)" in inserted, inserted
     saved = nbformat.read(str(workspace / "closing.ipynb"), as_version=4)
     assert [c.source for c in saved.cells] == ["a = 1", "b = 2"]
+
+
+def test_checkpoints_keep_the_windows_notebook_and_a_restore_shows_in_it_at_once(
+    daemon: DaemonProcess, fake_openai: FakeOpenAI, spec: Spec, workspace: Path
+) -> None:
+    # (Issue 20.) The agent's cell is in this window's notebook model only; a
+    # checkpoint keeps it, and a restore from the panel goes into the model and
+    # the window's own save (clients/jupyterlab/ui-tests/tests/live-checkpoints.spec.ts).
+    write_notebook(workspace / NOTEBOOK, *USER_CELLS)
+    fake_openai.script(*checkpoint_script())
+    spec.env |= {
+        "HDSP_NOTEBOOK": NOTEBOOK,
+        "HDSP_USER_CELLS": json.dumps(USER_CELLS),
+        "HDSP_AGENT_SOURCE": SUM_SOURCE,
+        "HDSP_AUTOSAVE": "",
+    }
+    spec.run("live-checkpoints.spec.ts")
+    check_checkpoints_of_the_open_notebook(daemon.runtime_dir, workspace)

@@ -8,7 +8,10 @@ it, no "file changed on disk" dialog comes, and the saved file matches the page;
 a cell the user changed is a conflict the model is told about; a notebook the
 user closed is edited in its file. The story is shared with the panel route's
 tests (tests/support/live_edit_scenarios.py); the browser steps are in
-clients/jupyterlab/ui-tests/tests/live-edits-rtc.spec.ts.
+clients/jupyterlab/ui-tests/tests/live-edits-rtc.spec.ts. Checkpoints (issue
+20): a checkpoint keeps the shared document, and a restore from the panel goes
+into it and the room's save (live-checkpoints.spec.ts, shared with the panel
+route), with the rooms' autosave and without.
 """
 
 from __future__ import annotations
@@ -34,9 +37,12 @@ from tests.support.live_edit_scenarios import (
     CLOSED_INSERT,
     NOTEBOOK,
     PLOT_SOURCE,
+    SUM_SOURCE,
     USER_CELLS,
     USER_EDIT,
+    check_checkpoints_of_the_open_notebook,
     check_described_in_the_notebooks_kernel,
+    checkpoint_script,
     closed_notebook_script,
     conflict_script,
     describe_df_script,
@@ -52,25 +58,38 @@ _v4: Any = nbformat.v4
 
 
 @pytest.fixture
+def room_autosave(request: pytest.FixtureRequest) -> bool:
+    """Whether the collaboration rooms save their documents a second after each
+    change (jupyter-collaboration's default), or only when the user saves."""
+    return bool(getattr(request, "param", True))
+
+
+@pytest.fixture
 def rtc_lab_process(
-    daemon_process: DaemonProcess, workspace: Path, request: pytest.FixtureRequest
+    daemon_process: DaemonProcess,
+    workspace: Path,
+    request: pytest.FixtureRequest,
+    room_autosave: bool,
 ) -> Iterator[JupyterProcess]:
     """JupyterLab as test_browser's `lab_process`, with real-time collaboration on."""
+    config: dict[str, Any] = {
+        "LabServerApp": {
+            "extra_labextensions_path": [str(Path(jupyterlab.__file__).parent / "galata")]
+        },
+        "LabApp": {
+            "expose_app_in_browser": True,
+            "workspaces_dir": str(daemon_process.root / "lab-workspaces"),
+        },
+    }
+    if not room_autosave:
+        config["YDocExtension"] = {"document_save_delay": None}
     proc = JupyterProcess(
         daemon_process.root,
         hdsp_runtime_dir=daemon_process.runtime_dir,
         root_dir=workspace,
         app="lab",
         rtc=True,
-        config={
-            "LabServerApp": {
-                "extra_labextensions_path": [str(Path(jupyterlab.__file__).parent / "galata")]
-            },
-            "LabApp": {
-                "expose_app_in_browser": True,
-                "workspaces_dir": str(daemon_process.root / "lab-workspaces"),
-            },
-        },
+        config=config,
     )
     try:
         yield proc
@@ -253,3 +272,28 @@ def test_scenario_4_a_notebook_closed_mid_task_gets_the_edit_in_its_file(
     saved = nbformat.read(str(workspace / NOTEBOOK), as_version=4)
     assert [c.source for c in saved.cells] == [*USER_CELLS, CLOSED_INSERT]
     assert saved.cells[2].metadata["hdsp"]["editedBy"] == "agent"
+
+
+@pytest.mark.parametrize(
+    "room_autosave", [True, False], indirect=True, ids=["autosave", "saved-by-the-user"]
+)
+def test_checkpoints_keep_the_shared_document_and_a_restore_shows_in_it_at_once(
+    daemon: DaemonProcess,
+    fake_openai: FakeOpenAI,
+    spec: ScenarioSpec,
+    workspace: Path,
+    room_autosave: bool,
+) -> None:
+    # (Issue 20.) A checkpoint keeps the shared document, and a restore from the
+    # panel goes into the shared document and the room's save
+    # (clients/jupyterlab/ui-tests/tests/live-checkpoints.spec.ts): with the
+    # rooms' autosave (its save of the agent's cell and the restore's own), and
+    # without, where the agent's cell is in the shared document only until the
+    # restore.
+    fake_openai.script(*checkpoint_script())
+    spec.env |= {
+        "HDSP_AGENT_SOURCE": SUM_SOURCE,
+        "HDSP_AUTOSAVE": "1" if room_autosave else "",
+    }
+    spec.run("live-checkpoints.spec.ts")
+    check_checkpoints_of_the_open_notebook(daemon.runtime_dir, workspace)

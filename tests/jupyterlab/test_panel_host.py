@@ -145,6 +145,19 @@ async def test_the_agent_edits_the_panels_notebook_and_its_file_when_the_panel_i
     code, body = await lab.command({"commandName": "AnswerDocumentEdit", "data": answer})
     assert (code, body["result"]) == (200, {"taken": True})
 
+    # The checkpoint before the insert keeps the notebook as the window shows it.
+    snapshot = await next_request(ws)
+    assert (snapshot["path"], snapshot["edit"]["op"]) == (absolute, "snapshot")
+    shown = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1", id="c0")])
+    answer = {
+        "requestId": snapshot["requestId"],
+        "hostId": HOST,
+        "status": "ok",
+        "notebook": json.loads(nbformat.writes(shown)),
+    }
+    code, body = await lab.command({"commandName": "AnswerDocumentEdit", "data": answer})
+    assert (code, body["result"]) == (200, {"taken": True})
+
     # Then the window goes away without a word: the insert waits for it at most
     # HOST_ANSWER_LIMIT seconds, then goes to the file.
     silent = await next_request(ws)

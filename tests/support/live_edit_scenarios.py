@@ -14,11 +14,16 @@ Scenario 3: the agent inserts the cell, then prepares an edit of it while the
 user types in it: the edit is a conflict, the user's text stays.
 Scenario 4: the user closes the notebook while the agent prepares an insert: the
 insert goes to the file, and the reopened notebook shows it.
+Checkpoints (issue 20): the agent inserts a cell and runs it, unsaved; the
+checkpoint before the insert, diffed with now, shows the cell; restored from the
+panel, the open notebook shows the user's cells at once and the file matches it
+(clients/jupyterlab/ui-tests/tests/live-checkpoints.spec.ts).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import threading
 from pathlib import Path
 from typing import Any
@@ -35,9 +40,12 @@ __all__ = [
     "CLOSED_INSERT",
     "NOTEBOOK",
     "PLOT_SOURCE",
+    "SUM_SOURCE",
     "USER_CELLS",
     "USER_EDIT",
+    "check_checkpoints_of_the_open_notebook",
     "check_described_in_the_notebooks_kernel",
+    "checkpoint_script",
     "closed_notebook_script",
     "conflict_script",
     "describe_df_script",
@@ -62,6 +70,9 @@ AGENT_EDIT = "df.x.plot(title='df.x', kind='bar');"
 USER_EDIT = "df.x.cumsum().plot(title='mine');"
 #: The cell the agent inserts in scenario 4 (after the notebook was closed).
 CLOSED_INSERT = "df.x.max()"
+#: The cell the agent inserts and runs before the user restores a checkpoint
+#: (its output: 31).
+SUM_SOURCE = "df.x.sum()"
 
 
 def _call(name: str, **args: Any) -> FakeReply:
@@ -134,6 +145,50 @@ def closed_notebook_script(gate: threading.Event) -> list[FakeReply]:
         _call("insert_cell", path=NOTEBOOK, source=CLOSED_INSERT).held_after(0, gate),
         _done("Added the cell to the notebook's file."),
     ]
+
+
+def checkpoint_script() -> list[FakeReply]:
+    """Checkpoints: read, insert the sum under cell 0, run it, done (checkpoint 1
+    is before the insert, 2 before the run)."""
+    return [
+        _call("read_notebook", path=NOTEBOOK),
+        _call("insert_cell", path=NOTEBOOK, index=1, source=SUM_SOURCE),
+        _call("run_cell", path=NOTEBOOK, index=1),
+        _done("Added the sum of x under your cell."),
+    ]
+
+
+def check_checkpoints_of_the_open_notebook(hdsp_runtime_dir: Path, workspace: Path) -> None:
+    """After the checkpoint spec: checkpoint 2 (before the run) kept the agent's
+    cell and 3 (before the restore) its output, though neither was ever saved;
+    the restore went through JupyterLab; the file holds the user's cells."""
+
+    async def read() -> tuple[Any, Any, Any, str]:
+        async with connect(hdsp_runtime_dir) as client:
+            [task] = (await client.list_tasks()).tasks
+            listed = await client.list_checkpoints(task.id)
+            inserted = await client.diff_checkpoints(task.id, 1, 2)
+            ran = await client.diff_checkpoints(task.id, 2, 3)
+            page = await client.get_task_page(task.id)
+            said = [m.text or "" for m in page.messages if m.say == "checkpoint_restored"]
+            return listed, inserted, ran, said[-1]
+
+    listed, inserted, ran, said = anyio.run(read)
+    assert [c.reason for c in listed.checkpoints] == [
+        "before insert_cell",
+        "before run_cell",
+        "before restoring checkpoint 1",
+    ]
+    # (Besides the notebook, JupyterLab's collaboration store may have changed.)
+    [change] = [f for f in inserted.files if f.path == NOTEBOOK]
+    assert change.notebook
+    assert "+ cell 1 (code) added:" in change.diff and SUM_SOURCE in change.diff, change.diff
+    [change] = [f for f in ran.files if f.path == NOTEBOOK]
+    assert "~ cell 1 (code) changed:" in change.diff, change.diff
+    assert re.search(r"^ *\+(np\.int64\()?31\)?$", change.diff, re.MULTILINE), change.diff
+    assert f"restored and saved where JupyterLab has them open: {NOTEBOOK}" in said, said
+    saved = json.loads((workspace / NOTEBOOK).read_text())
+    assert ["".join(c["source"]) for c in saved["cells"]] == list(USER_CELLS)
 
 
 def kernel_hold(release: Path, marker: str = PLOT_SOURCE) -> str:

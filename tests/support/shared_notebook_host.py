@@ -1,7 +1,8 @@
 """A document host for tests without a browser: one notebook held open as a
 shared document (jupyter_ydoc's YNotebook on a pycrdt document), the edits
-applied with the server extension's own code (`apply_edit`) and answered through
-the same request/reply the daemon uses (NotebookHosts)."""
+applied with the server extension's own code (`serve_edit`) and answered through
+the same request/reply the daemon uses (NotebookHosts). Its save (a restore's)
+writes the document to the file, as the user's save does."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import anyio
 import nbformat
 from jupyter_ydoc import YNotebook
 
-from hdsp.client.jupyterlab.shared_notebooks import apply_edit
+from hdsp.client.jupyterlab.shared_notebooks import serve_edit
 from hdsp.daemon.tools.notebook_hosts import NotebookHosts
 from hdsp.protocol import DocumentEditAnswer, DocumentEditRequested, Event
 
@@ -26,10 +27,13 @@ class SharedNotebookHost:
     server extension does) and answered through NotebookHosts.answer."""
 
     def __init__(self, path: Path) -> None:
+        self.path = path
         self.ynb = YNotebook()
         self.ynb.set(nbformat.read(str(path), as_version=4))
         self.open = True
         self.silent = False
+        #: Whether a restore's save writes the file (False: as a save that failed).
+        self.saves = True
         self.requests: list[Any] = []
         #: After each run or outputs request: its op, and the cell's execution
         #: count and state then (what JupyterLab shows: `[*]` while "running").
@@ -52,10 +56,13 @@ class SharedNotebookHost:
             self.requests.append(request)
             if self.silent:
                 continue
+            notebook = None
             if not self.open:
                 status, message, cells = "not_open", "closed", None
             else:
-                status, message, cells = apply_edit(self.ynb, request.edit)
+                status, message, cells, notebook = await serve_edit(
+                    self.ynb, request.edit, self._save
+                )
                 if request.edit.op in ("run", "outputs") and status == "ok":
                     ycell = next(c for c in self.ynb.ycells if c["id"] == request.edit.cell_id)
                     state = (ycell.get("execution_count"), ycell.get("execution_state"))
@@ -69,8 +76,14 @@ class SharedNotebookHost:
                     status=status,  # type: ignore[arg-type]
                     message=message,
                     cells=cells,
+                    notebook=notebook,
                 )
             )
+
+    async def _save(self) -> bool:
+        if self.saves:
+            self.save(self.path)
+        return True
 
     async def wait_until(self, condition: Callable[[], bool]) -> None:
         """Wait until `condition` holds after a request (the caller bounds it)."""

@@ -398,3 +398,28 @@ async def test_a_lock_left_by_a_killed_git_does_not_stop_later_checkpoints(
     (workspace / "a.txt").write_text("changed again\n")
     assert (await again.save("three")).changed == ["a.txt"]
     assert await again.restore(first.commit) == ["a.txt"]
+
+
+async def test_a_file_gone_between_the_status_and_the_save_is_left_out_without_failing(
+    workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A database's journal (JupyterLab's collaboration store keeps one in the
+    # workspace) comes and goes: `git status` lists it, and it is gone by the
+    # time the save stages it. The checkpoint is taken all the same.
+    repo = ShadowRepo(tmp_path / "data", workspace, max_file_bytes=10**6)
+    await repo.save("one")
+    journal = workspace / ".jupyter_ystore.db-journal"
+    journal.write_bytes(b"journal")
+    (workspace / "a.txt").write_text("changed")
+    status = repo._status
+
+    async def listed_then_gone() -> list[tuple[str, str]]:
+        entries = await status()
+        journal.unlink()
+        return entries
+
+    monkeypatch.setattr(repo, "_status", listed_then_gone)
+    saved = await repo.save("two")
+    assert "a.txt" in saved.changed
+    assert await repo.show(saved.commit, "a.txt") == b"changed"
+    assert await repo.show(saved.commit, journal.name) is None

@@ -102,6 +102,10 @@ export function resultLines(result: CheckpointRestoreResult): string[] {
     const files = result.files ?? [];
     lines.push(files.length ? `Files changed: ${files.join(', ')}.` : 'No file needed to change.');
   }
+  if (result.openNotebooks && result.openNotebooks.length) {
+    lines.push(`Restored in the open notebook and saved: ${result.openNotebooks.join(', ')}.`);
+  }
+  lines.push(...(result.notes ?? []));
   if (result.rewound) {
     lines.push("History rewound to the checkpoint's message.");
   }

@@ -16,6 +16,11 @@
  *   ends), applies each `documentEditRequested` addressed to it, and answers
  *   with `AnswerDocumentEdit`. Each window is a host of its own: the daemon
  *   addresses each request to one of them, so exactly one window applies it.
+ * - Checkpoints use it too: `snapshot` answers with the whole notebook as the
+ *   window would save it (a checkpoint keeps what the user sees, saved or not);
+ *   `replace` (a restore the user asked for) makes the notebook the checkpoint's
+ *   and saves it with the window's own save, answering once it is saved: the
+ *   view shows the restore at once, and the file matches it.
  *
  * Nothing here reads JupyterLab itself: liveEditsLab.ts gives it the window's
  * notebooks and the HTTP transport.
@@ -62,10 +67,14 @@ export interface SharedNotebookLike {
   deleteCell(index: number): void;
   moveCell(fromIndex: number, toIndex: number): void;
   transact(f: () => void): void;
+  /** The whole notebook (nbformat JSON), as the window saves it. */
+  toJSON(): Record<string, unknown>;
+  /** Make the notebook `value` (cells, metadata), in one transaction. */
+  fromJSON(value: Record<string, any>): void;
 }
 
 /** What an edit came to: the answer less its ids. */
-export type EditOutcome = Pick<DocumentEditAnswer, 'status' | 'message' | 'cells'>;
+export type EditOutcome = Pick<DocumentEditAnswer, 'status' | 'message' | 'cells' | 'notebook'>;
 
 function documentCell(cell: SharedCellLike, full: boolean): DocumentCell {
   const count = cell.cell_type === 'code' ? cell.execution_count ?? null : null;
@@ -108,10 +117,23 @@ function newCell(id: string, kind: string, source: string, metadata: Record<stri
   return cell;
 }
 
-/** Apply `edit` to the notebook (one transaction); what it came to. */
+/** Apply `edit` to the notebook (one transaction); what it came to. (A
+ * `replace` is then saved by the host: `LiveEditHost.handle`.) */
 export function applyEdit(nb: SharedNotebookLike, edit: DocumentEdit): EditOutcome {
   if (edit.op === 'read') {
     return { status: 'ok', cells: cellsOf(nb, true) };
+  }
+  if (edit.op === 'snapshot') {
+    return { status: 'ok', notebook: nb.toJSON() };
+  }
+  if (edit.op === 'replace') {
+    const value = edit.notebook as Record<string, unknown> | null | undefined;
+    if (!value || !Array.isArray(value.cells) || typeof value.metadata !== 'object' || value.metadata === null) {
+      return { status: 'invalid', message: 'A replace needs the notebook.' };
+    }
+    // (fromJSON takes the object apart: a copy of the request's.)
+    nb.fromJSON(JSON.parse(JSON.stringify(value)));
+    return { status: 'ok' };
   }
   let outcome: Applied = { status: 'invalid', message: 'Nothing was done.' };
   nb.transact(() => {
@@ -222,10 +244,12 @@ function apply(nb: SharedNotebookLike, edit: DocumentEdit): Applied {
 
 // ---- the host -------------------------------------------------------------------
 
-/** A notebook open in this window: its path as Lab shows it, and its model. */
+/** A notebook open in this window: its path as Lab shows it, its model, and
+ * its save (the window's own, as the user's Ctrl+S). */
 export interface OpenNotebook {
   path: string;
   model: SharedNotebookLike;
+  save?: () => Promise<void>;
 }
 
 /** The window's open notebooks, and word when they change. */
@@ -358,16 +382,20 @@ export class LiveEditHost {
     if (request.hostId !== this.hostId || this.disposed) {
       return;
     }
-    const answer = this.handle(request);
-    void this.transport.answer(answer).catch(error => this.warn('hdsp: an edit’s answer did not reach hdspd', error));
+    void this.respond(request);
+  }
+
+  private async respond(request: DocumentEditRequest): Promise<void> {
+    const answer = await this.handle(request);
+    await this.transport.answer(answer).catch(error => this.warn('hdsp: an edit’s answer did not reach hdspd', error));
     if (answer.status === 'not_open') {
       // The daemon forgets a host that says so: say at once what is still open.
       void this.declare();
     }
   }
 
-  /** Apply one request; the answer to send. */
-  handle(request: DocumentEditRequest): DocumentEditAnswer {
+  /** Apply one request; the answer to send (a `replace` once it is saved). */
+  async handle(request: DocumentEditRequest): Promise<DocumentEditAnswer> {
     const base = { requestId: request.requestId, hostId: this.hostId };
     if (this.now() / 1000 + this.offset > request.expiresAt) {
       return { ...base, status: 'expired', message: 'The request came too late; nothing was changed.' };
@@ -377,13 +405,27 @@ export class LiveEditHost {
     if (open === undefined) {
       return { ...base, status: 'not_open', message: 'The notebook is not open in this JupyterLab window.' };
     }
+    if (request.edit.op === 'replace' && open.save === undefined) {
+      return { ...base, status: 'invalid', message: 'This window cannot save the notebook.' };
+    }
+    let outcome: EditOutcome;
     try {
-      return { ...base, ...applyEdit(open.model, request.edit) };
+      outcome = applyEdit(open.model, request.edit);
     } catch (error) {
       this.warn('hdsp: an edit of a notebook failed', error);
       const name = error instanceof Error ? error.name : typeof error;
       return { ...base, status: 'invalid', message: `The edit failed in JupyterLab: ${name}` };
     }
+    if (request.edit.op === 'replace' && outcome.status === 'ok') {
+      try {
+        await open.save!();
+      } catch (error) {
+        this.warn('hdsp: a restored notebook was not saved', error);
+        const name = error instanceof Error ? error.message : String(error);
+        return { ...base, status: 'invalid', message: `JupyterLab showed the restore but did not save it: ${name}` };
+      }
+    }
+    return { ...base, ...outcome };
   }
 
   /** Withdraw this host (the window goes away): `keepalive` lets the request outlive the page. */

@@ -27,6 +27,7 @@ interface NotebookWidgetLike {
     ready: Promise<void>;
     pathChanged?: SignalLike;
     model: { sharedModel: SharedNotebookLike };
+    save(): Promise<void>;
   };
 }
 
@@ -48,7 +49,9 @@ function asNotebook(widget: unknown): NotebookWidgetLike | null {
     !shared ||
     !Array.isArray(shared.cells) ||
     typeof shared.insertCell !== 'function' ||
-    typeof shared.transact !== 'function'
+    typeof shared.transact !== 'function' ||
+    typeof shared.toJSON !== 'function' ||
+    typeof shared.fromJSON !== 'function'
   ) {
     return null;
   }
@@ -74,7 +77,13 @@ export class MainAreaNotebooks implements NotebookSet {
       }
       this.watch(panel);
       if (panel.context.isReady && !open.some(n => n.path === panel.context.path)) {
-        open.push({ path: panel.context.path, model: panel.context.model.sharedModel });
+        const context = panel.context;
+        open.push({
+          path: context.path,
+          model: context.model.sharedModel,
+          // (The window's own save: JupyterLab's, with its checks.)
+          save: typeof context.save === 'function' ? () => context.save() : undefined
+        });
       }
     }
     return open;

@@ -386,11 +386,16 @@ export interface AnswerDocumentEdit {
 /**
  * The host's answer. `cells`: the document's cells after the edit (outputs
  * only for a read); for a conflict, the cell in conflict with its live source.
+ * `notebook`: the whole notebook, in the answer to a `snapshot`.
  */
 export interface DocumentEditAnswer {
   cells?: DocumentCell[] | null;
   hostId: string;
   message?: string | null;
+  /**
+   * The whole notebook (nbformat 4 JSON); only for a `snapshot`.
+   */
+  notebook?: {} | null;
   requestId: string;
   status: 'conflict' | 'expired' | 'invalid' | 'not_open' | 'ok';
 }
@@ -562,6 +567,14 @@ export interface CheckpointRestoreResult {
    * Git repositories nested in the workspace (folders with a .git of their own, relative, ending in /): checkpoints leave them out, and a restore never touches their files; their own git keeps them.
    */
   nested?: string[];
+  /**
+   * What did not go as usual (a notebook open in JupyterLab that did not answer, so its file was written instead).
+   */
+  notes?: string[];
+  /**
+   * Of `files`, the notebooks open in JupyterLab: restored in the open document (every view shows it at once) and saved there, so the file matches what JupyterLab shows.
+   */
+  openNotebooks?: string[];
   /**
    * The kernel's replay waits for the user's approval (an ask of the task): its outcome comes as the task's `checkpoint_restored` message and a `checkpointRestored` event (the request set `waitForReplay` false).
    */
@@ -3041,6 +3054,10 @@ export interface DocumentEditRequest {
  *   and show it running.
  * - outputs: set the outputs and execution count of `cellId` (as they stream);
  *   `running`: the cell still runs (its final outputs come with `running` false).
+ * - snapshot: answer with the whole notebook (`notebook`) as the host would save
+ *   it; changes nothing. (Checkpoints.)
+ * - replace: make the document `notebook` (cells, outputs, metadata), then save
+ *   it to its file as the user's save does; answer once it is saved. (A restore.)
  *
  * `expectedSha256` (edit, delete, move, run): the SHA-256 of the UTF-8 source the
  * agent last read of `cellId`; the host answers `conflict` if the live source
@@ -3054,7 +3071,11 @@ export interface DocumentEdit {
   expectedSha256?: string | null;
   marker?: {} | null;
   newId?: string | null;
-  op: 'delete' | 'edit' | 'insert' | 'move' | 'outputs' | 'read' | 'run';
+  /**
+   * The whole notebook (nbformat 4 JSON); only for a `replace`.
+   */
+  notebook?: {} | null;
+  op: 'delete' | 'edit' | 'insert' | 'move' | 'outputs' | 'read' | 'replace' | 'run' | 'snapshot';
   outputs?: {}[] | null;
   running?: boolean;
   source?: string | null;

@@ -78,19 +78,23 @@ describe('the confirmation', () => {
 });
 
 describe('a restore s outcome', () => {
-  it('names the files, the undo, the nested repositories and a pending replay', () => {
+  it('names the files, the open notebooks restored, the notes, the undo, the nested repositories and a pending replay', () => {
     const lines = resultLines({
       taskId: 't1',
       checkpoint: 3,
       restore: 'files',
-      files: ['a.py'],
+      files: ['a.py', 'plots.ipynb'],
+      openNotebooks: ['plots.ipynb'],
+      notes: ['other.ipynb is open in JupyterLab, which did not take the restore.'],
       undoCheckpoint: 7,
       nested: ['vendor/lib/'],
       replayPending: true
     });
     expect(lines).toEqual([
       'Restored checkpoint 3 (files only).',
-      'Files changed: a.py.',
+      'Files changed: a.py, plots.ipynb.',
+      'Restored in the open notebook and saved: plots.ipynb.',
+      'other.ipynb is open in JupyterLab, which did not take the restore.',
       'To undo, restore checkpoint 7.',
       'Left as they are (git repositories of their own): vendor/lib/.',
       "The kernel's replay waits for your approval (below, or in the conversation)."

@@ -171,6 +171,59 @@ describe('applyEdit', () => {
     expect(cell.getOutputs()[1].data['image/png']).toBe('iVBORw0KGgo=');
   });
 
+  test('a snapshot gives the whole notebook as the window would save it, and changes nothing', () => {
+    const nb = notebook();
+    nb.fromJSON({
+      nbformat: 4,
+      nbformat_minor: 5,
+      metadata: { kernelspec: { name: 'python3', display_name: 'Python 3' } },
+      cells: [
+        { id: 'c0', cell_type: 'code', source: 'a = 1', metadata: {}, outputs: [], execution_count: null },
+        { id: 'c1', cell_type: 'code', source: 'b = 2', metadata: {}, outputs: [], execution_count: 1 }
+      ]
+    });
+    (nb.cells[1] as any).setOutputs([{ output_type: 'stream', name: 'stdout', text: '2\n' }]);
+    const outcome = applyEdit(nb, { op: 'snapshot' });
+    expect(outcome.status).toBe('ok');
+    const saved = outcome.notebook as any;
+    expect(saved).toEqual(nb.toJSON());
+    expect(saved.metadata.kernelspec.name).toBe('python3');
+    expect(saved.cells.map((c: any) => c.source)).toEqual(['a = 1', 'b = 2']);
+    expect(saved.cells[1].outputs).toEqual([{ output_type: 'stream', name: 'stdout', text: '2\n' }]);
+    expect(sources(nb)).toEqual(['a = 1', 'b = 2']);
+  });
+
+  test('a replace makes the notebook the one given, cells, outputs and metadata', () => {
+    const nb = notebook('a = 1', 'agent cell');
+    const restored = {
+      nbformat: 4,
+      nbformat_minor: 5,
+      metadata: { kernelspec: { name: 'python3', display_name: 'Python 3' } },
+      cells: [
+        {
+          id: 'c0',
+          cell_type: 'code',
+          source: 'a = 1',
+          metadata: {},
+          execution_count: 1,
+          outputs: [{ output_type: 'execute_result', data: { 'text/plain': '1' }, metadata: {}, execution_count: 1 }]
+        },
+        { id: 'm1', cell_type: 'markdown', source: '# Notes', metadata: {} }
+      ]
+    };
+    const request = { op: 'replace' as const, notebook: restored };
+    expect(applyEdit(nb, request).status).toBe('ok');
+    expect(sources(nb)).toEqual(['a = 1', '# Notes']);
+    expect(nb.cells.map(c => c.cell_type)).toEqual(['code', 'markdown']);
+    expect((nb.cells[0] as any).getOutputs()[0].data['text/plain']).toBe('1');
+    expect(nb.getMetadata('kernelspec')).toEqual({ name: 'python3', display_name: 'Python 3' });
+    // The request's notebook is left as it came.
+    expect(request.notebook.cells[1].id).toBe('m1');
+    expect(applyEdit(nb, { op: 'replace' }).status).toBe('invalid');
+    expect(applyEdit(nb, { op: 'replace', notebook: { cells: 'no' } }).status).toBe('invalid');
+    expect(sources(nb)).toEqual(['a = 1', '# Notes']);
+  });
+
   test('an unknown op is invalid', () => {
     const nb = notebook('a');
     expect(applyEdit(nb, { op: 'explode' as any, cellId: 'c0' }).status).toBe('invalid');
@@ -221,7 +274,7 @@ function last<T>(items: T[]): T | undefined {
 }
 
 async function settle(): Promise<void> {
-  for (let i = 0; i < 5; i++) {
+  for (let i = 0; i < 10; i++) {
     await Promise.resolve();
   }
 }
@@ -334,6 +387,61 @@ describe('LiveEditHost', () => {
     expect(server.answers[1].status).toBe('expired');
     expect(sources(nb)).toEqual(['a = 1']);
     host.dispose();
+  });
+
+  test('a replace is saved with the window’s own save before it is answered', async () => {
+    const nb = notebook('a = 1', 'agent cell');
+    let release: () => void = () => undefined;
+    const saves: string[][] = [];
+    const save = () =>
+      new Promise<void>(resolve => {
+        saves.push(sources(nb));
+        release = resolve;
+      });
+    const { host, server } = await started([{ path: 'a.ipynb', model: nb, save }]);
+    const notebookOf = (...cells: string[]) => ({
+      nbformat: 4,
+      nbformat_minor: 5,
+      metadata: {},
+      cells: cells.map((source, i) => ({ id: `r${i}`, cell_type: 'code', source, metadata: {}, outputs: [] }))
+    });
+    host.onEvent(
+      requested({
+        requestId: 'r1',
+        hostId: host.hostId,
+        path: '/root/a.ipynb',
+        expiresAt: 1010,
+        edit: { op: 'replace', notebook: notebookOf('a = 1') }
+      })
+    );
+    await settle();
+    // Shown at once, saved as shown, answered only once saved.
+    expect(sources(nb)).toEqual(['a = 1']);
+    expect(saves).toEqual([['a = 1']]);
+    expect(server.answers).toEqual([]);
+    release();
+    await settle();
+    expect(server.answers.map(a => [a.requestId, a.status])).toEqual([['r1', 'ok']]);
+
+    // A save that fails is an invalid answer that says so.
+    const failing = notebook('x');
+    const other = await started([
+      { path: 'b.ipynb', model: failing, save: () => Promise.reject(new Error('disk full')) }
+    ]);
+    other.host.onEvent(
+      requested({
+        requestId: 'r2',
+        hostId: other.host.hostId,
+        path: '/root/b.ipynb',
+        expiresAt: 1010,
+        edit: { op: 'replace', notebook: notebookOf('y') }
+      })
+    );
+    await settle();
+    expect(other.server.answers[0]).toMatchObject({ requestId: 'r2', status: 'invalid' });
+    expect(other.server.answers[0].message).toContain('disk full');
+    host.dispose();
+    other.host.dispose();
   });
 
   test('no declaration while the link to hdspd is down; one when it comes back', async () => {

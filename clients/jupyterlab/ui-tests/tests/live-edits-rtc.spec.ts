@@ -16,6 +16,7 @@ import * as fs from 'fs';
 import * as path from 'path';
 
 import { openPanel, request } from './control';
+import { watchDialogs } from './livePanel';
 
 const env = (name: string): string => {
   const value = process.env[name];
@@ -49,27 +50,6 @@ async function openUserNotebook(page: IJupyterLabPageFixture): Promise<void> {
   await page.notebook.runCell(0);
   await expect(cells(page).nth(0).locator('.jp-OutputArea-output')).toContainText('(8, 1)');
   await page.notebook.selectCells(0);
-}
-
-/**
- * Note every dialog JupyterLab shows from now on (its text), to check at the
- * end that none came ("File Changed": the file changed on disk, and others).
- */
-async function watchDialogs(page: IJupyterLabPageFixture): Promise<() => Promise<string[]>> {
-  await page.evaluate(() => {
-    const w = window as any;
-    w.__hdspDialogs = [];
-    const seen = new WeakSet<Element>();
-    const note = () =>
-      document.querySelectorAll('.jp-Dialog').forEach(d => {
-        if (!seen.has(d)) {
-          seen.add(d);
-          w.__hdspDialogs.push((d.textContent ?? '').trim());
-        }
-      });
-    new MutationObserver(note).observe(document.body, { childList: true, subtree: true });
-  });
-  return () => page.evaluate(() => (window as any).__hdspDialogs as string[]);
 }
 
 /** Start the task from the panel, with writes and runs allowed without asking. */

@@ -66,3 +66,49 @@ export async function windowShot(page: Page, name: string): Promise<void> {
   fs.mkdirSync(dir, { recursive: true });
   await page.screenshot({ path: path.join(dir, `${name}.png`) });
 }
+
+/**
+ * Note every dialog JupyterLab shows from now on (its text); the function
+ * returned gives them (none must come: "File Changed" would be one).
+ */
+export async function watchDialogs(page: Page): Promise<() => Promise<string[]>> {
+  await page.evaluate(() => {
+    const w = window as any;
+    w.__hdspDialogs = [];
+    const seen = new WeakSet<Element>();
+    const note = () =>
+      document.querySelectorAll('.jp-Dialog').forEach(d => {
+        if (!seen.has(d)) {
+          seen.add(d);
+          w.__hdspDialogs.push((d.textContent ?? '').trim());
+        }
+      });
+    new MutationObserver(note).observe(document.body, { childList: true, subtree: true });
+  });
+  return () => page.evaluate(() => (window as any).__hdspDialogs as string[]);
+}
+
+/** What of a cell a file and the page must agree on. */
+export function essence(cell: any): any {
+  const text = (v: unknown) => (Array.isArray(v) ? v.join('') : v);
+  return {
+    type: cell.cell_type,
+    source: text(cell.source),
+    count: cell.execution_count ?? null,
+    outputs: (cell.outputs ?? []).map((o: any) => [o.output_type, text(o.text) ?? text(o.data?.['text/plain']) ?? null])
+  };
+}
+
+/** The cells of the notebook at `path` as this page's model holds them. */
+export async function pageCells(page: Page, path: string): Promise<any[]> {
+  return page.evaluate(p => {
+    const app = (window as any).jupyterapp;
+    const panel = [...app.shell.widgets('main')].find((w: any) => w.context?.path === p);
+    return panel.context.model.toJSON().cells;
+  }, path);
+}
+
+/** The cells of the notebook at `path` (in the workspace) as its file holds them. */
+export function fileCells(path: string): any[] {
+  return JSON.parse(fs.readFileSync(`${process.env.HDSP_WORKSPACE}/${path}`, 'utf8')).cells;
+}
