@@ -76,6 +76,7 @@ COMMAND_TIMEOUT = 30.0
 #: Close codes of a browser socket (4000-4999 are the application's own).
 CLOSE_FELL_BEHIND = 1013  # "try again later": reconnect with since = the last seq seen
 CLOSE_CURSOR_EXPIRED = 4410  # since is older than the daemon keeps: reload the tasks
+CLOSE_INTERNAL_ERROR = 1011  # the feed failed: the server's log says why
 
 NOT_RUNNING_HINT = "hdspd is not running: start it with `hdspd` or `systemctl --user start hdspd`."
 
@@ -311,6 +312,8 @@ class DaemonLink:
         """Start feeding `sink` (state, then events after `since`; live only when
         None); cancel the returned scope when the socket closes."""
         if self._tg is None:
+            if self._started.is_set():  # run() has ended: the server is stopping
+                raise DaemonDown("The hdsp extension has stopped; restart the Jupyter server.")
             raise DaemonDown("The hdsp extension is starting; try again.")
         scope = anyio.CancelScope()
         self._tg.start_soon(self._serve_feed, sink, since, scope)
@@ -319,13 +322,28 @@ class DaemonLink:
     async def _serve_feed(
         self, sink: FeedSink, since: int | None, scope: anyio.CancelScope
     ) -> None:
+        """One socket's feed. Whatever fails in it closes that socket (1011) and
+        is logged: it is a child of the link's task group, and must never take
+        the link, and every other window's feed, down with it."""
+        try:
+            await self._feed(sink, since, scope)
+        except Exception:
+            self._log.exception("hdsp: an event feed failed; its socket is closed")
+            sink.close_sink(CLOSE_INTERNAL_ERROR, "the hdsp extension's feed failed; reconnect")
+
+    async def _feed(self, sink: FeedSink, since: int | None, scope: anyio.CancelScope) -> None:
         with scope:
             send, receive = anyio.create_memory_object_stream[_Frame](self._feed_buffer)
             written = since
 
             async def put(frame: _Frame) -> None:
                 with anyio.move_on_after(self._stall_limit) as waited:
-                    await send.send(frame)
+                    try:
+                        await send.send(frame)
+                    except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                        # The socket closed as this frame was put: the feed ends.
+                        scope.cancel()
+                        return
                 if waited.cancelled_caught:
                     resume = "" if written is None else f"?since={written}"
                     sink.close_sink(

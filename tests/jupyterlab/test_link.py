@@ -11,7 +11,12 @@ import anyio
 import pytest
 
 from hdsp.client import connect
-from hdsp.client.jupyterlab.link import CLOSE_FELL_BEHIND, DaemonLink, LinkState
+from hdsp.client.jupyterlab.link import (
+    CLOSE_FELL_BEHIND,
+    CLOSE_INTERNAL_ERROR,
+    DaemonLink,
+    LinkState,
+)
 from tests.fakes.openai_server import FakeOpenAI, ToolCall
 from tests.fakes.openai_server import Reply as FakeReply
 from tests.support.daemon_process import DaemonProcess
@@ -25,16 +30,25 @@ class RecordingSink:
     """A browser's socket: records frames; past `stall_after` frames it stops
     reading (its sends never return), as a window whose tab froze."""
 
-    def __init__(self, until: Callable[[Frame], bool], stall_after: int | None = None) -> None:
+    def __init__(
+        self,
+        until: Callable[[Frame], bool],
+        stall_after: int | None = None,
+        fail_after: int | None = None,
+    ) -> None:
         self.frames: list[Frame] = []
         self.until = until
         self.stall_after = stall_after
+        #: Past this many frames a send fails as no socket is expected to.
+        self.fail_after = fail_after
         self.done = anyio.Event()
         self.closed: tuple[int, str] | None = None
 
     async def send_frame(self, text: str) -> None:
         if self.stall_after is not None and len(self.frames) >= self.stall_after:
             await anyio.sleep_forever()
+        if self.fail_after is not None and len(self.frames) >= self.fail_after:
+            raise OSError("the transport broke")
         frame = json.loads(text)
         self.frames.append(frame)
         if self.until(frame):
@@ -78,3 +92,36 @@ async def test_a_browser_that_stops_reading_is_closed_and_the_others_go_on(
     code, reason = frozen.closed
     assert code == CLOSE_FELL_BEHIND
     assert f"since={head}" in reason, reason
+
+
+async def test_a_socket_whose_feed_fails_is_closed_and_the_link_stays_up(
+    daemon: DaemonProcess, fake_openai: FakeOpenAI, tmp_path: Any
+) -> None:
+    """One socket's unexpected failure closes that socket (1011); it must not take
+    down the link's task group, and with it every window's feed and command."""
+    fake_openai.script(
+        FakeReply.tool_calls([ToolCall("attempt_completion", json.dumps({"result": "ok"}))]),
+        FakeReply.tool_calls([ToolCall("attempt_completion", json.dumps({"result": "ok"}))]),
+    )
+    link = DaemonLink(daemon.runtime_dir)
+    async with anyio.create_task_group() as tg, connect(daemon.runtime_dir) as client:
+        await tg.start(link.run)
+        while link.state != LinkState.CONNECTED:
+            await link.wait_changed()
+        head = (await client.status()).head_seq
+        broken = RecordingSink(completed, fail_after=1)
+        link.serve_feed(broken, head)
+        await client.start_task("finish at once", workspace=tmp_path)
+        with anyio.fail_after(30):
+            await broken.done.wait()
+        # The link still serves: a new socket, from where the broken one stopped.
+        later = RecordingSink(completed)
+        link.serve_feed(later, head)
+        with anyio.fail_after(30):
+            await later.done.wait()
+        assert link.state == LinkState.CONNECTED
+        assert (await link.status()) is not None
+        tg.cancel_scope.cancel()
+
+    assert broken.closed is not None and broken.closed[0] == CLOSE_INTERNAL_ERROR
+    assert later.closed is None and any(completed(f) for f in later.frames)
