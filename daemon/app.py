@@ -168,14 +168,16 @@ def _report_sandbox(sandbox: Sandbox) -> None:
         log.info("sandbox ready", mode=status.mode, network=status.network)
 
 
-async def _warm_and_freeze(providers: Providers) -> None:
-    """Import the provider SDKs, then move every object alive by then (modules,
+async def _warm_and_freeze(providers: Providers, mcp: McpHub) -> None:
+    """Import the provider SDKs (and the `mcp` SDK if the settings name an MCP
+    server), then move every object alive by then (modules,
     classes, the SDKs' schemas: most of the heap, and all of it for good) out of
     the cyclic garbage collector's sight (`gc.freeze`). Else each full collection
     walks them all: 0.2-0.45 s with the loop stopped, measured on 2 busy cores,
     and a burst of allocations (a subscription flood, a long history loaded) sets
     off one every second or two."""
     await anyio.to_thread.run_sync(providers.warm)
+    await anyio.to_thread.run_sync(mcp.warm)
     gc.freeze()
     log.info("provider SDKs loaded; start-up objects frozen", objects=gc.get_freeze_count())
 
@@ -369,7 +371,7 @@ class Daemon:
                 notify_ready()
                 await self._start_engine(tg, providers)
                 task_status.started()
-                tg.start_soon(_warm_and_freeze, providers)
+                tg.start_soon(_warm_and_freeze, providers, self.mcp)
                 await self._shutdown.wait()
                 notify_stopping()
                 log.info("hdspd shutting down", reason=self._shutdown_reason)

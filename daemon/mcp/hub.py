@@ -48,7 +48,7 @@ from hdsp.protocol import (
     OfferedMcpServer,
 )
 
-from .connection import McpConnection, SecretLookup, ServerKey
+from .connection import McpConnection, SecretLookup, ServerKey, load_sdk
 from .tools import AccessMcpResource, McpTool, make_mcp_tool
 from .trust import TrustStore, fingerprint
 
@@ -125,6 +125,13 @@ class McpHub:
             task_status.started()
             self.apply_settings()
             await anyio.sleep_forever()
+
+    def warm(self) -> None:
+        """Import the `mcp` SDK now if the settings name a server (blocking: on a
+        worker thread, with the provider SDKs, before the start-up's objects are
+        frozen); else the first connection imports it (see `load_sdk`)."""
+        if any(d.is_enabled for d in self._settings().servers.values()):
+            load_sdk()
 
     async def aclose(self) -> None:
         """Stop every server (their processes end with them)."""

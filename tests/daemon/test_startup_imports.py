@@ -28,3 +28,19 @@ async def test_the_daemon_answers_without_loading_format_checkers_or_rich(
     loaded = _imported(daemon_process.stderr())
     assert "jsonschema.validators" in loaded  # the log is read right
     assert not {"rfc3987_syntax.syntax_helpers", "arrow.arrow", "rich.console"} & loaded
+
+
+async def test_the_daemon_without_mcp_servers_never_loads_the_mcp_sdk(
+    daemon_process: DaemonProcess,
+) -> None:
+    """The `mcp` SDK is half a second of CPU: a connection's runner loads it, and the
+    warm-up when the settings name a server; a daemon with none answers and warms
+    up without it."""
+    daemon_process.extra_env["PYTHONPROFILEIMPORTTIME"] = "1"
+    daemon_process.start()
+    async with connect(daemon_process.runtime_dir, name="test") as client:
+        await client.request(ListTasks(data=ListTasksData(limit=1)))
+    daemon_process.wait_for_log("provider SDKs loaded; start-up objects frozen")
+    loaded = _imported(daemon_process.stderr())
+    assert "hdsp.daemon.mcp.connection" in loaded  # the engine, and the log read right
+    assert not {"mcp", "mcp_types", "mcp.client.session"} & loaded
