@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 import anyio
 import anyio.abc
 import anyio.to_thread
-import httpx2
 import structlog
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
@@ -69,10 +68,11 @@ _Result = TypeVar("_Result")
 
 def load_sdk() -> None:
     """Import the `mcp` SDK (blocking: about half a second of CPU, more on a busy
-    machine), which this module otherwise imports only inside its methods: a
-    runner calls it on a worker thread before its first connection, so a daemon
-    whose tasks use no MCP server never loads it, and the engine (which imports
-    this module) is ready that much sooner."""
+    machine) and httpx2, which this module otherwise imports only inside its
+    methods: a runner calls it on a worker thread before its first connection, so
+    a daemon whose tasks use no MCP server never loads the SDK, and the engine
+    (which imports this module) is ready that much sooner."""
+    import httpx2  # noqa: F401
     import mcp.client.stdio
     import mcp.client.streamable_http
     import mcp.shared.exceptions
@@ -247,6 +247,7 @@ class McpConnection:
 
     @contextlib.asynccontextmanager
     async def _transport(self) -> AsyncIterator[tuple[Any, Any]]:
+        import httpx2
         from mcp.client.stdio import StdioServerParameters, stdio_client
         from mcp.client.streamable_http import streamable_http_client
 
@@ -392,6 +393,7 @@ class McpConnection:
 
     async def _on_message(self, message: Any) -> None:
         """Notifications: the lists changed; transport faults end the connection."""
+        import httpx2
         import mcp.types as mcp_types
 
         if isinstance(message, Exception):

@@ -34,7 +34,6 @@ from typing import Any, BinaryIO
 
 import anyio
 import anyio.abc
-import jsonschema
 import structlog
 
 from hdsp.daemon.config.mcp import McpServerDefinition, McpSettings, parse_servers
@@ -326,6 +325,8 @@ class McpHub:
         cached = self._tool_cache.get(connection.key)
         if cached is not None and cached[0] == connection.tools_version:
             return cached[1]
+        import jsonschema  # (imported by the warm-up, or the first tool call's check)
+
         allowed = set(connection.definition.always_allow)
         made: list[McpTool] = []
         seen: set[str] = set()

@@ -25,9 +25,28 @@ async def test_the_daemon_answers_without_loading_format_checkers_or_rich(
     async with connect(daemon_process.runtime_dir, name="test") as client:
         # A command that needs the engine: the tool registry, with jsonschema, is up.
         await client.request(ListTasks(data=ListTasksData(limit=1)))
+    daemon_process.wait_for_log("provider SDKs loaded; start-up objects frozen")
     loaded = _imported(daemon_process.stderr())
-    assert "jsonschema.validators" in loaded  # the log is read right
+    assert "jsonschema.validators" in loaded  # the warm-up's, and the log read right
     assert not {"rfc3987_syntax.syntax_helpers", "arrow.arrow", "rich.console"} & loaded
+
+
+async def test_jsonschema_is_imported_by_the_warm_up_not_by_the_engine(
+    daemon_process: DaemonProcess,
+) -> None:
+    """Commands wait for the engine, whose load logs "sandbox ready" once its
+    modules are imported; jsonschema (the tools' schema checks) comes after, with
+    the warm-up, which no command waits for."""
+    daemon_process.extra_env["PYTHONPROFILEIMPORTTIME"] = "1"
+    daemon_process.start()
+    async with connect(daemon_process.runtime_dir, name="test") as client:
+        await client.request(ListTasks(data=ListTasksData(limit=1)))
+    daemon_process.wait_for_log("provider SDKs loaded; start-up objects frozen")
+    stderr = daemon_process.stderr()
+    engine_loaded = stderr.index('"event": "sandbox ready"')
+    assert "hdsp.daemon.tools.registry" in _imported(stderr[:engine_loaded])
+    assert "jsonschema" not in _imported(stderr[:engine_loaded])
+    assert "jsonschema" in _imported(stderr[engine_loaded:])
 
 
 async def test_the_daemon_without_mcp_servers_never_loads_the_mcp_sdk(
