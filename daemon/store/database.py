@@ -552,22 +552,35 @@ def _statements(script: str) -> list[str]:
     return parts
 
 
-#: The records that may refer to blobs.
-_BLOB_RECORDS = ("ui_messages", "api_messages", "events")
+#: The records that may refer to blobs, and the column naming their task.
+_BLOB_RECORDS = (("ui_messages", "task_id"), ("api_messages", "task_id"), ("events", "topic"))
 
 
 def _drop_orphan_blobs(conn: sqlite3.Connection) -> int:
     """Delete the blobs no record refers to (in the caller's transaction): images
     of messages a rewind or DeleteMessage removed, once the events that showed
-    them were pruned too (until then Replay still shows them). How many went."""
-    referenced: set[str] = set()
-    for table in _BLOB_RECORDS:
-        rows = conn.execute(f"SELECT body FROM {table} WHERE instr(body, ?) > 0", (BLOB_MARKER,))
-        for (body,) in rows:
-            referenced.update(referenced_hashes(bytes(body)))
-    orphans = [
-        (sha,) for (sha,) in conn.execute("SELECT sha256 FROM blobs") if sha not in referenced
-    ]
+    them were pruned too (until then Replay still shows them). How many went.
+
+    Only the records of tasks that stored blobs are read: a reference counts only
+    in a record of a task that owns the blob (`task_blobs`, written with every
+    record that refers to one, see `blobs`), since no other can read it back. So
+    retention on a big log reads no record of a task without images."""
+    referenced: set[tuple[str, str]] = set()
+    owners = [task_id for (task_id,) in conn.execute("SELECT DISTINCT task_id FROM task_blobs")]
+    for task_id in owners:
+        for table, column in _BLOB_RECORDS:
+            rows = conn.execute(
+                f"SELECT body FROM {table} WHERE {column} = ? AND instr(body, ?) > 0",
+                (task_id, BLOB_MARKER),
+            )
+            for (body,) in rows:
+                referenced.update((task_id, sha) for sha in referenced_hashes(bytes(body)))
+    kept = {
+        sha
+        for (task_id, sha) in conn.execute("SELECT task_id, sha256 FROM task_blobs")
+        if (task_id, sha) in referenced
+    }
+    orphans = [(sha,) for (sha,) in conn.execute("SELECT sha256 FROM blobs") if sha not in kept]
     conn.executemany("DELETE FROM blobs WHERE sha256 = ?", orphans)
     # Nobody owns what is gone: an image stored again later is owned anew.
     conn.executemany("DELETE FROM task_blobs WHERE sha256 = ?", orphans)
