@@ -24,6 +24,7 @@ Start-up comes in two steps, so that a client is answered as soon as it can be:
 from __future__ import annotations
 
 import gc
+import importlib
 import os
 import signal
 import sqlite3
@@ -72,6 +73,7 @@ from .llm.registry import Providers
 from .llm.retry import RetryPolicy
 from .lock import DirectoryLock, LockHeld
 from .logs import registered_secrets
+from .memory import malloc_trim
 from .paths import Paths, UnsafeRuntimeDir, ensure_private_runtime_dir, make_private_dir
 from .sandbox import Sandbox
 from .sdnotify import notify_ready, notify_stopping
@@ -173,17 +175,33 @@ def _report_sandbox(sandbox: Sandbox) -> None:
         log.info("sandbox ready", mode=status.mode, network=status.network)
 
 
+#: Modules the engine imports where it first uses them (a turn's, never a
+#: command's), so that no command waits for them at start-up: the warm-up
+#: imports them.
+_LAZY_MODULES = ("yaml", "pathspec")
+
+
+def _warm(providers: Providers, mcp: McpHub, tools: ToolRegistry) -> None:
+    """What no command waits for and a turn needs (blocking: on a worker thread):
+    the provider SDKs of the profiles, the `mcp` SDK if the settings name an MCP
+    server, jsonschema and the tools' checked schemas, the engine's lazily
+    imported modules, and glibc's malloc_trim (found by running ldconfig)."""
+    providers.warm()
+    mcp.warm()
+    tools.warm()
+    for name in _LAZY_MODULES:
+        importlib.import_module(name)
+    malloc_trim()
+
+
 async def _warm_and_freeze(providers: Providers, mcp: McpHub, tools: ToolRegistry) -> None:
-    """Import the provider SDKs (and the `mcp` SDK if the settings name an MCP
-    server), check the tools' schemas (importing jsonschema), then move every object alive by then (modules,
-    classes, the SDKs' schemas: most of the heap, and all of it for good) out of
-    the cyclic garbage collector's sight (`gc.freeze`). Else each full collection
+    """Warm up (`_warm`), then move every object alive by then (modules, classes,
+    the SDKs' schemas: most of the heap, and all of it for good) out of the
+    cyclic garbage collector's sight (`gc.freeze`). Else each full collection
     walks them all: 0.2-0.45 s with the loop stopped, measured on 2 busy cores,
     and a burst of allocations (a subscription flood, a long history loaded) sets
     off one every second or two."""
-    await anyio.to_thread.run_sync(providers.warm)
-    await anyio.to_thread.run_sync(mcp.warm)
-    await anyio.to_thread.run_sync(tools.warm)
+    await anyio.to_thread.run_sync(_warm, providers, mcp, tools)
     gc.freeze()
     log.info("provider SDKs loaded; start-up objects frozen", objects=gc.get_freeze_count())
 

@@ -63,3 +63,24 @@ async def test_the_daemon_without_mcp_servers_never_loads_the_mcp_sdk(
     loaded = _imported(daemon_process.stderr())
     assert "hdsp.daemon.mcp.connection" in loaded  # the engine, and the log read right
     assert not {"mcp", "mcp_types", "mcp.client.session"} & loaded
+
+
+async def test_the_engine_imports_neither_yaml_nor_pathspec_and_runs_no_ldconfig(
+    daemon_process: DaemonProcess,
+) -> None:
+    """PyYAML (workspace modes files, slash commands' front matter) and pathspec
+    (.hdspignore, protected paths) are a quarter of the engine's imports, and
+    finding glibc's malloc_trim runs `ldconfig -p`: the warm-up does all three,
+    after the engine is up."""
+    daemon_process.extra_env["PYTHONPROFILEIMPORTTIME"] = "1"
+    daemon_process.start()
+    async with connect(daemon_process.runtime_dir, name="test") as client:
+        await client.request(ListTasks(data=ListTasksData(limit=1)))
+    daemon_process.wait_for_log("provider SDKs loaded; start-up objects frozen")
+    stderr = daemon_process.stderr()
+    engine_loaded = stderr.index('"event": "sandbox ready"')
+    assert "hdsp.daemon.tools.workspace" in _imported(stderr[:engine_loaded])
+    # (Submodules: the log leaves out a module importlib.import_module imports.)
+    lazy = {"yaml.loader", "pathspec.pathspec", "ctypes.util"}
+    assert not lazy & _imported(stderr[:engine_loaded])
+    assert lazy <= _imported(stderr[engine_loaded:])
