@@ -298,7 +298,9 @@ class McpHub:
     def tools(self, workspace: Path, task_id: str | None = None) -> Sequence[Tool]:
         """The tools of the connected servers a task in `workspace` has (with
         `task_id`, the ones offered to it too)."""
-        if self._tg is None:
+        if self._tg is None or not self._connections:
+            # No server runs: no tools, and no workspace file to read (asked for
+            # several times a turn; `prepare` reads it before each request).
             return []
         found, _ = self._found(str(workspace), task_id)
         tools: list[Tool] = []

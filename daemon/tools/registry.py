@@ -26,10 +26,23 @@ from .base import Tool
 if TYPE_CHECKING:
     from jsonschema.protocols import Validator
 
-__all__ = ["ToolRegistry", "ToolSource", "validator_of"]
+__all__ = ["ToolRegistry", "ToolSource", "spec_of", "validator_of"]
 
 #: Each tool's validator, made once (a source's tools come and go with it).
 _validators: weakref.WeakKeyDictionary[Tool, Validator] = weakref.WeakKeyDictionary()
+#: Each tool's spec, made once: the same objects in every request (what a
+#: provider or a token count derives from a spec can be kept by its identity).
+_specs: weakref.WeakKeyDictionary[Tool, ToolSpec] = weakref.WeakKeyDictionary()
+
+
+def spec_of(tool: Tool) -> ToolSpec:
+    """What a model is told of `tool` (never to be changed in place)."""
+    spec = _specs.get(tool)
+    if spec is None:
+        spec = _specs[tool] = ToolSpec(
+            name=tool.name, description=tool.description, parameters=dict(tool.parameters)
+        )
+    return spec
 
 
 def validator_of(tool: Tool) -> Validator:
@@ -110,10 +123,7 @@ class ToolRegistry:
         return sorted(self._tools)
 
     def specs(self) -> list[ToolSpec]:
-        return [
-            ToolSpec(name=t.name, description=t.description, parameters=dict(t.parameters))
-            for t in self._tools.values()
-        ]
+        return [spec_of(t) for t in self._tools.values()]
 
     def validate(self, name: str, args: Mapping[str, Any]) -> list[str]:
         """Every problem with `args`, as sentences the model can act on."""
