@@ -171,6 +171,7 @@ def _approvals(auto_approve: str | None, yes: bool) -> dict[str, Any] | None:
 
 def _parser(only: str | None = None) -> argparse.ArgumentParser:
     """hdsp's parser; with `only`, made for that subcommand alone (`_Subcommands`)."""
+
     # The global flags work before and after the subcommand. The subcommands'
     # copies default to SUPPRESS so they don't overwrite a value given before.
     def flags(suppress: bool) -> argparse.ArgumentParser:

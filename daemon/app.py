@@ -194,7 +194,9 @@ def _warm(providers: Providers, mcp: McpHub, tools: ToolRegistry) -> None:
     malloc_trim()
 
 
-async def _warm_and_freeze(providers: Providers, mcp: McpHub, tools: ToolRegistry) -> None:
+async def _warm_and_freeze(
+    providers: Providers, mcp: McpHub, tools: ToolRegistry, done: anyio.Event
+) -> None:
     """Warm up (`_warm`), then move every object alive by then (modules, classes,
     the SDKs' schemas: most of the heap, and all of it for good) out of the
     cyclic garbage collector's sight (`gc.freeze`). Else each full collection
@@ -204,6 +206,7 @@ async def _warm_and_freeze(providers: Providers, mcp: McpHub, tools: ToolRegistr
     await anyio.to_thread.run_sync(_warm, providers, mcp, tools)
     gc.freeze()
     log.info("provider SDKs loaded; start-up objects frozen", objects=gc.get_freeze_count())
+    done.set()
 
 
 def _known_secrets() -> frozenset[str]:
@@ -275,6 +278,10 @@ class Daemon:
         self._shutdown = anyio.Event()
         self._shutdown_reason = ""
         self._engine_started = anyio.Event()
+        #: Set once the warm-up has ended and the start-up's objects are frozen
+        #: (see `_warm_and_freeze`): what an owner in-process waits for before
+        #: it measures the daemon.
+        self.warmed = anyio.Event()
         #: The graceful stop's scope, and whether a second signal asked to hurry.
         self._grace: anyio.CancelScope | None = None
         self._hurried = False
@@ -396,7 +403,7 @@ class Daemon:
                 notify_ready()
                 await self._start_engine(tg, providers)
                 task_status.started()
-                tg.start_soon(_warm_and_freeze, providers, self.mcp, self._tools)
+                tg.start_soon(_warm_and_freeze, providers, self.mcp, self._tools, self.warmed)
                 await self._shutdown.wait()
                 notify_stopping()
                 log.info("hdspd shutting down", reason=self._shutdown_reason)

@@ -19,6 +19,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+import anyio.to_thread
+
 from hdsp.daemon.conversation import ToolSpec
 
 from .base import Tool
@@ -26,13 +28,21 @@ from .base import Tool
 if TYPE_CHECKING:
     from jsonschema.protocols import Validator
 
-__all__ = ["ToolRegistry", "ToolSource", "spec_of", "validator_of"]
+__all__ = ["ToolRegistry", "ToolSource", "spec_of", "validator_of", "validator_ready"]
 
 #: Each tool's validator, made once (a source's tools come and go with it).
 _validators: weakref.WeakKeyDictionary[Tool, Validator] = weakref.WeakKeyDictionary()
 #: Each tool's spec, made once: the same objects in every request (what a
 #: provider or a token count derives from a spec can be kept by its identity).
 _specs: weakref.WeakKeyDictionary[Tool, ToolSpec] = weakref.WeakKeyDictionary()
+
+
+async def validator_ready(tool: Tool) -> None:
+    """Make `tool`'s validator on a worker thread if it is not made yet: the first
+    may import jsonschema, or wait for the warm-up that imports it (Python's
+    import lock), and the event loop must never be the one that waits."""
+    if tool not in _validators:
+        await anyio.to_thread.run_sync(validator_of, tool)
 
 
 def spec_of(tool: Tool) -> ToolSpec:
