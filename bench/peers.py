@@ -196,9 +196,11 @@ async def hdspd(data_dir: Path, runtime_dir: Path) -> None:
         item = HistoryItem(id=BENCH_TASK, number=1, ts=1, task="fan-out", state=TaskState.IDLE)
         await journal.emit(TaskCreated(payload=(BENCH_TASK,)), insert_task(item))
         await journal.flush()
-        # The daemon imports its LLM SDKs on a thread once it is up; let that end
-        # before measuring, or it competes for the GIL.
-        await anyio.to_thread.run_sync(daemon.tasks.providers.warm)
+        # The daemon warms up on a thread once it is up (the LLM SDKs, jsonschema
+        # and the tools' schemas, ...), then freezes its start-up objects: let that
+        # end before measuring, or it competes for the GIL, and every collection
+        # meanwhile walks the whole heap.
+        await daemon.warmed.wait()
         _say("ready")
         ts = 1
         while words := await _commands():

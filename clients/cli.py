@@ -94,6 +94,49 @@ class _SubcommandParser(argparse.ArgumentParser):
             self._intermixing = False
 
 
+class _Unbuilt:
+    """Stands in for the parser of a subcommand that is not run (see `_Subcommands`):
+    takes whatever the code that builds a parser calls on it, and builds nothing."""
+
+    def __getattr__(self, name: str) -> Any:
+        return self._anything
+
+    def _anything(self, *args: Any, **kwargs: Any) -> _Unbuilt:
+        return _Unbuilt()
+
+
+class _Subcommands(argparse._SubParsersAction):  # type: ignore[type-arg]
+    """hdsp's subcommands. With `only` set, the parser of that subcommand alone is
+    made: the others' names stay valid choices (an error lists them all) but
+    their parsers are stand-ins. Making every parser, 70 of them, was a tenth of
+    the CPU of a short command such as `hdsp tasks`."""
+
+    only: str | None = None
+
+    def add_parser(self, name: str, **kwargs: Any) -> Any:
+        if self.only is None or name == self.only:
+            return super().add_parser(name, **kwargs)
+        self._name_parser_map[name] = _Unbuilt()
+        return _Unbuilt()
+
+
+def _command_of(argv: list[str]) -> str | None:
+    """The subcommand `argv` runs, read past the global flags; None when that is
+    not plain (help, --version, an abbreviated flag) or a shell completes: then
+    every parser is made."""
+    if "_ARGCOMPLETE" in os.environ:
+        return None
+    args = iter(argv)
+    for arg in args:
+        if arg == "--json" or arg.startswith(("--runtime-dir=", "--remote=")):
+            continue
+        if arg in ("--runtime-dir", "--remote"):
+            next(args, None)
+            continue
+        return None if arg.startswith("-") else arg
+    return None
+
+
 #: --auto-approve names and the approval settings they switch on.
 _AUTO_APPROVE = {
     "read": "always_allow_read_only",
@@ -126,7 +169,9 @@ def _approvals(auto_approve: str | None, yes: bool) -> dict[str, Any] | None:
     return overrides
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(only: str | None = None) -> argparse.ArgumentParser:
+    """hdsp's parser; with `only`, made for that subcommand alone (`_Subcommands`)."""
+
     # The global flags work before and after the subcommand. The subcommands'
     # copies default to SUPPRESS so they don't overwrite a value given before.
     def flags(suppress: bool) -> argparse.ArgumentParser:
@@ -155,8 +200,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"hdsp {__version__}")
     # (Any: the subcommands' parents are plain ArgumentParsers.)
     sub: Any = p.add_subparsers(
-        dest="command", required=True, metavar="COMMAND", parser_class=_SubcommandParser
+        action=_Subcommands,
+        dest="command",
+        required=True,
+        metavar="COMMAND",
+        parser_class=_SubcommandParser,
     )
+    sub.only = only
 
     run = sub.add_parser("run", parents=[common], help="start a task and follow it live")
     run.add_argument(
@@ -903,7 +953,7 @@ def _first_leaf(group: BaseExceptionGroup[ClientError]) -> ClientError:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = _parser()
+    parser = _parser(_command_of(sys.argv[1:] if argv is None else argv))
     autocomplete(parser)  # answers the shell and exits, when a shell asks
     args = parser.parse_args(argv)
     if args.command == "completion":

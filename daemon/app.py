@@ -7,18 +7,24 @@ Start-up comes in two steps, so that a client is answered as soon as it can be:
    directories and their locks, the settings, the store, the journal and the
    server. Then the discovery file, "hdspd ready" and READY=1.
 2. The engine: the sandbox's check that bwrap works, the task manager and its
-   tools (whose schemas jsonschema checks), the approval policy, the kernel
-   service (launching kernels through the sandbox), and the recovery of the turns left
-   open. Their modules are imported, and the tools made, on a worker thread: a
-   tenth of a second of CPU that the event loop keeps answering through. Then the
-   command table (:mod:`.commands`), built with the parts it calls. Commands
-   wait for this step; a Connect and a Ping do not. ``run``'s ``task_status``
-   reports started after it, so an owner in-process finds every attribute set.
+   tools, the approval policy, the kernel service (launching kernels through the
+   sandbox), and the recovery of the turns left open. Their modules are
+   imported, and the tools made, on a worker thread: a tenth of a second of CPU
+   that the event loop keeps answering through. Then the command table
+   (:mod:`.commands`), built with the parts it calls. Commands wait for this
+   step; a Connect and a Ping do not. ``run``'s ``task_status`` reports started
+   after it, so an owner in-process finds every attribute set.
+3. The warm-up, after the first command can be answered: on a worker thread,
+   the imports a turn needs and no command waits for (the provider SDKs of the
+   profiles; jsonschema, with the check of every tool's schema; the `mcp` SDK
+   if the settings name a server), then the freeze of the start-up's objects
+   (see `_warm_and_freeze`).
 """
 
 from __future__ import annotations
 
 import gc
+import importlib
 import os
 import signal
 import threading
@@ -73,6 +79,7 @@ from .llm.registry import Providers
 from .llm.retry import RetryPolicy
 from .lock import DirectoryLock, LockHeld
 from .logs import registered_secrets
+from .memory import malloc_trim
 from .paths import Paths, UnsafeRuntimeDir, ensure_private_runtime_dir, make_private_dir
 from .sandbox import Sandbox
 from .sdnotify import notify_ready, notify_stopping
@@ -132,8 +139,8 @@ class _Engine:
 
 
 def _load_engine(sandbox: Sandbox, emit: Callable[[Event], Awaitable[None]]) -> _Engine:
-    """Import the engine, make the default tools (checking their schemas) and check
-    that the sandbox works: the bulk of the start-up's CPU time, run on a worker
+    """Import the engine, make the default tools (their schemas are checked by the
+    warm-up) and check that the sandbox works: the bulk of the start-up's CPU time, run on a worker
     thread after READY."""
     from .agents import agent_tools
     from .approvals import ApprovalPolicy
@@ -179,16 +186,38 @@ def _report_sandbox(sandbox: Sandbox) -> None:
         log.info("sandbox ready", mode=status.mode, network=status.network)
 
 
-async def _warm_and_freeze(providers: Providers) -> None:
-    """Import the provider SDKs, then move every object alive by then (modules,
-    classes, the SDKs' schemas: most of the heap, and all of it for good) out of
-    the cyclic garbage collector's sight (`gc.freeze`). Else each full collection
+#: Modules the engine imports where it first uses them (a turn's, never a
+#: command's), so that no command waits for them at start-up: the warm-up
+#: imports them.
+_LAZY_MODULES = ("yaml", "pathspec")
+
+
+def _warm(providers: Providers, mcp: McpHub, tools: ToolRegistry) -> None:
+    """What no command waits for and a turn needs (blocking: on a worker thread):
+    the provider SDKs of the profiles, the `mcp` SDK if the settings name an MCP
+    server, jsonschema and the tools' checked schemas, the engine's lazily
+    imported modules, and glibc's malloc_trim (found by running ldconfig)."""
+    providers.warm()
+    mcp.warm()
+    tools.warm()
+    for name in _LAZY_MODULES:
+        importlib.import_module(name)
+    malloc_trim()
+
+
+async def _warm_and_freeze(
+    providers: Providers, mcp: McpHub, tools: ToolRegistry, done: anyio.Event
+) -> None:
+    """Warm up (`_warm`), then move every object alive by then (modules, classes,
+    the SDKs' schemas: most of the heap, and all of it for good) out of the
+    cyclic garbage collector's sight (`gc.freeze`). Else each full collection
     walks them all: 0.2-0.45 s with the loop stopped, measured on 2 busy cores,
     and a burst of allocations (a subscription flood, a long history loaded) sets
     off one every second or two."""
-    await anyio.to_thread.run_sync(providers.warm)
+    await anyio.to_thread.run_sync(_warm, providers, mcp, tools)
     gc.freeze()
     log.info("provider SDKs loaded; start-up objects frozen", objects=gc.get_freeze_count())
+    done.set()
 
 
 def _known_secrets() -> frozenset[str]:
@@ -260,6 +289,10 @@ class Daemon:
         self._shutdown = anyio.Event()
         self._shutdown_reason = ""
         self._engine_started = anyio.Event()
+        #: Set once the warm-up has ended and the start-up's objects are frozen
+        #: (see `_warm_and_freeze`): what an owner in-process waits for before
+        #: it measures the daemon.
+        self.warmed = anyio.Event()
         #: The graceful stop's scope, and whether a second signal asked to hurry.
         self._grace: anyio.CancelScope | None = None
         self._hurried = False
@@ -274,6 +307,7 @@ class Daemon:
         self.config: ConfigService
         self.sandbox: Sandbox
         self.mcp: McpHub
+        self._tools: ToolRegistry
         self._commands: Commands
 
     def request_shutdown(self, reason: str) -> None:
@@ -386,7 +420,7 @@ class Daemon:
                 notify_ready()
                 await self._start_engine(tg, providers)
                 task_status.started()
-                tg.start_soon(_warm_and_freeze, providers)
+                tg.start_soon(_warm_and_freeze, providers, self.mcp, self._tools, self.warmed)
                 await self._shutdown.wait()
                 notify_stopping()
                 log.info("hdspd shutting down", reason=self._shutdown_reason)
@@ -459,6 +493,7 @@ class Daemon:
         self.tasks.apply_mode_settings(settings.custom_modes, settings.custom_instructions)
         self.tasks.apply_agent_settings(settings.agents, settings.agent_limits)
         engine.tools.add_source(self.mcp)
+        self._tools = engine.tools
         await tg.start(self.mcp.run)
         await tg.start(self.kernels.run)
         await tg.start(self.tasks.run)

@@ -6,21 +6,29 @@ keeps freed heap for later mallocs instead of returning it. A daemon that
 loaded thousands of tasks, then unloaded them, would keep their peak for ever.
 `give_back()` collects the cycles, then has glibc return its free heap pages
 (`malloc_trim`, on a worker thread: ctypes releases the GIL for it).
+
+glibc's `malloc_trim` is looked up the first time it is needed (or by the
+daemon's warm-up, :func:`malloc_trim`): finding libc runs `ldconfig -p`, a
+process, which no start-up should wait for.
 """
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
+import functools
 import gc
 from collections.abc import Callable
 
 import anyio.to_thread
 
-__all__ = ["give_back"]
+__all__ = ["give_back", "malloc_trim"]
 
 
-def _load_malloc_trim() -> Callable[[int], int] | None:
+@functools.cache
+def malloc_trim() -> Callable[[int], int] | None:
+    """glibc's `malloc_trim` (None on another libc); blocking the first time."""
+    import ctypes
+    import ctypes.util
+
     name = ctypes.util.find_library("c")
     if name is None:
         return None
@@ -33,11 +41,13 @@ def _load_malloc_trim() -> Callable[[int], int] | None:
     return trim
 
 
-_malloc_trim = _load_malloc_trim()
+def _trim_heap() -> None:
+    trim = malloc_trim()
+    if trim is not None:
+        trim(0)
 
 
 async def give_back() -> None:
     """Collect cyclic garbage, then return free heap to the system."""
     gc.collect()
-    if _malloc_trim is not None:
-        await anyio.to_thread.run_sync(_malloc_trim, 0)
+    await anyio.to_thread.run_sync(_trim_heap)

@@ -32,9 +32,6 @@ __all__ = [
 ]
 
 _encoder = msgspec.json.Encoder()
-_client_decoder = msgspec.json.Decoder(ClientMessage)
-_server_decoder = msgspec.json.Decoder(ServerMessage)
-_event_decoder = msgspec.json.Decoder(TaskEvent)
 _PATH = re.compile(r" - at `(?P<path>\$[^`]*)`$")
 #: A frame too broken to decode may still name its request id near its start.
 _REQUEST_ID = re.compile(rb'"requestId"\s*:\s*"(?P<id>[^"\\]{1,256})"')
@@ -51,6 +48,23 @@ class _RequestIdOnly(msgspec.Struct):
 
 
 _request_id_decoder = msgspec.json.Decoder(_RequestIdOnly)
+
+
+class _Decoders:
+    """Each decoder made the first time it is needed: making one walks the types
+    of its messages (10 ms of CPU for the commands, as much again for the
+    replies), and a process needs one side: the daemon decodes commands, a client
+    replies and events."""
+
+    def __getattr__(self, name: str) -> msgspec.json.Decoder[Any]:
+        if name not in _DECODED:
+            raise AttributeError(name)
+        decoder = msgspec.json.Decoder(_DECODED[name])
+        setattr(self, name, decoder)  # found as an attribute from now on
+        return decoder
+
+
+_decoders = _Decoders()
 
 
 class FrameError(Exception):
@@ -166,7 +180,7 @@ def _frame_error(frame: bytes, exc: msgspec.DecodeError) -> FrameError:
 def decode_client_message(frame: bytes) -> ClientMessage:
     """Decode a client's frame; raises FrameError and nothing else."""
     try:
-        message = cast(ClientMessage, _client_decoder.decode(frame))
+        message = cast(ClientMessage, _decoders.client.decode(frame))
     except msgspec.DecodeError as exc:
         raise _frame_error(frame, exc) from exc
     except Exception as exc:  # RecursionError, UnicodeDecodeError, MemoryError, ...
@@ -184,14 +198,20 @@ class RawReply(Reply, tag="Reply", frozen=True):
     result: msgspec.Raw = msgspec.Raw(b"null")
 
 
-_control_decoder = msgspec.json.Decoder(Ack | RawReply | TaskEvent)
+#: What each decoder of `_decoders` decodes.
+_DECODED: dict[str, Any] = {
+    "client": ClientMessage,
+    "server": ServerMessage,
+    "event": TaskEvent,
+    "control": Ack | RawReply | TaskEvent,
+}
 
 
 def decode_control_frame(frame: bytes) -> Ack | RawReply | TaskEvent:
     """Decode a frame the daemon sent on `control`, the result of a reply left as
     JSON; raises FrameError and nothing else."""
     try:
-        return cast(Ack | RawReply | TaskEvent, _control_decoder.decode(frame))
+        return cast(Ack | RawReply | TaskEvent, _decoders.control.decode(frame))
     except msgspec.DecodeError as exc:
         raise _frame_error(frame, exc) from exc
     except Exception as exc:
@@ -200,7 +220,7 @@ def decode_control_frame(frame: bytes) -> Ack | RawReply | TaskEvent:
 
 def decode_server_message(frame: bytes) -> ServerMessage:
     try:
-        return cast(ServerMessage, _server_decoder.decode(frame))
+        return cast(ServerMessage, _decoders.server.decode(frame))
     except msgspec.DecodeError as exc:
         raise _frame_error(frame, exc) from exc
     except Exception as exc:
@@ -209,7 +229,7 @@ def decode_server_message(frame: bytes) -> ServerMessage:
 
 def decode_event(frame: bytes) -> TaskEvent:
     try:
-        return _event_decoder.decode(frame)
+        return cast(TaskEvent, _decoders.event.decode(frame))
     except msgspec.DecodeError as exc:
         raise _frame_error(frame, exc) from exc
     except Exception as exc:

@@ -1,9 +1,7 @@
 """hdsp as an Agent Client Protocol agent (`hdsp acp`): ACP hosts such as
-Jupyter AI and Zed drive hdsp tasks through it. See :mod:`.agent`."""
+Jupyter AI and Zed drive hdsp tasks through it. See :mod:`.agent`.
 
-from __future__ import annotations
-
-from .agent import HdspAcpAgent, serve
-from .command import add_acp_parser
-
-__all__ = ["HdspAcpAgent", "add_acp_parser", "serve"]
+Nothing is imported here: the CLI imports :mod:`.command` for its parser, and the
+`acp` SDK (over half a second to import) comes with :mod:`.agent` only when
+`hdsp acp` runs.
+"""

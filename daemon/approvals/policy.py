@@ -34,13 +34,14 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any
-
-from pathspec import GitIgnoreSpec
+from typing import TYPE_CHECKING, Any
 
 from hdsp.daemon.config.approvals import ApprovalSettings
 from hdsp.daemon.tools.base import Tool, ToolCategory, ToolError
-from hdsp.daemon.tools.workspace import Workspace
+from hdsp.daemon.tools.workspace import Workspace, gitignore_spec
+
+if TYPE_CHECKING:
+    from pathspec import GitIgnoreSpec
 
 from .commands import Judgement, judge_command
 
@@ -290,9 +291,7 @@ class ApprovalPolicy:
         """Whether any of `paths` is protected; raises the tool's ToolError for a
         path no write may use (outside the workspace, hidden)."""
         if workspace is None:
-            spec = GitIgnoreSpec.from_lines(
-                [*Workspace.DEFAULT_PROTECTED, *settings.protected_paths]
-            )
+            spec = gitignore_spec([*Workspace.DEFAULT_PROTECTED, *settings.protected_paths])
             return any(_spelled_protected(spec, p) for p in paths)
         key = (os.fspath(workspace), tuple(settings.protected_paths))
         ws = self._workspaces.get(key)

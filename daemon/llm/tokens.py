@@ -46,6 +46,7 @@ from hdsp.daemon.conversation import (
     ReasoningBlock,
     TextBlock,
     ToolResultBlock,
+    ToolSpec,
     ToolUseBlock,
 )
 
@@ -342,6 +343,26 @@ def _message_chars(message: ApiMessage) -> tuple[int, int]:
     return chars, images
 
 
+#: Characters of each tool spec recently counted, by its name and its schema's
+#: identity: (the schema, kept so that its id stays its own; the characters).
+#: A task's tools are the same objects turn after turn (see ToolRegistry.specs),
+#: and encoding their schemas again for each count was most of the estimate.
+_tool_chars_seen: dict[tuple[str, str, int], tuple[Mapping[str, Any], int]] = {}
+_TOOL_CHARS_KEPT = 1024
+
+
+def _tool_chars(tool: ToolSpec) -> int:
+    key = (tool.name, tool.description, id(tool.parameters))
+    seen = _tool_chars_seen.get(key)
+    if seen is not None and seen[0] is tool.parameters:
+        return seen[1]
+    chars = len(tool.name) + len(tool.description) + len(json.dumps(tool.parameters))
+    if len(_tool_chars_seen) >= _TOOL_CHARS_KEPT:
+        _tool_chars_seen.clear()
+    _tool_chars_seen[key] = (tool.parameters, chars)
+    return chars
+
+
 def estimate_request_tokens(request: ModelRequest) -> int:
     """A model-independent estimate of `request`'s prompt tokens (uncalibrated)."""
     chars = len(request.system)
@@ -351,7 +372,7 @@ def estimate_request_tokens(request: ModelRequest) -> int:
         chars += c
         images += i
     for tool in request.tools:
-        chars += len(tool.name) + len(tool.description) + len(json.dumps(tool.parameters))
+        chars += _tool_chars(tool)
     tokens = chars / CHARS_PER_TOKEN
     return math.ceil(tokens) + images * IMAGE_TOKENS + _MESSAGE_TOKENS * len(request.messages)
 

@@ -15,30 +15,30 @@ import contextlib
 import math
 import os
 import shlex
+import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import anyio
 import anyio.abc
-import httpx2
-import mcp.types as mcp_types
+import anyio.to_thread
 import structlog
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
-from mcp import ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.dispatcher import ProgressFnT
-from mcp.shared.exceptions import MCPError
-from mcp.shared.message import SessionMessage
-from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_REQUEST
 
 from hdsp.daemon import __version__
 from hdsp.daemon.config.mcp import SECRET_REFERENCE, McpServerDefinition
 from hdsp.daemon.tools import ToolError
 
-__all__ = ["MAX_ATTEMPTS", "McpConnection", "SecretLookup", "ServerKey"]
+if TYPE_CHECKING:
+    import mcp.types as mcp_types
+    from mcp import ClientSession
+    from mcp.shared.dispatcher import ProgressFnT
+    from mcp.shared.exceptions import MCPError
+    from mcp.shared.message import SessionMessage
+
+__all__ = ["MAX_ATTEMPTS", "McpConnection", "SecretLookup", "ServerKey", "load_sdk"]
 
 log = structlog.get_logger("hdsp.mcp")
 
@@ -64,6 +64,19 @@ STDERR_LINE_CHARS = 2000
 State = Literal["stopped", "connecting", "connected", "failed"]
 
 _Result = TypeVar("_Result")
+
+
+def load_sdk() -> None:
+    """Import the `mcp` SDK (blocking: about half a second of CPU, more on a busy
+    machine) and httpx2, which this module otherwise imports only inside its
+    methods: a runner calls it on a worker thread before its first connection, so
+    a daemon whose tasks use no MCP server never loads the SDK, and the engine
+    (which imports this module) is ready that much sooner."""
+    import httpx2  # noqa: F401
+    import mcp.client.stdio
+    import mcp.client.streamable_http
+    import mcp.shared.exceptions
+    import mcp.types  # noqa: F401
 
 
 class _ConnectionEnded(Exception):
@@ -234,6 +247,10 @@ class McpConnection:
 
     @contextlib.asynccontextmanager
     async def _transport(self) -> AsyncIterator[tuple[Any, Any]]:
+        import httpx2
+        from mcp.client.stdio import StdioServerParameters, stdio_client
+        from mcp.client.streamable_http import streamable_http_client
+
         d = self.definition
         if d.command is not None:
             env = {k: await self._fill(v) for k, v in d.env.items()}
@@ -288,6 +305,11 @@ class McpConnection:
     async def _connected(self) -> AsyncIterator[None]:
         """Connect, initialize and list within the startup timeout; the body runs
         while connected (it ends when the connection ends)."""
+        await anyio.to_thread.run_sync(load_sdk)  # (once loaded: at once)
+        import mcp.types as mcp_types
+        from mcp import ClientSession
+        from mcp.shared.message import SessionMessage
+
         yielded = False
         # One scope whose deadline is the startup timeout until the server answered.
         with anyio.CancelScope(
@@ -341,6 +363,8 @@ class McpConnection:
             self._ended.set()
 
     async def _list(self, session: ClientSession) -> None:
+        import mcp.types as mcp_types
+
         caps = session.server_capabilities
         tools: list[mcp_types.Tool] = []
         resources: list[mcp_types.Resource] = []
@@ -369,6 +393,9 @@ class McpConnection:
 
     async def _on_message(self, message: Any) -> None:
         """Notifications: the lists changed; transport faults end the connection."""
+        import httpx2
+        import mcp.types as mcp_types
+
         if isinstance(message, Exception):
             log.warning("mcp transport error", server=self.name, error=str(message))
             if isinstance(message, httpx2.TransportError | httpx2.HTTPStatusError | OSError):
@@ -446,6 +473,8 @@ class McpConnection:
         """`send` on the live session, within the server's `timeout`. An HTTP
         session the server no longer knows (it restarted) is opened again and the
         request sent once more: the server refused it unseen, so nothing ran."""
+        from mcp.shared.exceptions import MCPError
+
         timeout = self.definition.timeout
         for attempt in (1, 2):
             session = await self.session()
@@ -474,6 +503,8 @@ class McpConnection:
     def _session_lost(self, exc: MCPError) -> bool:
         """Whether an HTTP server refused the request at the HTTP level (an
         unknown or ended session: it restarted, or dropped the session)."""
+        from mcp_types import INTERNAL_ERROR, INVALID_REQUEST
+
         if self.definition.transport != "http":
             return False
         return (exc.code, exc.message) in (
@@ -482,6 +513,8 @@ class McpConnection:
         )
 
     def _call_error(self, what: str, exc: MCPError) -> ToolError:
+        from mcp_types import CONNECTION_CLOSED
+
         if exc.code == CONNECTION_CLOSED:
             self._ended_reason = "the server closed the connection (it exited or crashed)"
             self._ended.set()
@@ -503,7 +536,8 @@ def _describe(error: BaseException) -> str:
         return "it did not start and answer within its startup timeout"
     if isinstance(error, FileNotFoundError):
         return f"the command was not found ({error.filename or error})"
-    if isinstance(error, MCPError):
+    sdk = sys.modules.get("mcp.shared.exceptions")  # (an MCPError: only once it is loaded)
+    if sdk is not None and isinstance(error, sdk.MCPError):
         return f"{error.message} (code {error.code})"
     text = str(error) or type(error).__name__
     return f"{type(error).__name__}: {text}" if str(error) else text

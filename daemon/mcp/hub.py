@@ -34,7 +34,6 @@ from typing import Any, BinaryIO
 
 import anyio
 import anyio.abc
-import jsonschema
 import structlog
 
 from hdsp.daemon.config.mcp import McpServerDefinition, McpSettings, parse_servers
@@ -48,7 +47,7 @@ from hdsp.protocol import (
     OfferedMcpServer,
 )
 
-from .connection import McpConnection, SecretLookup, ServerKey
+from .connection import McpConnection, SecretLookup, ServerKey, load_sdk
 from .tools import AccessMcpResource, McpTool, make_mcp_tool
 from .trust import TrustStore, fingerprint
 
@@ -125,6 +124,13 @@ class McpHub:
             task_status.started()
             self.apply_settings()
             await anyio.sleep_forever()
+
+    def warm(self) -> None:
+        """Import the `mcp` SDK now if the settings name a server (blocking: on a
+        worker thread, with the provider SDKs, before the start-up's objects are
+        frozen); else the first connection imports it (see `load_sdk`)."""
+        if any(d.is_enabled for d in self._settings().servers.values()):
+            load_sdk()
 
     async def aclose(self) -> None:
         """Stop every server (their processes end with them)."""
@@ -292,7 +298,9 @@ class McpHub:
     def tools(self, workspace: Path, task_id: str | None = None) -> Sequence[Tool]:
         """The tools of the connected servers a task in `workspace` has (with
         `task_id`, the ones offered to it too)."""
-        if self._tg is None:
+        if self._tg is None or not self._connections:
+            # No server runs: no tools, and no workspace file to read (asked for
+            # several times a turn; `prepare` reads it before each request).
             return []
         found, _ = self._found(str(workspace), task_id)
         tools: list[Tool] = []
@@ -319,6 +327,8 @@ class McpHub:
         cached = self._tool_cache.get(connection.key)
         if cached is not None and cached[0] == connection.tools_version:
             return cached[1]
+        import jsonschema  # (imported by the warm-up, or the first tool call's check)
+
         allowed = set(connection.definition.always_allow)
         made: list[McpTool] = []
         seen: set[str] = set()

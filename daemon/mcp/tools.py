@@ -15,10 +15,9 @@ import json
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import anyio
-import mcp.types as mcp_types
 
 from hdsp.daemon.bounded_text import BoundedText
 from hdsp.daemon.conversation import ImageBlock, TextBlock
@@ -26,6 +25,9 @@ from hdsp.daemon.tools import Tool, ToolCategory, ToolContext, ToolError, ToolRe
 from hdsp.protocol import Say
 
 from .connection import McpConnection
+
+if TYPE_CHECKING:  # the SDK is loaded by a connection's runner (see `load_sdk`)
+    import mcp.types as mcp_types
 
 __all__ = [
     "RESULT_CHARS",
@@ -211,6 +213,8 @@ class _Progress:
 def _resource_blocks(
     contents: mcp_types.TextResourceContents | mcp_types.BlobResourceContents,
 ) -> list[TextBlock | ImageBlock]:
+    import mcp.types as mcp_types
+
     mime = contents.mime_type or "unknown type"
     if isinstance(contents, mcp_types.TextResourceContents):
         return [TextBlock(text=f"Resource {contents.uri} ({mime}):\n{contents.text}")]
@@ -229,6 +233,8 @@ def result_from_mcp(result: mcp_types.CallToolResult, server: str) -> ToolResult
     """An MCP call's result as a tool result: text, images (the types models take),
     embedded resources and resource links as text, audio described; `isError`
     kept."""
+    import mcp.types as mcp_types
+
     blocks: list[TextBlock | ImageBlock] = []
     for item in result.content:
         if isinstance(item, mcp_types.TextContent):

@@ -32,9 +32,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import yaml
 from pydantic import ValidationError
 
 from hdsp.daemon.config.modes import ModeDefinition, ToolGroup
@@ -42,6 +41,9 @@ from hdsp.daemon.tools.base import Tool
 
 from . import workspace_yaml
 from .groups import EDIT_GROUPS, group_of
+
+if TYPE_CHECKING:
+    import yaml
 
 __all__ = [
     "BUILT_IN_MODES",
@@ -208,6 +210,8 @@ BUILT_IN_MODES: tuple[Mode, ...] = (
 
 def _line_of(node: yaml.Node | None, loc: Sequence[int | str]) -> int | None:
     """The 1-based line of the YAML node at `loc` (pydantic's error location)."""
+    import yaml
+
     line = None
     for key in loc:
         if node is None:
@@ -250,6 +254,8 @@ def load_modes_file(path: Path) -> tuple[list[ModeDefinition], list[str]]:
 
 def _load_modes_file(path: Path) -> tuple[list[tuple[ModeDefinition, int | None]], list[str]]:
     """load_modes_file, with the line each mode starts on."""
+    import yaml  # (the warm-up's: see `workspace_yaml`)
+
     try:
         size = path.stat().st_size
         if size > MAX_MODES_FILE_BYTES:

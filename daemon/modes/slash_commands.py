@@ -31,8 +31,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-
 from hdsp.protocol import CommandInfo
 
 from . import workspace_yaml
@@ -121,6 +119,8 @@ def _parse(
     meta: dict[str, Any] = {}
     match = _FRONT_MATTER.match(text)
     if match is not None:
+        import yaml  # (the warm-up's: see `workspace_yaml`)
+
         try:
             refused = workspace_yaml.refusal(match[1])
             if refused is not None:

@@ -25,7 +25,7 @@ import contextlib
 import os
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import anyio.lowlevel
@@ -99,6 +99,8 @@ _REVOCATION_CHECK_SECONDS = 1.0
 
 #: What the control socket's monitor reports.
 _CONNECTION_EVENTS = zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED
+#: As a plain int: a bitwise test of pyzmq's flag enum costs microseconds.
+_POLLIN = int(zmq.POLLIN)
 
 
 def _peer_pid(frame: zmq.Frame) -> int | None:
@@ -303,6 +305,10 @@ class Server:
         """Apply the connection events ZeroMQ has reported so far (also before a
         Connect is bound to its connection, and before clients are counted)."""
         if self._connections is None:
+            return
+        # Nothing to read, the common case (GetStatus asks each time): said by
+        # the socket's events, without the exception a failed read raises.
+        if not cast(int, self._connections.getsockopt(zmq.EVENTS)) & _POLLIN:
             return
         while True:
             try:
@@ -543,7 +549,10 @@ class Server:
             await self._error_reply(envelope, cmd.request_id, exc)
 
     async def _run_command(self, envelope: list[bytes], cmd: TaskCommand, session: Session) -> None:
-        with structlog.contextvars.bound_contextvars(client_id=session.client_id):
+        # The client's id in every log line of the command (bound_contextvars
+        # would copy the whole context first, twice, for each command).
+        tokens = structlog.contextvars.bind_contextvars(client_id=session.client_id)
+        try:
             try:
                 result = await self._handle(cmd, session)
                 reply = encode(Reply(request_id=cmd.request_id, ok=True, result=result))
@@ -559,3 +568,5 @@ class Server:
                 # no help, and on a loaded machine a yield gives the CPU away.
                 if not command_spec(cmd.data).idempotent:
                     _yield_cpu()
+        finally:
+            structlog.contextvars.reset_contextvars(**tokens)

@@ -40,8 +40,6 @@ A well-behaved client subscribes to a few task ids (36 bytes), to everything
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
 import os
 import socket
 import stat
@@ -55,6 +53,8 @@ import anyio.lowlevel
 import structlog
 import zmq
 import zmq.asyncio
+
+from hdsp.daemon.memory import malloc_trim
 
 from .connections import shut_down_tcp
 
@@ -78,19 +78,6 @@ _BATCH = 256
 _TRIM_AFTER = 2048
 
 _SO_PEERCRED_FORMAT = "3i"  # struct ucred: pid, uid, gid
-
-
-def _malloc_trim() -> Callable[[int], int] | None:
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return None
-    try:
-        trim = ctypes.CDLL(name).malloc_trim
-    except (OSError, AttributeError):
-        return None
-    trim.argtypes = [ctypes.c_size_t]
-    trim.restype = ctypes.c_int
-    return trim
 
 
 class SubscriptionGuard:
@@ -117,7 +104,6 @@ class SubscriptionGuard:
         #: whether it was cut since it last had a token.
         self._budgets: dict[str, tuple[float, float, bool]] = {}
         self._unsubscribed = 0
-        self._trim = _malloc_trim()
         #: Peers whose connections were cut, for tests and logs.
         self.cuts = 0
 
@@ -152,9 +138,11 @@ class SubscriptionGuard:
                 except zmq.Again:
                     break
                 await self._handle(frame)
-            if self._unsubscribed >= _TRIM_AFTER and self._trim is not None:
+            if self._unsubscribed >= _TRIM_AFTER:
                 self._unsubscribed = 0
-                self._trim(0)
+                trim = malloc_trim()  # (looked up by the warm-up: cached)
+                if trim is not None:
+                    trim(0)
             await anyio.lowlevel.checkpoint()
 
     async def _handle(self, frame: zmq.Frame) -> None:

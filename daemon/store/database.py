@@ -259,16 +259,29 @@ class Database:
     def _drop_orphan_blobs(self, conn: Connection) -> int:
         """Delete the blobs no record refers to (in the caller's transaction): images
         of messages a rewind or DeleteMessage removed, once the events that showed
-        them were pruned too (until then Replay still shows them). How many went."""
-        referenced: set[str] = set()
+        them were pruned too (until then Replay still shows them). How many went.
+
+        Only the records of tasks that stored blobs are read: a reference counts only
+        in a record of a task that owns the blob (`task_blobs`, written with every
+        record that refers to one, see `blobs`), since no other can read it back. So
+        retention on a big log reads no record of a task without images."""
+        referenced: set[tuple[str, str]] = set()
         holds = self.dialect.holds("body")
-        for table in _BLOB_RECORDS:
-            rows = conn.execute(f"SELECT body FROM {table} WHERE {holds}", (BLOB_MARKER,))
-            for (body,) in rows:
-                referenced.update(referenced_hashes(bytes(body)))
-        orphans = [
-            (sha,) for (sha,) in conn.execute("SELECT sha256 FROM blobs") if sha not in referenced
-        ]
+        owners = [task_id for (task_id,) in conn.execute("SELECT DISTINCT task_id FROM task_blobs")]
+        for task_id in owners:
+            for table, column in _BLOB_RECORDS:
+                rows = conn.execute(
+                    f"SELECT body FROM {table} WHERE {column} = ? AND {holds}",
+                    (task_id, BLOB_MARKER),
+                )
+                for (body,) in rows:
+                    referenced.update((task_id, sha) for sha in referenced_hashes(bytes(body)))
+        kept = {
+            sha
+            for (task_id, sha) in conn.execute("SELECT task_id, sha256 FROM task_blobs")
+            if (task_id, sha) in referenced
+        }
+        orphans = [(sha,) for (sha,) in conn.execute("SELECT sha256 FROM blobs") if sha not in kept]
         if orphans:
             conn.executemany("DELETE FROM blobs WHERE sha256 = ?", orphans)
             # Nobody owns what is gone: an image stored again later is owned anew.
@@ -526,5 +539,5 @@ class Database:
         return int(tasks), int(events)
 
 
-#: The records that may refer to blobs.
-_BLOB_RECORDS = ("ui_messages", "api_messages", "events")
+#: The records that may refer to blobs, and the column naming their task.
+_BLOB_RECORDS = (("ui_messages", "task_id"), ("api_messages", "task_id"), ("events", "topic"))

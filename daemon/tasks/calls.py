@@ -37,6 +37,7 @@ from hdsp.daemon.tools import (
     ToolRegistry,
     ToolResult,
 )
+from hdsp.daemon.tools.registry import validator_ready
 from hdsp.protocol import (
     Ask,
     AskResponse,
@@ -256,6 +257,8 @@ class ToolCalls:
             return
         if call.status == "pending":
             self._count(call.name, attempts=1)
+            if tool is not None:
+                await validator_ready(tool)  # (the first of a tool: off the loop)
             problem = self.check_call(call) or self.check_mode(call) or self.check_repetition(call)
             if problem is not None:
                 # Every client sees why the call did not run, as the model does.

@@ -23,15 +23,17 @@ from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, ClassVar, TypeVar
+from typing import IO, TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import anyio
 import anyio.from_thread
 import anyio.to_thread
-from pathspec import GitIgnoreSpec
 
 from .base import Tool, ToolCategory, ToolContext, ToolError, ToolResult
-from .workspace import Workspace, WorkspaceEntry, shown_path
+from .workspace import Workspace, WorkspaceEntry, gitignore_spec, shown_path
+
+if TYPE_CHECKING:
+    from pathspec import GitIgnoreSpec
 
 __all__ = [
     "EditFile",
@@ -669,7 +671,7 @@ class SearchFiles(Tool):
         glob: GitIgnoreSpec | None = None
         if args.get("file_pattern"):
             try:
-                glob = GitIgnoreSpec.from_lines([str(args["file_pattern"])])
+                glob = gitignore_spec([str(args["file_pattern"])])
             except ValueError as exc:
                 raise ToolError(f"Invalid file_pattern {args['file_pattern']!r}: {exc}") from exc
         context = int(args.get("context_lines") or 0)

@@ -41,6 +41,7 @@ The methods do blocking file-system calls; async tools call them in a worker thr
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import re
 import secrets
@@ -50,11 +51,12 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import ClassVar, TypeVar
-
-from pathspec import GitIgnoreSpec
+from typing import TYPE_CHECKING, ClassVar, TypeVar
 
 from .base import ToolError
+
+if TYPE_CHECKING:
+    from pathspec import GitIgnoreSpec
 
 __all__ = [
     "IgnoredPathError",
@@ -63,6 +65,7 @@ __all__ = [
     "PathNotFoundError",
     "Workspace",
     "WorkspaceEntry",
+    "gitignore_spec",
     "parse_shown_path",
     "shown_path",
 ]
@@ -172,7 +175,19 @@ NOISE_DIRS: frozenset[str] = frozenset(
     }
 )
 
-_EMPTY_SPEC = GitIgnoreSpec.from_lines([])
+
+def gitignore_spec(lines: Iterable[str]) -> GitIgnoreSpec:
+    """A gitignore-style spec of `lines`. pathspec is imported here, the first time
+    (the daemon's warm-up imports it): no command waits for it at start-up."""
+    from pathspec import GitIgnoreSpec
+
+    return GitIgnoreSpec.from_lines(lines)
+
+
+@functools.cache
+def _empty_spec() -> GitIgnoreSpec:
+    return gitignore_spec([])
+
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 #: Opens whatever the walk found (a file or a directory) without following a
@@ -239,9 +254,9 @@ class Workspace:
         # The root as the task names it may pass through a symlink; an absolute
         # path the model copies from the prompt then starts with that spelling.
         self._roots = (self.root, given) if given != self.root else (self.root,)
-        self._protected = GitIgnoreSpec.from_lines([*self.DEFAULT_PROTECTED, *protected])
+        self._protected = gitignore_spec([*self.DEFAULT_PROTECTED, *protected])
         self._ignore_stamp: tuple[int, int, int, int] | None = None
-        self._ignore = _EMPTY_SPEC
+        self._ignore = _empty_spec()
         self._ignore_lines: list[str] = []
 
     def __repr__(self) -> str:
@@ -270,10 +285,10 @@ class Workspace:
                     with os.fdopen(os.dup(fd), "rb") as f:
                         text = f.read().decode("utf-8", errors="replace")
                     self._ignore_lines = text.splitlines()
-                    self._ignore = GitIgnoreSpec.from_lines(self._ignore_lines)
+                    self._ignore = gitignore_spec(self._ignore_lines)
                     self._ignore_stamp = stamp
         except (FileNotFoundError, ToolError):
-            self._ignore_stamp, self._ignore, self._ignore_lines = None, _EMPTY_SPEC, []
+            self._ignore_stamp, self._ignore, self._ignore_lines = None, _empty_spec(), []
         return self._ignore_lines
 
     # ---- paths ------------------------------------------------------------------

@@ -25,8 +25,64 @@ async def test_the_daemon_answers_without_loading_format_checkers_or_rich(
     async with connect(daemon_process.runtime_dir, name="test") as client:
         # A command that needs the engine: the tool registry, with jsonschema, is up.
         await client.request(ListTasks(data=ListTasksData(limit=1)))
+    daemon_process.wait_for_log("provider SDKs loaded; start-up objects frozen")
     loaded = _imported(daemon_process.stderr())
-    assert "jsonschema.validators" in loaded  # the log is read right
+    assert "jsonschema.validators" in loaded  # the warm-up's, and the log read right
     assert not {"rfc3987_syntax.syntax_helpers", "arrow.arrow", "rich.console"} & loaded
     # The PostgreSQL store's driver, only for a store.url that names a server.
     assert "psycopg" not in loaded
+
+
+async def test_jsonschema_is_imported_by_the_warm_up_not_by_the_engine(
+    daemon_process: DaemonProcess,
+) -> None:
+    """Commands wait for the engine, whose load logs "sandbox ready" once its
+    modules are imported; jsonschema (the tools' schema checks) comes after, with
+    the warm-up, which no command waits for."""
+    daemon_process.extra_env["PYTHONPROFILEIMPORTTIME"] = "1"
+    daemon_process.start()
+    async with connect(daemon_process.runtime_dir, name="test") as client:
+        await client.request(ListTasks(data=ListTasksData(limit=1)))
+    daemon_process.wait_for_log("provider SDKs loaded; start-up objects frozen")
+    stderr = daemon_process.stderr()
+    engine_loaded = stderr.index('"event": "sandbox ready"')
+    assert "hdsp.daemon.tools.registry" in _imported(stderr[:engine_loaded])
+    assert "jsonschema" not in _imported(stderr[:engine_loaded])
+    assert "jsonschema" in _imported(stderr[engine_loaded:])
+
+
+async def test_the_daemon_without_mcp_servers_never_loads_the_mcp_sdk(
+    daemon_process: DaemonProcess,
+) -> None:
+    """The `mcp` SDK is half a second of CPU: a connection's runner loads it, and the
+    warm-up when the settings name a server; a daemon with none answers and warms
+    up without it."""
+    daemon_process.extra_env["PYTHONPROFILEIMPORTTIME"] = "1"
+    daemon_process.start()
+    async with connect(daemon_process.runtime_dir, name="test") as client:
+        await client.request(ListTasks(data=ListTasksData(limit=1)))
+    daemon_process.wait_for_log("provider SDKs loaded; start-up objects frozen")
+    loaded = _imported(daemon_process.stderr())
+    assert "hdsp.daemon.mcp.connection" in loaded  # the engine, and the log read right
+    assert not {"mcp", "mcp_types", "mcp.client.session"} & loaded
+
+
+async def test_the_engine_imports_neither_yaml_nor_pathspec_and_runs_no_ldconfig(
+    daemon_process: DaemonProcess,
+) -> None:
+    """PyYAML (workspace modes files, slash commands' front matter) and pathspec
+    (.hdspignore, protected paths) are a quarter of the engine's imports, and
+    finding glibc's malloc_trim runs `ldconfig -p`: the warm-up does all three,
+    after the engine is up."""
+    daemon_process.extra_env["PYTHONPROFILEIMPORTTIME"] = "1"
+    daemon_process.start()
+    async with connect(daemon_process.runtime_dir, name="test") as client:
+        await client.request(ListTasks(data=ListTasksData(limit=1)))
+    daemon_process.wait_for_log("provider SDKs loaded; start-up objects frozen")
+    stderr = daemon_process.stderr()
+    engine_loaded = stderr.index('"event": "sandbox ready"')
+    assert "hdsp.daemon.tools.workspace" in _imported(stderr[:engine_loaded])
+    # (Submodules: the log leaves out a module importlib.import_module imports.)
+    lazy = {"yaml.loader", "pathspec.pathspec", "ctypes.util"}
+    assert not lazy & _imported(stderr[:engine_loaded])
+    assert lazy <= _imported(stderr[engine_loaded:])

@@ -6,6 +6,7 @@ import must show it and stay cancellable."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 
 import anyio
@@ -13,7 +14,7 @@ import pytest
 
 from hdsp.client import Client, EventStream, connect
 from hdsp.protocol import MessageEvent, Say, TaskAborted, TaskCompleted, TaskRef
-from tests.fakes.openai_server import FakeOpenAI
+from tests.fakes.openai_server import FakeOpenAI, ToolCall
 from tests.fakes.openai_server import Reply as FakeReply
 from tests.support.daemon_process import DaemonProcess
 from tests.support.events import collect_turn, texts
@@ -122,5 +123,46 @@ async def test_the_warm_up_imports_the_sdk_of_a_saved_anthropic_profile(
     try:
         with anyio.fail_after(20):
             assert await hold.wait_held() != "MainThread"
+    finally:
+        hold.release()
+
+
+async def test_a_tool_call_checked_while_the_warm_up_imports_jsonschema_never_stops_the_daemon(
+    daemon_process: DaemonProcess, fake_openai: FakeOpenAI
+) -> None:
+    """The tools' validators (jsonschema) come with the warm-up; a call checked
+    before it ends makes its tool's validator on a worker thread, which waits for
+    the warm-up's import: the event loop answers meanwhile, and the call goes on
+    once the import is done."""
+    hold = ImportHold("jsonschema", daemon_process.root)
+    daemon_process.extra_env.update(hold.env)
+    daemon_process.start()
+    try:
+        with anyio.fail_after(20):
+            assert await hold.wait_held() != "MainThread"
+        fake_openai.script(
+            FakeReply.text("Checking.")
+            + FakeReply.tool_calls([ToolCall("attempt_completion", json.dumps({"result": "done"}))])
+        )
+        async with connect(daemon_process.runtime_dir) as c:
+            head = (await c.status()).head_seq
+            async with c.events(None, since_seq=head) as events:
+                ref = await c.start_task("finish")
+                with anyio.fail_after(10):
+                    async for event in events:  # the reply is in: its call is next
+                        data = event.data
+                        if (
+                            isinstance(data, MessageEvent)
+                            and data.payload[0].message.text == "Checking."
+                            and not data.payload[0].message.partial
+                        ):
+                            break
+                with anyio.fail_after(10):
+                    for _ in range(20):
+                        await c.ping()
+            hold.release()
+            with anyio.fail_after(20):
+                turn = await collect_turn(c, ref.task_id, head)
+        assert isinstance(turn[-1].data, TaskCompleted)
     finally:
         hold.release()

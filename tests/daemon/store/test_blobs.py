@@ -291,3 +291,22 @@ def test_records_from_before_ownership_keep_their_images(tmp_path: Path) -> None
     db.close()
     owners = sqlite3.connect(path).execute("SELECT task_id, sha256 FROM task_blobs").fetchall()
     assert owners == [("t", _SHA)]
+
+
+def test_a_reference_in_a_task_that_does_not_own_the_blob_does_not_keep_it(
+    db: Database,
+) -> None:
+    """Text that names a blob another task stored reads nothing back (`task_blobs`),
+    so it keeps nothing alive: once the owner's records are gone, the blob goes."""
+    reference = f"hdsp-blob:image/png;sha256,{_SHA}"
+    db.commit([insert_task(HistoryItem(id="u", number=2, ts=2, task="y"))], [])
+    db.commit([save_ui_message("t", 1, _ui(1, images=[_URL]))], [(1, "t", 1, b"{}")])
+    db.commit([save_ui_message("u", 1, _ui(1, images=[reference]))], [(2, "u", 2, b"{}")])
+    db.commit([delete_ui_message("t", 1)], [(3, "t", 3, b"{}")])
+    assert db.prune_events(before_ts=10, keep_last=1) == 2
+    conn = sqlite3.connect(db.path)
+    try:
+        assert conn.execute("SELECT COUNT(*) FROM blobs").fetchone() == (0,)
+    finally:
+        conn.close()
+    assert db.ui_message("u", 1) == _ui(1, images=[reference])  # text, as it was

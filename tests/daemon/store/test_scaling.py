@@ -5,6 +5,8 @@ every step), on a small store and on one many times bigger."""
 
 from __future__ import annotations
 
+import base64
+import os
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
@@ -13,8 +15,17 @@ from typing import Any
 import anyio
 import pytest
 
-from hdsp.daemon.store import Journal, SqliteDatabase, Store, insert_task
-from hdsp.protocol import HistoryItem, TaskCreated, TaskEvent, TaskState, decode_event
+from hdsp.daemon.store import Journal, SqliteDatabase, Store, insert_task, save_ui_message
+from hdsp.daemon.store.integrity import quick_check
+from hdsp.protocol import (
+    ClineMessage,
+    HistoryItem,
+    TaskCreated,
+    TaskEvent,
+    TaskState,
+    decode_event,
+    encode,
+)
 
 
 def _steps(conn: sqlite3.Connection, fn: Callable[..., Any], *args: Any) -> int:
@@ -86,6 +97,31 @@ def test_a_retention_pass_with_nothing_to_prune_does_not_scan_the_log(
     assert _same_work(a, b), (a, b)
 
 
+def _with_an_image(db: Database, events: int) -> None:
+    """Task 1 stores an image (a UI message that shows it) at the log's end."""
+    url = "data:image/png;base64," + base64.b64encode(os.urandom(30_000)).decode()
+    message = encode(ClineMessage(ts=1, type="say", say="text", images=[url]))
+    db.commit([save_ui_message(_task_id(1), 1, message)], [(events + 1, "x", 10**12, b"{}")])
+
+
+def test_a_retention_pass_that_prunes_reads_only_the_records_of_tasks_with_images(
+    small: Database, big: Database
+) -> None:
+    # Over the cap by two: two events go, and the blobs no record refers to any
+    # more with them (which the records of task 1, the one with an image, say).
+    _with_an_image(small, 100)
+    _with_an_image(big, 20_000)
+    a = _steps(small._writer, small.prune_events, 1, 99)
+    b = _steps(big._writer, big.prune_events, 1, 19_999)
+    assert small.counts()[1] == 99 and big.counts()[1] == 19_999
+    conn = sqlite3.connect(big.path)
+    try:
+        assert conn.execute("SELECT COUNT(*) FROM blobs").fetchone() == (1,)  # still shown
+    finally:
+        conn.close()
+    assert _same_work(a, b), (a, b)  # task 1 has as many records in both
+
+
 def test_retention_by_age_still_deletes_what_is_old(tmp_path: Path) -> None:
     db = _filled(tmp_path / "db.sqlite3", tasks=3, events=100, ts=1000)
     # Events 1..49 have ts 1001..1049: older than 1050.
@@ -143,3 +179,27 @@ async def test_a_journal_starts_without_reading_the_whole_log(tmp_path: Path) ->
     # And the first new event of a task still names the task's last one before it.
     assert [(e.seq, e.prev_seq) for e in small_events] == [(101, 96)]
     assert [(e.seq, e.prev_seq) for e in big_events] == [(20_001, 18_006)]
+
+
+def test_the_quick_check_at_start_up_keeps_its_budget_and_never_cuts_what_follows(
+    tmp_path: Path,
+) -> None:
+    """The budget holds inside SQLite's check of the b-trees, which is one step of
+    its virtual machine (a log of a million events took 0.2-0.4 s past a budget of
+    30 ms with a progress handler): it is an interrupt from a timer, which must
+    never reach a statement run after the check."""
+    path = tmp_path / "one-big-table.sqlite3"
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, body BLOB)")
+    conn.execute("BEGIN")
+    conn.executemany(
+        "INSERT INTO t (body) VALUES (?)", ((os.urandom(200),) for _ in range(200_000))
+    )
+    conn.execute("COMMIT")
+    assert quick_check(conn, 0.001) is None  # stopped: the budget ran out first
+    assert conn.execute("SELECT COUNT(*) FROM t").fetchone() == (200_000,)
+    conn.execute("DELETE FROM t WHERE id > 10")
+    assert quick_check(conn, 0.2) == []  # done within its budget
+    # A statement that outlasts the budget after the check is not interrupted.
+    slow = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?) "
+    assert conn.execute(slow + "SELECT COUNT(*) FROM n", (3_000_000,)).fetchone() == (3_000_000,)

@@ -1,0 +1,66 @@
+"""`hdsp` loads only what the command it runs needs: the SDK of `hdsp acp` (over
+half a second to import) and the live view's rich come with their commands, and
+it makes the parser of that command alone."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+from hdsp.client.cli import _command_of, _parser
+from tests.support.daemon_process import DaemonProcess
+
+
+def _imported(stderr: str) -> set[str]:
+    return set(re.findall(r"^import time:\s+\d+ \|\s+\d+ \|\s*(\S+)$", stderr, re.M))
+
+
+def test_hdsp_tasks_loads_neither_the_acp_sdk_nor_rich(daemon: DaemonProcess) -> None:
+    r = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "hdsp.client", "tasks"],
+        env={"HDSP_RUNTIME_DIR": str(daemon.runtime_dir), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert r.returncode == 0, r.stderr
+    loaded = _imported(r.stderr)
+    assert "hdsp.client.acp.command" in loaded  # the parser's module, and the log read right
+    assert not {"acp", "acp.schema", "hdsp.client.acp.agent", "rich", "pydantic"} & loaded
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["tasks", "--limit", "3"],
+        ["--json", "tasks", "--tree"],
+        ["--runtime-dir", "/x", "show", "3f2a", "--full"],
+        ["--remote=lab", "answer", "3f2a", "--no", "not that file"],
+        ["remote", "rm", "lab"],
+        ["config", "get", "retry.max_attempts"],
+        ["mcp", "serve"],
+    ],
+)
+def test_the_parser_of_the_command_run_alone_reads_argv_as_the_whole_parser(
+    argv: list[str],
+) -> None:
+    """`hdsp` makes the parser of the subcommand it runs, not all seventy."""
+    command = _command_of(argv)
+    assert command is not None
+    assert vars(_parser(command).parse_args(argv)) == vars(_parser().parse_args(argv))
+
+
+def test_a_command_that_is_not_one_is_refused_with_every_command_named(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert _command_of(["nosuch"]) == "nosuch"
+    assert _command_of(["--help"]) is None and _command_of(["--run", "/x", "tasks"]) is None
+    with pytest.raises(SystemExit):
+        _parser("nosuch").parse_args(["nosuch"])
+    error = capsys.readouterr().err
+    assert "invalid choice: 'nosuch'" in error
+    assert all(f"'{name}'" in error for name in ("run", "tasks", "remote", "acp", "completion"))
