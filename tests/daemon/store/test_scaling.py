@@ -97,7 +97,7 @@ def test_a_retention_pass_with_nothing_to_prune_does_not_scan_the_log(
     assert _same_work(a, b), (a, b)
 
 
-def _with_an_image(db: Database, events: int) -> None:
+def _with_an_image(db: SqliteDatabase, events: int) -> None:
     """Task 1 stores an image (a UI message that shows it) at the log's end."""
     url = "data:image/png;base64," + base64.b64encode(os.urandom(30_000)).decode()
     message = encode(ClineMessage(ts=1, type="say", say="text", images=[url]))
@@ -105,7 +105,7 @@ def _with_an_image(db: Database, events: int) -> None:
 
 
 def test_a_retention_pass_that_prunes_reads_only_the_records_of_tasks_with_images(
-    small: Database, big: Database
+    small: SqliteDatabase, big: SqliteDatabase
 ) -> None:
     # Over the cap by two: two events go, and the blobs no record refers to any
     # more with them (which the records of task 1, the one with an image, say).
