@@ -359,7 +359,7 @@ class Client:
             message = (
                 f"{where} refused this client's key (ZAP status {value}): the key is not "
                 "authorised there. Ask the daemon's admin to run, on its host: "
-                f"hdspd keys authorize NAME '{keys.public.decode()}' (NAME: who you are)."
+                f"hdspd keys authorize NAME -- '{keys.public.decode()}' (NAME: who you are)."
             )
         elif event == zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL:
             message = (
@@ -371,7 +371,7 @@ class Client:
                 f"Could not authenticate with {where}: the CURVE handshake failed, most "
                 f"likely because the remote's server key ({remote.server_key}) is not that "
                 "daemon's. `hdspd keys` on its host prints the right one; `hdsp remote add "
-                f"{remote.name} {remote.address} --server-key 'KEY'` saves it."
+                f"{remote.name} {remote.address} --server-key='KEY'` saves it."
             )
         self._handshake_refused = NotAuthenticated(message)
         waiter = self._ack_waiter

@@ -56,7 +56,7 @@ def add_remote_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
         "there.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="example:\n  hdsp keys generate      (then the daemon's admin authorises the key)\n"
-        "  hdsp remote add work tcp://ws.example.org:7737 --server-key 'KEY'\n"
+        "  hdsp remote add work tcp://ws.example.org:7737 --server-key='KEY'\n"
         "  hdsp --remote work tasks",
     )
     actions = remote.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -99,7 +99,7 @@ def _keys(args: argparse.Namespace) -> int:
             what = "made a new" if made else "kept the existing"
             print(f"hdsp: {what} key pair in {keys.path.parent}", file=sys.stderr)
             print(
-                "hdsp: on the daemon's host, its admin runs: hdspd keys authorize NAME "
+                "hdsp: on the daemon's host, its admin runs: hdspd keys authorize NAME -- "
                 f"'{keys.public.decode()}'",
                 file=sys.stderr,
             )

@@ -189,9 +189,10 @@ DAEMON_LAYERS: tuple[frozenset[str], ...] = (
 )
 
 #: Parts whose imports are narrower than their layer allows: the ZeroMQ server knows
-#: frames, sessions and errors, never what the commands do.
+#: frames, sessions and errors, never what the commands do (and gives back the
+#: memory of a peer it cut: `memory`, plumbing).
 DAEMON_MAY_IMPORT_ONLY: Mapping[str, frozenset[str]] = {
-    "server": frozenset({"protocol", "errors", "logs", "scrubber"}),
+    "server": frozenset({"protocol", "errors", "logs", "scrubber", "memory"}),
 }
 
 #: Parts of one layer that must not import each other: the kernels know no model.

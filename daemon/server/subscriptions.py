@@ -54,7 +54,7 @@ import structlog
 import zmq
 import zmq.asyncio
 
-from hdsp.daemon.memory import malloc_trim
+from ..memory import malloc_trim
 
 from .connections import shut_down_tcp
 

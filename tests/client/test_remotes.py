@@ -56,7 +56,9 @@ def test_keys_are_made_once_private_and_refused_when_others_can_read(tmp_path: P
 def test_remotes_are_added_listed_and_removed(tmp_path: Path) -> None:
     config = tmp_path / "cfg"
     server = zmq.curve_keypair()[0].decode()
-    added = _hdsp(config, "remote", "add", "work", "tcp://ws.example:7737", "--server-key", server)
+    added = _hdsp(
+        config, "remote", "add", "work", "tcp://ws.example:7737", f"--server-key={server}"
+    )
     assert added.returncode == 0, added.stderr
     assert "events on tcp://ws.example:7738" in added.stdout
     assert _mode(config / "remotes.json") == 0o600
@@ -68,8 +70,8 @@ def test_remotes_are_added_listed_and_removed(tmp_path: Path) -> None:
     }
     assert load_remotes(config)["work"].events == "tcp://ws.example:7738"
     for bad, why in (
-        (["tcp://ws.example", "--server-key", server], "not a TCP address"),
-        (["ipc:///x", "--server-key", server], "not a TCP address"),
+        (["tcp://ws.example", f"--server-key={server}"], "not a TCP address"),
+        (["ipc:///x", f"--server-key={server}"], "not a TCP address"),
         (["tcp://h:7737", "--server-key", "short"], "not a CURVE public key"),
     ):
         refused = _hdsp(config, "remote", "add", "other", *bad)
@@ -84,9 +86,49 @@ def test_a_remote_needs_keys_and_a_name_it_knows(tmp_path: Path) -> None:
     unknown = _hdsp(config, "--remote", "nowhere", "tasks")
     assert unknown.returncode == 2 and "No remote named 'nowhere'" in unknown.stderr
     server = zmq.curve_keypair()[0].decode()
-    added = _hdsp(config, "remote", "add", "w", "tcp://127.0.0.1:9", "--server-key", server)
+    added = _hdsp(config, "remote", "add", "w", "tcp://127.0.0.1:9", f"--server-key={server}")
     assert added.returncode == 0, added.stderr
     no_keys = _hdsp(config, "tasks", HDSP_REMOTE="w")
     assert no_keys.returncode == 2 and "hdsp keys generate" in no_keys.stderr
     both = _hdsp(config, "--remote", "w", "--runtime-dir", str(tmp_path), "tasks")
     assert both.returncode == 2 and "not both" in both.stderr
+
+
+def _key_beginning_with_a_dash() -> str:
+    """A CURVE public key whose Z85 text begins with "-" (one in 85 do)."""
+    while True:
+        public = zmq.curve_keypair()[0].decode()
+        if public.startswith("-"):
+            return public
+
+
+def test_a_key_beginning_with_a_dash_is_taken_as_the_hints_write_it(tmp_path: Path) -> None:
+    """Z85 keys may begin with "-", which argparse takes for an option: the hints
+    and the README write `--server-key='KEY'` and `authorize NAME -- 'KEY'`."""
+    config = tmp_path / "cfg"
+    server = _key_beginning_with_a_dash()
+    added = _hdsp(config, "remote", "add", "w", "tcp://127.0.0.1:9", f"--server-key={server}")
+    assert added.returncode == 0, added.stderr
+    assert load_remotes(config)["w"].server_key == server
+    data = tmp_path / "data"
+    client = _key_beginning_with_a_dash()
+    authorized = subprocess.run(
+        [sys.executable, "-m", "hdsp.daemon", "keys", "authorize", "alice", "--", client],
+        env=cli_env(tmp_path / "run", HDSP_DATA_DIR=str(data)),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert authorized.returncode == 0, authorized.stderr
+    listed = subprocess.run(
+        [sys.executable, "-m", "hdsp.daemon", "keys", "list"],
+        env=cli_env(tmp_path / "run", HDSP_DATA_DIR=str(data)),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert "alice" in listed.stdout and client in listed.stdout, listed
+    made = _hdsp(config, "keys", "generate")
+    assert "hdspd keys authorize NAME -- '" in made.stderr

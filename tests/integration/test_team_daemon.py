@@ -204,7 +204,7 @@ async def _refused_every_way(team: TeamDaemon, silent: socket.socket, silent_sin
     # An authorised key, but a server key that is not this daemon's: said too.
     alice = team.client("alice")
     wrong_key = zmq.curve_keypair()[0].decode()
-    added = team.hdsp(alice, "remote", "add", "fake", team.address, "--server-key", wrong_key)
+    added = team.hdsp(alice, "remote", "add", "fake", team.address, f"--server-key={wrong_key}")
     assert added.returncode == 0, added.stderr
     mistaken = team.hdsp(alice, "--remote", "fake", "tasks")
     assert mistaken.returncode == 3, mistaken.stderr

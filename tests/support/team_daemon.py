@@ -121,10 +121,11 @@ class TeamDaemon:
         made = self.hdsp(config, "keys", "generate")
         assert made.returncode == 0, made.stderr
         if authorize:
-            done = self.hdspd("keys", "authorize", name, self.public_key(config))
+            # (`--`: a Z85 key may begin with "-", as the CLI's hints write it)
+            done = self.hdspd("keys", "authorize", name, "--", self.public_key(config))
             assert done.returncode == 0, done.stderr
         added = self.hdsp(
-            config, "remote", "add", "team", self.address, "--server-key", self.server_key
+            config, "remote", "add", "team", self.address, f"--server-key={self.server_key}"
         )
         assert added.returncode == 0, added.stderr
         return config
