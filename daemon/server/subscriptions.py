@@ -55,7 +55,6 @@ import zmq
 import zmq.asyncio
 
 from ..memory import malloc_trim
-
 from .connections import shut_down_tcp
 
 __all__ = ["MAX_BYTES_PER_PEER", "MAX_TOPIC", "SubscriptionGuard"]
