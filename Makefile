@@ -21,13 +21,18 @@ LABEXT_LINK  = mkdir -p $(VENV)/share/jupyter/labextensions/@hdsp && \
                ln -sfn $(CURDIR)/$(LABEXT) $(VENV)/share/jupyter/labextensions/@hdsp/jupyterlab
 # ---- end of the frontend block ---------------------------------------------------
 
-.PHONY: gateway-env run test lint typecheck schema demo bench bench-quick clean labext wire-types lab browser-deps chromium postgresql screenshots
+.PHONY: gateway-env run test test-slow lint typecheck schema demo bench bench-quick clean labext wire-types lab browser-deps chromium postgresql screenshots
 
 run: $(STAMP) labext
 	$(BIN)/hdspd
 
+# `make test` leaves out the tests marked slow (the browser tests stay in), to keep
+# under 20 minutes on 2 cores; `make test-slow` runs those, and CI (.ci/run) both.
 test: $(STAMP) labext browser-deps postgresql gateway-env lint
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
+
+test-slow: $(STAMP) labext browser-deps postgresql gateway-env
+	$(BIN)/python -m pytest -m slow $(PYTEST_ARGS)
 
 # gateway (issue 25): Jupyter Enterprise Gateway pins jupyter_server < 2 and
 # jupyter_client < 7, so the remote-kernel tests run it from a venv of its own,

@@ -35,7 +35,7 @@ from tests.support.daemon_process import DaemonProcess
 from tests.support.jupyter_process import JupyterProcess
 from tests.support.terminal import Terminal
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
 REPO = Path(__file__).resolve().parents[2]
 UI_TESTS = REPO / "clients" / "jupyterlab" / "ui-tests"

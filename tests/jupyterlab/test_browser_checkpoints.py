@@ -14,7 +14,7 @@ from tests.jupyterlab import test_browser as browser
 from tests.jupyterlab.test_browser import Spec, call, done
 from tests.support.daemon_process import DaemonProcess
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
 # The browser tests' fixtures: JupyterLab as Galata expects it, and the spec runner.
 lab_process = browser.lab_process

@@ -45,7 +45,7 @@ from tests.support.live_edit_scenarios import (
 
 __all__ = ["spec"]  # the fixture, shared with test_browser (with this lab_process)
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
 _v4: Any = nbformat.v4
 

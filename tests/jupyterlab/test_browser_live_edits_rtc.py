@@ -51,7 +51,7 @@ from tests.support.live_edit_scenarios import (
     tool_results,
 )
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
 SPEC = "live-edits-rtc.spec.ts"
 _v4: Any = nbformat.v4
