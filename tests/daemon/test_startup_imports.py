@@ -17,16 +17,22 @@ def _imported(stderr: str) -> set[str]:
     return set(re.findall(r"^import time:\s+\d+ \|\s+\d+ \|\s*(\S+)$", stderr, re.M))
 
 
+async def _import_log(daemon_process: DaemonProcess) -> str:
+    """hdspd's stderr with Python's import-time log (and JSON logs, as the test
+    harness asks), once it answered a command that needs the engine (the tool
+    registry) and its warm-up is done."""
+    daemon_process.extra_env["PYTHONPROFILEIMPORTTIME"] = "1"
+    daemon_process.start()
+    async with connect(daemon_process.runtime_dir, name="test") as client:
+        await client.request(ListTasks(data=ListTasksData(limit=1)))
+    daemon_process.wait_for_log("provider SDKs loaded; start-up objects frozen")
+    return daemon_process.stderr()
+
+
 async def test_the_daemon_answers_without_loading_format_checkers_or_rich(
     daemon_process: DaemonProcess,
 ) -> None:
-    daemon_process.extra_env["PYTHONPROFILEIMPORTTIME"] = "1"
-    daemon_process.start()  # JSON logs, as the test harness asks
-    async with connect(daemon_process.runtime_dir, name="test") as client:
-        # A command that needs the engine: the tool registry, with jsonschema, is up.
-        await client.request(ListTasks(data=ListTasksData(limit=1)))
-    daemon_process.wait_for_log("provider SDKs loaded; start-up objects frozen")
-    loaded = _imported(daemon_process.stderr())
+    loaded = _imported(await _import_log(daemon_process))
     assert "jsonschema.validators" in loaded  # the warm-up's, and the log read right
     assert not {"rfc3987_syntax.syntax_helpers", "arrow.arrow", "rich.console"} & loaded
     # The PostgreSQL store's driver, only for a store.url that names a server.
@@ -39,12 +45,7 @@ async def test_jsonschema_is_imported_by_the_warm_up_not_by_the_engine(
     """Commands wait for the engine, whose load logs "sandbox ready" once its
     modules are imported; jsonschema (the tools' schema checks) comes after, with
     the warm-up, which no command waits for."""
-    daemon_process.extra_env["PYTHONPROFILEIMPORTTIME"] = "1"
-    daemon_process.start()
-    async with connect(daemon_process.runtime_dir, name="test") as client:
-        await client.request(ListTasks(data=ListTasksData(limit=1)))
-    daemon_process.wait_for_log("provider SDKs loaded; start-up objects frozen")
-    stderr = daemon_process.stderr()
+    stderr = await _import_log(daemon_process)
     engine_loaded = stderr.index('"event": "sandbox ready"')
     assert "hdsp.daemon.tools.registry" in _imported(stderr[:engine_loaded])
     assert "jsonschema" not in _imported(stderr[:engine_loaded])
@@ -57,12 +58,7 @@ async def test_the_daemon_without_mcp_servers_never_loads_the_mcp_sdk(
     """The `mcp` SDK is half a second of CPU: a connection's runner loads it, and the
     warm-up when the settings name a server; a daemon with none answers and warms
     up without it."""
-    daemon_process.extra_env["PYTHONPROFILEIMPORTTIME"] = "1"
-    daemon_process.start()
-    async with connect(daemon_process.runtime_dir, name="test") as client:
-        await client.request(ListTasks(data=ListTasksData(limit=1)))
-    daemon_process.wait_for_log("provider SDKs loaded; start-up objects frozen")
-    loaded = _imported(daemon_process.stderr())
+    loaded = _imported(await _import_log(daemon_process))
     assert "hdsp.daemon.mcp.connection" in loaded  # the engine, and the log read right
     assert not {"mcp", "mcp_types", "mcp.client.session"} & loaded
 
@@ -74,12 +70,7 @@ async def test_the_engine_imports_neither_yaml_nor_pathspec_and_runs_no_ldconfig
     (.hdspignore, protected paths) are a quarter of the engine's imports, and
     finding glibc's malloc_trim runs `ldconfig -p`: the warm-up does all three,
     after the engine is up."""
-    daemon_process.extra_env["PYTHONPROFILEIMPORTTIME"] = "1"
-    daemon_process.start()
-    async with connect(daemon_process.runtime_dir, name="test") as client:
-        await client.request(ListTasks(data=ListTasksData(limit=1)))
-    daemon_process.wait_for_log("provider SDKs loaded; start-up objects frozen")
-    stderr = daemon_process.stderr()
+    stderr = await _import_log(daemon_process)
     engine_loaded = stderr.index('"event": "sandbox ready"')
     assert "hdsp.daemon.tools.workspace" in _imported(stderr[:engine_loaded])
     # (Submodules: the log leaves out a module importlib.import_module imports.)
