@@ -47,6 +47,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -115,11 +116,17 @@ class Sandbox:
         paths: Paths,
         secret_values: Callable[[], Iterable[str]] = tuple,
         environ: Mapping[str, str] | None = None,
+        interpreter: Sequence[Path] | None = None,
     ) -> None:
         self._settings = settings
         self.paths = paths
         self._secret_values = secret_values
         self._environ = os.environ if environ is None else environ
+        #: Where the Python that runs kernels (the daemon's) and hdsp's own modules
+        #: live: shown read-only again when they lie under /tmp, which the sandbox
+        #: replaces with an empty one (a checkout or venv there could not start a
+        #: kernel: "bwrap: execvp …/python: No such file or directory").
+        self.interpreter = list(interpreter) if interpreter is not None else _interpreter()
         self._lock = threading.Lock()
         #: bwrap_path setting -> (the binary found, why it cannot run or None).
         self._probes: dict[str, tuple[str | None, str | None]] = {}
@@ -223,7 +230,7 @@ class Sandbox:
             workspace=workspace,
             writable=s.mode == "workspace-write",
             extra_writable=extra_writable,
-            reexposed=[self.home],
+            reexposed=[self.home, *self.interpreter],
             network=s.network,
             cwd=cwd or workspace,
             unsetenv=unsetenv,
@@ -316,3 +323,17 @@ def _probe_bwrap(setting: str) -> tuple[str | None, str | None]:
             f"kernel.apparmor_restrict_unprivileged_userns=0), {fix}."
         )
     return found, None
+
+
+def _interpreter() -> list[Path]:
+    """The daemon's Python (its environment and the installation that environment
+    comes from) and the folder of hdsp's modules (a checkout, for an editable
+    install): what a sandboxed kernel runs."""
+    package = Path(__file__).resolve().parents[2]
+    found = [
+        Path(sys.prefix),
+        Path(sys.base_prefix),
+        Path(sys.executable).resolve().parent,
+        package,
+    ]
+    return list(dict.fromkeys(found))

@@ -5,6 +5,7 @@ with it)."""
 
 from __future__ import annotations
 
+import sys
 import uuid
 from pathlib import Path
 
@@ -29,13 +30,16 @@ def text_of(result: ToolResult) -> str:
     return "".join(getattr(block, "text", "") for block in result.content)
 
 
-def make_sandbox(root: Path, home: Path, **settings: object) -> Sandbox:
+def make_sandbox(
+    root: Path, home: Path, interpreter: list[Path] | None = None, **settings: object
+) -> Sandbox:
     chosen = SandboxSettings.model_validate(settings)
     return Sandbox(
         lambda: chosen,
         paths=Paths(data_dir=root / "data", runtime_dir=root / "run"),
         secret_values=lambda: ["sk-known-secret-value"],
         environ={"HOME": str(home), "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"},
+        interpreter=interpreter,
     )
 
 
@@ -208,3 +212,30 @@ async def test_a_sandboxed_kernels_children_die_with_it(tmp_path: Path) -> None:
         await svc.shutdown_kernel(info.kernel_id)
         assert processes_mentioning(f"sleep {marker}") == []
         assert processes_mentioning(info.connection_file) == []
+
+
+async def test_a_python_under_tmp_runs_in_the_sandbox_and_its_neighbours_stay_hidden(
+    tmp_path: Path,
+) -> None:
+    """The sandbox's /tmp is a new, empty one: a daemon whose venv (or checkout)
+    lies under the host's /tmp could not start a kernel. Its interpreter is shown
+    again, read-only; what lies beside it under /tmp is not."""
+    venv = tmp_path / "venv"
+    await anyio.run_process([sys.executable, "-m", "venv", "--without-pip", str(venv)])
+    (tmp_path / "beside").write_text("not for the sandbox")
+    home = tmp_path / "home"
+    home.mkdir()
+    (tmp_path / "ws").mkdir()
+    ctx = RecordingContext(tmp_path / "ws")
+    command = (
+        f"{venv}/bin/python -c 'print(\"ran\", 6 * 7)'; cat {tmp_path}/beside; "
+        f"touch {venv}/written && echo wrote"
+    )
+    shown = ExecuteCommand(sandbox=make_sandbox(tmp_path, home, interpreter=[venv]))
+    text = text_of(await shown.execute(ctx, {"command": command}))
+    assert "ran 42" in text, text
+    assert "not for the sandbox" not in text and "No such file or directory" in text
+    assert "wrote" not in text and "Read-only file system" in text
+    hidden = ExecuteCommand(sandbox=make_sandbox(tmp_path, home, interpreter=[]))
+    text = text_of(await hidden.execute(ctx, {"command": f"{venv}/bin/python -V"}))
+    assert "Python 3" not in text and f"{venv}/bin/python: not found" in text
