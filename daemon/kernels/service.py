@@ -87,6 +87,8 @@ _scrubbed = msgspec.json.Decoder(VariableList)
 
 #: How long releasing one kernel may take (polite shutdown, then kill).
 _RELEASE_DEADLINE = 10.0
+#: How often a starting kernel's process is checked for an early exit (seconds).
+_EXIT_POLL = 0.2
 
 
 @dataclass(frozen=True)
@@ -576,13 +578,20 @@ class KernelService:
                 await ktg.start(k.conn.run)
                 try:
                     with anyio.fail_after(limit):
-                        await k.conn.handshake(certain=k.owned)
+                        exited = await _handshake_or_exit(k)
                 except TimeoutError:
                     failure = KernelStartFailed(
                         f"The kernel did not answer within {limit:g} s ({k.connection_file})."
                     )
                     ktg.cancel_scope.cancel()
                 else:
+                    if exited:
+                        failure = KernelStartFailed(
+                            "The kernel's process exited before it answered: hdspd's log "
+                            f"has what it printed ({k.connection_file})."
+                        )
+                        ktg.cancel_scope.cancel()
+                if failure is None:
                     if k.status is KernelState.STARTING:
                         k.status = KernelState.IDLE
                     k.announced = True
@@ -946,3 +955,29 @@ def _remote_session(model: dict[str, Any]) -> RemoteSession:
         type=_text(model.get("type")),
         remote_kernel_id=_text(kernel.get("id")) if isinstance(kernel, dict) else None,
     )
+
+
+async def _handshake_or_exit(k: Kernel) -> bool:
+    """The kernel's handshake, or its process's exit, whichever comes first: True
+    when the process exited (a kernel that cannot start, such as an interpreter
+    its sandbox cannot see, fails at once, not at the start's time limit)."""
+    exited = False
+    async with anyio.create_task_group() as race:
+
+        async def handshake() -> None:
+            await k.conn.handshake(certain=k.owned)
+            race.cancel_scope.cancel()
+
+        async def watch() -> None:
+            nonlocal exited
+            process = k.process
+            if process is None:
+                return  # (not started here: its handshake alone says)
+            while await process.is_alive():  # noqa: ASYNC110 (a process, polled)
+                await anyio.sleep(_EXIT_POLL)
+            exited = True
+            race.cancel_scope.cancel()
+
+        race.start_soon(handshake)
+        race.start_soon(watch)
+    return exited

@@ -482,6 +482,25 @@ async def test_starting_errors_are_explained(tmp_path: Path) -> None:
         assert svc.list_kernels() == []
 
 
+async def test_a_kernel_whose_process_exits_at_start_fails_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A kernel that cannot start (its interpreter missing in its sandbox, a
+    broken kernelspec) exits at once: the start says so then, not at its time
+    limit (60 s here) as "did not answer"."""
+    spec = tmp_path / "jupyter" / "kernels" / "broken"
+    spec.mkdir(parents=True)
+    argv = ["/bin/sh", "-c", "echo cannot start >&2; exit 3", "sh", "{connection_file}"]
+    (spec / "kernel.json").write_text(json.dumps({"argv": argv, "display_name": "Broken"}))
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
+    async with running_service(startup_timeout=60.0) as (svc, _):
+        started = time.monotonic()
+        with pytest.raises(KernelStartFailed, match="process exited before it answered"):
+            await svc.start_kernel("broken", cwd=str(kernel_dir(tmp_path)))
+        assert time.monotonic() - started < 20
+        assert svc.list_kernels() == []
+
+
 async def test_closing_the_service_shuts_down_the_kernels_it_started(tmp_path: Path) -> None:
     async with running_service() as (svc, _):
         info = await svc.start_kernel(cwd=str(kernel_dir(tmp_path)))
