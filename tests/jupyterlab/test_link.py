@@ -9,6 +9,7 @@ from typing import Any
 
 import anyio
 import pytest
+from anyio.abc import TaskGroup
 
 from hdsp.client import connect
 from hdsp.client.jupyterlab.link import (
@@ -59,6 +60,18 @@ class RecordingSink:
         self.done.set()
 
 
+def _finished() -> FakeReply:
+    """The model's reply that ends a task at once."""
+    return FakeReply.tool_calls([ToolCall("attempt_completion", json.dumps({"result": "ok"}))])
+
+
+async def _up(tg: TaskGroup, link: DaemonLink) -> None:
+    """Run `link` in `tg` until it is connected."""
+    await tg.start(link.run)
+    while link.state != LinkState.CONNECTED:
+        await link.wait_changed()
+
+
 def completed(frame: Frame) -> bool:
     return frame["kind"] == "event" and frame["event"]["data"]["eventName"] == "taskCompleted"
 
@@ -66,14 +79,10 @@ def completed(frame: Frame) -> bool:
 async def test_a_browser_that_stops_reading_is_closed_and_the_others_go_on(
     daemon: DaemonProcess, fake_openai: FakeOpenAI, tmp_path: Any
 ) -> None:
-    fake_openai.script(
-        FakeReply.tool_calls([ToolCall("attempt_completion", json.dumps({"result": "ok"}))])
-    )
+    fake_openai.script(_finished())
     link = DaemonLink(daemon.runtime_dir, feed_buffer=3, stall_limit=1)
     async with anyio.create_task_group() as tg, connect(daemon.runtime_dir) as client:
-        await tg.start(link.run)
-        while link.state != LinkState.CONNECTED:
-            await link.wait_changed()
+        await _up(tg, link)
         head = (await client.status()).head_seq
         frozen = RecordingSink(completed, stall_after=1)
         live = RecordingSink(completed)
@@ -99,15 +108,10 @@ async def test_a_socket_whose_feed_fails_is_closed_and_the_link_stays_up(
 ) -> None:
     """One socket's unexpected failure closes that socket (1011); it must not take
     down the link's task group, and with it every window's feed and command."""
-    fake_openai.script(
-        FakeReply.tool_calls([ToolCall("attempt_completion", json.dumps({"result": "ok"}))]),
-        FakeReply.tool_calls([ToolCall("attempt_completion", json.dumps({"result": "ok"}))]),
-    )
+    fake_openai.script(_finished())
     link = DaemonLink(daemon.runtime_dir)
     async with anyio.create_task_group() as tg, connect(daemon.runtime_dir) as client:
-        await tg.start(link.run)
-        while link.state != LinkState.CONNECTED:
-            await link.wait_changed()
+        await _up(tg, link)
         head = (await client.status()).head_seq
         broken = RecordingSink(completed, fail_after=1)
         link.serve_feed(broken, head)
