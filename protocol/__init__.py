@@ -40,6 +40,8 @@ from .envelope import __all__ as _envelope_all
 from .errors import ErrorCode
 from .events import *  # noqa: F403
 from .events import __all__ as _events_all
+from .file_names import *  # noqa: F403
+from .file_names import __all__ as _file_names_all
 from .history import *  # noqa: F403
 from .history import __all__ as _history_all
 from .kernels import *  # noqa: F403
@@ -89,6 +91,7 @@ __all__ = [
     *_documents_all,
     *_envelope_all,
     *_events_all,
+    *_file_names_all,
     *_history_all,
     *_kernels_all,
     *_checkpoints_all,

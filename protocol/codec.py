@@ -6,6 +6,10 @@ Decoding a client's frame fails only with `FrameError`, whatever the bytes: JSON
 nested deeper than the decoder's stack allows, strings that are not UTF-8, and
 integers outside the signed 64-bit range (what SQLite and every peer can hold) are
 refused like any other invalid frame, never raised as something else.
+
+Encoding never fails on text: a string that holds lone surrogates (a file name
+that is not UTF-8, output decoded with `surrogateescape`), which JSON cannot
+carry, is encoded with them spelled as :mod:`.file_names` says (`\\xff`).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import msgspec
 
 from .envelope import Ack, ClientMessage, Reply, ServerMessage, TaskEvent
 from .errors import ErrorCode
+from .file_names import encodable
 
 __all__ = [
     "INT64_MAX",
@@ -80,8 +85,19 @@ class FrameError(Exception):
         self.request_id = request_id
 
 
+def _raw_builtins(value: Any) -> Any:
+    if isinstance(value, msgspec.Raw):
+        return msgspec.json.decode(value)
+    raise NotImplementedError(f"Encoding objects of type {type(value).__name__} is unsupported")
+
+
 def encode(message: Any) -> bytes:
-    return _encoder.encode(message)
+    """`message` as JSON. Lone surrogates in its strings are spelled `\\xNN` /
+    `\\uNNNN` (only then is the message walked: the common case costs nothing)."""
+    try:
+        return _encoder.encode(message)
+    except UnicodeEncodeError:
+        return _encoder.encode(encodable(msgspec.to_builtins(message, enc_hook=_raw_builtins)))
 
 
 def request_id_of(frame: bytes) -> str | None:

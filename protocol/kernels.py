@@ -329,7 +329,14 @@ class StartKernel(CommandBase[KernelInfo], tag="StartKernel", frozen=True):
     ] = None
     cwd: Annotated[
         str | None,
-        Meta(description="Working directory of a local kernel; the daemon's by default."),
+        Meta(
+            description=(
+                "Working directory of a local kernel, an absolute path (the client's "
+                "directory; clients send their own by default). The daemon refuses none, a "
+                "relative one, `/`, its user's home itself and its own directories, as for "
+                "a workspace. Not used by a kernel on a Jupyter server."
+            )
+        ),
     ] = None
     provider: Annotated[Literal["local", "gateway"] | None, _PROVIDER] = None
     profile: Annotated[str | None, _PROFILE] = None

@@ -21,7 +21,7 @@ from msgspec import Meta
 from ._base import CommandBase, WireStruct
 
 if TYPE_CHECKING:
-    from .commands import TaskRef  # noqa: F401  (the base below names it)
+    from .tasks import TaskRef  # noqa: F401  (the base below names it)
 
 __all__ = [
     "CallTool",

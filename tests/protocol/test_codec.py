@@ -9,7 +9,7 @@ from typing import Any
 import msgspec
 import msgspec.inspect as mi
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from hdsp import protocol as p
@@ -18,7 +18,12 @@ from hdsp.protocol.schema import schema_text
 _MESSAGE_TYPES: list[Any] = [
     *typing.get_args(p.ClientMessage),
     *typing.get_args(p.ServerMessage),
-    *{spec.result for spec in p.COMMANDS.values() if spec.result is not type(None)},
+    # (Sorted: a set of classes has no fixed order, and every pytest-xdist
+    # worker must collect the same tests in the same order.)
+    *sorted(
+        {spec.result for spec in p.COMMANDS.values() if spec.result is not type(None)},
+        key=lambda t: t.__name__,
+    ),
 ]
 
 _json: st.SearchStrategy[Any] = st.recursive(
@@ -182,3 +187,36 @@ def test_committed_schema_is_current() -> None:
     assert committed.read_text() == schema_text(), (
         "protocol/schema.json is stale: run `make schema` and commit it"
     )
+
+
+_command_names = st.sampled_from(sorted(p.COMMANDS)) | st.text(max_size=12)
+#: Frames a client could send: any bytes, any JSON, and envelopes of the right
+#: shape holding anything (the decode path's deep end).
+FRAMES: st.SearchStrategy[bytes] = st.one_of(
+    st.binary(max_size=300),
+    _json.map(msgspec.json.encode),
+    st.fixed_dictionaries(
+        {
+            "type": st.sampled_from(["TaskCommand", "Connect", "Disconnect"]) | st.text(max_size=8),
+            "data": st.fixed_dictionaries({"commandName": _command_names}, optional={"data": _json})
+            | _json,
+        },
+        optional={"clientId": _json, "requestId": st.text(max_size=8) | _json},
+    ).map(msgspec.json.encode),
+)
+
+
+@settings(max_examples=500, deadline=None, derandomize=True)
+@given(FRAMES)
+@example(b"\xff\xfe")
+@example(b'{"type": "TaskCommand", "data": {"commandName": "Replay", "data": {"sinceSeq": -1}}}')
+def test_any_frame_decodes_or_is_refused_with_a_frame_error(frame: bytes) -> None:
+    """Whatever a client sends, the decoder returns a message or raises
+    FrameError, a code of its own and a path when the frame was JSON (never any
+    other exception: the daemon's read loop relies on it)."""
+    try:
+        p.decode_client_message(frame)
+    except p.FrameError as exc:
+        assert exc.code in (p.ErrorCode.INVALID_REQUEST, p.ErrorCode.UNKNOWN_COMMAND), exc.code
+        assert exc.message and "\n" not in exc.message
+        assert exc.path is None or exc.path.startswith("$"), exc.path
