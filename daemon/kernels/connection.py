@@ -76,8 +76,10 @@ KERNEL_LINK_DROPPED = "hdsp:link-dropped"
 #: KERNEL_GONE when a remote kernel's server no longer has it.
 StatusCallback = Callable[[str], Awaitable[None]]
 
-#: A handshake request unanswered this long is sent again.
+#: A handshake request unanswered this long is sent again, and then after twice
+#: as long each time, up to `_HANDSHAKE_RETRY_MAX`.
 _HANDSHAKE_RETRY = 0.5
+_HANDSHAKE_RETRY_MAX = 4.0
 #: Messages a channel's socket queues while its reader is behind. ZeroMQ's
 #: default (1,000) is too few for iopub: a kernel printing line by line fills it
 #: in a moment while the reader waits on the service (a busy journal, a loaded
@@ -88,9 +90,18 @@ _HANDSHAKE_RETRY = 0.5
 #: bound (see :mod:`.kernel_command`); one we attach to may drop (ZeroMQ's
 #: 1,000).
 IOPUB_QUEUE = 100_000
+#: How many times to ask a kernel whose iopub connected again which session it
+#: is, while its control socket reconnects (about a minute, see `_HANDSHAKE_RETRY`).
+_SESSION_ASKS = 18
 #: How long to wait for the stdin connection of a kernel we attach to, which
 #: may have been made before we could watch for it.
 _STDIN_FALLBACK = 1.0
+#: How long to wait for it, once the kernel answered, for a kernel we started:
+#: it binds every socket before it answers and our socket reconnects every
+#: 100 ms, so the connection is up within a fraction of a second; a monitor that
+#: still saw nothing missed it (the kernel was bound before our connect, when
+#: the loop reached us late: the start then waited out its 60 s time limit).
+_STDIN_AFTER_REPLY = 10.0
 
 
 @dataclass(frozen=True)
@@ -195,6 +206,16 @@ def _setter(event: anyio.Event) -> Route:
     return lambda msg: event.set()
 
 
+def _keeper(kept: list[Mapping[str, Any]], event: anyio.Event) -> Route:
+    """A route that keeps the message in `kept` and notes that it came."""
+
+    def route(msg: Mapping[str, Any]) -> None:
+        kept.append(msg)
+        event.set()
+
+    return route
+
+
 def _on_idle(event: anyio.Event) -> Route:
     """A route that notes that the kernel went idle after the request."""
 
@@ -215,8 +236,12 @@ def _parent_id(msg: Mapping[str, Any]) -> str | None:
 
 def kernel_info_routes(replied: anyio.Event, published: anyio.Event) -> Routes:
     """The routes of a handshake's kernel_info_request: `replied` at its reply,
-    `published` when the kernel went idle after it (its iopub reaches us)."""
-    return Routes(iopub=_on_idle(published), reply=_setter(replied))
+    `published` when the kernel went idle after it (its iopub reaches us).
+    Quiet: a handshake sends it again while nothing comes, and a kernel that
+    answers late answers each, so the busy of one can come after the handshake
+    returned; no code ran, and the kernel must not look busy (a spare that did
+    was refused: CI)."""
+    return Routes(iopub=_on_idle(published), reply=_setter(replied), quiet=True)
 
 
 class MessageRouter:
@@ -260,12 +285,9 @@ class MessageRouter:
         self._kernel_session = None
         self._quiet.clear()
 
-    async def iopub(self, msg: Mapping[str, Any]) -> None:
-        parent = _parent_id(msg)
-        route = self._iopub.get(parent) if parent is not None else None
-        if route is not None:
-            route(msg)
-        session = msg["header"].get("session")
+    async def saw_session(self, session: object) -> None:
+        """The kernel signed a message with `session`: a new one, after a known
+        one, is a new kernel process (KERNEL_REPLACED)."""
         if (
             isinstance(session, str)
             and session
@@ -275,6 +297,13 @@ class MessageRouter:
             known, self._kernel_session = self._kernel_session, session
             if known is not None:
                 await self._on_status(KERNEL_REPLACED)
+
+    async def iopub(self, msg: Mapping[str, Any]) -> None:
+        parent = _parent_id(msg)
+        route = self._iopub.get(parent) if parent is not None else None
+        if route is not None:
+            route(msg)
+        await self.saw_session(msg["header"].get("session"))
         if msg["header"]["msg_type"] == "status":
             state = msg["content"].get("execution_state")
             if parent in self._quiet:
@@ -336,6 +365,7 @@ class ZmqKernelConnection:
                 tg.start_soon(self._read, kc.stdin_channel, self._on_stdin)
                 # Replies to requests sent on control route like shell replies.
                 tg.start_soon(self._read, kc.control_channel, self._on_reply)
+                tg.start_soon(self._ask_who_answers, kc.iopub_channel.socket)
                 task_status.started()
         finally:
             self._closing = True
@@ -363,7 +393,8 @@ class ZmqKernelConnection:
         which silently drops a message to a peer not connected yet: so the stdin
         connection must be up before any code runs. A socket monitor reports it;
         when the connection may have come up before the monitor (`certain` is
-        False: attaching to a running kernel), a short wait is enough.
+        False: attaching to a running kernel), a short wait is enough, and a
+        bounded one when it should not have (see `_STDIN_AFTER_REPLY`).
 
         kernel_info goes on the control channel, which a kernel serves while its
         shell is busy (attaching to a notebook's kernel that runs a cell works).
@@ -374,25 +405,77 @@ class ZmqKernelConnection:
         try:
             await self._kernel_info()
             if self._stdin_monitor is not None:
-                with anyio.move_on_after(None if certain else _STDIN_FALLBACK):
+                with anyio.move_on_after(_STDIN_AFTER_REPLY if certain else _STDIN_FALLBACK):
                     await _connected(self._stdin_monitor)
         finally:
             self._stop_watching()
 
     async def _kernel_info(self) -> None:
-        while True:
-            replied = anyio.Event()
-            published = anyio.Event()
-            msg = self._kc.session.msg("kernel_info_request", {})
-            msg_id = msg["header"]["msg_id"]
-            self._router.add(msg_id, kernel_info_routes(replied, published))
-            try:
+        """Ask kernel_info until the kernel answers one request and publishes the
+        idle of one. The request is sent again while nothing comes (a request
+        made before the kernel bound its sockets is lost), each time after a
+        longer wait, and an answer to any of them counts: a kernel on a loaded
+        machine may take longer than a retry to answer, and one that only ever
+        answered a request already given up on was never reached (CI: attaching
+        failed after 10 s, a start after 60, the kernel answering all along)."""
+        replied = anyio.Event()
+        published = anyio.Event()
+        sent: list[str] = []
+        wait = _HANDSHAKE_RETRY
+        try:
+            while True:
+                msg = self._kc.session.msg("kernel_info_request", {})
+                sent.append(msg["header"]["msg_id"])
+                self._router.add(sent[-1], kernel_info_routes(replied, published))
                 self._kc.control_channel.send(msg)
-                with anyio.move_on_after(_HANDSHAKE_RETRY):
+                with anyio.move_on_after(wait):
                     await replied.wait()
                     await published.wait()
                     return
-            finally:
+                wait = min(wait * 2, _HANDSHAKE_RETRY_MAX)
+        finally:
+            for msg_id in sent:
+                self.forget(msg_id)
+
+    async def _ask_who_answers(self, iopub: zmq.asyncio.Socket) -> None:
+        """Each time our iopub subscription connects, ask the kernel on control
+        which session it is. A kernel restarted where it runs (JupyterLab's
+        Restart Kernel) publishes its first statuses while our subscription
+        comes back, and a SUB socket loses what comes before it is subscribed:
+        the session its reply is signed with is never lost."""
+        monitor = _watch_connection(iopub)
+        try:
+            while True:
+                await _connected(monitor)
+                await self._ask_session()
+        finally:
+            try:
+                iopub.disable_monitor()
+            except zmq.ZMQError:
+                pass  # the socket closed first
+            monitor.close(linger=0)
+
+    async def _ask_session(self) -> None:
+        """A quiet kernel_info_request on control (sent again while our control
+        socket reconnects, for a while): its reply's session goes to the router."""
+        replies: list[Mapping[str, Any]] = []
+        replied = anyio.Event()
+        sent: list[str] = []
+        wait = _HANDSHAKE_RETRY
+        try:
+            for _ in range(_SESSION_ASKS):
+                msg = self._kc.session.msg("kernel_info_request", {})
+                sent.append(msg["header"]["msg_id"])
+                self._router.add(sent[-1], Routes(reply=_keeper(replies, replied), quiet=True))
+                self._kc.control_channel.send(msg)
+                with anyio.move_on_after(wait):
+                    await replied.wait()
+                if replies:
+                    await self._router.saw_session(replies[0]["header"].get("session"))
+                    return
+                wait = min(wait * 2, _HANDSHAKE_RETRY_MAX)
+        finally:
+            for msg_id in sent:
                 self.forget(msg_id)
 
     def _stop_watching(self) -> None:

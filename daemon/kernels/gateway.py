@@ -367,9 +367,6 @@ class RemoteKernelProcess:
                 error=exc.message,
             )
 
-    def remove_scratch_dir(self) -> None:
-        """Nothing of a remote kernel lies on this machine."""
-
 
 class _Wire:
     """The WebSocket client and the framing, imported when the first remote

@@ -23,7 +23,9 @@ class KernelLauncher(Protocol):
         ...
 
     def kernel_command(self, argv: Sequence[str], *, cwd: Path, sockets: Path) -> list[str]:
-        """`argv` wrapped to run in `cwd`, able to write its sockets in `sockets`."""
+        """`argv` wrapped to run in `cwd`, able to write its sockets in `sockets`:
+        the kernel's own directory, holding only its connection file and sockets,
+        inside the folder of every kernel's directories (which it must not see)."""
         ...
 
     def kernel_environment(self) -> dict[str, str]:

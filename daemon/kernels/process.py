@@ -2,23 +2,26 @@
 
 jupyter_client splits a kernel into its process (a KernelManager) and its
 connection (a KernelClient, here :mod:`.connection`). A `KernelProcess` is the
-process half for a kernel hdsp starts, over ipc sockets in the daemon's runtime
-directory: launched through the `launcher` the daemon hands in (its sandbox, see
-:mod:`.launcher`), which wraps the kernel's command and gives its environment;
-with none, the kernel runs unconfined with the daemon's environment minus hdsp's
-own variables (tests of the service alone). A kernel hdsp attaches to has no
-process here: it is someone else's. A kernel hdsp starts on a Jupyter server has
-a process half made of REST calls (:class:`~.gateway.RemoteKernelProcess`);
-both are a :class:`KernelHandle`, what a kernel needs of its process.
+process half for a kernel hdsp starts, over ipc sockets in a directory of its
+own inside the daemon's runtime directory (0700, holding only its connection
+file and sockets, removed at shutdown), so that a sandbox can show a kernel its
+own sockets and no other kernel's. It is launched through the `launcher` the
+daemon hands in (its sandbox, see :mod:`.launcher`), which wraps the kernel's
+command and gives its environment; with none, the kernel runs unconfined with
+the daemon's environment minus hdsp's own variables (tests of the service
+alone). A kernel hdsp attaches to has no process here: it is someone else's. A
+kernel hdsp starts on a Jupyter server has a process half made of REST calls
+(:class:`~.gateway.RemoteKernelProcess`); both are a :class:`KernelHandle`,
+what a kernel needs of its process.
 
 jupyter_client is imported when the first kernel starts: it is not needed before.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -27,14 +30,15 @@ import structlog
 from .errors import KernelStartFailed
 from .launcher import KernelLauncher
 
-__all__ = ["KernelHandle", "KernelProcess", "kernel_environment"]
+__all__ = ["KernelHandle", "KernelProcess", "kernel_environment", "remove_leftover_dirs"]
 
 log = structlog.get_logger("hdsp.kernels")
 
 #: Seconds the kernel gets to exit politely before it is terminated, then killed.
 _SHUTDOWN_WAIT = 3.0
-#: Unix socket paths must stay below the OS limit (107 bytes on Linux).
-_MAX_IPC_PATH = 90
+#: Unix socket paths must stay within the OS limit (107 bytes on Linux); a
+#: kernel's are `<runtime_dir>/<8 hex>/s-<1..5>`.
+_MAX_IPC_PATH = 107
 #: Environment variables a kernel never inherits from the daemon: the daemon's
 #: settings and secrets (HDSP_API_KEY) and its systemd notification socket.
 _PRIVATE_ENV = ("HDSP_", "NOTIFY_SOCKET")
@@ -65,6 +69,27 @@ def kernel_environment() -> dict[str, str]:
     return env
 
 
+def remove_leftover_dirs(folder: Path) -> int:
+    """Remove what kernels of an earlier run of hdspd left in `folder` (the
+    folder of every kernel's own directory): a kill -9 of the daemon leaves
+    their directories behind, and their kernels died with it (the sandbox's
+    --die-with-parent). Only one hdspd runs on a runtime dir (its lock), so at
+    its start nothing there is anyone's. Returns how many it removed; blocking."""
+    removed = 0
+    try:
+        entries = list(os.scandir(folder))
+    except FileNotFoundError:
+        return 0
+    for entry in entries:
+        if entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                os.unlink(entry.path)
+        removed += 1
+    return removed
+
+
 class KernelProcess:
     """One kernel process hdsp starts (by kernelspec name, in `workdir`), from
     its launch to its shutdown."""
@@ -86,16 +111,19 @@ class KernelProcess:
         self.kernel_name = kernel_name
         self.workdir = workdir
         short = kernel_id[:8]
-        sockets = runtime_dir
-        #: A directory made for its sockets when the runtime dir's path is too long.
-        self._scratch_dir: str | None = None
-        if len(str(sockets / short)) + 4 > _MAX_IPC_PATH:
-            self._scratch_dir = tempfile.mkdtemp(prefix="hdsp-k", dir="/tmp")
-            sockets = Path(self._scratch_dir)
+        #: The kernel's own directory: its connection file and sockets, nothing else.
+        self.sockets = sockets = runtime_dir / short
+        self._made_sockets = False
+        longest = len(str(sockets / "s-5"))
+        if longest > _MAX_IPC_PATH:
+            raise KernelStartFailed(
+                f"The kernels' directory {runtime_dir} is too long for a Unix socket path "
+                f"({longest} > {_MAX_IPC_PATH} bytes); choose a shorter runtime dir."
+            )
         options: dict[str, Any] = {
             "kernel_name": kernel_name,
             "transport": "ipc",
-            "ip": str(sockets / short),
+            "ip": str(sockets / "s"),
             "connection_file": str(sockets / f"kernel-{short}.json"),
         }
         km: AsyncKernelManager
@@ -119,6 +147,12 @@ class KernelProcess:
         from jupyter_client.kernelspec import NoSuchKernel
 
         name = self.kernel_name
+        try:
+            # A fresh one, the kernel's own (a leftover of a crash is not reused).
+            os.mkdir(self.sockets, 0o700)
+            self._made_sockets = True
+        except OSError as exc:
+            raise KernelStartFailed(f"The kernel {name!r} did not start: {exc}") from None
         try:
             await self._km.start_kernel(cwd=self.workdir, env=self._env)
         except NoSuchKernel:
@@ -146,7 +180,7 @@ class KernelProcess:
         await self._km.restart_kernel(now=now)
 
     async def shutdown(self) -> None:
-        """Ask the kernel to stop, then kill it if it does not; remove its scratch
+        """Ask the kernel to stop, then kill it if it does not; remove its own
         directory. Errors are logged: a kernel going away must not stop the rest."""
         if self._km.has_kernel:
             try:
@@ -157,9 +191,6 @@ class KernelProcess:
                     await self._km.shutdown_kernel(now=True)
                 except Exception:
                     log.exception("killing the kernel failed", kernel_id=self.kernel_id)
-        self.remove_scratch_dir()
-
-    def remove_scratch_dir(self) -> None:
-        if self._scratch_dir is not None:
-            shutil.rmtree(self._scratch_dir, ignore_errors=True)
-            self._scratch_dir = None
+        if self._made_sockets:
+            shutil.rmtree(self.sockets, ignore_errors=True)
+            self._made_sockets = False

@@ -5,7 +5,8 @@ It gives what the policy needs in one tool, each part enforced by the kernel:
 
 - a mount namespace: the file system read-only, a private `/tmp`, the user's
   secrets and hdsp's own files covered by empty mounts, the workspace bound
-  read-write (see :mod:`.layout` for the order);
+  read-write, and for a kernel its own socket directory and no other kernel's
+  (see :mod:`.layout` for the order: no bind shows a hidden path again);
 - a PID namespace with its own `/proc`: the daemon's `/proc/<pid>/environ` (its
   API keys) is not there, and when the namespace's init dies the kernel kills
   every process in it, so `setsid cmd &` or a kernel's `Popen(...,
@@ -59,9 +60,9 @@ from hdsp.daemon.paths import Paths
 from hdsp.protocol import SandboxStatus
 
 from .environment import child_environment
-from .layout import MountLayout, base_argv, bwrap_argv
+from .layout import MountLayout, PrivatePathBound, base_argv, bwrap_argv
 
-__all__ = ["HIDDEN_IN_HOME", "Sandbox", "SandboxUnavailable"]
+__all__ = ["HIDDEN_IN_HOME", "PRIVATE_CACHES", "Sandbox", "SandboxUnavailable"]
 
 log = structlog.get_logger("hdsp.sandbox")
 
@@ -87,6 +88,16 @@ HIDDEN_IN_HOME = (
     ".local/share/keyrings",
     ".local/share/jupyter/runtime",
 )
+
+#: Where the libraries a child runs keep their settings and caches in a sandbox:
+#: its private /tmp (the home's are hidden or read-only there).
+PRIVATE_CACHES = {
+    "MPLCONFIGDIR": "/tmp/.config/matplotlib",
+    "XDG_CONFIG_HOME": "/tmp/.config",
+    "XDG_CACHE_HOME": "/tmp/.cache",
+    # IPython ignores a read-only ~/.ipython anyway, warning on every kernel start.
+    "IPYTHONDIR": "/tmp/.ipython",
+}
 
 #: How long the check that bwrap works may take.
 _PROBE_TIMEOUT = 15.0
@@ -201,6 +212,11 @@ class Sandbox:
         )
         if self.enabled:
             env["TMPDIR"] = "/tmp"  # the private one; the host's may be hidden
+            # ~/.config and ~/.cache are hidden or read-only in the sandbox: the
+            # libraries that want a writable one get a private one in /tmp
+            # (matplotlib warned "mkdir -p failed" on every kernel's first plot).
+            for name, value in PRIVATE_CACHES.items():
+                env.setdefault(name, value)
         return env
 
     def wrap(
@@ -209,14 +225,16 @@ class Sandbox:
         *,
         workspace: Path,
         cwd: Path | None = None,
-        extra_writable: Sequence[Path] = (),
+        sockets: Path | None = None,
         unsetenv: Sequence[str] = (),
     ) -> list[str]:
         """`argv` as it runs in the sandbox: in `cwd` (default: `workspace`), able
-        to write `workspace` (unless read-only) and `extra_writable`.
+        to write `workspace` (unless read-only) and a kernel's own `sockets`
+        directory, whose parent (every kernel's directories) is hidden.
 
         Raises:
-            SandboxUnavailable: the mode is not off and bwrap cannot run here.
+            SandboxUnavailable: the mode is not off and bwrap cannot run here, or
+                the workspace lies inside hdspd's runtime or data dir.
         """
         s = self.settings
         if s.mode == "off":
@@ -225,17 +243,24 @@ class Sandbox:
         found, problem = self._probe(s.bwrap_path)
         if problem is not None or found is None:
             raise SandboxUnavailable(problem or "bwrap was not found")
+        hidden = self.hidden_paths()
+        if sockets is not None:
+            hidden.append(sockets.parent)
         layout = MountLayout(
-            hidden=self.hidden_paths(),
+            hidden=hidden,
             workspace=workspace,
             writable=s.mode == "workspace-write",
-            extra_writable=extra_writable,
+            sockets=sockets,
             reexposed=[self.home, *self.interpreter],
+            private=[self.paths.data_dir, self.paths.runtime_dir],
             network=s.network,
             cwd=cwd or workspace,
             unsetenv=unsetenv,
         )
-        return bwrap_argv(found, layout, argv)
+        try:
+            return bwrap_argv(found, layout, argv)
+        except PrivatePathBound as exc:
+            raise SandboxUnavailable(str(exc)) from None
 
     # ---- the kernel service's launcher (see hdsp.daemon.kernels.KernelLauncher) -----
 
@@ -246,7 +271,7 @@ class Sandbox:
         # jupyter_client names itself the kernel's parent; inside the sandbox the
         # parent is the namespace's init, so ipykernel would take it for orphaned
         # and exit. --die-with-parent does that watching instead.
-        return self.wrap(argv, workspace=cwd, extra_writable=[sockets], unsetenv=["JPY_PARENT_PID"])
+        return self.wrap(argv, workspace=cwd, sockets=sockets, unsetenv=["JPY_PARENT_PID"])
 
     def kernel_environment(self) -> dict[str, str]:
         return self.environment()

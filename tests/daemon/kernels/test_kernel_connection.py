@@ -14,7 +14,12 @@ from typing import Any
 import anyio
 import pytest
 
-from hdsp.daemon.kernels.connection import Routes, StatusCallback, ZmqKernelConnection
+from hdsp.daemon.kernels.connection import (
+    KERNEL_REPLACED,
+    Routes,
+    StatusCallback,
+    ZmqKernelConnection,
+)
 from hdsp.daemon.kernels.process import KernelProcess
 from tests.support.daemon_process import short_tmp_dir
 
@@ -160,6 +165,52 @@ async def test_a_restarted_kernel_is_reached_again_after_the_rebind(
             await conn.handshake(certain=True)
         after = await run(conn, "'x' in globals()")
     assert after.result() == "False"
+
+
+async def test_a_kernel_restarted_outside_is_told_even_when_its_statuses_are_lost(
+    process: KernelProcess,
+) -> None:
+    """JupyterLab's Restart Kernel, with nothing we do: the new process's first
+    statuses come while our subscription reconnects, and a SUB socket loses
+    them (CI, a loaded machine: the task was never told). Here our iopub is
+    unsubscribed, so no status reaches us at all: the reply to what we ask on
+    control when iopub connects again is signed by the new session."""
+    import zmq
+
+    states: list[str] = []
+    replaced = anyio.Event()
+
+    async def on_status(state: str) -> None:
+        states.append(state)
+        if state == KERNEL_REPLACED:
+            replaced.set()
+
+    async with connected(process, on_status) as conn:
+        await run(conn, "x = 1")
+        assert KERNEL_REPLACED not in states
+        conn._kc.iopub_channel.socket.setsockopt(zmq.UNSUBSCRIBE, b"")
+        # (Not `expect_rebind`: this restart is not ours.)
+        await process.restart(now=True)
+        with anyio.fail_after(30):
+            await replaced.wait()
+    assert states.count(KERNEL_REPLACED) == 1
+
+
+async def test_a_kernel_bound_before_we_connect_is_reached_without_waiting_its_limit(
+    process: KernelProcess,
+) -> None:
+    """Our stdin connection can be made before its monitor watches for it: a
+    kernel we started, bound by the time the loop reached our connect (CI: a
+    start that waited out its 60 s limit). The handshake ends all the same."""
+    async with connected(process) as first:
+        await run(first, "x = 1")  # the kernel is bound and answering
+        second = ZmqKernelConnection(process.client, kernel_id="second", on_status=_no_status)
+        async with anyio.create_task_group() as tg:
+            await tg.start(second.run)
+            with anyio.fail_after(30):
+                await second.handshake(certain=True)
+            assert (await run(second, "x")).result() == "1"
+            tg.cancel_scope.cancel()
 
 
 async def test_no_output_is_lost_while_the_reader_waits(process: KernelProcess) -> None:

@@ -5,6 +5,8 @@ with it)."""
 
 from __future__ import annotations
 
+import shutil
+import socket
 import sys
 import uuid
 from pathlib import Path
@@ -13,14 +15,21 @@ import anyio
 import pytest
 
 from hdsp.daemon.config.settings import SandboxSettings
+from hdsp.daemon.kernels import KernelService
 from hdsp.daemon.paths import Paths
-from hdsp.daemon.sandbox import MountLayout, Sandbox, bwrap_argv, child_environment
+from hdsp.daemon.sandbox import (
+    MountLayout,
+    Sandbox,
+    SandboxUnavailable,
+    bwrap_argv,
+    child_environment,
+)
 from hdsp.daemon.sandbox.sandbox import HIDDEN_IN_HOME
 from hdsp.daemon.tools import ExecuteCommand, ToolResult
 from hdsp.protocol import ClineMessage, Say
 from tests.support.daemon_process import short_tmp_dir
 from tests.support.host_processes import processes_mentioning
-from tests.support.kernel_helpers import kernel_dir, running_service
+from tests.support.kernel_helpers import EventRecorder, kernel_dir, running_service
 from tests.support.tool_context import RecordingContext
 
 pytestmark = pytest.mark.timeout(60)
@@ -73,7 +82,7 @@ def test_hidden_paths_are_covered_after_tmp_and_the_workspace_is_bound_after_the
         hidden=[home / ".ssh", home / ".config", home / ".config" / "hdsp", home / ".netrc"],
         workspace=ws,
         writable=True,
-        extra_writable=[Path("/run/k")],
+        sockets=Path("/run/k/a"),
         reexposed=[home],
         cwd=ws,
     )
@@ -89,8 +98,69 @@ def test_hidden_paths_are_covered_after_tmp_and_the_workspace_is_bound_after_the
     assert "/home/u/.config/hdsp" not in joined  # inside a hidden directory already
     assert "--ro-bind /dev/null /home/u/.netrc" in joined
     bind = joined.index(f"--bind {ws} {ws}")
-    assert tmp < ssh < config < bind < joined.index("--bind /run/k /run/k")
+    assert tmp < ssh < config < bind < joined.index("--bind /run/k/a /run/k/a")
     assert argv[-2:] == ["--", "sh"]
+
+
+def mounts(argv: list[str]) -> list[str]:
+    """The mounts of a bwrap argv after the bare sandbox's, one string each."""
+    out, i = [], argv.index("/tmp") + 1
+    while argv[i] != "--":
+        width = {"--tmpfs": 2, "--chdir": 2, "--unsetenv": 2}.get(argv[i], 3)
+        out.append(" ".join(argv[i : i + width]))
+        i += width
+    return out
+
+
+def test_a_workspace_of_tmp_or_home_shows_no_hidden_path_inside_it_and_a_kernel_its_own_dir() -> (
+    None
+):
+    """Issue 32, hole 1, as argv: the runtime dir when XDG_RUNTIME_DIR is unset
+    (/tmp/runtime-UID/hdsp) under a workspace of /tmp; the data dir and ~/.ssh
+    under a workspace of the home directory. Each is covered again after the
+    workspace's bind, and a kernel's own socket directory is bound last."""
+    run, data = Path("/tmp/runtime-1000/hdsp"), Path("/home/u/.local/share/hdsp")
+    sockets = run / "k" / "0123abcd"
+    for ws, inside in ((Path("/tmp"), run), (Path("/home/u"), data)):
+        layout = MountLayout(
+            hidden=[Path("/home/u/.ssh"), sockets.parent],
+            private=[data, run],
+            workspace=ws,
+            writable=True,
+            sockets=sockets,
+            cwd=ws,
+        )
+        argv = bwrap_argv("bwrap", layout, ["sh"], exists=lambda p: True, is_dir=lambda p: True)
+        got = mounts(argv)
+        bind = got.index(f"--bind {ws} {ws}")
+        assert got.index(f"--tmpfs {inside}") > bind, got
+        assert got.index("--tmpfs /home/u/.ssh") > (bind if ws.name == "u" else -1), got
+        assert got.index(f"--bind {sockets} {sockets}") == max(
+            i for i, m in enumerate(got) if m.startswith(("--bind", "--tmpfs", "--ro-bind"))
+        )
+
+
+def test_an_interpreter_inside_a_tmp_workspace_stays_writable_with_it() -> None:
+    """The workspace's bind shows what lies inside it: a venv there is not
+    bound again read-only (pip install into it still works)."""
+    venv, ws = Path("/tmp/proj/.venv"), Path("/tmp/proj")
+    layout = MountLayout(hidden=[], workspace=ws, writable=True, reexposed=[venv, Path("/tmp/x")])
+    got = mounts(bwrap_argv("bwrap", layout, ["sh"], exists=lambda p: True))
+    assert got == ["--ro-bind /tmp/x /tmp/x", f"--bind {ws} {ws}"], got
+
+
+@pytest.mark.parametrize("inside", ["data", "run", "run/k", "data/checkpoints/x"])
+def test_a_workspace_inside_hdspds_own_directories_is_refused_in_one_line(
+    tmp_path: Path, inside: str
+) -> None:
+    (tmp_path / inside).mkdir(parents=True)
+    (tmp_path / "home").mkdir()
+    sandbox = make_sandbox(tmp_path, tmp_path / "home")
+    with pytest.raises(SandboxUnavailable) as refused:
+        sandbox.wrap(["true"], workspace=tmp_path / inside)
+    message = refused.value.message
+    assert message.startswith(f"Refused: the workspace {tmp_path / inside} lies inside hdspd's")
+    assert "\n" not in message and "which no sandbox may see" in message
 
 
 def test_libpq_s_password_and_service_files_are_hidden() -> None:
@@ -239,3 +309,97 @@ async def test_a_python_under_tmp_runs_in_the_sandbox_and_its_neighbours_stay_hi
     hidden = ExecuteCommand(sandbox=make_sandbox(tmp_path, home, interpreter=[]))
     text = text_of(await hidden.execute(ctx, {"command": f"{venv}/bin/python -V"}))
     assert "Python 3" not in text and f"{venv}/bin/python: not found" in text
+
+
+async def test_a_command_in_tmp_itself_sees_the_runtime_dir_under_it_empty(tmp_path: Path) -> None:
+    """Issue 32, hole 1, with the workspace `/tmp` itself: the runtime dir under
+    it (as /tmp/runtime-UID/hdsp) shows empty, its socket absent; the rest of
+    the host's /tmp is there."""
+    root = short_tmp_dir()
+    try:
+        (root / "run").mkdir()
+        (root / "data").mkdir()
+        (root / "data" / "hdsp.sqlite3").write_text("private")
+        (root / "beside").write_text("shown")
+        with socket.socket(socket.AF_UNIX) as control:
+            control.bind(str(root / "run" / "control"))
+            control.listen(1)
+            sandbox = make_sandbox(root, tmp_path)
+            command = (
+                f"ls -A {root}/run {root}/data; test -S {root}/run/control; echo control=$?; "
+                f"cat {root}/beside"
+            )
+            ctx = RecordingContext(Path("/tmp"))
+            text = text_of(await ExecuteCommand(sandbox=sandbox).execute(ctx, {"command": command}))
+        assert "control=1" in text and "hdsp.sqlite3" not in text, text
+        assert text.endswith("shown"), text
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+async def test_a_kernel_starts_with_the_longest_runtime_dir_the_daemon_accepts(
+    tmp_path: Path,
+) -> None:
+    """The daemon accepts a runtime dir up to 92 characters (its `control`
+    socket within 100); a kernel's sockets are `<runtime>/k/<8 hex>/s-N`,
+    107 characters then: the Linux limit, reached and not passed."""
+    base = short_tmp_dir()
+    try:
+        run = base / ("r" * (92 - len(str(base)) - 1))
+        assert len(str(run)) == 92
+        Paths(data_dir=base / "data", runtime_dir=run).check()
+        home = tmp_path / "home"
+        home.mkdir()
+        sandbox = make_sandbox(base, home)
+        recorder = EventRecorder()
+        service = KernelService(recorder.emit, runtime_dir=run / "k", launcher=sandbox)
+        async with anyio.create_task_group() as tg:
+            await tg.start(service.run)
+            try:
+                info = await service.start_kernel(cwd=str(kernel_dir(tmp_path)))
+                assert info.connection_file is not None
+                own = Path(info.connection_file).parent
+                sockets = [p for p in own.iterdir() if p.is_socket()]
+                assert len(sockets) == 5 and max(len(str(p)) for p in sockets) == 107
+                r = await service.execute(info.kernel_id, "print(6 * 7)")
+                assert r.status == "ok" and r.outputs[0].text == "42\n"
+            finally:
+                with anyio.move_on_after(30, shield=True):
+                    await service.aclose()
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_sandboxed_child_gets_private_writable_config_and_cache_dirs(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    env = make_sandbox(tmp_path, home).environment()
+    assert env["MPLCONFIGDIR"].startswith("/tmp/")
+    assert env["XDG_CACHE_HOME"].startswith("/tmp/")
+    assert env["XDG_CONFIG_HOME"].startswith("/tmp/")
+    assert env["IPYTHONDIR"].startswith("/tmp/")
+    given = make_sandbox(tmp_path, home).environment({"MPLCONFIGDIR": "/tmp/mine"})
+    assert given["MPLCONFIGDIR"] == "/tmp/mine"
+    off = make_sandbox(tmp_path, home, mode="off").environment()
+    assert not {"MPLCONFIGDIR", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "IPYTHONDIR"} & set(off)
+
+
+async def test_a_fresh_sandboxed_kernels_first_plot_prints_no_warning(tmp_path: Path) -> None:
+    """~/.config is hidden in the sandbox: without a writable MPLCONFIGDIR every
+    kernel's first plot printed matplotlib's "mkdir -p failed ... Read-only file
+    system" (and "created a temporary cache directory")."""
+    pytest.importorskip("matplotlib")
+    async with running_service(launcher=kernel_sandbox(tmp_path)) as (svc, _):
+        info = await svc.start_kernel(cwd=str(kernel_dir(tmp_path)))
+        code = (
+            "import matplotlib.pyplot as plt\n"
+            "plt.plot([1, 2, 3])\n"
+            "plt.show()\n"
+            "import matplotlib, os\n"
+            "print(matplotlib.get_cachedir(), os.access(matplotlib.get_cachedir(), os.W_OK))\n"
+            "print(get_ipython().ipython_dir)"
+        )
+        r = await svc.execute(info.kernel_id, code, time_limit=50)
+        assert r.status == "ok", r
+        streams = "".join(o.text or "" for o in r.outputs if o.output_type == "stream")
+        assert any("image/png" in (o.data or {}) for o in r.outputs), r.outputs
+        assert streams.split() == ["/tmp/.config/matplotlib", "True", "/tmp/.ipython"], streams
