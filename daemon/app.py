@@ -36,6 +36,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import anyio.from_thread
+import anyio.lowlevel
 import anyio.to_thread
 import structlog
 import zmq
@@ -46,6 +48,7 @@ from hdsp.protocol import (
     DaemonShuttingDown,
     Discovery,
     Event,
+    Say,
     SettingsChange,
     SettingsChanged,
     StatusResult,
@@ -114,6 +117,14 @@ class Retention:
     max_events: int = 1_000_000
     #: Pruning runs at start and then this often.
     interval_seconds: float = 600.0
+
+    def describe(self) -> str:
+        """What survives a prune, as a clause for the `cursor_expired` error."""
+        return (
+            f"the event log keeps the newest {self.max_events:,} events and none older than "
+            f"{self.max_age_seconds / 86400:g} days, and is pruned at each start of hdspd and "
+            f"every {self.interval_seconds / 60:g} min; task histories are never pruned"
+        )
 
 
 class DaemonError(Exception):
@@ -205,6 +216,31 @@ def _warm(providers: Providers, mcp: McpHub, tools: ToolRegistry) -> None:
     malloc_trim()
 
 
+async def _on_a_daemon_thread(func: Callable[..., object], *args: object) -> None:
+    """Run `func` on a daemon thread of its own and wait for it. A shutdown does
+    not wait for it: an import cannot be cancelled, and anyio's worker threads
+    are joined at exit (a daemon stopped just after it started took 1.5 s more
+    to exit, waiting for the provider SDKs it would never use)."""
+    finished = anyio.Event()
+    token = anyio.lowlevel.current_token()
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            func(*args)
+        except BaseException as exc:
+            failed.append(exc)
+        try:
+            anyio.from_thread.run_sync(finished.set, token=token)
+        except RuntimeError:
+            pass  # the loop is gone: hdspd is exiting
+
+    threading.Thread(target=run, name="hdsp warm-up", daemon=True).start()
+    await finished.wait()
+    if failed:
+        raise failed[0]
+
+
 async def _warm_and_freeze(
     providers: Providers, mcp: McpHub, tools: ToolRegistry, done: anyio.Event
 ) -> None:
@@ -214,7 +250,7 @@ async def _warm_and_freeze(
     walks them all: 0.2-0.45 s with the loop stopped, measured on 2 busy cores,
     and a burst of allocations (a subscription flood, a long history loaded) sets
     off one every second or two."""
-    await anyio.to_thread.run_sync(_warm, providers, mcp, tools)
+    await _on_a_daemon_thread(_warm, providers, mcp, tools)
     gc.freeze()
     log.info("provider SDKs loaded; start-up objects frozen", objects=gc.get_freeze_count())
     done.set()
@@ -254,18 +290,17 @@ def _tcp_listener(address: str, curve_dir: Path) -> TcpListener:
     )
 
 
-def _exit_on_late_signals() -> None:
+def _ignore_late_signals() -> None:
     """After the daemon's own signal handling has ended (everything is closed; only
-    the interpreter's teardown is left), a SIGTERM/SIGINT ends the process at once
-    with status 0 instead of killing it by the signal."""
+    the interpreter's teardown is left), a SIGTERM/SIGINT changes nothing: the
+    process ends with its usual status, never killed by the signal. (Ignored, not
+    handled: the interpreter's teardown puts back the default action of every
+    signal a Python handler had, and a signal then killed the daemon, but it
+    leaves an ignored signal ignored.)"""
     if threading.current_thread() is not threading.main_thread():
         return  # run in-process by a test: the owner handles signals
-
-    def exit_now(signum: int, frame: object) -> None:
-        os._exit(0)
-
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, exit_now)
+        signal.signal(sig, signal.SIG_IGN)
 
 
 class Daemon:
@@ -329,7 +364,7 @@ class Daemon:
                     failure = exc
                 finally:
                     tg.cancel_scope.cancel()
-        _exit_on_late_signals()
+        _ignore_late_signals()
         if failure is not None:
             raise failure
 
@@ -446,15 +481,22 @@ class Daemon:
         self.kernels = engine.kernel_service(
             self.journal.emit,
             runtime_dir=self.paths.runtime_dir / "k",
+            private_dirs=(self.paths.data_dir, self.paths.runtime_dir),
             default_time_limit=settings.kernels.default_timeout_seconds,
             interrupt_grace=settings.kernels.interrupt_grace_seconds,
             cull_idle_after=settings.kernels.cull_idle_seconds,
             launcher=self.sandbox,
+            pool_size=lambda: store.settings.kernels.pool_size,
+            launch_profile=lambda: store.settings.sandbox.model_dump_json(),
             # Kernels and tasks know each other: the task manager, built just
             # below and before either runs, answers these two.
             task_busy=lambda task_id: self.tasks.is_busy(task_id),
-            on_culled=lambda task_id, note: self.tasks.note_kernel_culled(task_id, note),
-            on_notebook_kernel=lambda task_id, note: self.tasks.note_notebook_kernel(task_id, note),
+            on_culled=lambda task_id, note: self.tasks.note_kernel(
+                task_id, Say.KERNEL_CULLED, note
+            ),
+            on_notebook_kernel=lambda task_id, note: self.tasks.note_kernel(
+                task_id, Say.NOTEBOOK_KERNEL, note
+            ),
             providers=engine.kernel_providers(
                 lambda: store.settings,
                 self.config.secrets.get,
@@ -492,6 +534,7 @@ class Daemon:
         )
         self.tasks.apply_mode_settings(settings.custom_modes, settings.custom_instructions)
         self.tasks.apply_agent_settings(settings.agents, settings.agent_limits)
+        self.tasks.deps.call_limits.apply(settings.tool_calls)
         engine.tools.add_source(self.mcp)
         self._tools = engine.tools
         await tg.start(self.mcp.run)
@@ -508,6 +551,7 @@ class Daemon:
             max_message_size=self.max_message_size,
             documents=engine.documents,
             mcp=self.mcp,
+            retention=self.retention.describe(),
         )
         self._engine_started.set()
 
@@ -628,6 +672,7 @@ class Daemon:
         self.tasks.retry_policy = RetryPolicy.from_settings(settings.retry)
         self.tasks.apply_mode_settings(settings.custom_modes, settings.custom_instructions)
         self.tasks.apply_agent_settings(settings.agents, settings.agent_limits)
+        self.tasks.deps.call_limits.apply(settings.tool_calls)
         if any(key == "mcp" or key.startswith("mcp.") for key in change.keys):
             self.mcp.apply_settings()
         if any(key == "sandbox" or key.startswith("sandbox.") for key in change.keys):

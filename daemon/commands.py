@@ -45,7 +45,6 @@ from hdsp.protocol import (
     DocumentEditTaken,
     DocumentsHosted,
     EditMessage,
-    ErrorCode,
     ExecuteCode,
     ExportSettings,
     ForkTask,
@@ -106,7 +105,7 @@ from hdsp.protocol import (
 )
 
 from .config import ConfigService
-from .errors import CommandError
+from .errors import BadRequest, BlobNotFound, CursorExpired, NotServed, WrongState
 from .kernels import KernelService
 from .llm.models import roo_model_record
 from .logs import register_secret
@@ -127,8 +126,7 @@ def _check_cursor(cursor: str | None, command: str) -> None:
     if cursor is None:
         return
     if not (cursor.isascii() and cursor.isdigit() and int(cursor) <= INT64_MAX):
-        raise CommandError(
-            ErrorCode.INVALID_REQUEST,
+        raise BadRequest(
             f"Invalid cursor {cursor[:40]!r} (at $.data.data.cursor): pass the "
             f"nextCursor of a previous {command}.",
         )
@@ -141,17 +139,13 @@ def _plain(items: list[Any]) -> list[Any]:
 
 def _todos(data: UpdateTodoListData) -> list[TodoItem]:
     if data.todos is not None and data.markdown is not None:
-        raise CommandError(
-            ErrorCode.INVALID_REQUEST, "Pass either markdown or todos (at $.data.data), not both."
-        )
+        raise BadRequest("Pass either markdown or todos (at $.data.data), not both.")
     if data.todos is not None:
         return [msgspec.structs.replace(item, id=str(i)) for i, item in enumerate(data.todos, 1)]
     try:
         return parse_todo_markdown(data.markdown or "")
     except ValueError as exc:
-        raise CommandError(
-            ErrorCode.INVALID_REQUEST, f"The todo list was not changed: {exc}."
-        ) from None
+        raise BadRequest(f"The todo list was not changed: {exc}.") from None
 
 
 class Commands:
@@ -171,8 +165,11 @@ class Commands:
         max_message_size: int,
         documents: NotebookHosts | None = None,
         mcp: McpHub | None = None,
+        retention: str = "the event log is pruned",
     ) -> None:
         self._tasks = tasks
+        #: What survives a prune of the event log (said with `cursor_expired`).
+        self._retention = retention
         #: MCP servers (issue 23), if the daemon has them.
         self._mcp = mcp
         #: The notebooks open in JupyterLab (hosts of live documents), if the
@@ -222,45 +219,44 @@ class Commands:
             case CondenseTask(task_id=task_id):
                 return await tasks.condense(task_id)
             case RewindTask(data=data):
-                return await tasks.rewind(data.task_id, data.ts, include=data.include)
+                return await tasks.edits.rewind(data.task_id, data.ts, include=data.include)
             case EditMessage(data=data):
                 return await tasks.edit_message(
                     data.task_id, data.ts, data.text, data.images, data.context
                 )
             case DeleteMessage(data=data):
-                return await tasks.delete_message(data.task_id, data.ts)
+                return await tasks.edits.delete_message(data.task_id, data.ts)
             case ForkTask(data=data):
-                return await tasks.fork(data.task_id, data.ts)
+                return await tasks.edits.fork(data.task_id, data.ts)
             # ---- tool calls relayed from another agent (issue 23)
             case CreateTask(data=data):
-                return await tasks.create_task(data)
+                return await tasks.relayed.create_task(data)
             case CallTool(task_id=task_id, data=data):
-                return await tasks.call_tool(task_id, data)
+                return await tasks.relayed.call_tool(task_id, data)
             # ---- checkpoints
             case ListCheckpoints(data=data):
-                return await tasks.list_checkpoints(data.task_id)
+                return await tasks.checkpoints.list_checkpoints(data.task_id)
             case DiffCheckpoints(data=data):
-                return await tasks.diff_checkpoints(data)
+                return await tasks.checkpoints.diff_checkpoints(data)
             case RestoreCheckpoint(data=data):
-                return await tasks.restore_checkpoint(data)
+                return await tasks.checkpoints.restore_checkpoint(data)
             case CloseTask(task_id=task_id):
                 return await tasks.close(task_id)
             case ResumeTask(data=task_id):
                 return await tasks.resume(task_id)
             case ListTasks(data=data):
                 _check_cursor(data.cursor, "ListTasks")
-                return await tasks.list_tasks(data.cursor, data.limit, data.id_prefix)
+                return await tasks.reads.list_tasks(data.cursor, data.limit, data.id_prefix)
             case GetTask(data=data):
-                return await tasks.snapshot(data.task_id, as_stored=True)
+                return await tasks.reads.snapshot(data.task_id, as_stored=True)
             case GetTaskPage(data=data):
                 if data.cursor is not None and data.start is not None:
-                    raise CommandError(
-                        ErrorCode.INVALID_REQUEST,
+                    raise BadRequest(
                         "Pass either start or cursor (at $.data.data), not both.",
                     )
                 _check_cursor(data.cursor, "GetTaskPage")
                 after = None if data.cursor is None else int(data.cursor)
-                return await tasks.page(
+                return await tasks.reads.page(
                     data.task_id, data.start or 0, after, data.limit, as_stored=True
                 )
             # ---- the event log
@@ -298,13 +294,13 @@ class Commands:
             case GetModes(data=data):
                 return await self._modes(data.workspace)
             case ListAgents():
-                return self._tasks.list_agents()
+                return self._tasks.subtasks.list_agents()
             case GetCommands(data=data):
                 return await self._slash_commands(data.workspace)
             case GetSystemPrompt(data=data):
                 if data.task_id is not None:
                     return await tasks.system_prompt(data.task_id)
-                return tasks.preview_system_prompt(data.workspace, data.mode)
+                return tasks.new_tasks.preview_system_prompt(data.workspace, data.mode)
             case SwitchMode(task_id=task_id, data=data):
                 return await tasks.switch_mode(task_id, data.mode)
             case UpdateTodoList(task_id=task_id, data=data):
@@ -326,23 +322,21 @@ class Commands:
                 return await kernels.shutdown_kernel(kernel_id)
             case ExecuteCode(kernel_id=kernel_id, code=code, timeout=timeout):
                 if timeout is not None and timeout <= 0:
-                    raise CommandError(ErrorCode.INVALID_REQUEST, "timeout must be above 0.")
+                    raise BadRequest("timeout must be above 0.")
                 result = await kernels.execute(kernel_id, code, time_limit=timeout)
                 # Code a person ran in a task's kernel is part of its state: it goes
                 # in the task's execution log, for a restore that replays it.
                 for task_id in kernels.kernel_info(kernel_id).task_ids or []:
-                    await tasks.record_execution(task_id, result, code)
+                    await tasks.checkpoints.record_execution(task_id, result, code)
                 return result
             # ---- document hosts
             case HostDocuments(host_id=host_id, route=route, paths=paths, lease_seconds=lease):
                 if self._documents is None:
-                    raise CommandError(
-                        ErrorCode.INVALID_REQUEST, "This daemon edits no open documents."
-                    )
+                    raise BadRequest("This daemon edits no open documents.")
                 try:
                     held = self._documents.declare(host_id, route, paths, lease, client_id)
                 except ValueError as exc:
-                    raise CommandError(ErrorCode.INVALID_REQUEST, str(exc)) from None
+                    raise BadRequest(str(exc)) from None
                 return DocumentsHosted(host_id=host_id, paths=held)
             case AnswerDocumentEdit(data=answer):
                 taken = self._documents is not None and self._documents.answer(answer)
@@ -358,18 +352,18 @@ class Commands:
                 try:
                     return await self._mcp_hub().restart(name, workspace)
                 except KeyError as exc:
-                    raise CommandError(ErrorCode.INVALID_REQUEST, exc.args[0]) from None
+                    raise BadRequest(exc.args[0]) from None
                 except ValueError as exc:
-                    raise CommandError(ErrorCode.INVALID_STATE, str(exc)) from None
+                    raise WrongState(str(exc)) from None
             case TrustMcpServer(
                 name=name, workspace=workspace, trusted=trusted, fingerprint=expected
             ):
                 try:
                     return await self._mcp_hub().trust(name, workspace, trusted, expected)
                 except KeyError as exc:
-                    raise CommandError(ErrorCode.INVALID_REQUEST, exc.args[0]) from None
+                    raise BadRequest(exc.args[0]) from None
                 except ValueError as exc:
-                    raise CommandError(ErrorCode.INVALID_STATE, str(exc)) from None
+                    raise WrongState(str(exc)) from None
             # ---- the daemon
             case Ping():
                 # The server answers Ping where it receives it (a liveness probe
@@ -385,21 +379,21 @@ class Commands:
 
     def _mcp_hub(self) -> McpHub:
         if self._mcp is None:
-            raise CommandError(ErrorCode.UNAVAILABLE, "This daemon runs no MCP servers.")
+            raise NotServed("This daemon runs no MCP servers.")
         return self._mcp
 
     async def _replay(self, since_seq: int, task_id: str | None, limit: int) -> ReplayPage:
         if since_seq < 0:
-            raise CommandError(ErrorCode.INVALID_REQUEST, "sinceSeq must be 0 or more.")
+            raise BadRequest("sinceSeq must be 0 or more.")
         limit = max(1, min(limit, MAX_REPLAY_PAGE))
         store = self._store
         db = store.db
         oldest = await store.read(db.oldest_seq)
         if since_seq + 1 < oldest:
-            raise CommandError(
-                ErrorCode.CURSOR_EXPIRED,
-                f"Events up to seq {oldest - 1} have been pruned; take a snapshot "
-                "(GetTask or ListTasks) and continue from its headSeq.",
+            raise CursorExpired(
+                f"Events up to seq {oldest - 1} were pruned ({self._retention}): "
+                f"the oldest kept is seq {oldest}. Take a snapshot (GetTask or ListTasks) "
+                "and continue from its headSeq.",
                 details={"oldestSeq": oldest},
             )
         head = self._journal.head_seq
@@ -418,7 +412,7 @@ class Commands:
         offset = min(data.offset, INT64_MAX - 1)
         found = await self._store.read(self._store.db.blob, data.sha256, offset, length)
         if found is None:
-            raise CommandError(ErrorCode.BLOB_NOT_FOUND, f"No blob has sha256 {data.sha256}.")
+            raise BlobNotFound(f"No blob has sha256 {data.sha256}.")
         media_type, size, chunk = found
         return BlobData(
             sha256=data.sha256,

@@ -17,7 +17,9 @@ from pathlib import Path
 
 from hdsp.daemon.config.agents import AgentDefinition, AgentLimits
 from hdsp.daemon.config.modes import ModeDefinition, ToolGroup
+from hdsp.daemon.errors import HdspError
 from hdsp.daemon.modes import Mode, ModeCatalog
+from hdsp.protocol import ErrorCode
 
 __all__ = ["BUILT_IN_AGENTS", "AgentCatalog", "UnknownAgent"]
 
@@ -49,8 +51,10 @@ BUILT_IN_AGENTS: tuple[AgentDefinition, ...] = (
 )
 
 
-class UnknownAgent(LookupError):
+class UnknownAgent(HdspError, LookupError):
     """No agent has the name asked for."""
+
+    code = ErrorCode.INVALID_REQUEST
 
 
 class AgentCatalog:

@@ -21,7 +21,7 @@ import msgspec
 import structlog
 
 from hdsp.daemon.config import CheckpointSettings
-from hdsp.daemon.errors import CommandError
+from hdsp.daemon.errors import BadRequest
 from hdsp.daemon.kernels import KernelService
 from hdsp.daemon.store import Journal, Store, Write
 from hdsp.protocol import (
@@ -29,9 +29,10 @@ from hdsp.protocol import (
     CheckpointInfo,
     CheckpointRestored,
     CheckpointSaved,
-    ErrorCode,
     FileChange,
     KernelReplay,
+    encode,
+    shown_name,
 )
 
 from .executions import ExecutionRecord, replay_plan
@@ -71,7 +72,6 @@ _DROP_PENDING = "DELETE FROM pending_replays WHERE task_id = ?"
 _info_decoder = msgspec.json.Decoder(CheckpointInfo)
 _record_decoder = msgspec.json.Decoder(ExecutionRecord)
 _pending_decoder = msgspec.json.Decoder(PendingReplay)
-_encoder = msgspec.json.Encoder()
 
 #: Diff text kept per file (characters).
 DIFF_LIMIT = 200_000
@@ -91,13 +91,18 @@ def _written(what: str) -> Iterator[None]:
         raise GitFailed(f"{what}: {exc}") from exc
 
 
+def _shown(paths: Sequence[str]) -> list[str]:
+    """OS paths as clients and models see them (`hdsp.protocol.file_names`)."""
+    return [shown_name(p) for p in paths]
+
+
 def _status(letter: str) -> Literal["added", "modified", "deleted"]:
     return "added" if letter == "A" else "deleted" if letter == "D" else "modified"
 
 
 def _not_shown(letter: str, path: str) -> FileChange:
     return FileChange(
-        path=path,
+        path=shown_name(path),
         status=_status(letter),
         diff=(
             f"[diff not shown: the files before it hold {DIFF_TOTAL_LIMIT:,} characters of "
@@ -112,7 +117,7 @@ class RestoredFiles:
 
     #: The checkpoint of the state before it (restore it to undo).
     undo: CheckpointInfo
-    #: The files it changed.
+    #: The files it changed (as clients see names: `hdsp.protocol.file_names`).
     files: list[str] = field(default_factory=list)
     #: Nested repositories, left as they are.
     nested: list[str] = field(default_factory=list)
@@ -229,8 +234,7 @@ class CheckpointService:
             (task_id, number),
         )
         if not rows:
-            raise CommandError(
-                ErrorCode.INVALID_REQUEST,
+            raise BadRequest(
                 f"Task {task_id} has no checkpoint {number} (`hdsp checkpoints` lists them).",
             )
         return _info_decoder.decode(bytes(rows[0][0]))
@@ -251,7 +255,7 @@ class CheckpointService:
 
     async def save_pending(self, pending: PendingReplay) -> None:
         """Keep a replay that waits for its approval (until `drop_pending`)."""
-        await self._journal.write((_SAVE_PENDING, (pending.task_id, _encoder.encode(pending))))
+        await self._journal.write((_SAVE_PENDING, (pending.task_id, encode(pending))))
 
     async def drop_pending(self, task_id: str) -> None:
         await self._journal.write((_DROP_PENDING, (task_id,)))
@@ -292,7 +296,7 @@ class CheckpointService:
             kernel_restarted=kernel_restarted,
             ts=self._clock(),
         )
-        await self._journal.write((_INSERT_EXECUTION, (task_id, seq, _encoder.encode(record))))
+        await self._journal.write((_INSERT_EXECUTION, (task_id, seq, encode(record))))
         return record
 
     async def save(
@@ -316,7 +320,7 @@ class CheckpointService:
             ts=self._clock(),
             commit=saved.commit,
             reason=reason,
-            changed=saved.changed,
+            changed=[shown_name(p) for p in saved.changed],
             notes=saved.notes + live_notes,
             executions=executions,
         )
@@ -344,7 +348,7 @@ class CheckpointService:
 
     @staticmethod
     def _write(info: CheckpointInfo) -> Write:
-        return (_INSERT_CHECKPOINT, (info.task_id, info.number, _encoder.encode(info)))
+        return (_INSERT_CHECKPOINT, (info.task_id, info.number, encode(info)))
 
     # ---- diff and restore -----------------------------------------------------------
 
@@ -373,7 +377,9 @@ class CheckpointService:
                     total += len(change.diff)
                     files.append(change)
             nested = sorted(repo.nested)
-        return CheckpointDiff(task_id=task_id, checkpoint=number, to=to, files=files, nested=nested)
+        return CheckpointDiff(
+            task_id=task_id, checkpoint=number, to=to, files=files, nested=_shown(nested)
+        )
 
     async def nested(self, workspace: Path) -> list[str]:
         """The nested repositories the workspace's shadow repository leaves out (as
@@ -387,7 +393,7 @@ class CheckpointService:
             with anyio.fail_after(self._deadline()):
                 with _written("The shadow repository could not be opened"):
                     await repo.open()
-            return sorted(repo.nested)
+            return _shown(sorted(repo.nested))
 
     async def _file_change(
         self, repo: ShadowRepo, old: str, new: str | None, letter: str, path: str
@@ -398,11 +404,13 @@ class CheckpointService:
             after = await repo.show(new, path)
             text = notebook_diff(before, after)
             if text is not None:
-                return FileChange(path=path, status=status, diff=_cut(text), notebook=True)
+                return FileChange(
+                    path=shown_name(path), status=status, diff=_cut(text), notebook=True
+                )
         text = await repo.unified_diff(old, new, path)
         binary = "Binary files" in text.split("@@", 1)[0]
         return FileChange(
-            path=path,
+            path=shown_name(path),
             status=status,
             diff="" if binary else _cut(text),
             binary=binary,
@@ -427,9 +435,9 @@ class CheckpointService:
             nested = sorted(repo.nested)
         return RestoredFiles(
             undo=undo,
-            files=sorted(set(changed) | set(done)),
-            nested=nested,
-            open_notebooks=done,
+            files=_shown(sorted(set(changed) | set(done))),
+            nested=_shown(nested),
+            open_notebooks=_shown(done),
             notes=notes,
         )
 
@@ -458,7 +466,7 @@ class CheckpointService:
             if path not in regular:
                 if path in changed:
                     notes.append(
-                        f"{path} was no notebook file at checkpoint {info.number}: the restore "
+                        f"{shown_name(path)} was no notebook file at checkpoint {info.number}: the restore "
                         "removed or replaced its file, but JupyterLab still shows it open "
                         "(close it there without saving)."
                     )
@@ -468,7 +476,7 @@ class CheckpointService:
             if nb is None:
                 if path in changed:
                     notes.append(
-                        f"{path} at checkpoint {info.number} is not a notebook JupyterLab can "
+                        f"{shown_name(path)} at checkpoint {info.number} is not a notebook JupyterLab can "
                         "show: its file was restored, JupyterLab may ask whether to reload it."
                     )
                 continue

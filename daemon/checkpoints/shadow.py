@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -61,7 +62,7 @@ import structlog
 
 from hdsp.daemon.errors import HdspError
 from hdsp.daemon.tools.workspace import Workspace
-from hdsp.protocol import ErrorCode
+from hdsp.protocol import ErrorCode, encodable_text, shown_name
 
 __all__ = [
     "REFUSED_WORKSPACES",
@@ -146,6 +147,24 @@ def refusal(workspace: Path, private: Sequence[Path] = ()) -> str | None:
                 "copies of. Start the task in a project folder to have checkpoints."
             )
     return None
+
+
+#: What a gitignore pattern reads as a wildcard or strips: escaped with a backslash.
+_PATTERN_SPECIAL = re.compile(r"[\\*?\[]| (?= *$)")
+
+
+def _literal(name: str) -> str:
+    """A gitignore pattern (after its leading `/`) that matches the OS name `name`
+    and nothing else: wildcards, backslashes and trailing spaces escaped. A line
+    break, which no pattern can hold, matches as `?` (any one character)."""
+    escaped = _PATTERN_SPECIAL.sub(lambda m: "\\" + m.group(), name)
+    return escaped.replace("\n", "?").replace("\r", "?")
+
+
+def _unescaped(pattern: str) -> str:
+    """The name `_literal` made `pattern` of (a line break read back as `?`: the
+    next save finds that folder again by its `.git`)."""
+    return re.sub(r"\\(.)", r"\1", pattern)
 
 
 def _object_id(data: bytes, width: int) -> str:
@@ -276,7 +295,7 @@ class ShadowRepo:
             }
             for key, value in settings.items():
                 await self.git("config", key, value)
-            (self.git_dir / "workspace").write_text(str(self.workspace) + "\n")
+            (self.git_dir / "workspace").write_bytes(os.fsencode(self.workspace) + b"\n")
         self._read_nested()
         self._forget_gone_nested()
         self._write_excludes()
@@ -285,12 +304,14 @@ class ShadowRepo:
     def _read_nested(self) -> None:
         """The nested repositories the exclude file lists (found before a restart)."""
         try:
-            text = (self.git_dir / "info" / "exclude").read_text()
+            text = os.fsdecode((self.git_dir / "info" / "exclude").read_bytes())
         except OSError:
             return
         _, found, listed = text.rpartition(_NESTED_HEADER + "\n")
         if found:
-            self.nested |= {line[1:] for line in listed.splitlines() if line.startswith("/")}
+            self.nested |= {
+                _unescaped(line[1:]) for line in listed.split("\n") if line.startswith("/")
+            }
 
     def nested_root(self, path: str) -> str | None:
         """The nested repository (relative, ending in /) `path` lies in, or None:
@@ -326,14 +347,15 @@ class ShadowRepo:
             "# The settings' patterns, hdsp's own folders:",
             ".git",
             *self.exclude,
-            *("/" + p for p in self.private),
+            *("/" + _literal(p) for p in self.private),
             _NESTED_HEADER,
-            *sorted("/" + n for n in self.nested),
+            *sorted("/" + _literal(n) for n in self.nested),
         ]
         for name, text in (("exclude", "\n".join(lines) + "\n"), ("attributes", _ATTRIBUTES)):
             path = info / name
-            if not path.exists() or path.read_text() != text:
-                path.write_text(text)
+            data = os.fsencode(text)
+            if not path.exists() or path.read_bytes() != data:
+                path.write_bytes(data)
 
     # ---- saving ---------------------------------------------------------------
 
@@ -388,7 +410,9 @@ class ShadowRepo:
         nested |= {root for _, p in entries if (root := self.nested_root(p)) is not None}
         if nested - self.nested:
             for path in sorted(nested - self.nested):
-                notes.append(f"{path} is a git repository of its own: not in checkpoints.")
+                notes.append(
+                    f"{shown_name(path)} is a git repository of its own: not in checkpoints."
+                )
             self.nested |= nested
             self._write_excludes()
             spec = b"".join(os.fsencode(n) + b"\0" for n in sorted(nested))
@@ -419,12 +443,14 @@ class ShadowRepo:
                 if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
                     # (A file made a pipe or a socket: git cannot keep it, and a
                     # restore must not take it away.)
-                    notes.append(f"{path} is not a regular file (a pipe, a socket): not saved.")
+                    notes.append(
+                        f"{shown_name(path)} is not a regular file (a pipe, a socket): not saved."
+                    )
                     unsaved.append(path)
                     continue
                 if size > self.max_file_bytes:
                     notes.append(
-                        f"{path} ({size:,} bytes) is over the checkpoint size limit "
+                        f"{shown_name(path)} ({size:,} bytes) is over the checkpoint size limit "
                         f"({self.max_file_bytes:,} bytes): not saved."
                     )
                     unsaved.append(path)
@@ -506,7 +532,7 @@ class ShadowRepo:
             taken.add(path)
             if len(data) > self.max_file_bytes:
                 notes.append(
-                    f"{path} (open in JupyterLab, {len(data):,} bytes) is over the checkpoint "
+                    f"{shown_name(path)} (open in JupyterLab, {len(data):,} bytes) is over the checkpoint "
                     f"size limit ({self.max_file_bytes:,} bytes): not saved."
                 )
                 unsaved.append(path)
@@ -546,14 +572,16 @@ class ShadowRepo:
 
     async def show(self, commit: str | None, path: str) -> bytes | None:
         """A file's bytes at `commit` (None: in the index), or None if absent."""
-        code, out = await self.git("cat-file", "blob", f"{commit or ''}:{path}", check=False)
+        # (`:0:` names the index's entry: a bare `:` would read `0:x` as a stage.)
+        code, out = await self.git("cat-file", "blob", f"{commit or ':0'}:{path}", check=False)
         return out if code == 0 else None
 
     async def unified_diff(self, old: str, new: str | None, path: str) -> str:
         args = ["diff", "--no-color", "--no-ext-diff", "-U3", old]
         args += [new] if new is not None else ["--cached"]
         _, out = await self.git(*args, "--", path)
-        return out.decode(errors="replace")
+        # (A byte that is not UTF-8, of a name or of the content, shown `\\xNN`.)
+        return encodable_text(out.decode("utf-8", "surrogateescape"))
 
     # ---- restoring --------------------------------------------------------------
 

@@ -2,8 +2,8 @@
 `provider` may say, which environment variables hold the key of a profile that
 names no secret, and which model table its models are looked up in.
 
-Adding a kind is adding a row here (and the Literal below), then teaching
-:mod:`hdsp.daemon.llm.registry` to build its provider.
+Adding a kind is adding a row here (and the Literal below) and the module it
+names, whose ``build`` makes its provider (:mod:`hdsp.daemon.llm.recipe`).
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ ProviderKind = Literal["anthropic", "openai", "openai-compatible", "demo"]
 class ProviderKindRow:
     #: As a profile spells it.
     kind: str
+    #: The module of :mod:`hdsp.daemon.llm` whose ``build`` makes its providers.
+    module: str
     #: The secret a profile of this kind without a `secret` of its own takes its key
     #: from; None: such a profile has no key (it names one, or needs none).
     conventional_secret: str | None = None
@@ -38,12 +40,14 @@ PROVIDER_KINDS: Final[Mapping[str, ProviderKindRow]] = {
     for row in (
         ProviderKindRow(
             kind="anthropic",
+            module="anthropic",
             conventional_secret="anthropic",
             env_vars=("ANTHROPIC_API_KEY",),
             family="anthropic",
         ),
         ProviderKindRow(
             kind="openai",
+            module="openai_compat",
             conventional_secret="openai",
             env_vars=("OPENAI_API_KEY",),
             family="openai",
@@ -51,8 +55,8 @@ PROVIDER_KINDS: Final[Mapping[str, ProviderKindRow]] = {
         # A server that speaks OpenAI's API (vLLM, Ollama, OpenRouter, LiteLLM...):
         # its key is the profile's own secret, its models are priced as OpenAI's
         # (routers serve Claude too, found in the other table).
-        ProviderKindRow(kind="openai-compatible", family="openai"),
+        ProviderKindRow(kind="openai-compatible", module="openai_compat", family="openai"),
         # The bundled demo server: no key, no model table.
-        ProviderKindRow(kind="demo"),
+        ProviderKindRow(kind="demo", module="demo"),
     )
 }

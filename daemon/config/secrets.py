@@ -61,6 +61,7 @@ __all__ = [
     "SERVICE",
     "InvalidSecret",
     "SecretError",
+    "SecretNotFound",
     "SecretStatus",
     "SecretStore",
     "SecretStoreFailed",
@@ -105,6 +106,12 @@ class SecretError(HdspError):
 
 class InvalidSecret(SecretError, ValueError):
     """The name or the value of a secret is not acceptable."""
+
+    code = ErrorCode.INVALID_REQUEST
+
+
+class SecretNotFound(SecretError, LookupError):
+    """The keyring holds no secret of that name: there was nothing to remove."""
 
     code = ErrorCode.INVALID_REQUEST
 

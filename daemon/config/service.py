@@ -56,6 +56,7 @@ from .profiles import (
 from .provider_kinds import PROVIDER_KINDS
 from .secrets import (
     ENV_FALLBACKS,
+    SecretNotFound,
     SecretStatus,
     SecretStore,
 )
@@ -402,15 +403,21 @@ class ConfigService:
 
     async def delete_secret(self, name: str, *, client_id: str | None = None) -> SecretInfo:
         removed = await self.secrets.delete(name)
-        if removed:
-            await self._changed(
-                SettingsChange(
-                    reason="secretDeleted",
-                    keys=[name],
-                    current_profile=self.profiles.current(),
-                    client_id=client_id,
-                )
+        if not removed:
+            status = await self._status(name)
+            also = f" ({status.source} sets it)" if status.is_set else ""
+            raise SecretNotFound(
+                f"No secret {name!r} in the keyring{also}; nothing was removed "
+                "(`hdsp secret list` lists the names in use)."
             )
+        await self._changed(
+            SettingsChange(
+                reason="secretDeleted",
+                keys=[name],
+                current_profile=self.profiles.current(),
+                client_id=client_id,
+            )
+        )
         return _secret_info(await self._status(name))
 
     async def import_settings(

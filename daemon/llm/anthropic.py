@@ -41,7 +41,7 @@ import secrets
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, cast
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast
 
 import anthropic
 import httpx2
@@ -109,10 +109,15 @@ from .sdk import (
     json_field as _field,
 )
 
+if TYPE_CHECKING:
+    from .recipe import ProviderRecipe
+
+
 __all__ = [
     "DEFAULT_TIMEOUT",
     "MIN_THINKING_BUDGET",
     "AnthropicProvider",
+    "build",
     "to_anthropic_messages",
     "to_anthropic_system",
     "to_anthropic_tools",
@@ -688,3 +693,18 @@ def _parse_arguments(raw: str) -> dict[str, Any] | None:
     except ValueError:
         return None
     return parsed if isinstance(parsed, dict) else None
+
+
+def build(recipe: ProviderRecipe) -> AnthropicProvider:
+    """The provider of a profile of kind "anthropic" (:mod:`.recipe`)."""
+    profile = recipe.profile
+    return AnthropicProvider(
+        profile.model,
+        recipe.key,
+        profile.base_url,
+        model_info=recipe.model_info,
+        name=recipe.name,
+        thinking_budget=profile.options.thinking_budget,
+        key_hint=recipe.key_hint,
+        timeouts=profile.options.stream_timeouts(),
+    )

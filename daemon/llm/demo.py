@@ -35,12 +35,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
-from typing import Any, Literal, Self
+from typing import TYPE_CHECKING, Any, Literal, Self
 from urllib.parse import urlsplit
 
 from hdsp.daemon.conversation import ModelInfo
 
 from .openai_compat import OpenAICompatibleProvider
+
+if TYPE_CHECKING:
+    from .recipe import ProviderRecipe
+
 
 __all__ = [
     "DEMO_MODEL",
@@ -51,6 +55,7 @@ __all__ = [
     "CompletionUsage",
     "DemoServer",
     "WaitResult",
+    "build",
     "demo_provider",
     "demo_reply",
     "sse_event",
@@ -615,13 +620,21 @@ def demo_reply(body: Mapping[str, Any]) -> tuple[str, str]:
 
 
 _FILE_NAME = re.compile(r"\b([\w./-]+\.(?:md|txt|py|csv|json))\b")
+#: A file a note goes to, and words that ask for one to be written.
+_NOTE_FILE = re.compile(r"\b([\w./-]+\.(?:md|txt))\b")
+_WRITE_WORDS = re.compile(r"\b(?:write|save|note|create)\b", re.IGNORECASE)
+#: Where the note goes when the message names only files to read (sales.csv).
+DEMO_NOTE = "hdsp-demo-note.md"
 
 
 def demo_tool_call(body: Mapping[str, Any]) -> tuple[str, str] | None:
-    """The demo model's tool call, if it makes one: asked to write a file (a name
-    like notes.md in the message) and offered write_to_file, it writes a short,
-    clearly simulated note there; once that result is back, it completes. So a
-    demo session shows the approval of a file edit end to end."""
+    """The demo model's tool call, if it makes one: offered write_to_file and
+    asked to write a note to a file (the last name like notes.md in a message
+    that says write, save, note or create), it writes a short, clearly simulated
+    note there; a message that names only other files (`Load sales.csv`) gets
+    the note in hdsp-demo-note.md, never over a file it was asked to read. Once
+    that result is back, it completes. So a demo session shows the approval of
+    a file edit end to end."""
     tools = {
         t.get("function", {}).get("name") for t in body.get("tools") or [] if isinstance(t, dict)
     }
@@ -643,15 +656,17 @@ def demo_tool_call(body: Mapping[str, Any]) -> tuple[str, str] | None:
         return "attempt_completion", json.dumps({"result": result})
     if last.get("role") != "user" or "write_to_file" not in tools:
         return None
-    match = _FILE_NAME.search(_message_text(last))
-    if match is None:
+    text = _message_text(last)
+    if _FILE_NAME.search(text) is None:
         return None
+    notes = _NOTE_FILE.findall(text)
+    path = notes[-1] if notes and _WRITE_WORDS.search(text) else DEMO_NOTE
     content = (
         "# A note from hdsp's demo model\n\n"
         "This file was written by a simulated model (no real model was called), after "
         "you approved the change in hdsp.\n"
     )
-    return "write_to_file", json.dumps({"path": match.group(1), "content": content})
+    return "write_to_file", json.dumps({"path": path, "content": content})
 
 
 def _pieces(text: str) -> list[str]:
@@ -739,3 +754,10 @@ def demo_provider(server: DemoServer) -> OpenAICompatibleProvider:
         model_info=DEMO_MODEL_INFO,
         name="demo",
     )
+
+
+def build(recipe: ProviderRecipe) -> OpenAICompatibleProvider:
+    """The provider of the profile of kind "demo" (:mod:`.recipe`): one demo
+    server for the daemon, with a small delay per chunk so that the demo shows
+    streaming as it is."""
+    return demo_provider(recipe.shared("demo", lambda: DemoServer(chunk_delay=0.02)))

@@ -30,12 +30,13 @@ import secrets
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import anyio.to_thread
 import httpx2
 import msgspec
 import openai
+import structlog
 from openai import AsyncOpenAI, AsyncStream
 from openai.types.chat import (
     ChatCompletion,
@@ -97,9 +98,16 @@ from .sdk import (
 )
 from .tokens import count_chat_tokens, encoding_for_model
 
+if TYPE_CHECKING:
+    from .recipe import ProviderRecipe
+
+log = structlog.get_logger("hdsp.llm")
+
+
 __all__ = [
     "DEFAULT_TIMEOUT",
     "OpenAICompatibleProvider",
+    "build",
     "is_reasoning_model",
     "to_chat_messages",
     "to_chat_tools",
@@ -646,4 +654,24 @@ def _usage_chunk(usage: dict[str, Any]) -> UsageChunk:
         output_tokens=_count(usage, "completion_tokens"),
         cache_read_tokens=cached,
         cache_write_tokens=written,
+    )
+
+
+def build(recipe: ProviderRecipe) -> OpenAICompatibleProvider:
+    """The provider of a profile of kind "openai" or "openai-compatible"
+    (:mod:`.recipe`)."""
+    profile = recipe.profile
+    if profile.options.reasoning_effort is not None and recipe.first_time(recipe.name, "effort"):
+        log.warning(
+            "reasoning_effort is kept in the profile but not sent yet by this version",
+            profile=recipe.name,
+        )
+    return OpenAICompatibleProvider(
+        model=profile.model,
+        base_url=profile.base_url,
+        api_key=recipe.key,
+        model_info=recipe.model_info,
+        name=recipe.name,
+        key_hint=recipe.key_hint,
+        timeouts=profile.options.stream_timeouts(),
     )

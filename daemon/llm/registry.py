@@ -1,9 +1,9 @@
 """Providers by profile name: made on first use, reused, rebuilt when their
 profile or secret changes, closed at shutdown.
 
-Which provider a profile gets: "openai" and "openai-compatible" ->
-:class:`~.openai_compat.OpenAICompatibleProvider`, "anthropic" ->
-:class:`~.anthropic.AnthropicProvider`, "demo" -> the bundled demo server. The
+Which provider a profile gets: its kind's row in
+:data:`~hdsp.daemon.config.provider_kinds.PROVIDER_KINDS` names the module whose
+``build`` makes it (:mod:`.recipe`); the registry knows no kind by name. The
 SDKs take a third of a second to import (seconds on a busy machine), so a provider
 module is imported when its first provider is made, or by :meth:`Providers.warm`
 once the daemon is ready; either way on a worker thread, never on the event loop.
@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
-from contextlib import ExitStack, asynccontextmanager
+from contextlib import AbstractContextManager, ExitStack, asynccontextmanager
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import anyio
 import anyio.to_thread
@@ -36,6 +36,7 @@ import msgspec
 import structlog
 
 from hdsp.daemon.config.profiles import ProfileNotFound, Profiles, secret_name
+from hdsp.daemon.config.provider_kinds import PROVIDER_KINDS
 from hdsp.daemon.config.secrets import SecretError, SecretStore
 from hdsp.daemon.config.settings import ModelInfoOverride, ProfileOptions, ProviderProfile
 from hdsp.daemon.conversation import Chunk, ModelInfo, ModelRequest
@@ -43,15 +44,18 @@ from hdsp.daemon.conversation import Chunk, ModelInfo, ModelRequest
 from .base import Provider
 from .errors import AuthenticationFailed
 from .models import lookup_model
+from .recipe import ProviderRecipe
 
 if TYPE_CHECKING:
     from hdsp.protocol import SettingsChange
 
-    from .demo import DemoServer
+    from .recipe import ProviderModule
 
 __all__ = ["Providers"]
 
 log = structlog.get_logger("hdsp.llm")
+
+T = TypeVar("T")
 
 
 #: How long closing a retired provider's HTTP client may take.
@@ -73,9 +77,9 @@ def _key_hint(name: str, profile: ProviderProfile, secrets: SecretStore | None) 
 
 
 def _load_module(kind: str) -> object:
-    """Import the module of providers of `kind` (blocking: call on a worker thread)."""
-    name = {"anthropic": "anthropic", "demo": "demo"}.get(kind, "openai_compat")
-    return importlib.import_module(f"{__package__}.{name}")
+    """Import the module of providers of `kind`, as its row names it (blocking:
+    call on a worker thread)."""
+    return importlib.import_module(f"{__package__}.{PROVIDER_KINDS[kind].module}")
 
 
 class _ProfileProvider:
@@ -181,7 +185,8 @@ class Providers:
         self.secrets = secrets
         self._cache: dict[str, _Built] = {}
         self._exit = ExitStack()
-        self._demo: DemoServer | None = None
+        #: What the providers share (the demo server), by key (see :class:`~.recipe.Shared`).
+        self._resources: dict[str, object] = {}
         self._warned: set[tuple[str, str]] = set()
 
     def resolve_name(self, name: str | None) -> str:
@@ -261,47 +266,29 @@ class Providers:
         models: Mapping[str, ModelInfoOverride],
         key: str | None,
     ) -> Provider:
-        kind = profile.provider
-        options = profile.options
-        if kind == "demo":
-            from .demo import DemoServer, demo_provider
-
-            if self._demo is None:
-                # A small delay per chunk so that the demo shows streaming as it is.
-                self._demo = self._exit.enter_context(DemoServer(chunk_delay=0.02))
-            return demo_provider(self._demo)
-        hint = _key_hint(name, profile, self.secrets)
-        info = self._model_info(profile, models)
-        if kind == "anthropic":
-            from .anthropic import AnthropicProvider
-
-            return AnthropicProvider(
-                profile.model,
-                key,
-                profile.base_url,
-                model_info=info,
-                name=name,
-                thinking_budget=options.thinking_budget,
-                key_hint=hint,
-                timeouts=options.stream_timeouts(),
-            )
-        from .openai_compat import OpenAICompatibleProvider
-
-        if options.reasoning_effort is not None and (name, "effort") not in self._warned:
-            self._warned.add((name, "effort"))
-            log.warning(
-                "reasoning_effort is kept in the profile but not sent yet by this version",
-                profile=name,
-            )
-        return OpenAICompatibleProvider(
-            model=profile.model,
-            base_url=profile.base_url,
-            api_key=key,
-            model_info=info,
+        module = cast("ProviderModule", _load_module(profile.provider))
+        recipe = ProviderRecipe(
             name=name,
-            key_hint=hint,
-            timeouts=options.stream_timeouts(),
+            profile=profile,
+            key=key,
+            model_info=self._model_info(profile, models),
+            key_hint=_key_hint(name, profile, self.secrets),
+            shared=self._shared,
+            first_time=self._first_time,
         )
+        return module.build(recipe)
+
+    def _shared(self, key: str, make: Callable[[], AbstractContextManager[T]]) -> T:
+        found = self._resources.get(key)
+        if found is None:
+            found = self._resources[key] = self._exit.enter_context(make())
+        return cast(T, found)
+
+    def _first_time(self, name: str, topic: str) -> bool:
+        if (name, topic) in self._warned:
+            return False
+        self._warned.add((name, topic))
+        return True
 
     # ---- changes ---------------------------------------------------------------------
 

@@ -64,7 +64,7 @@ class RetryPolicy:
     s at most (1 + 2 + 4 + 8, jittered down), time enough for a blip, a restart
     or a rate limit to pass, and an unreachable server is reported within
     seconds instead of retried for ever: the task then asks ``api_req_failed``
-    with the last error, and any answer starts another round of attempts.
+    with the last error: yes starts another round of attempts, no ends the turn.
     """
 
     base_delay: float = 1.0

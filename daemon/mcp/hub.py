@@ -284,6 +284,11 @@ class McpHub:
         if self._tg is None:
             return
         connections = self._runnable(str(workspace), task_id)
+        if connections:
+            # Each startup timeout counts from when the SDK is loaded (see
+            # McpConnection._connected): so does the wait, or a first import on a
+            # loaded machine outlasts it (CI: a server still `connecting`).
+            await anyio.to_thread.run_sync(load_sdk)
         for connection in connections:
             connection.start()
 

@@ -37,7 +37,9 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import ValidationError
 
 from hdsp.daemon.config.modes import ModeDefinition, ToolGroup
+from hdsp.daemon.errors import HdspError
 from hdsp.daemon.tools.base import Tool
+from hdsp.protocol import ErrorCode
 
 from . import workspace_yaml
 from .groups import EDIT_GROUPS, group_of
@@ -358,7 +360,11 @@ class ModeCatalog:
         raise UnknownMode(slug, [m.slug for m in modes], problems)
 
 
-class UnknownMode(ValueError):
+class UnknownMode(HdspError, ValueError):
+    """No mode has the slug asked for (a command naming it is refused)."""
+
+    code = ErrorCode.INVALID_REQUEST
+
     def __init__(self, slug: str, known: list[str], problems: list[str]) -> None:
         text = f"There is no mode {slug!r}; the modes are: {', '.join(known)}."
         if problems:

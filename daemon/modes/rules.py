@@ -55,7 +55,8 @@ class InstructionSource:
 
 
 def _read(ws: Workspace, relative: str) -> str | None:
-    """The text of the file at `relative`, as the agent's file tools would read it:
+    """The text of the file at `relative` (a shown name, as the file tools take
+    it: `hdsp.protocol.file_names`), as the agent's file tools would read it:
     never through a symlink out of the workspace, never a file `.hdspignore`
     hides (the user keeps it from the agent, and the prompt is the agent's)."""
     try:
@@ -76,7 +77,7 @@ def _rules_dir(ws: Workspace, directory: str, title: str) -> list[InstructionSou
     except (ToolError, OSError):
         return []
     names = sorted(
-        e.relative
+        e.shown
         for e in entries
         if not any(part.startswith(".") for part in Path(e.relative).relative_to(directory).parts)
     )

@@ -3,6 +3,14 @@
 from __future__ import annotations
 
 from .dispatch import Dispatcher, DispatcherFull
+from .refusals import (
+    FrameFailed,
+    FrameRefused,
+    FrameTooLarge,
+    NotConnected,
+    UnknownClient,
+    VersionUnsupported,
+)
 from .server import CAPABILITIES, HEARTBEAT_IVL_MS, Server
 from .sessions import Session, Sessions
 
@@ -11,7 +19,13 @@ __all__ = [
     "HEARTBEAT_IVL_MS",
     "Dispatcher",
     "DispatcherFull",
+    "FrameFailed",
+    "FrameRefused",
+    "FrameTooLarge",
+    "NotConnected",
     "Server",
     "Session",
     "Sessions",
+    "UnknownClient",
+    "VersionUnsupported",
 ]

@@ -35,7 +35,7 @@ import zmq.asyncio
 from anyio.abc import TaskStatus
 from zmq.utils.monitor import parse_monitor_message
 
-from hdsp.daemon.errors import HdspError, wire_error
+from hdsp.daemon.errors import HdspError, ShuttingDown, wire_error
 from hdsp.protocol import (
     PROTOCOL_VERSION,
     SYNC_PREFIX,
@@ -43,8 +43,6 @@ from hdsp.protocol import (
     AckData,
     Connect,
     Disconnect,
-    ErrorCode,
-    ErrorInfo,
     EventsSynced,
     FrameError,
     Ping,
@@ -64,6 +62,14 @@ from .connections import shut_down_tcp
 from .curve import TcpBindFailed, TcpListener, ZapHandler
 from .dispatch import Dispatcher, DispatcherFull
 from .publishing import EventPublisher
+from .refusals import (
+    FrameFailed,
+    FrameRefused,
+    FrameTooLarge,
+    NotConnected,
+    UnknownClient,
+    VersionUnsupported,
+)
 from .sessions import Session, Sessions
 from .subscriptions import SubscriptionGuard
 
@@ -365,23 +371,11 @@ class Server:
         except zmq.ZMQError as exc:
             log.warning("reply not sent", error=str(exc))
 
-    async def _error(
-        self,
-        envelope: list[bytes],
-        request_id: str | None,
-        code: ErrorCode,
-        message: str,
-        *,
-        path: str | None = None,
-        details: dict[str, Any] | None = None,
-    ) -> None:
-        err = ErrorInfo(code=code, message=message, path=path, details=details)
-        await self._send(envelope, Reply(request_id=request_id, ok=False, error=err))
-
     async def _error_reply(
         self, envelope: list[bytes], request_id: str | None, exc: Exception
     ) -> None:
-        """The error reply for what a command raised (see :func:`wire_error`)."""
+        """The error reply for what a command raised, or why a frame was refused
+        (see :func:`wire_error`)."""
         await self._send(envelope, Reply(request_id=request_id, ok=False, error=wire_error(exc)))
 
     async def _receive_loop(self, router: zmq.asyncio.Socket) -> None:
@@ -398,12 +392,7 @@ class Server:
                     # The error boundary of one frame: the loop, the connection and
                     # every other client go on.
                     log.exception("frame failed", size=sum(map(len, frames)))
-                    await self._error(
-                        envelope,
-                        None,
-                        ErrorCode.INTERNAL,
-                        "The daemon failed on this frame; its log has the details.",
-                    )
+                    await self._error_reply(envelope, None, FrameFailed())
             await anyio.lowlevel.checkpoint()
 
     async def _on_frames(
@@ -411,22 +400,22 @@ class Server:
     ) -> None:
         """`origin`: a frame as ZeroMQ received it (it tells the connection)."""
         if len(body) != 1:
-            await self._error(
+            await self._error_reply(
                 envelope,
                 None,
-                ErrorCode.INVALID_REQUEST,
-                f"Expected one JSON object in one frame, got {len(body)} frames.",
+                FrameRefused(f"Expected one JSON object in one frame, got {len(body)} frames."),
             )
             return
         frame = body[0]
         if len(frame) > self.max_message_size:
-            await self._error(
+            await self._error_reply(
                 envelope,
                 request_id_of(frame),
-                ErrorCode.TOO_LARGE,
-                f"The frame is {len(frame)} bytes, above the daemon's limit of "
-                f"{self.max_message_size} (maxMessageSize in the Ack); it was not read.",
-                details={"maxMessageSize": self.max_message_size, "size": len(frame)},
+                FrameTooLarge(
+                    f"The frame is {len(frame)} bytes, above the daemon's limit of "
+                    f"{self.max_message_size} (maxMessageSize in the Ack); it was not read.",
+                    details={"maxMessageSize": self.max_message_size, "size": len(frame)},
+                ),
             )
             return
         await self._on_frame(envelope[0], envelope, frame, origin)
@@ -437,7 +426,7 @@ class Server:
         try:
             message = decode_client_message(frame)
         except FrameError as exc:
-            await self._error(envelope, exc.request_id, exc.code, exc.message, path=exc.path)
+            await self._error_reply(envelope, exc.request_id, exc)
             return
         match message:
             case Connect():
@@ -455,12 +444,13 @@ class Server:
         origin: zmq.Frame | None = None,
     ) -> None:
         if msg.protocol_version != PROTOCOL_VERSION:
-            await self._error(
+            await self._error_reply(
                 envelope,
                 None,
-                ErrorCode.UNSUPPORTED_VERSION,
-                f"This daemon speaks protocol {PROTOCOL_VERSION}, the client "
-                f"{msg.protocol_version}; install matching versions of hdsp.",
+                VersionUnsupported(
+                    f"This daemon speaks protocol {PROTOCOL_VERSION}, the client "
+                    f"{msg.protocol_version}; install matching versions of hdsp."
+                ),
             )
             return
         connection = peer_pid = user = None
@@ -471,12 +461,13 @@ class Server:
             peer_pid = _peer_pid(origin) if user is None else None
         if user is not None and self.tcp is not None and not self.tcp.authorized.allows(user):
             # Authenticated before its key was revoked, and not cut yet.
-            await self._error(
+            await self._error_reply(
                 envelope,
                 None,
-                ErrorCode.NOT_CONNECTED,
-                f"The key this connection authenticated with ({user!r}) is no longer "
-                "authorised; the handshake is refused.",
+                NotConnected(
+                    f"The key this connection authenticated with ({user!r}) is no longer "
+                    "authorised; the handshake is refused."
+                ),
             )
             return
         session = self.sessions.connect(
@@ -508,25 +499,25 @@ class Server:
     async def _on_command(self, identity: bytes, envelope: list[bytes], cmd: TaskCommand) -> None:
         session = self.sessions.get(identity)
         if session is None:
-            await self._error(
+            await self._error_reply(
                 envelope,
                 cmd.request_id,
-                ErrorCode.NOT_CONNECTED,
-                "Send Connect first (the handshake); commands before it are refused.",
+                NotConnected("Send Connect first (the handshake); commands before it are refused."),
             )
             return
         if session.client_id != cmd.client_id:
-            await self._error(
+            await self._error_reply(
                 envelope,
                 cmd.request_id,
-                ErrorCode.UNKNOWN_CLIENT,
-                f"Unknown clientId {cmd.client_id[:64]!r}: send the clientId this "
-                "connection's Ack gave (or Connect again for a new one).",
+                UnknownClient(
+                    f"Unknown clientId {cmd.client_id[:64]!r}: send the clientId this "
+                    "connection's Ack gave (or Connect again for a new one)."
+                ),
             )
             return
         if not self._accepting:
-            await self._error(
-                envelope, cmd.request_id, ErrorCode.SHUTTING_DOWN, "The daemon is shutting down."
+            await self._error_reply(
+                envelope, cmd.request_id, ShuttingDown("The daemon is shutting down.")
             )
             return
 

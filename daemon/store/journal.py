@@ -43,10 +43,14 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from hdsp.daemon.scrubber import scrubber
 from hdsp.protocol import (
+    ClineMessage,
     Event,
     MessageEvent,
+    MessagePayload,
+    Say,
     StorageState,
     TaskEvent,
+    encodable_text,
     encode,
     event_task_id,
     is_durable,
@@ -72,9 +76,15 @@ _scrub = scrubber.scrub_json
 
 
 def _scrubbed(write: Write) -> Write:
+    """`write` with its parameters scrubbed, and its text made encodable (a file
+    name that is not UTF-8 spelled `\\xff`: `hdsp.protocol.file_names`)."""
     sql, params = write
     clean = tuple(
-        _scrub(p) if isinstance(p, bytes) else scrubber.scrub(p) if isinstance(p, str) else p
+        _scrub(p)
+        if isinstance(p, bytes)
+        else scrubber.scrub(encodable_text(p))
+        if isinstance(p, str)
+        else p
         for p in params
     )
     return write if all(a is b for a, b in zip(clean, params, strict=True)) else (sql, clean)
@@ -98,6 +108,51 @@ class _Item:
     error: list[BaseException] = field(default_factory=list)
     #: A flush for a read: released, not failed, when the storage fails.
     for_read: bool = False
+
+
+def _encoded(
+    event: Event, seq: int | None, prev_seq: int, item: _Item
+) -> tuple[bytes, Write | None]:
+    """The scrubbed body of `event` (durable: numbered `seq`), and for a message
+    event the write that stores its message. Text that JSON cannot carry is
+    spelled as `hdsp.protocol.file_names` says (the codec does it); anything else
+    that cannot be encoded raises."""
+    envelope = TaskEvent(
+        data=event, seq=seq, prev_seq=prev_seq, relay_client_id=item.relay_client_id
+    )
+    raw = encode(envelope)
+    body = _scrub(raw)
+    if seq is None or not isinstance(event, MessageEvent):
+        return body, None
+    p = event.payload[0]
+    message = encode(p.message)  # a part of `raw`: clean if it was
+    if body is not raw:
+        message = _scrub(message)
+    return body, save_ui_message(p.task_id, p.message.ts, message)
+
+
+def _unwritable(item: _Item, exc: Exception) -> Event | None:
+    """`item` cannot be stored (its event or writes do not encode): logged, and
+    whoever waits on it gets the error. A message event is replaced by an error
+    message at its place (its ts), so that the task's history says so; any
+    other is dropped with its writes."""
+    event = item.event
+    log.error(
+        "an event could not be encoded: dropped, the daemon goes on",
+        event_name=type(event).__name__,
+        task_id=event_task_id(event) if event is not None else None,
+        error=f"{type(exc).__name__}: {exc}"[:500],
+    )
+    item.error.append(exc)
+    if not isinstance(event, MessageEvent):
+        return None
+    p = event.payload[0]
+    text = (
+        f"This message could not be stored ({type(exc).__name__}), and was dropped; "
+        "the task goes on. The daemon's log has the details."
+    )
+    message = ClineMessage(ts=p.message.ts, type="say", say=Say.ERROR, text=text)
+    return MessageEvent(payload=(MessagePayload(p.task_id, p.action, message),))
 
 
 class Journal:
@@ -278,10 +333,10 @@ class Journal:
         rows: list[tuple[int, str, int, bytes]] = []
         frames: list[tuple[bytes, bytes]] = []
         for item in batch:
-            writes.extend(_scrubbed(w) for w in item.writes)
-            if item.event is None:
-                continue
             event = item.event
+            if event is None:
+                writes.extend(_scrubbed(w) for w in item.writes)
+                continue
             topic = event_task_id(event) or ""
             if topic not in known:
                 last = await self._last_seq_of(topic)
@@ -289,33 +344,24 @@ class Journal:
                     self._drop(batch)  # read-only meanwhile: nothing of it is durable
                     return
                 known[topic] = last
-            if is_durable(event):
+            prev_seq = last_by_topic.get(topic) or known[topic]
+            durable = is_durable(event)
+            try:
+                item_writes = [_scrubbed(w) for w in item.writes]
+                body, message = _encoded(event, seq + 1 if durable else None, prev_seq, item)
+            except Exception as exc:  # one record the store cannot take: never the writer
+                replacement = _unwritable(item, exc)
+                if replacement is None:
+                    continue
+                body, message = _encoded(replacement, seq + 1, prev_seq, item)
+                item_writes = []
+            writes.extend(item_writes)
+            if durable or message is not None:
                 seq += 1
-                envelope = TaskEvent(
-                    data=event,
-                    seq=seq,
-                    prev_seq=last_by_topic.get(topic) or known[topic],
-                    relay_client_id=item.relay_client_id,
-                )
                 last_by_topic[topic] = seq
-                raw = encode(envelope)
-                body = _scrub(raw)
                 rows.append((seq, topic, now, body))
-                if isinstance(event, MessageEvent):
-                    p = event.payload[0]
-                    message = encode(p.message)  # a part of `raw`: clean if it was
-                    if body is not raw:
-                        message = _scrub(message)
-                    writes.append(save_ui_message(p.task_id, p.message.ts, message))
-            else:
-                # A live-only update says which durable event it follows, so that a
-                # client that replayed past it can tell it is stale.
-                live = TaskEvent(
-                    data=event,
-                    prev_seq=last_by_topic.get(topic) or known[topic],
-                    relay_client_id=item.relay_client_id,
-                )
-                body = _scrub(encode(live))
+            if message is not None:
+                writes.append(message)
             frames.append((topic.encode(), body))
         if writes or rows:
             if not await self._commit(latest_writes(writes), rows):

@@ -202,6 +202,18 @@ class PgConnection:
             )
         return conn.execute(sql)
 
+    def release(self, lock: tuple[int, int]) -> None:
+        """Let go of session advisory lock `lock` now: a closed connection's
+        locks go only when the server has noticed, and an hdspd started right
+        after this one stopped was refused meanwhile."""
+        conn = self._conn
+        if conn is None or conn.closed or self._begun:
+            return
+        try:
+            conn.execute("SELECT pg_advisory_unlock(%s, %s)", lock)
+        except psycopg.Error:
+            pass  # the server is gone, and the lock with the session
+
     def close(self) -> None:
         if self._conn is not None:
             self._conn.close()
@@ -342,7 +354,8 @@ class PostgresDatabase(Database):
 
     def close(self) -> None:
         self._reader.close()
-        self._writer.close()  # and with it the lock
+        self._writer.release(_LOCK)
+        self._writer.close()  # and with it the lock, if releasing it failed
 
     # ---- what the backend says ------------------------------------------------------
 

@@ -3,7 +3,17 @@
 from __future__ import annotations
 
 from .deps import TaskDeps, TaskKernels
+from .errors import AskAnswered, ReplayFailed, TaskBusy, TaskNotFound
 from .manager import TaskManager
 from .task import Task
 
-__all__ = ["Task", "TaskDeps", "TaskKernels", "TaskManager"]
+__all__ = [
+    "AskAnswered",
+    "ReplayFailed",
+    "Task",
+    "TaskBusy",
+    "TaskDeps",
+    "TaskKernels",
+    "TaskManager",
+    "TaskNotFound",
+]

@@ -15,13 +15,12 @@ from typing import Any
 
 import anyio
 
-from hdsp.daemon.errors import CommandError
+from hdsp.daemon.errors import WrongState
 from hdsp.daemon.tools import AskAnswer, ToolError
 from hdsp.protocol import (
     Ask,
     AskResponse,
     ClineMessage,
-    ErrorCode,
     Event,
     Say,
     TaskActive,
@@ -32,6 +31,7 @@ from hdsp.protocol import (
     TaskState,
 )
 
+from .errors import AskAnswered
 from .messages import TaskMessages
 
 __all__ = ["ANSWERED_KEPT", "ASK_STATES", "AskBox"]
@@ -174,6 +174,11 @@ class AskBox:
         assert pending.answer is not None
         return pending.answer
 
+    async def wait_saved(self, ts: int) -> AskAnswer | None:
+        """Wait for the answer to the ask `ts` posted before (None: it is answered)."""
+        ask = await self._messages.saved(ts)
+        return None if ask is None or ask.is_answered else await self.wait(ask)
+
     async def _show_state(self) -> None:
         """The state the oldest waiting ask gives the task; running when none waits."""
         oldest = self.pending
@@ -184,17 +189,14 @@ class AskBox:
         await self._set_state(state, event(payload=(self.task_id,)))
 
     async def respond(self, ask_ts: int, answer: AskAnswer) -> None:
-        """Answer the waiting ask `ask_ts`; raises CommandError when there is none."""
+        """Answer the waiting ask `ask_ts`; raises WrongState when there is none
+        (AskAnswered when it was answered)."""
         pending = self._waiting.get(ask_ts)
         if pending is None:
             if ask_ts in self._answered:
-                raise CommandError(
-                    ErrorCode.ALREADY_ANSWERED,
-                    f"The ask {ask_ts} of task {self.task_id} was already answered.",
-                )
+                raise AskAnswered(ask_ts, self.task_id)
             waiting = ", ".join(str(ts) for ts in self._waiting)
-            raise CommandError(
-                ErrorCode.INVALID_STATE,
+            raise WrongState(
                 f"No ask {ask_ts} waits in task {self.task_id}"
                 + (f"; the waiting ones: {waiting}." if waiting else "."),
             )

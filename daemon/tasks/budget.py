@@ -24,6 +24,10 @@ log = structlog.get_logger("hdsp.tasks")
 
 #: How long a provider's counter may take before the estimate is used (seconds).
 COUNT_TIMEOUT = 10.0
+#: Requests of more content blocks than this are estimated on a worker thread:
+#: the estimate encodes every block, tens of milliseconds for a history of
+#: hundreds of tool results, which the loop owes every other client (issue 32).
+ESTIMATE_OFF_LOOP_BLOCKS = 256
 
 SUMMARY_PROMPT = """\
 The conversation above is growing too long for the model's context window. Write a \
@@ -62,7 +66,10 @@ class ContextBudget:
 
     async def count(self, provider: Provider, request: ModelRequest) -> RequestCount:
         """`request`'s prompt tokens: the provider's count, else the calibrated estimate."""
-        estimate = estimate_request_tokens(request)
+        if sum(len(m.content) for m in request.messages) > ESTIMATE_OFF_LOOP_BLOCKS:
+            estimate = await anyio.to_thread.run_sync(estimate_request_tokens, request)
+        else:
+            estimate = estimate_request_tokens(request)
         counted: int | None = None
         with anyio.move_on_after(COUNT_TIMEOUT):
             try:

@@ -26,6 +26,7 @@ from hdsp.daemon.approvals import Decision
 from hdsp.daemon.bounded_text import BoundedText
 from hdsp.daemon.checkpoints import CheckpointService, GitFailed, WorkspaceRefused
 from hdsp.daemon.conversation import ImageBlock, TextBlock
+from hdsp.daemon.memory import give_back
 from hdsp.daemon.modes import Mode
 from hdsp.daemon.scrubber import scrubber
 from hdsp.daemon.tools import (
@@ -46,13 +47,16 @@ from hdsp.protocol import (
     TaskToolFailed,
     ToolResultText,
     ToolUsageEntry,
+    encode,
 )
 
 from .asks import AskBox
+from .call_limits import not_run
 from .deps import TaskDeps, TaskKernels
 from .messages import TaskMessages
 from .parallel import EVERYTHING, Resources, run_concurrently
 from .turn import CallState, encodable_result
+from .turn_saves import CoalescedSaves
 
 __all__ = [
     "RAW_ARGUMENTS_SHOWN",
@@ -81,10 +85,24 @@ _RESULT_SHOWN_BY_TOOL = frozenset({ToolCategory.COMPLETION, ToolCategory.FOLLOWU
 #: commits after the saved turn state anyway: they need no flush before they run.
 _EFFECTS_IN_HISTORY = frozenset({ToolCategory.COMPLETION, ToolCategory.FOLLOWUP})
 
+#: Tools whose calls wait for a person or a child task, not for the daemon: they
+#: hold no slot of the concurrency limits (:mod:`.call_limits`), or a slot held
+#: by a wait could starve every other call.
+_UNBOUNDED = frozenset(
+    {
+        ToolCategory.SUBTASK,
+        ToolCategory.FOLLOWUP,
+        ToolCategory.COMPLETION,
+        ToolCategory.MODE,
+        ToolCategory.TODO,
+    }
+)
+
+#: A reply with more calls than this gives its memory back once they are done.
+_GIVE_BACK_AFTER = 32
+
 #: Tools that change the workspace or a kernel: a checkpoint comes before each call.
 _CHANGES = frozenset({ToolCategory.WRITE, ToolCategory.EXECUTE, ToolCategory.COMMAND})
-
-_result_encoder = msgspec.json.Encoder()
 
 #: The running call's key (CallState.key), per context: calls run concurrently.
 _running_key: ContextVar[str | None] = ContextVar("running_call_key", default=None)
@@ -181,7 +199,11 @@ class ToolCalls:
         self._deps = deps
         self._messages = messages
         self._asks = asks
-        self._save_turn = save_turn
+        #: Saves of the turn's state, shared among the concurrent calls of a reply.
+        self._saves = CoalescedSaves(save_turn, deps.journal.flush)
+        self._save_turn = self._saves.save
+        #: This task's slots of the daemon's concurrency limits on tool calls.
+        self._slots = deps.call_limits.for_task()
         self.tool_usage: dict[str, ToolUsageEntry] = {}
         #: Consecutive tool errors.
         self.mistakes = 0
@@ -198,8 +220,30 @@ class ToolCalls:
 
     async def run_all(self, calls: list[CallState]) -> None:
         """Take every call of one reply to done, concurrently (:mod:`.parallel`):
-        calls that change the same thing keep their order."""
-        await run_concurrently(calls, self.run, self.resources, self._failed)
+        calls that change the same thing keep their order. Past the cap on calls
+        per reply (`tool_calls.max_per_reply`) a call is not run: its result says
+        so, for the model to ask again later (issue 32)."""
+        cap = self._deps.call_limits.per_reply
+        over = [c for c in calls[cap:] if c.status != "done"]
+        if over:
+            for call in over:
+                not_run(call, cap, len(calls))
+            await self._messages.say(
+                Say.ERROR,
+                f"The model asked for {len(calls)} tool calls in one reply: the first {cap} "
+                "run (the setting tool_calls.max_per_reply), and the model is told to ask "
+                "for the others in a later reply.",
+            )
+            await self._save_turn()
+        self._saves.concurrent = sum(c.status != "done" for c in calls) > 1
+        try:
+            await run_concurrently(calls, self.run, self.resources, self._failed)
+        finally:
+            self._saves.concurrent = False
+        if len(calls) > _GIVE_BACK_AFTER:
+            # What the burst's results and saves took is garbage now: hand it back
+            # to the system rather than keep the high-water mark (issue 32).
+            await give_back()
 
     def resources(self, call: CallState) -> Resources:
         """What `call` changes, for the order of concurrent calls: a file it
@@ -256,60 +300,12 @@ class ToolCalls:
             )
             return
         if call.status == "pending":
-            self._count(call.name, attempts=1)
-            if tool is not None:
-                await validator_ready(tool)  # (the first of a tool: off the loop)
-            problem = self.check_call(call) or self.check_mode(call) or self.check_repetition(call)
-            if problem is not None:
-                # Every client sees why the call did not run, as the model does.
-                text = " ".join(b.text for b in problem.content if isinstance(b, TextBlock))
-                await self._messages.say(
-                    Say.ERROR, text.removeprefix("Error: "), tool_use_id=call.id
-                )
-                await self.finish(call, problem, shown=False)
-                return
-            assert tool is not None and call.arguments is not None
-            ctx = self._ctx
-            verdict = self._deps.approvals.decide(
-                tool, call.arguments, task_id=self._approvals_key(), workspace=ctx.workspace
-            )
-            if verdict.decision is Decision.DENY:
-                await self.finish(call, ToolResult.text(f"Denied: {verdict.reason}", is_error=True))
-                return
-            text = await tool.preview(ctx, call.arguments)
-            if verdict.decision is Decision.ASK:
-                extra: dict[str, Any] = {}
-                if verdict.cap_reached:
-                    kind, text = Ask.AUTO_APPROVAL_MAX_REQ_REACHED, verdict.reason
-                elif tool.category is ToolCategory.COMMAND:
-                    kind, text = Ask.COMMAND, str(call.arguments.get("command", text))
-                    # Where it runs, as asked for: a cwd outside the workspace shows
-                    # as such here, and the tool refuses it.
-                    extra["cwd"] = command_cwd(ctx.workspace, call.arguments.get("cwd"))
-                elif tool.category is ToolCategory.MCP:
-                    kind = Ask.USE_MCP_SERVER
-                else:
-                    kind = Ask.TOOL
-                ask = await self._asks.post(
-                    kind, text, tool_use_id=call.id, is_protected=verdict.protected or None, **extra
-                )
-                call.status, call.ask_ts = "asking", ask.ts
-                call.cap_reached = verdict.cap_reached
-                if verdict.timeout is not None:
-                    call.ask_deadline = ask.ts + int(verdict.timeout * 1000)
-                    call.approve_on_timeout = verdict.on_timeout is Decision.APPROVE
-                await self._save_turn()
-            else:
-                if tool.category not in (ToolCategory.COMPLETION, ToolCategory.FOLLOWUP):
-                    await self._messages.say(Say.TOOL, text, tool_use_id=call.id)
-                if verdict.timeout is not None:
-                    on_timeout = (
-                        AskAnswer(AskResponse.MESSAGE, verdict.default_answer, by="timeout")
-                        if verdict.on_timeout is Decision.APPROVE
-                        else None
-                    )
-                    self._asks.timeout = (verdict.timeout, on_timeout)
-                call.status = "approved"
+            # Deciding holds a slot too (validation, the policy, the preview, the
+            # messages): a reply of many calls makes progress a few at a time, and
+            # every other client gets the loop between them.
+            async with self._slots.slot():
+                if await self._decide(call, tool):
+                    return
         if call.status == "asking":
             assert call.ask_ts is not None
             ask_message = await self._messages.saved(call.ask_ts)
@@ -339,6 +335,73 @@ class ToolCalls:
                 self._deps.approvals.reset_count(self._approvals_key())
             call.status = "approved"
         assert call.status == "approved" and tool is not None and call.arguments is not None
+        if tool.category in _UNBOUNDED:
+            await self._execute(call, tool)
+        else:
+            # Waits for a slot of the task's and of the daemon's (back-pressure).
+            async with self._slots.slot():
+                await self._execute(call, tool)
+
+    async def _decide(self, call: CallState, tool: Tool | None) -> bool:
+        """A pending call: checked, then denied (done), asked (asking) or approved;
+        whether it is done."""
+        self._count(call.name, attempts=1)
+        if tool is not None:
+            await validator_ready(tool)  # (the first of a tool: off the loop)
+        problem = self.check_call(call) or self.check_mode(call) or self.check_repetition(call)
+        if problem is not None:
+            # Every client sees why the call did not run, as the model does.
+            text = " ".join(b.text for b in problem.content if isinstance(b, TextBlock))
+            await self._messages.say(Say.ERROR, text.removeprefix("Error: "), tool_use_id=call.id)
+            await self.finish(call, problem, shown=False)
+            return True
+        assert tool is not None and call.arguments is not None
+        ctx = self._ctx
+        verdict = self._deps.approvals.decide(
+            tool, call.arguments, task_id=self._approvals_key(), workspace=ctx.workspace
+        )
+        if verdict.decision is Decision.DENY:
+            await self.finish(call, ToolResult.text(f"Denied: {verdict.reason}", is_error=True))
+            return True
+        text = await tool.preview(ctx, call.arguments)
+        if verdict.decision is Decision.ASK:
+            extra: dict[str, Any] = {}
+            if verdict.cap_reached:
+                kind, text = Ask.AUTO_APPROVAL_MAX_REQ_REACHED, verdict.reason
+            elif tool.category is ToolCategory.COMMAND:
+                kind, text = Ask.COMMAND, str(call.arguments.get("command", text))
+                # Where it runs, as asked for: a cwd outside the workspace shows
+                # as such here, and the tool refuses it.
+                extra["cwd"] = command_cwd(ctx.workspace, call.arguments.get("cwd"))
+            elif tool.category is ToolCategory.MCP:
+                kind = Ask.USE_MCP_SERVER
+            else:
+                kind = Ask.TOOL
+            ask = await self._asks.post(
+                kind, text, tool_use_id=call.id, is_protected=verdict.protected or None, **extra
+            )
+            call.status, call.ask_ts = "asking", ask.ts
+            call.cap_reached = verdict.cap_reached
+            if verdict.timeout is not None:
+                call.ask_deadline = ask.ts + int(verdict.timeout * 1000)
+                call.approve_on_timeout = verdict.on_timeout is Decision.APPROVE
+            await self._save_turn()
+        else:
+            if tool.category not in (ToolCategory.COMPLETION, ToolCategory.FOLLOWUP):
+                await self._messages.say(Say.TOOL, text, tool_use_id=call.id)
+            if verdict.timeout is not None:
+                on_timeout = (
+                    AskAnswer(AskResponse.MESSAGE, verdict.default_answer, by="timeout")
+                    if verdict.on_timeout is Decision.APPROVE
+                    else None
+                )
+                self._asks.timeout = (verdict.timeout, on_timeout)
+            call.status = "approved"
+        return False
+
+    async def _execute(self, call: CallState, tool: Tool) -> None:
+        """Run an approved call's tool and record its result."""
+        assert call.arguments is not None
         call.status = "running"
         await self._save_turn()
         await self._checkpoint(tool)
@@ -429,9 +492,7 @@ class ToolCalls:
             omitted=kept.dropped,
             output_shown=result.summary is not None,
         )
-        await self._messages.say(
-            Say.TOOL_RESULT, _result_encoder.encode(record).decode(), tool_use_id=call.id
-        )
+        await self._messages.say(Say.TOOL_RESULT, encode(record).decode(), tool_use_id=call.id)
 
     def _count(self, name: str, *, attempts: int = 0, failures: int = 0) -> None:
         entry = self.tool_usage.get(name, ToolUsageEntry(attempts=0, failures=0))

@@ -20,9 +20,12 @@ from hdsp.daemon.approvals import ApprovalPolicy
 from hdsp.daemon.checkpoints import CheckpointService
 from hdsp.daemon.llm.registry import Providers
 from hdsp.daemon.llm.retry import DEFAULT_RETRY_POLICY, RetryPolicy
+from hdsp.daemon.memory import SpikeReturn
 from hdsp.daemon.modes import ModeCatalog, SlashCommands
 from hdsp.daemon.store import Journal, Store
 from hdsp.daemon.tools import ToolRegistry
+
+from .call_limits import CallLimits
 
 __all__ = ["MISTAKE_LIMIT", "TaskDeps", "TaskKernels", "now_ms"]
 
@@ -51,6 +54,10 @@ class TaskKernels(Protocol):
 
     def bind_task(self, task_id: str, kernel_id: str) -> None:
         """Run the task's code in the kernel `kernel_id` from now on."""
+        ...
+
+    def prewarm_for_task(self, task_id: str, workspace: str) -> None:
+        """The task started: start its kernel ahead of its first code."""
         ...
 
     async def release_task(self, task_id: str) -> None:
@@ -85,3 +92,8 @@ class TaskDeps:
     agents: AgentCatalog = field(default_factory=AgentCatalog)
     #: Runs call_agent's child tasks (the task manager); None: no agent calls.
     subtasks: AgentCaller | None = None
+    #: The limits on tool calls (per reply, at once per task and daemon-wide),
+    #: with the daemon's slots: one object for every task (issue 32).
+    call_limits: CallLimits = field(default_factory=CallLimits)
+    #: Gives a turn's spike of memory back when it ends (a big plot's, say).
+    memory: SpikeReturn = field(default_factory=SpikeReturn)

@@ -14,7 +14,7 @@ from typing import Any, Literal
 import msgspec
 
 from hdsp.daemon.store import Journal, Store, Write, save_ui_message
-from hdsp.protocol import ClineMessage, Event, MessageEvent, MessagePayload, Say
+from hdsp.protocol import ClineMessage, Event, MessageEvent, MessagePayload, Say, encode
 
 __all__ = ["PARTIAL_SAVE_INTERVAL", "TOOL_OUTPUT_KEPT", "TaskMessages"]
 
@@ -24,7 +24,6 @@ PARTIAL_SAVE_INTERVAL = 1.0
 #: How much of an interrupted tool's output `tool_output` returns (characters).
 TOOL_OUTPUT_KEPT = 4000
 
-_encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder(ClineMessage)
 
 #: The running tool call's (messages object, tool_use_id): per context, so that
@@ -99,7 +98,7 @@ class TaskMessages:
             if now - self._partial_saved.get(new.ts, 0.0) >= PARTIAL_SAVE_INTERVAL:
                 # Now and then, what a crash would otherwise take: the text so far.
                 self._partial_saved[new.ts] = now
-                writes.append(save_ui_message(self.task_id, new.ts, _encoder.encode(new)))
+                writes.append(save_ui_message(self.task_id, new.ts, encode(new)))
         else:
             self.partial.pop(new.ts, None)
             self._partial_saved.pop(new.ts, None)
@@ -113,6 +112,18 @@ class TaskMessages:
         as it stands."""
         for message in list(self.partial.values()):
             await self.update(message, partial=False)
+
+    async def finish_left_streaming(self) -> list[int]:
+        """Messages that were streaming when the daemon stopped stream no more:
+        finish them as they were saved (a durable update every client sees), or
+        they would show as streaming for ever. Their ts."""
+        finished = []
+        for body in await self._store.read(self._store.db.partial_ui_messages, self.task_id):
+            message = _decoder.decode(body)
+            if message.partial:
+                await self.update(message, partial=False)
+                finished.append(message.ts)
+        return finished
 
     async def saved(self, ts: int) -> ClineMessage | None:
         """The message `ts` as stored (after what is queued for the store)."""

@@ -20,7 +20,7 @@ from typing import Any
 import anyio.to_thread
 import msgspec
 
-from hdsp.daemon.errors import CommandError
+from hdsp.daemon.errors import BadRequest
 from hdsp.daemon.tools import ToolError, Workspace
 from hdsp.protocol import (
     MAX_CELL_HEAD_CHARS,
@@ -28,7 +28,6 @@ from hdsp.protocol import (
     MAX_OUTLINE_CELLS,
     MAX_OUTPUT_KINDS,
     ActiveCell,
-    ErrorCode,
     OutlineCell,
     PromptContext,
 )
@@ -130,7 +129,7 @@ def _locate_notebook(workspace: Path, path: str) -> str:
         raise ToolError(f"{path!r} is not a notebook (.ipynb).")
     if located.is_dir:
         raise ToolError(f"{path!r} is a directory, not a notebook.")
-    return located.relative
+    return located.shown  # (a name that is not UTF-8 escaped, as every tool takes it)
 
 
 def _read_notebook(workspace: Path, path: str) -> tuple[str, Any]:
@@ -155,9 +154,9 @@ async def resolve_context(context: PromptContext | None, workspace: Path) -> Pro
     """The context checked against the task's workspace: its notebook named by
     its path inside the workspace; the outline (and the active cell's id) read
     from the file when the client asks (`outline_from_file`: the CLI's
-    --notebook, which has only the path). A CommandError
-    (invalid_request) says what is wrong: a path out of the workspace, no such
-    notebook, a cell index the notebook does not have."""
+    --notebook, which has only the path). A BadRequest says what is wrong: a
+    path out of the workspace, no such notebook, a cell index the notebook does
+    not have."""
     if context is None or context.notebook is None:
         return context
     try:
@@ -170,14 +169,13 @@ async def resolve_context(context: PromptContext | None, workspace: Path) -> Pro
             _read_notebook, workspace, context.notebook
         )
     except ToolError as exc:
-        raise CommandError(ErrorCode.INVALID_REQUEST, f"The context's notebook: {exc}") from None
+        raise BadRequest(f"The context's notebook: {exc}") from None
     outline, truncated = notebook_outline(notebook)
     cell = context.cell
     if cell is not None:
         cells = notebook.get("cells") or []
         if cell.index >= len(cells):
-            raise CommandError(
-                ErrorCode.INVALID_REQUEST,
+            raise BadRequest(
                 f"The context's cell {cell.index} is not in {relative}: it has "
                 f"{len(cells)} cells (indices from 0).",
             )

@@ -61,11 +61,15 @@ async def run_concurrently(
     conflicts (in order among themselves). An exception a call's `run` raises is
     given to `failed` (which records it as the call's error result); the other
     calls go on. Returns when all are done."""
-    finished = [anyio.Event() for _ in calls]
-    needs = [resources(c) for c in calls]
+    # Each call waits only for the earlier ones it conflicts with. A call that
+    # changes nothing (a read) conflicts only with a barrier (EVERYTHING), so it
+    # is checked against those alone: a reply of many reads costs O(n), not the
+    # O(n²) of checking every pair (issue 32). Calls already done are skipped.
+    changing: list[tuple[Resources, anyio.Event]] = []
+    barriers: list[anyio.Event] = []
+    earlier: list[anyio.Event] = []
 
-    async def one(index: int, after: list[anyio.Event]) -> None:
-        call = calls[index]
+    async def one(call: CallState, after: list[anyio.Event], finished: anyio.Event) -> None:
         try:
             for event in after:
                 await event.wait()
@@ -75,12 +79,23 @@ async def run_concurrently(
                 log.exception("tool call failed", tool=call.name)
                 await failed(call, exc)
         finally:
-            finished[index].set()
+            finished.set()
 
     async with anyio.create_task_group() as tg:
-        for index, call in enumerate(calls):
+        for call in calls:
             if call.status == "done":
-                finished[index].set()
                 continue
-            after = [finished[j] for j in range(index) if conflicts(needs[index], needs[j])]
-            tg.start_soon(one, index, after, name=f"tool call {call.name}")
+            need = resources(call)
+            if EVERYTHING in need.names:
+                after = list(earlier)
+            elif need.changes:
+                after = [e for n, e in changing if conflicts(need, n)]
+            else:
+                after = list(barriers)
+            finished = anyio.Event()
+            earlier.append(finished)
+            if need.changes:
+                changing.append((need, finished))
+            if EVERYTHING in need.names:
+                barriers.append(finished)
+            tg.start_soon(one, call, after, finished, name=f"tool call {call.name}")

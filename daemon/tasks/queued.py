@@ -16,16 +16,23 @@ from typing import Protocol
 
 import msgspec
 
-from hdsp.daemon.errors import CommandError
+from hdsp.daemon.errors import BadRequest
 from hdsp.daemon.store import Write, save_queued
-from hdsp.protocol import ErrorCode, Event, QueuedMessage, QueuedMessagesUpdated, SendMessageData
+from hdsp.protocol import (
+    Event,
+    QueuedMessage,
+    QueuedMessagesUpdated,
+    SendMessageData,
+    encode,
+)
+
+from .errors import TaskBusy
 
 __all__ = ["MAX_QUEUED", "MessageQueue", "decode_queued"]
 
 #: Messages that may wait for a busy task.
 MAX_QUEUED = 32
 
-_encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder(list[QueuedMessage])
 
 
@@ -59,10 +66,9 @@ class MessageQueue:
 
     async def put(self, data: SendMessageData, *, sent_by: str | None = None) -> None:
         """Queue `data` (from the TCP client `sent_by`, if it came over TCP);
-        raises CommandError (task_busy) when MAX_QUEUED wait."""
+        raises TaskBusy when MAX_QUEUED wait."""
         if len(self._messages) >= MAX_QUEUED:
-            raise CommandError(
-                ErrorCode.TASK_BUSY,
+            raise TaskBusy(
                 f"Task {self.task_id} is busy and {MAX_QUEUED} messages wait already; "
                 "wait for it or cancel it.",
             )
@@ -80,12 +86,10 @@ class MessageQueue:
         await self._published()
 
     async def delete(self, message_id: str) -> None:
-        """Take `message_id` out of the queue; raises CommandError if it is not in it."""
+        """Take `message_id` out of the queue; raises BadRequest if it is not in it."""
         kept = [m for m in self._messages if m.id != message_id]
         if len(kept) == len(self._messages):
-            raise CommandError(
-                ErrorCode.INVALID_REQUEST, f"No queued message {message_id} in task {self.task_id}."
-            )
+            raise BadRequest(f"No queued message {message_id} in task {self.task_id}.")
         self._messages = deque(kept)
         await self._published()
 
@@ -117,7 +121,7 @@ class MessageQueue:
 
     async def _published(self) -> None:
         messages = list(self._messages)
-        body = _encoder.encode(messages) if messages else None
+        body = encode(messages) if messages else None
         await self._emit(
             QueuedMessagesUpdated(payload=(self.task_id, messages)),
             save_queued(self.task_id, body),

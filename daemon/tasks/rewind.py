@@ -19,13 +19,16 @@ from dataclasses import dataclass
 import msgspec
 
 from hdsp.daemon.conversation import ApiMessage, ToolUseBlock
-from hdsp.protocol import ClineMessage, Say
+from hdsp.daemon.errors import HdspError
+from hdsp.protocol import ClineMessage, ErrorCode, Say
 
 __all__ = ["RewindPlan", "RewindRefused", "plan_rewind"]
 
 
-class RewindRefused(ValueError):
+class RewindRefused(HdspError, ValueError):
     """The rewind is not possible (no such message, or it would remove the task's start)."""
+
+    code = ErrorCode.INVALID_REQUEST
 
 
 @dataclass(frozen=True)

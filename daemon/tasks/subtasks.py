@@ -29,11 +29,13 @@ import msgspec
 import structlog
 from anyio.abc import TaskGroup
 
-from hdsp.daemon.agents import AgentCatalog, UnknownAgent
+from hdsp.daemon.agents import BUILT_IN_AGENTS, AgentCatalog, UnknownAgent
 from hdsp.daemon.config.agents import AgentDefinition
-from hdsp.daemon.store import Journal, update_task
+from hdsp.daemon.store import Journal, Store, update_task
 from hdsp.daemon.tools import ToolError
 from hdsp.protocol import (
+    AgentInfo,
+    AgentList,
     SendMessageData,
     TaskActive,
     TaskDelegationCompleted,
@@ -42,19 +44,19 @@ from hdsp.protocol import (
     TaskUnpaused,
 )
 
+from .loaded import LoadedTasks
 from .task import Task
 
 __all__ = ["Subtasks", "TaskHost"]
 
 log = structlog.get_logger("hdsp.tasks")
 
+#: States in which nothing of a task runs or waits, nor of the tasks it called.
+_FINAL_STATES = (TaskState.COMPLETED, TaskState.ABORTED)
+
 
 class TaskHost(Protocol):
-    """What agent calls need of the task manager."""
-
-    async def load_task(self, task_id: str) -> Task: ...
-
-    def settle(self, task: Task) -> None: ...
+    """What agent calls need of the task manager (beside the loaded tasks)."""
 
     async def spawn_agent(
         self, agent: AgentDefinition, message: str, *, parent: Task, call_id: str
@@ -62,17 +64,25 @@ class TaskHost(Protocol):
 
     def task_group(self) -> TaskGroup: ...
 
-    def is_busy(self, task_id: str) -> bool: ...
-
     @property
     def closing(self) -> bool: ...
 
 
 class Subtasks:
-    """The task manager's :class:`~hdsp.daemon.agents.AgentCaller`."""
+    """The task manager's :class:`~hdsp.daemon.agents.AgentCaller`, over the
+    manager's loaded tasks (`loaded`)."""
 
-    def __init__(self, host: TaskHost, journal: Journal, agents: AgentCatalog) -> None:
+    def __init__(
+        self,
+        host: TaskHost,
+        loaded: LoadedTasks,
+        store: Store,
+        journal: Journal,
+        agents: AgentCatalog,
+    ) -> None:
         self._host = host
+        self._loaded = loaded
+        self._store = store
         self._journal = journal
         #: Replaced when the settings change.
         self.agents = agents
@@ -82,8 +92,7 @@ class Subtasks:
     async def call_agent(
         self, caller_task_id: str, call_id: str, agent_name: str, message: str
     ) -> str:
-        parent = await self._host.load_task(caller_task_id)
-        try:
+        async with self._loaded.lease(caller_task_id) as parent:
             child = await self._existing_child(parent, call_id)
             if child is None:
                 agent = await self._allowed(parent, agent_name)
@@ -105,8 +114,6 @@ class Subtasks:
                     del self._running[parent.id]
                     with anyio.move_on_after(5, shield=True):
                         await self._journal.emit(TaskUnpaused(payload=(parent.id,)))
-        finally:
-            self._host.settle(parent)
 
     async def _allowed(self, parent: Task, agent_name: str) -> AgentDefinition:
         """The agent `parent` may call now; a ToolError says why not."""
@@ -144,20 +151,17 @@ class Subtasks:
         parent_id = task.item.parent_task_id
         while parent_id is not None and depth < 10_000:
             depth += 1
-            ancestor = await self._host.load_task(parent_id)
-            try:
+            async with self._loaded.lease(parent_id) as ancestor:
                 parent_id = ancestor.item.parent_task_id
-            finally:
-                self._host.settle(ancestor)
         return depth
 
     async def _existing_child(self, parent: Task, call_id: str) -> Task | None:
         """The child the call `call_id` started before a restart, if any."""
         for child_id in parent.item.child_ids or []:
-            child = await self._host.load_task(child_id)
+            child = await self._loaded.load(child_id)  # settled by _wait_return
             if child.item.parent_call_id == call_id:
                 return child
-            self._host.settle(child)
+            self._loaded.settle(child)
         return None
 
     async def _wait_return(self, parent: Task, child: Task, message: str) -> str:
@@ -186,7 +190,7 @@ class Subtasks:
             await self._returned(parent, child, returned)
             return returned
         finally:
-            self._host.settle(child)
+            self._loaded.settle(child)
 
     async def _go_on(self, child: Task, message: str) -> None:
         """Start the turn of a child that has none running: one the daemon left
@@ -229,4 +233,48 @@ class Subtasks:
             await self._journal.emit(returned, update_task(parent.item))
 
     def _is_running(self, task_id: str) -> bool:
-        return self._host.is_busy(task_id)
+        return self._loaded.is_busy(task_id)
+
+    async def stop_below(self, top: Task) -> None:
+        """Stop every task below `top` that still runs or waits (Stop on any task
+        of a tree of agents stops its subtree). Stopping a caller stops the
+        children its calls wait for; this also reaches the children a restart
+        left waiting for a caller that was stopped before it came back for them."""
+        below = list(top.item.child_ids or [])
+        if below:
+            await self._journal.flush_for_read()  # unloaded tasks' rows as they stand
+        while below:
+            task_id = below.pop()
+            task = self._loaded.get(task_id)
+            if task is None:
+                row = await self._store.read(self._store.db.get_task, task_id)
+                if row is None or TaskState(row[3]) in _FINAL_STATES:
+                    continue  # nothing of it runs, nor (so) below it
+            elif not task.busy and task.state in _FINAL_STATES:
+                continue
+            async with self._loaded.lease(task_id) as task:
+                if task.busy:
+                    await task.stop()
+                await task.abandon()
+                below += task.item.child_ids or []
+
+    def list_agents(self) -> AgentList:
+        """ListAgents: the built-in agents and the settings' (which replace a
+        built-in one of the same name), with the tree limits."""
+        catalog = self.agents
+        built_in = {a.name: a for a in BUILT_IN_AGENTS}
+        return AgentList(
+            agents=[
+                AgentInfo(
+                    name=a.name,
+                    instructions=a.instructions,
+                    profile=a.profile,
+                    groups=[str(g) for g in a.groups],
+                    mode=a.mode,
+                    source="built-in" if built_in.get(a.name) is a else "settings",
+                )
+                for a in catalog.all()
+            ],
+            max_depth=catalog.limits.max_depth,
+            max_fan_out=catalog.limits.max_fan_out,
+        )

@@ -17,7 +17,7 @@ from hdsp.daemon.conversation import ApiMessage, Block, ImageBlock, TextBlock, T
 from hdsp.daemon.llm.images import fit_image, image_block
 from hdsp.daemon.store import Write, append_api_message, save_turn
 from hdsp.daemon.tools import ToolResult
-from hdsp.protocol import PromptContext
+from hdsp.protocol import PromptContext, encodable, encodable_text, encode
 
 from .notebook_context import context_block
 
@@ -77,36 +77,25 @@ turn_decoder = msgspec.json.Decoder(TurnState)
 
 def turn_write(task_id: str, turn: TurnState | None) -> Write:
     """The write that records `turn` as the task's open turn (None: none is open)."""
-    return save_turn(task_id, None if turn is None else _encoder.encode(turn))
-
-
-def _replace_lone_surrogates(value: Any) -> Any:
-    """`value` (builtins) with each lone surrogate, which no JSON encoder takes (a
-    file name or text that was not UTF-8, let through by a tool), as U+FFFD."""
-    if isinstance(value, str):
-        return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
-    if isinstance(value, list):
-        return [_replace_lone_surrogates(v) for v in value]
-    if isinstance(value, dict):
-        return {_replace_lone_surrogates(k): _replace_lone_surrogates(v) for k, v in value.items()}
-    return value
+    return save_turn(task_id, None if turn is None else encode(turn))
 
 
 def api_write(task_id: str, index: int, message: ApiMessage) -> tuple[ApiMessage, Write]:
     """The write of API message `index`, and the message as written: with lone
-    surrogates replaced if it had any (untrusted text must not end the daemon)."""
+    surrogates spelled `\\xNN` if it had any (`hdsp.protocol.file_names`:
+    untrusted text must not end the daemon)."""
     try:
         body = _encoder.encode(message)
     except UnicodeEncodeError:
-        clean = _replace_lone_surrogates(msgspec.to_builtins(message))
+        clean = encodable(msgspec.to_builtins(message))
         message = msgspec.convert(clean, type(message))
         body = _encoder.encode(message)
     return message, append_api_message(task_id, index, body)
 
 
 def encodable_result(result: ToolResult) -> ToolResult:
-    """`result`, with lone surrogates in its text replaced: a tool result is
-    untrusted text, and one the store cannot encode must not end the daemon."""
+    """`result`, with lone surrogates in its text spelled `\\xNN`: a tool result
+    is untrusted text, and one the store cannot encode must not end the daemon."""
     for block in result.content:
         if isinstance(block, TextBlock):
             try:
@@ -116,14 +105,14 @@ def encodable_result(result: ToolResult) -> ToolResult:
     else:
         return result
     content = [
-        TextBlock(text=_replace_lone_surrogates(b.text)) if isinstance(b, TextBlock) else b
+        TextBlock(text=encodable_text(b.text)) if isinstance(b, TextBlock) else b
         for b in result.content
     ]
     return ToolResult(
         content,
         is_error=result.is_error,
         completes_task=result.completes_task,
-        summary=None if result.summary is None else _replace_lone_surrogates(result.summary),
+        summary=None if result.summary is None else encodable_text(result.summary),
     )
 
 

@@ -29,8 +29,10 @@ import anyio
 import anyio.from_thread
 import anyio.to_thread
 
+from hdsp.protocol import shown_name
+
 from .base import Tool, ToolCategory, ToolContext, ToolError, ToolResult
-from .workspace import Workspace, WorkspaceEntry, gitignore_spec, shown_path
+from .workspace import Workspace, WorkspaceEntry, gitignore_spec
 
 if TYPE_CHECKING:
     from pathspec import GitIgnoreSpec
@@ -46,6 +48,12 @@ __all__ = [
 
 _T = TypeVar("_T")
 
+#: Said under a listing that shows a name escaped (hdsp.protocol.file_names).
+ESCAPED_NAMES_NOTE = (
+    "[Names with \\xNN or \\uNNNN escapes hold bytes that are not UTF-8 or control "
+    "characters: give them to the file tools as shown; in a shell, quote them as "
+    "$'...' (bash reads the escapes back).]"
+)
 #: Bytes looked at to tell a binary file from a text file (as git does: a NUL).
 _SNIFF_BYTES = 8192
 #: The diff in a `tool` message is cut beyond this many characters.
@@ -583,13 +591,14 @@ class ListFiles(Tool):
                 raise ToolError(f"{given!r} is a file, not a directory; read_file reads it.")
         relative = located.shown
         lines: list[str] = []
-        more = False
+        more = escaped = False
         for entry in ws.walk(located.relative, recursive=recursive):
             if len(lines) % 1000 == 0:
                 _check_cancelled()
             if len(lines) >= limit:
                 more = True
                 break
+            escaped = escaped or entry.shown != entry.relative
             lines.append(
                 f"{entry.shown}/" if entry.is_dir else f"{entry.shown}  ({_size(entry.size or 0)})"
             )
@@ -598,6 +607,8 @@ class ListFiles(Tool):
         if not lines:
             return f"{head}\n(empty)"
         out = [head, *lines]
+        if escaped:
+            out.append(ESCAPED_NAMES_NOTE)
         if more:
             out.append(
                 f"[Stopped at the limit of {limit} entries; more exist. List a subdirectory, "
@@ -687,7 +698,7 @@ class SearchFiles(Tool):
         for entry, fd in files:
             _check_cancelled()
             relative = entry.relative
-            shown_relative = shown_path(relative)
+            shown_relative = shown_name(relative)
             if glob is not None and not (
                 glob.match_file(relative) or glob.match_file(shown_relative)
             ):

@@ -27,6 +27,8 @@ from hdsp.protocol import (
     DocumentEditRequested,
     DocumentRoute,
     Event,
+    os_name,
+    shown_name,
 )
 
 __all__ = ["MAX_PENDING", "HostUnavailable", "NotebookHost", "NotebookHosts"]
@@ -107,7 +109,8 @@ class NotebookHosts:
         self._hosts[host_id] = NotebookHost(
             host_id=host_id,
             route=route,
-            paths=frozenset(paths),
+            # (Hosts spell names as hdsp.protocol.file_names says: kept as OS names.)
+            paths=frozenset(os_name(p) for p in paths),
             expires=self._clock() + lease_seconds,
             client_id=client_id,
         )
@@ -162,7 +165,7 @@ class NotebookHosts:
                         DocumentEditRequest(
                             request_id=request_id,
                             host_id=host.host_id,
-                            path=path,
+                            path=shown_name(path),
                             edit=edit,
                             expires_at=time.time() + expires_in,
                             task_id=task_id,

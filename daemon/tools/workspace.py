@@ -22,8 +22,9 @@ writes or lists is opened by it:
 - protected paths (`.hdspignore`, `.git/`, `.hdsp/` and the user's patterns) are
   reported by `is_protected`, so that the approval policy always asks a person
   before a write to them, whatever the auto-approval switches say;
-- names that are not valid UTF-8 reach the model with a visible escape
-  (`report\\xff.csv`, see `shown_path`), and that spelling is accepted back.
+- names that are not valid UTF-8, or hold control characters, reach the model
+  with a visible escape (`report\\xff.csv`, `a\\x0ab`: the rule of
+  `hdsp.protocol.file_names`), and that spelling is accepted back.
 
 Errors, all `ToolError`s (the model reads the message and can act on it):
 
@@ -43,7 +44,6 @@ from __future__ import annotations
 import errno
 import functools
 import os
-import re
 import secrets
 import stat
 from collections import deque
@@ -52,6 +52,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, ClassVar, TypeVar
+
+from hdsp.protocol import os_name, shown_name
 
 from .base import ToolError
 
@@ -66,8 +68,6 @@ __all__ = [
     "Workspace",
     "WorkspaceEntry",
     "gitignore_spec",
-    "parse_shown_path",
-    "shown_path",
 ]
 
 _T = TypeVar("_T")
@@ -85,42 +85,6 @@ class PathNotFoundError(ToolError):
     """Nothing at the path, or something `.hdspignore` hides (the same to the agent)."""
 
 
-# ---- how names that are not UTF-8 are spelled for the model ------------------------
-
-#: A byte that is not UTF-8 is held in a str as a lone surrogate U+DC80..U+DCFF
-#: (Python's surrogateescape, what os.fsdecode and os.scandir give), which no JSON
-#: encoder accepts; the model sees it as `\xNN`. A real backslash that would read
-#: as such an escape is itself shown as `\x5c`.
-_SHOWN_AMBIGUOUS = re.compile(r"\\(?=x(?:[89a-fA-F][0-9a-fA-F]|5[cC]))")
-_SHOWN_ESCAPE = re.compile(r"\\x([89a-fA-F][0-9a-fA-F]|5[cC])")
-
-
-def shown_path(name: str) -> str:
-    """`name` (an OS path as Python decodes it) as the model sees it: encodable,
-    with each byte that is not UTF-8 written `\\xNN`. `parse_shown_path` inverts it."""
-    name = _SHOWN_AMBIGUOUS.sub(r"\\x5c", name)
-    out = []
-    for char in name:
-        code = ord(char)
-        if 0xDC80 <= code <= 0xDCFF:
-            out.append(f"\\x{code - 0xDC00:02x}")
-        elif 0xD800 <= code <= 0xDFFF:
-            out.append(f"\\u{code:04x}")  # not from a file name; never valid anyway
-        else:
-            out.append(char)
-    return "".join(out)
-
-
-def parse_shown_path(text: str) -> str:
-    """The OS path the model means by `text` (the inverse of `shown_path`)."""
-
-    def byte(match: re.Match[str]) -> str:
-        value = int(match.group(1), 16)
-        return "\\" if value == 0x5C else chr(0xDC00 + value)
-
-    return _SHOWN_ESCAPE.sub(byte, text)
-
-
 # ---- results ----------------------------------------------------------------------
 
 
@@ -136,7 +100,7 @@ class Located:
 
     @property
     def shown(self) -> str:
-        return shown_path(self.relative)
+        return shown_name(self.relative)
 
 
 @dataclass(frozen=True)
@@ -152,7 +116,7 @@ class WorkspaceEntry:
 
     @property
     def shown(self) -> str:
-        return shown_path(self.relative)
+        return shown_name(self.relative)
 
 
 #: Directories that recursive walks do not descend into: version control, caches
@@ -188,6 +152,10 @@ def gitignore_spec(lines: Iterable[str]) -> GitIgnoreSpec:
 def _empty_spec() -> GitIgnoreSpec:
     return gitignore_spec([])
 
+
+#: Stripped from the ends of a model's path (a stray newline): no shown name
+#: holds a control character, so no name loses one (a space it may hold).
+_CONTROL_SPACE = "\t\n\v\f\r"
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 #: Opens whatever the walk found (a file or a directory) without following a
@@ -283,7 +251,9 @@ class Workspace:
                 stamp = (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
                 if stamp != self._ignore_stamp:
                     with os.fdopen(os.dup(fd), "rb") as f:
-                        text = f.read().decode("utf-8", errors="replace")
+                        # (As OS names are decoded: a pattern of bytes that
+                        # are not UTF-8 matches the names it spells.)
+                        text = os.fsdecode(f.read())
                     self._ignore_lines = text.splitlines()
                     self._ignore = gitignore_spec(self._ignore_lines)
                     self._ignore_stamp = stamp
@@ -308,7 +278,7 @@ class Workspace:
         absolute path elsewhere, and what no OS path can hold."""
         if "\0" in path:
             raise ToolError(f"{path!r} contains a NUL byte, which no file path can hold.")
-        raw = parse_shown_path(path.strip())
+        raw = os_name(path.strip(_CONTROL_SPACE))
         try:
             os.fsencode(raw)
         except UnicodeError:
@@ -684,7 +654,7 @@ class Workspace:
     def _link_destination(self, relative: str) -> Located | None:
         """Where the symlink at the real `relative` path leads, if inside the root."""
         try:
-            return self.locate(relative)
+            return self.locate(shown_name(relative))
         except ToolError:
             return None
 
@@ -710,7 +680,7 @@ class Workspace:
                 continue
             if dir_fd is None:  # a symlink: followed by hand, inside the root
                 try:
-                    with self.open(entry.relative) as (located, fd):
+                    with self.open(entry.shown) as (located, fd):
                         if not located.is_dir:
                             yield entry, fd
                 except ToolError:
@@ -771,7 +741,7 @@ class Workspace:
 
     def _size_of(self, relative: str) -> int | None:
         try:
-            with self.open(relative) as (_, fd):
+            with self.open(shown_name(relative)) as (_, fd):
                 return os.fstat(fd).st_size
         except ToolError:
             return None
@@ -782,7 +752,9 @@ def _replace(dir_fd: int, name: str, data: bytes, mode: int | None) -> None:
     file made there `O_EXCL` (so with 0o666 less the umask, as any program would
     make it), written, synced, given `mode` (the replaced file's) and renamed over
     `name` within the same directory descriptor."""
-    tmp = f".{name[:64]}.{secrets.token_hex(4)}.hdsp-tmp"
+    # (Cut by bytes: 64 characters of a name may be 256 bytes, over NAME_MAX.)
+    head = os.fsdecode(os.fsencode(name)[:64])
+    tmp = f".{head}.{secrets.token_hex(4)}.hdsp-tmp"
     fd = os.open(
         tmp,
         os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,

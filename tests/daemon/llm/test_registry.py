@@ -4,6 +4,7 @@ profile or secret gives a rebuilt provider."""
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -13,6 +14,8 @@ from keyring.errors import KeyringLocked
 from keyrings.alt.file import PlaintextKeyring
 
 from hdsp.daemon.config import ConfigService, ProfileNotFound, Profiles, SecretStore, SettingsStore
+from hdsp.daemon.config.profiles import DEMO_PROFILE
+from hdsp.daemon.config.provider_kinds import PROVIDER_KINDS
 from hdsp.daemon.conversation import ApiMessage, ModelRequest, TextBlock
 from hdsp.daemon.llm.errors import AuthenticationFailed
 from hdsp.daemon.llm.models import model_table
@@ -142,6 +145,22 @@ async def test_anthropic_profiles_get_the_anthropic_provider(
     headers = fake_anthropic.received[0].headers
     # The SDK sends the key as x-api-key, or (newer versions) as a bearer token.
     assert headers.get("x-api-key", headers.get("authorization")) in (KEY, f"Bearer {KEY}")
+
+
+async def test_each_kind_is_built_by_the_module_its_row_names(
+    config: ConfigService, providers: Providers
+) -> None:
+    """A provider is one row (PROVIDER_KINDS) plus one module with its `build`:
+    the registry knows no kind by name."""
+    for row in PROVIDER_KINDS.values():
+        module = importlib.import_module(f"hdsp.daemon.llm.{row.module}")
+        assert callable(module.build), row.kind
+    # Two profiles of the demo kind: both answer (from the one demo server the
+    # registry keeps, closed with it).
+    await save(config, "demo-2", provider="demo", model="demo")
+    await ask(providers, DEMO_PROFILE)
+    await ask(providers, "demo-2")
+    assert providers.get("demo-2").model == providers.get(DEMO_PROFILE).model
 
 
 async def test_model_overrides_from_the_settings_apply(

@@ -7,18 +7,30 @@ import anyio
 import pytest
 import zmq
 import zmq.asyncio
+from hypothesis import assume, example, given, settings
 
 from hdsp.client import Client, CommandFailed, connect, find_daemon
 from hdsp.protocol import (
+    PROTOCOL_VERSION,
     SYNC_PREFIX,
+    Ack,
+    ClientInfo,
+    Connect,
     ErrorCode,
     EventsSynced,
+    FrameError,
     GetStatus,
     Ping,
     Replay,
     ReplayData,
+    Reply,
+    TaskCommand,
+    decode_client_message,
     decode_event,
+    decode_server_message,
+    encode,
 )
+from tests.protocol.test_codec import FRAMES
 from tests.support.daemon_process import DaemonProcess
 from tests.support.raw_peer import RawPeer
 
@@ -206,3 +218,61 @@ async def test_a_wrong_client_id_gets_unknown_client_not_send_connect_first(
         raw.client_id = own
         assert (await raw.ask(raw.command_frame(GetStatus()))).ok
     await _still_serves(daemon, client)
+
+
+def test_any_bad_frame_gets_the_codecs_error_naming_its_path_and_the_session_goes_on(
+    daemon: DaemonProcess,
+) -> None:
+    """Property, against a real hdspd: every frame the codec refuses (any bytes,
+    any JSON, envelopes holding anything) is answered with the codec's error, its
+    code, path and request id, and the same connection and session go on (a
+    Ping after them all is answered). One DEALER for every example."""
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.connect(find_daemon(daemon.runtime_dir).control)
+    answered = 0
+    try:
+        info = ClientInfo(name="frames", version="0")
+        sock.send(encode(Connect(protocol_version=PROTOCOL_VERSION, client=info)))
+        assert sock.poll(10_000), "no Ack"
+        ack = decode_server_message(sock.recv())
+        assert isinstance(ack, Ack), ack
+        client_id = ack.data.client_id
+
+        def reply_to(frame: bytes) -> Reply:
+            sock.send(frame)
+            assert sock.poll(10_000), f"no answer to {frame[:200]!r}"
+            reply = decode_server_message(sock.recv())
+            assert isinstance(reply, Reply), reply
+            return reply
+
+        @settings(max_examples=150, deadline=None, derandomize=True)
+        @given(FRAMES)
+        @example(b"[" * 5000)
+        @example(
+            b'{"type":"TaskCommand","clientId":"c","requestId":"r","data":{"commandName":"X"}}'
+        )
+        def check(frame: bytes) -> None:
+            nonlocal answered
+            try:
+                decode_client_message(frame)
+            except FrameError as expected:
+                reply = reply_to(frame)
+                answered += 1
+                assert reply.error is not None, reply
+                assert reply.error.code == expected.code, (frame[:200], reply.error)
+                assert reply.error.path == expected.path, (frame[:200], reply.error)
+                assert reply.request_id == expected.request_id
+                return
+            assume(False)  # a valid message (a Ping, a Connect...): not what this tests
+
+        check()
+        ping = TaskCommand(client_id=client_id, request_id="after", data=Ping())
+        after = reply_to(encode(ping))
+        assert after.ok and after.request_id == "after", after
+    finally:
+        sock.close(linger=0)
+        ctx.term()
+    assert answered > 100
+    assert daemon.proc is not None and daemon.proc.poll() is None

@@ -105,3 +105,14 @@ async def test_a_path_is_read_inside_the_workspace_only(tmp_path: Path) -> None:
     assert await resolve_context(left_out, ws) == left_out
     with pytest.raises(CommandError):
         await resolve_context(PromptContext(notebook="../x.ipynb", outline=[]), ws)
+
+
+async def test_a_notebook_whose_name_is_not_utf8_is_named_as_the_tools_take_it(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "nb\udcff.ipynb").write_text(json.dumps(notebook(code("a", id="only"))))
+    for given in ("nb\\xff.ipynb", str(tmp_path / "nb\\xff.ipynb")):
+        for from_file in (True, False):
+            context = PromptContext(notebook=given, outline_from_file=from_file)
+            got = await resolve_context(context, tmp_path)
+            assert got is not None and got.notebook == "nb\\xff.ipynb"

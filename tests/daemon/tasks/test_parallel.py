@@ -5,7 +5,10 @@ given to `failed` and the others finish."""
 from __future__ import annotations
 
 import anyio
+import anyio.lowlevel
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hdsp.daemon.tasks.parallel import EVERYTHING, Resources, conflicts, run_concurrently
 from hdsp.daemon.tasks.turn import CallState
@@ -101,3 +104,39 @@ async def test_calls_already_done_are_not_run_again() -> None:
 
     await run_concurrently(calls, run, lambda c: PATH_A, on_failure)
     assert ran == ["to do"]
+
+
+_KINDS = {"read": READ, "a": PATH_A, "b": PATH_B, "shell": SHELL, "barrier": BARRIER}
+
+
+@settings(derandomize=True, max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(sorted(_KINDS)), st.integers(min_value=0, max_value=3)),
+        min_size=1,
+        max_size=12,
+    )
+)
+def test_every_conflicting_pair_keeps_its_order(plan: list[tuple[str, int]]) -> None:
+    """Whatever the mix, a call starts only after every earlier call it conflicts
+    with has finished (the scheduler checks reads against barriers alone)."""
+    calls = _calls(*(kind for kind, _ in plan))
+    steps = {c.id: pause for c, (_, pause) in zip(calls, plan, strict=True)}
+    log: list[tuple[str, str]] = []
+
+    async def run(call: CallState) -> None:
+        log.append(("start", call.id))
+        for _ in range(steps[call.id]):
+            await anyio.lowlevel.checkpoint()
+        log.append(("end", call.id))
+        call.status = "done"
+
+    async def on_failure(call: CallState, exc: Exception) -> None:
+        raise AssertionError(exc)
+
+    anyio.run(run_concurrently, calls, run, lambda c: _KINDS[c.name], on_failure)
+    at = {event: i for i, event in enumerate(log)}
+    for i, first in enumerate(calls):
+        for later in calls[i + 1 :]:
+            if conflicts(_KINDS[first.name], _KINDS[later.name]):
+                assert at[("end", first.id)] < at[("start", later.id)]

@@ -58,13 +58,13 @@ def test_a_closed_turn_writes_nothing_to_resume() -> None:
     assert body is None and task_id == "t1"
 
 
-def test_an_api_message_with_text_that_is_not_utf8_is_stored_with_replacements() -> None:
+def test_an_api_message_with_text_that_is_not_utf8_is_stored_with_escapes() -> None:
     message = ApiMessage(role="user", content=[TextBlock(text=f"saw {_LONE}")], ts=5)
     written, (_sql, (task_id, index, body)) = api_write("t1", 3, message)
     assert (task_id, index) == ("t1", 3)
     decoded = msgspec.json.decode(body, type=ApiMessage)
     assert decoded == written
-    assert decoded.content == [TextBlock(text="saw name-\ufffd.csv")]
+    assert decoded.content == [TextBlock(text="saw name-\\xff.csv")]
 
 
 def test_an_encodable_api_message_is_stored_as_it_is() -> None:
@@ -77,7 +77,7 @@ def test_a_tool_result_with_lone_surrogates_becomes_encodable() -> None:
     image = ImageBlock(media_type="image/png", data="AAAA")
     result = ToolResult([TextBlock(text=_LONE), image], is_error=True, completes_task=True)
     clean = encodable_result(result)
-    assert clean.content == [TextBlock(text="name-\ufffd.csv"), image]
+    assert clean.content == [TextBlock(text="name-\\xff.csv"), image]
     assert clean.is_error and clean.completes_task
     ok = ToolResult.text("fine")
     assert encodable_result(ok) is ok

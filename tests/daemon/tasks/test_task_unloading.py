@@ -140,7 +140,7 @@ async def test_idle_tasks_beyond_the_limit_are_unloaded_and_come_back_whole(
         ("user", "And then?"),
     ]
     assert engine.manager.is_loaded(a) and not engine.manager.is_loaded(b)
-    snap = await engine.manager.snapshot(a)
+    snap = await engine.manager.reads.snapshot(a)
     texts = [m.text for m in snap.messages if m.say == "text"]
     assert texts == ["Question A", "Answer A", "Answer A again"]
     assert engine.manager.statistics()["loaded"] == 1
@@ -189,7 +189,7 @@ async def test_a_task_that_waits_for_an_answer_stays_loaded(
     assert engine.manager.is_loaded(a)
     assert not engine.manager.is_loaded(b)
 
-    ask = (await engine.manager.snapshot(a)).pending_ask
+    ask = (await engine.manager.reads.snapshot(a)).pending_ask
     assert ask is not None
     await engine.manager.respond_to_ask(
         a, RespondToAskData(ask_ts=ask.ts, response="messageResponse", text="x")
@@ -251,9 +251,9 @@ async def test_memory_of_unloaded_tasks_is_given_back(
     import gc
     import weakref
 
-    from hdsp.daemon.tasks import manager as manager_module
+    from hdsp.daemon.tasks import loaded as loaded_module
 
-    monkeypatch.setattr(manager_module, "GIVE_BACK_AFTER_UNLOADS", 2)
+    monkeypatch.setattr(loaded_module, "GIVE_BACK_AFTER_UNLOADS", 2)
     collected = anyio.Event()
 
     def on_gc(phase: str, info: dict[str, int]) -> None:
@@ -263,7 +263,10 @@ async def test_memory_of_unloaded_tasks_is_given_back(
     fake_openai.script(*(FakeReply.text(f"Answer {i}") for i in range(3)))
     first = await engine.start("Question 0")
     await engine.turn_ended(first, 1)
-    task = weakref.ref(engine.manager._tasks[first])
+    loaded = engine.manager.loaded.get(first)
+    assert loaded is not None
+    task = weakref.ref(loaded)
+    del loaded  # (only the weak reference is the test's)
     gc.callbacks.append(on_gc)
     try:
         for i in (1, 2):  # each unloads the one before (max_idle_loaded is 1)

@@ -29,7 +29,7 @@ from hdsp.daemon.tools.notebook_tools import (
     ReadNotebook,
     RunCell,
 )
-from hdsp.protocol import DocumentEdit, DocumentEditAnswer, Event
+from hdsp.protocol import DocumentEdit, DocumentEditAnswer, DocumentEditRequested, Event
 from tests.support.kernel_helpers import running_service
 from tests.support.shared_notebook_host import SharedNotebookHost
 from tests.support.tool_context import RecordingContext
@@ -376,3 +376,28 @@ def test_of_two_windows_the_one_that_declared_last_is_chosen() -> None:
     hosts.declare("panel-a", "panel", ["/w/a.ipynb"], 30.0)  # a renews; b went quiet
     chosen = hosts.host_for("/w/a.ipynb")
     assert chosen is not None and chosen.host_id == "panel-a"
+
+
+async def test_a_host_names_notebooks_as_the_daemon_shows_names() -> None:
+    """A notebook whose name is not UTF-8: the host declares it by its shown
+    spelling (hdsp.protocol.file_names), the daemon finds it by its OS name and
+    asks the host for it by the shown spelling again."""
+    asked: list[Event] = []
+
+    class Asked(Exception):
+        pass
+
+    async def emit(event: Event) -> None:
+        asked.append(event)
+        raise Asked
+
+    hosts = NotebookHosts(emit, clock=lambda: 100.0)
+    hosts.declare("rtc-1", "rtc", ["/w/nb\\xff two\\x0alines.ipynb"], 30.0)
+    host = hosts.host_for("/w/nb\udcff two\nlines.ipynb")
+    assert host is not None and host.host_id == "rtc-1"
+    with pytest.raises(Asked):
+        await hosts.request(
+            host, "/w/nb\udcff two\nlines.ipynb", DocumentEdit(op="read"), expires_in=5
+        )
+    (request,) = [e.payload[0] for e in asked if isinstance(e, DocumentEditRequested)]
+    assert request.path == "/w/nb\\xff two\\x0alines.ipynb"
