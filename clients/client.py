@@ -1,28 +1,27 @@
 """The async client: `async with connect() as client:`.
 
 The client finds the daemon through its discovery file, says `Connect`, sends
-commands with request ids and awaits their replies, and follows events. Event
-streams are gap-free: each stream replays what it missed (from a cursor, across a
-gap on the live stream) and drops duplicates by `seq`, so its user sees every
-durable event once and in order.
+commands with request ids and awaits their replies, and follows events. This
+module holds the connection: the handshake (said again when the daemon comes
+back), the requests and their replies, and the event socket that feeds the
+event streams (clients/event_stream.py: gap-free, each stream replays what it
+missed and drops duplicates by `seq`). The typed requests (`start_task`,
+`list_kernels`, `get_settings`, ...) are grouped by what they ask about in
+client_tasks.py, client_kernels.py and client_daemon.py; `Client` is all of them.
 """
 
 from __future__ import annotations
 
-import base64
 import itertools
 import logging
-import math
 import os
 import time
 import uuid
-from collections import deque
-from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Literal, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 import anyio
 import anyio.lowlevel
@@ -30,120 +29,20 @@ import msgspec
 import zmq
 import zmq.asyncio
 from anyio.abc import TaskGroup
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from hdsp.protocol import (
     PROTOCOL_VERSION,
     Ack,
     AckData,
-    AgentList,
-    AnswerDocumentEdit,
-    AttachKernel,
-    BlobData,
-    CallTool,
-    CallToolData,
-    CancelTask,
-    CheckpointDiff,
-    CheckpointList,
-    CheckpointRestoreResult,
     ClientInfo,
-    CloseTask,
     Command,
     CommandBase,
-    CommandList,
-    CondenseTask,
     Connect,
-    CreateTask,
-    CreateTaskData,
-    DeleteMessage,
-    DeleteMessageData,
-    DeleteQueuedMessage,
-    DiffCheckpoints,
-    DiffCheckpointsData,
     Disconnect,
-    DocumentEditAnswer,
-    DocumentEditTaken,
-    DocumentRoute,
-    DocumentsHosted,
-    EditMessage,
-    EditMessageData,
     ErrorCode,
-    ExecuteCode,
-    ExecutionResult,
-    ForkTask,
-    ForkTaskData,
     FrameError,
-    GetBlob,
-    GetBlobData,
-    GetCommands,
-    GetCommandsData,
-    GetModes,
-    GetModesData,
-    GetStatus,
-    GetSystemPrompt,
-    GetSystemPromptData,
-    GetTask,
-    GetTaskData,
-    GetTaskPage,
-    GetTaskPageData,
-    HostDocuments,
-    InterruptKernel,
-    KernelInfo,
-    KernelList,
-    KernelRef,
-    ListAgents,
-    ListCheckpoints,
-    ListCheckpointsData,
-    ListKernels,
-    ListMcpServers,
-    ListRemoteKernels,
-    ListTasks,
-    ListTasksData,
-    ListVariables,
-    McpServerList,
-    McpServerStatus,
-    ModeList,
-    OfferedMcpServer,
-    Ping,
-    Pong,
-    PromptContext,
-    RemoteKernelList,
-    Replay,
-    ReplayData,
-    ReplayPage,
     Reply,
-    RespondToAsk,
-    RespondToAskData,
-    RestartKernel,
-    RestartMcpServer,
-    RestoreCheckpoint,
-    RestoreCheckpointData,
-    ResumeTask,
-    RewindTask,
-    RewindTaskData,
-    SendMessage,
-    SendMessageData,
-    Shutdown,
-    ShutdownKernel,
-    StartKernel,
-    StartNewTask,
-    StartNewTaskData,
-    StatusResult,
-    SwitchMode,
-    SwitchModeData,
-    SystemPromptText,
     TaskCommand,
-    TaskConfiguration,
-    TaskEvent,
-    TaskList,
-    TaskPage,
-    TaskRef,
-    TaskSnapshot,
-    ToolCallResult,
-    TrustMcpServer,
-    UpdateTodoList,
-    UpdateTodoListData,
-    VariableList,
     __version__,
     command_name,
     command_spec,
@@ -151,35 +50,10 @@ from hdsp.protocol import (
     decode_event,
     encode,
 )
-from hdsp.protocol.settings import (
-    DeleteProfile,
-    DeleteSecret,
-    ExportSettings,
-    GetModels,
-    GetModelsData,
-    GetSettings,
-    ImportResult,
-    ImportSettings,
-    ImportSettingsData,
-    ListProfiles,
-    ModelList,
-    ProfileData,
-    ProfileInfo,
-    ProfileList,
-    ProfileNameData,
-    SaveProfile,
-    SaveProfileData,
-    SecretInfo,
-    SecretNameData,
-    SelectProfile,
-    SetSecret,
-    SetSecretData,
-    SettingsExport,
-    SettingsView,
-    UpdateSettings,
-    UpdateSettingsData,
-)
 
+from .client_daemon import DaemonRequests
+from .client_kernels import KernelRequests
+from .client_tasks import TaskRequests
 from .discovery import find_daemon
 from .errors import (
     ClientError,
@@ -190,6 +64,7 @@ from .errors import (
     ProtocolError,
     RemoteConfigError,
 )
+from .event_stream import STREAM_BUFFER, EventStream
 from .remotes import ClientKeys, Remote, load_client_keys, resolve_remote
 
 __all__ = ["Client", "EventStream", "connect"]
@@ -201,12 +76,8 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 _SYNC_PREFIX = b"\x00sync."
-#: Events buffered per stream before the client drops and later replays them.
-STREAM_BUFFER = 10_000
 #: Events read from the socket at a time without waiting (see `_read_events`).
 _EVENT_BATCH = 256
-#: A stream quiet for this long checks the log for events it may have missed.
-IDLE_CHECK = 5.0
 #: The longest a re-handshake waits before it says Connect again.
 HANDSHAKE_BACKOFF_MAX = 60.0
 #: ZeroMQ heartbeats on a remote's sockets (ms): a daemon that answers none for
@@ -231,7 +102,7 @@ class _Pending:
         self.lost = False
 
 
-class Client:
+class Client(TaskRequests, KernelRequests, DaemonRequests):
     """A connection to hdspd. Make one with `connect()`."""
 
     def __init__(
@@ -275,6 +146,9 @@ class Client:
         #: Why the daemon refused the last re-handshake (or a remote's CURVE
         #: handshake failed), if it did.
         self._handshake_refused: ClientError | None = None
+        #: Why a remote that let this client in no longer does (its key was
+        #: revoked or replaced): every wait ends with it, for good.
+        self._shut_out: NotAuthenticated | None = None
         #: Seconds a command may wait for its reply; None waits for ever.
         self.timeout: float | None = 30.0
         #: Seconds to wait for the Ack of a re-handshake before saying Connect
@@ -325,7 +199,7 @@ class Client:
 
         lost = False
         stale: AckData | None = None
-        while True:
+        while self._shut_out is None:
             report = parse_monitor_message(await monitor.recv_multipart())
             event = report["event"]
             if event & _HANDSHAKE_FAILURES:
@@ -355,6 +229,15 @@ class Client:
         remote, keys = self.remote, self._keys
         assert remote is not None and keys is not None  # (only TCP has CURVE)
         where = f"hdspd at {remote.address} (remote {remote.name!r})"
+        if event == zmq.EVENT_HANDSHAKE_FAILED_AUTH and self._info is not None:
+            self._end_shut_out(
+                NotAuthenticated(
+                    f"{where} no longer lets this client in: its key was revoked or replaced "
+                    f"there (ZAP status {value}). To be let in again, ask the daemon's admin to "
+                    f"run: hdspd keys authorize NAME -- '{keys.public.decode()}'."
+                )
+            )
+            return
         if event == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
             message = (
                 f"{where} refused this client's key (ZAP status {value}): the key is not "
@@ -378,10 +261,31 @@ class Client:
         if waiter is not None and waiter.reply is None:
             waiter.done.set()
 
+    def _end_shut_out(self, error: NotAuthenticated) -> None:
+        """A remote that let this client in refused its key since: stop knocking
+        (each try is a warning in the daemon's log) and end every wait with
+        `error`: commands raise it, event streams and `wait_connected` too."""
+        assert self.remote is not None
+        self._shut_out = self._handshake_refused = error
+        for sock, endpoint in (
+            (self._control, self.remote.control),
+            (self._events, self.remote.events),
+        ):
+            with suppress(zmq.ZMQError):
+                sock.disconnect(endpoint)
+        self._acked.set()  # (what waits for the daemon wakes up, and finds `_shut_out`)
+        for pending in self._pending.values():
+            pending.lost = True
+            pending.done.set()
+        for waiter in self._syncs.values():
+            waiter.set()
+        for stream in list(self._streams):
+            stream._send.close()
+
     @property
     def connected(self) -> bool:
         """Whether the daemon is connected and has acknowledged this client."""
-        return self._acked.is_set()
+        return self._acked.is_set() and self._shut_out is None
 
     async def wait_connection_lost(self) -> None:
         """Return once the daemon goes away (at once if it is away now)."""
@@ -389,9 +293,12 @@ class Client:
 
     async def wait_connected(self) -> None:
         """Return once the daemon is connected and has acknowledged this client
-        (after a restart: once the client has said Connect again)."""
+        (after a restart: once the client has said Connect again). Raises
+        NotAuthenticated once a remote no longer lets this client in."""
         while not self._acked.is_set():
             await self._acked.wait()
+        if self._shut_out is not None:
+            raise self._shut_out
 
     async def aclose(self) -> None:
         if self._closed:
@@ -472,22 +379,7 @@ class Client:
             if stream.task_id is None or stream.task_id == task_topic:
                 stream._deliver(event)
 
-    # ---- commands -----------------------------------------------------------
-
-    def _workspace(self, workspace: str | os.PathLike[str] | None) -> str:
-        """The workspace to send: for the local daemon, absolute from this
-        process's working directory (its default); a remote daemon works in
-        directories on its own host, which must be named, and absolute."""
-        if self.remote is None:
-            return _absolute_workspace(workspace)
-        path = None if workspace is None else os.fspath(workspace)
-        if path is None or not os.path.isabs(path):
-            raise CommandFailed(
-                ErrorCode.INVALID_REQUEST,
-                f"A remote daemon (remote {self.remote.name!r}) works in directories on its "
-                "own host: name one there, as an absolute path (--workspace /srv/project).",
-            )
-        return path
+    # ---- requests -----------------------------------------------------------
 
     async def request(self, command: CommandBase[R], *, timeout: float | None = None) -> R:
         """Send a command and return its result, decoded to the command's result type
@@ -511,6 +403,8 @@ class Client:
             while True:
                 if not self._acked.is_set():  # (waiting on a set Event still yields)
                     await self._acked.wait()
+                if self._shut_out is not None:
+                    raise self._shut_out
                 tries += 1
                 sent_as = self.ack
                 reply = await self._exchange(command)
@@ -638,493 +532,6 @@ class Client:
             for stream in list(self._streams):
                 stream._resync()
 
-    async def start_task(
-        self,
-        text: str,
-        *,
-        profile: str | None = None,
-        workspace: str | os.PathLike[str] | None = None,
-        mode: str | None = None,
-        images: list[str] | None = None,
-        kernel_id: str | None = None,
-        approvals: dict[str, Any] | None = None,
-        allow_broad_workspace: bool = False,
-        context: PromptContext | None = None,
-        agent: str | None = None,
-        mcp_servers: list[OfferedMcpServer] | None = None,
-        kernel_provider: Literal["local", "gateway"] | None = None,
-    ) -> TaskRef:
-        """Start a task in `workspace` (by default the caller's working
-        directory; a relative path is taken from it too). `approvals` overrides
-        the daemon's auto-approval settings for this task (for example
-        {"always_allow_write": True}). The daemon refuses `/`, the home directory
-        itself and its own directories as a workspace unless
-        `allow_broad_workspace` says that one was meant. `context` says what the
-        message is about (a notebook, its active cell; see `PromptContext`);
-        `agent` names the agent the task runs (seed 002); `mcp_servers` are MCP
-        servers this client offers the task (kept in hdspd's memory only);
-        `kernel_provider` where its kernels run (local, or gateway: a Jupyter
-        server)."""
-        config = TaskConfiguration(
-            api_config_name=profile,
-            workspace=self._workspace(workspace),
-            mode=mode,
-            kernel_id=kernel_id,
-            approvals=approvals,
-            allow_broad_workspace=allow_broad_workspace,
-            agent=agent,
-            kernel_provider=kernel_provider,
-        )
-        data = StartNewTaskData(
-            text=text,
-            configuration=config,
-            images=images,
-            context=context,
-            mcp_servers=mcp_servers,
-        )
-        return await self.request(StartNewTask(data=data))
-
-    async def send_message(
-        self,
-        task_id: str,
-        text: str | None = None,
-        *,
-        images: list[str] | None = None,
-        steer: bool = False,
-        context: PromptContext | None = None,
-        mcp_servers: list[OfferedMcpServer] | None = None,
-    ) -> TaskRef:
-        """Send a message; to a working task it waits for the turn to end, or, with
-        `steer`, joins the running turn before its next model request. `context`
-        says what it is about (see `PromptContext`); `mcp_servers`, if given,
-        replace the MCP servers this client offered the task."""
-        data = SendMessageData(
-            text=text,
-            images=images,
-            delivery="steer" if steer else "queue",
-            context=context,
-            mcp_servers=mcp_servers,
-        )
-        return await self.request(SendMessage(task_id=task_id, data=data))
-
-    async def respond_to_ask(
-        self,
-        task_id: str,
-        ask_ts: int,
-        response: str = "yesButtonClicked",
-        text: str | None = None,
-        *,
-        images: list[str] | None = None,
-        context: PromptContext | None = None,
-    ) -> TaskRef:
-        """Answer a waiting ask: "yesButtonClicked", "noButtonClicked" or
-        "messageResponse" (with text); `context`: what an answer with text is
-        about (a notebook, a cell), as a message's."""
-        data = msgspec.convert(
-            {"askTs": ask_ts, "response": response, "text": text, "images": images},
-            RespondToAskData,
-        )
-        if context is not None:
-            data = msgspec.structs.replace(data, context=context)
-        return await self.request(RespondToAsk(task_id=task_id, data=data))
-
-    async def delete_queued_message(self, task_id: str, message_id: str) -> TaskRef:
-        return await self.request(DeleteQueuedMessage(task_id=task_id, data=message_id))
-
-    async def cancel_task(self, task_id: str) -> TaskRef:
-        return await self.request(CancelTask(task_id=task_id))
-
-    async def close_task(self, task_id: str) -> TaskRef:
-        return await self.request(CloseTask(task_id=task_id))
-
-    async def condense_task(self, task_id: str) -> TaskRef:
-        """Condense the task's conversation now (see `CondenseTask`)."""
-        return await self.request(CondenseTask(task_id=task_id))
-
-    async def rewind_task(self, task_id: str, ts: int, *, include: bool = True) -> TaskRef:
-        """Take the task back to its message `ts` (removing it too with `include`)."""
-        data = RewindTaskData(task_id=task_id, ts=ts, include=include)
-        return await self.request(RewindTask(data=data))
-
-    async def edit_message(
-        self,
-        task_id: str,
-        ts: int,
-        text: str,
-        *,
-        images: list[str] | None = None,
-        context: PromptContext | None = None,
-    ) -> TaskRef:
-        """Replace the user's message `ts` with `text` (about `context`, if given)
-        and go on from there."""
-        data = EditMessageData(task_id=task_id, ts=ts, text=text, images=images, context=context)
-        return await self.request(EditMessage(data=data))
-
-    async def delete_message(self, task_id: str, ts: int) -> TaskRef:
-        """Delete the user's message `ts` from the task's history (see DeleteMessage)."""
-        data = DeleteMessageData(task_id=task_id, ts=ts)
-        return await self.request(DeleteMessage(data=data))
-
-    async def fork_task(self, task_id: str, ts: int) -> TaskRef:
-        """A new task with this one's history up to its message `ts`: its TaskRef."""
-        return await self.request(ForkTask(data=ForkTaskData(task_id=task_id, ts=ts)))
-
-    async def create_task(
-        self,
-        title: str,
-        *,
-        workspace: str | os.PathLike[str] | None = None,
-        mode: str | None = None,
-    ) -> TaskRef:
-        """A task that runs no model turn and waits, for `call_tool` (CreateTask);
-        `workspace` defaults to this process's working directory."""
-        data = CreateTaskData(title=title, workspace=self._workspace(workspace), mode=mode)
-        return await self.request(CreateTask(data=data))
-
-    async def call_tool(
-        self,
-        task_id: str,
-        tool: str,
-        arguments: Mapping[str, Any],
-        *,
-        kernel_id: str | None = None,
-    ) -> ToolCallResult:
-        """Run one of hdsp's tools in the task as its model would (CallTool): the
-        approval policy decides, and an ask waits for any client's answer; so
-        the reply waits without a time limit (cancel the task to stop it)."""
-        data = CallToolData(tool=tool, arguments=dict(arguments), kernel_id=kernel_id)
-        return await self.request(CallTool(task_id=task_id, data=data), timeout=math.inf)
-
-    async def list_checkpoints(self, task_id: str) -> CheckpointList:
-        """The task's checkpoints, oldest first (see ListCheckpoints)."""
-        return await self.request(ListCheckpoints(data=ListCheckpointsData(task_id=task_id)))
-
-    async def diff_checkpoints(
-        self, task_id: str, checkpoint: int, to: int | None = None
-    ) -> CheckpointDiff:
-        """What changed from checkpoint `checkpoint` to `to` (None: to the files now)."""
-        data = DiffCheckpointsData(task_id=task_id, checkpoint=checkpoint, to=to)
-        return await self.request(DiffCheckpoints(data=data))
-
-    async def restore_checkpoint(
-        self,
-        task_id: str,
-        checkpoint: int,
-        *,
-        restore: Literal["files", "history", "both"] = "files",
-        with_kernel: bool = False,
-        skip: Sequence[int] = (),
-        timeout: float | None = None,
-    ) -> CheckpointRestoreResult:
-        """Restore a checkpoint (see RestoreCheckpoint). With `with_kernel`, the
-        reply waits for someone to answer the task's replay ask."""
-        data = RestoreCheckpointData(
-            task_id=task_id,
-            checkpoint=checkpoint,
-            restore=restore,
-            with_kernel=with_kernel,
-            skip=list(skip),
-        )
-        return await self.request(RestoreCheckpoint(data=data), timeout=timeout)
-
-    async def resume_task(self, task_id: str) -> TaskRef:
-        return await self.request(ResumeTask(data=task_id))
-
-    async def list_tasks(
-        self, *, cursor: str | None = None, limit: int = 50, id_prefix: str | None = None
-    ) -> TaskList:
-        """A page of tasks, newest first; with `id_prefix`, only (up to `limit` of)
-        those whose id starts with it."""
-        data = ListTasksData(cursor=cursor, limit=limit, id_prefix=id_prefix)
-        return await self.request(ListTasks(data=data))
-
-    async def get_task(self, task_id: str) -> TaskSnapshot:
-        return await self.request(GetTask(data=GetTaskData(task_id=task_id)))
-
-    async def get_task_page(
-        self,
-        task_id: str,
-        *,
-        start: int | None = None,
-        cursor: str | None = None,
-        limit: int = 100,
-    ) -> TaskPage:
-        """Up to `limit` of a task's messages, oldest first, from index `start` (0
-        by default) or after a previous page (its `next_cursor`); the last page has
-        no `next_cursor`."""
-        data = GetTaskPageData(task_id=task_id, start=start, cursor=cursor, limit=limit)
-        return await self.request(GetTaskPage(data=data))
-
-    async def replay(
-        self, since_seq: int, *, task_id: str | None = None, limit: int = 1000
-    ) -> ReplayPage:
-        return await self.request(
-            Replay(data=ReplayData(since_seq=since_seq, task_id=task_id, limit=limit))
-        )
-
-    async def get_blob(
-        self, sha256: str, *, offset: int = 0, length: int | None = None
-    ) -> BlobData:
-        """Part of an image stored once (from a `hdsp-blob:` reference): as many
-        bytes from `offset` on as fit in one reply (see hdsp.protocol.blobs)."""
-        result: BlobData = await self.request(
-            GetBlob(data=GetBlobData(sha256=sha256, offset=offset, length=length))
-        )
-        return result
-
-    async def host_documents(
-        self,
-        host_id: str,
-        route: DocumentRoute,
-        paths: list[str],
-        *,
-        lease_seconds: float = 60.0,
-    ) -> DocumentsHosted:
-        """Declare this client a document host of the notebooks at `paths`
-        (absolute), replacing what `host_id` declared before (see
-        hdsp.protocol.documents); an empty list withdraws it."""
-        cmd = HostDocuments(
-            host_id=host_id, route=route, paths=list(paths), lease_seconds=lease_seconds
-        )
-        result: DocumentsHosted = await self.request(cmd)
-        return result
-
-    async def answer_document_edit(self, answer: DocumentEditAnswer) -> bool:
-        """Answer a `documentEditRequested`; False when the daemon no longer waits."""
-        result: DocumentEditTaken = await self.request(AnswerDocumentEdit(data=answer))
-        return result.taken
-
-    async def blob(self, sha256: str) -> tuple[str, bytes]:
-        """The media type and the bytes of a whole blob, fetched in as many
-        replies as its size takes."""
-        first = await self.get_blob(sha256)
-        parts = [base64.b64decode(first.data)]
-        got = len(parts[0])
-        while got < first.size:
-            page = await self.get_blob(sha256, offset=got)
-            chunk = base64.b64decode(page.data)
-            if not chunk:
-                raise ProtocolError(f"The daemon sent no bytes of blob {sha256} at {got}.")
-            parts.append(chunk)
-            got += len(chunk)
-        return first.media_type, b"".join(parts)
-
-    async def ping(self) -> Pong:
-        return await self.request(Ping())
-
-    async def status(self) -> StatusResult:
-        return await self.request(GetStatus())
-
-    async def shutdown(self) -> None:
-        return await self.request(Shutdown())
-
-    # ---- kernels --------------------------------------------------------------
-
-    async def list_kernels(self) -> KernelList:
-        return await self.request(ListKernels())
-
-    async def start_kernel(
-        self,
-        kernel_name: str | None = None,
-        cwd: str | os.PathLike[str] | None = None,
-        *,
-        provider: Literal["local", "gateway"] | None = None,
-        profile: str | None = None,
-    ) -> KernelInfo:
-        """Start a kernel (by kernelspec name, "python3" by default) in the
-        directory `cwd` (an absolute path; the daemon's own by default), or on
-        the Jupyter server of the settings (`provider` "gateway"; a `profile`'s
-        kernels settings when named)."""
-        where = None if cwd is None else os.fspath(cwd)
-        return await self.request(
-            StartKernel(kernel_name=kernel_name, cwd=where, provider=provider, profile=profile)
-        )
-
-    async def attach_kernel(
-        self,
-        connection_file: str | os.PathLike[str] | None = None,
-        *,
-        remote_kernel_id: str | None = None,
-        profile: str | None = None,
-    ) -> KernelInfo:
-        """Use a kernel that runs already: by its connection file (absolute
-        path), or by its id on the Jupyter server of the settings (or of
-        `profile`; `list_remote_kernels` lists them)."""
-        path = None if connection_file is None else os.fspath(connection_file)
-        return await self.request(
-            AttachKernel(connection_file=path, remote_kernel_id=remote_kernel_id, profile=profile)
-        )
-
-    async def list_remote_kernels(self, profile: str | None = None) -> RemoteKernelList:
-        """The kernels and sessions of the Jupyter server of the settings (or of
-        `profile`)."""
-        return await self.request(ListRemoteKernels(profile=profile))
-
-    async def interrupt_kernel(self, kernel_id: str) -> KernelRef:
-        return await self.request(InterruptKernel(kernel_id=kernel_id))
-
-    async def restart_kernel(self, kernel_id: str) -> KernelRef:
-        return await self.request(RestartKernel(kernel_id=kernel_id))
-
-    async def shutdown_kernel(self, kernel_id: str) -> KernelRef:
-        return await self.request(ShutdownKernel(kernel_id=kernel_id))
-
-    async def execute_code(
-        self, kernel_id: str, code: str, *, timeout: float | None = None
-    ) -> ExecutionResult:
-        """Run `code` in a kernel and return its outputs once it is done; past
-        `timeout` seconds (the daemon's default when None) the kernel is
-        interrupted. The command's own reply waits as long (`request`'s timeout)."""
-        return await self.request(ExecuteCode(kernel_id=kernel_id, code=code, timeout=timeout))
-
-    async def list_variables(
-        self,
-        task_id: str | None = None,
-        *,
-        kernel_id: str | None = None,
-        include_private: bool = False,
-    ) -> VariableList:
-        """The variables of a task's kernel (or of a kernel by id), read with a
-        silent inspection; `status` says when the kernel was busy or has none."""
-        return await self.request(
-            ListVariables(task_id=task_id, kernel_id=kernel_id, include_private=include_private)
-        )
-
-    # ---- MCP servers --------------------------------------------------------------
-
-    async def list_mcp_servers(
-        self, workspace: str | None = None, *, start: bool = False
-    ) -> McpServerList:
-        """The MCP servers a task in `workspace` has, with their state; `start`
-        starts those not started and waits until each connected or failed."""
-        return await self.request(ListMcpServers(workspace=workspace, start=start))
-
-    async def restart_mcp_server(self, name: str, workspace: str | None = None) -> McpServerStatus:
-        """Restart an MCP server; the reply waits until it connected or failed."""
-        return await self.request(RestartMcpServer(name=name, workspace=workspace))
-
-    async def trust_mcp_server(
-        self, name: str, workspace: str, *, trusted: bool = True, fingerprint: str | None = None
-    ) -> McpServerStatus:
-        """Trust (or stop trusting) a server of `workspace`'s .hdsp/mcp.json as it
-        is written now; with `fingerprint` (its status's), only if it still is
-        what that status described (else CommandFailed, invalid_state)."""
-        return await self.request(
-            TrustMcpServer(name=name, workspace=workspace, trusted=trusted, fingerprint=fingerprint)
-        )
-
-    # ---- settings, profiles, secrets ------------------------------------------
-
-    async def get_settings(self) -> SettingsView:
-        """The daemon's settings document; secrets only as names and whether set."""
-        return await self.request(GetSettings())
-
-    async def update_settings(self, patch: Mapping[str, Any]) -> SettingsView:
-        """Change settings with a JSON Merge Patch (`None` removes a key). An invalid
-        result is refused whole: CommandFailed, its `details["errors"]` listing fields."""
-        data = UpdateSettingsData(patch=dict(patch))
-        return await self.request(UpdateSettings(data=data))
-
-    async def list_profiles(self) -> ProfileList:
-        return await self.request(ListProfiles())
-
-    async def save_profile(
-        self,
-        name: str,
-        *,
-        provider: str,
-        model: str,
-        base_url: str | None = None,
-        options: Mapping[str, Any] | None = None,
-        secret: str | None = None,
-        select: bool = False,
-    ) -> ProfileInfo:
-        """Save (or replace) a provider profile; `secret` is the NAME of the secret
-        holding its key (`set_secret`), never the key. `select` makes it current."""
-        profile = ProfileData(
-            name=name,
-            provider=provider,
-            model=model,
-            base_url=base_url,
-            options=dict(options or {}),
-            secret=secret,
-        )
-        cmd = SaveProfile(data=SaveProfileData(profile=profile, select=select))
-        return await self.request(cmd)
-
-    async def delete_profile(self, name: str) -> ProfileList:
-        return await self.request(DeleteProfile(data=ProfileNameData(name=name)))
-
-    async def select_profile(self, name: str) -> ProfileList:
-        """Make `name` the profile new tasks use when they name none."""
-        return await self.request(SelectProfile(data=ProfileNameData(name=name)))
-
-    async def set_secret(self, name: str, value: str) -> SecretInfo:
-        """Store a secret in the daemon's keyring. The value goes over the local
-        socket once and is never sent back."""
-        cmd = SetSecret(data=SetSecretData(name=name, value=value))
-        return await self.request(cmd)
-
-    async def delete_secret(self, name: str) -> SecretInfo:
-        return await self.request(DeleteSecret(data=SecretNameData(name=name)))
-
-    async def export_settings(self) -> SettingsExport:
-        """The settings to copy elsewhere: secrets only as names."""
-        return await self.request(ExportSettings())
-
-    async def import_settings(
-        self, settings: Mapping[str, Any], *, merge: bool = True
-    ) -> ImportResult:
-        """Apply a settings document; what does not validate is left out and listed
-        in `rejected`."""
-        data = ImportSettingsData(settings=dict(settings), merge=merge)
-        return await self.request(ImportSettings(data=data))
-
-    async def get_models(self, provider: str | None = None) -> ModelList:
-        """The daemon's model table (with the settings' overrides)."""
-        cmd = GetModels(data=GetModelsData(provider=provider))
-        return await self.request(cmd)
-
-    async def get_modes(self, workspace: str | os.PathLike[str] | None = None) -> ModeList:
-        """The modes a task can be in (with `workspace`'s own, from its
-        `.hdsp/modes.yaml`); `problems` says why a custom mode was left out."""
-        data = GetModesData(workspace=_absolute_workspace(workspace) if workspace else None)
-        return await self.request(GetModes(data=data))
-
-    async def list_agents(self) -> AgentList:
-        """The agents a task can run (`start_task(agent=...)`) and call."""
-        return await self.request(ListAgents())
-
-    async def get_commands(self, workspace: str | os.PathLike[str] | None = None) -> CommandList:
-        """The slash commands (global, and `workspace`'s `.hdsp/commands/`)."""
-        data = GetCommandsData(workspace=_absolute_workspace(workspace) if workspace else None)
-        return await self.request(GetCommands(data=data))
-
-    async def get_system_prompt(
-        self,
-        task_id: str | None = None,
-        *,
-        workspace: str | os.PathLike[str] | None = None,
-        mode: str | None = None,
-    ) -> SystemPromptText:
-        """The exact system prompt of the task's next request, or, without a
-        task, of a new task in `workspace` and `mode`."""
-        data = GetSystemPromptData(
-            task_id=task_id,
-            workspace=None if task_id else self._workspace(workspace),
-            mode=mode,
-        )
-        return await self.request(GetSystemPrompt(data=data))
-
-    async def switch_mode(self, task_id: str, mode: str) -> TaskRef:
-        return await self.request(SwitchMode(task_id=task_id, data=SwitchModeData(mode=mode)))
-
-    async def update_todo_list(self, task_id: str, markdown: str) -> TaskRef:
-        """Replace the task's todo list with a markdown checklist (`- [ ] item`,
-        `- [-] in progress`, `- [x] done`); the model is told of the edit."""
-        data = UpdateTodoListData(markdown=markdown)
-        return await self.request(UpdateTodoList(task_id=task_id, data=data))
-
     # ---- events -------------------------------------------------------------
 
     def events(
@@ -1161,182 +568,13 @@ class Client:
         try:
             with anyio.fail_after(timeout):
                 await waiter.wait()
+            if self._shut_out is not None:
+                raise self._shut_out
         except TimeoutError:
             raise ConnectionLost("hdspd did not confirm the event subscription.") from None
         finally:
             self._events.unsubscribe(topic)
             del self._syncs[topic]
-
-
-class EventStream:
-    def __init__(
-        self, client: Client, task_id: str | None, since_seq: int | None, buffer: int
-    ) -> None:
-        self._client = client
-        self.task_id = task_id
-        #: The seq of the last durable event delivered (of this stream's topic).
-        self.last_seq = since_seq
-        # None in the stream means: the connection came back, catch up from the log.
-        send, receive = anyio.create_memory_object_stream[TaskEvent | None](buffer)
-        self._send: MemoryObjectSendStream[TaskEvent | None] = send
-        self._receive: MemoryObjectReceiveStream[TaskEvent | None] = receive
-        self._resync_pending = False
-        self._ready: deque[TaskEvent] = deque()
-        #: Where the catch-up from the log stands, while one is under way: the seq
-        #: to read on from and the seq to stop before (None: the log's end). The
-        #: log is read a page at a time as the reader takes events, so a stream
-        #: from an old seq holds one page of the backlog, not all of it.
-        self._fill_from: int | None = None
-        self._fill_up_to: int | None = None
-        #: The live event that showed a gap: delivered once the gap is filled
-        #: (as it is if the log no longer has what it missed: pruned).
-        self._after_fill: TaskEvent | None = None
-        self._filled_gap: TaskEvent | None = None
-        self._topic = (task_id or "").encode()
-        #: Live events dropped because the reader fell behind (replayed later).
-        self.dropped = 0
-        #: Gaps found on the live stream and filled from the log.
-        self.gaps = 0
-        #: Catch-ups after the daemon came back.
-        self.resyncs = 0
-
-    async def __aenter__(self) -> EventStream:
-        c = self._client
-        c._streams.add(self)
-        c._events.subscribe(self._topic)
-        await c._sync_subscriptions()
-        if self.last_seq is not None:
-            self._start_fill(up_to=None)
-            await self._fill_page()  # the first page now: an expired cursor fails here
-        return self
-
-    @property
-    def buffered(self) -> int:
-        """Events this stream holds that the reader has not taken yet."""
-        return len(self._ready) + self._receive.statistics().current_buffer_used
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self._close()
-
-    def _close(self) -> None:
-        c = self._client
-        if self in c._streams:
-            c._streams.discard(self)
-            if not c._closed:
-                c._events.unsubscribe(self._topic)
-            self._send.close()
-            self._receive.close()
-
-    def _resync(self) -> None:
-        try:
-            self._send.send_nowait(None)
-        except anyio.WouldBlock:
-            self._resync_pending = True  # taken up when the reader drains the buffer
-        except anyio.BrokenResourceError:
-            pass
-
-    def _deliver(self, event: TaskEvent) -> None:
-        try:
-            self._send.send_nowait(event)
-        except anyio.WouldBlock:
-            # The user reads too slowly: drop, and catch up from the log once the
-            # buffer is drained.
-            self.dropped += 1
-            self._resync_pending = True
-        except anyio.BrokenResourceError:
-            pass
-
-    def _start_fill(self, up_to: int | None, then: TaskEvent | None = None) -> None:
-        """Catch up from the log: every durable event after `last_seq` (before
-        `up_to`), read a page at a time as the reader goes; then `then`."""
-        assert self.last_seq is not None
-        self._fill_from = self.last_seq
-        self._fill_up_to = up_to
-        self._after_fill = then
-
-    async def _fill_page(self) -> None:
-        """Queue the next page of the catch-up; end it after its last page."""
-        cursor, up_to = self._fill_from, self._fill_up_to
-        if cursor is None:
-            return
-        page = await self._client.replay(cursor, task_id=self.task_id)
-        done = not page.more
-        for event in page.events:
-            assert event.seq is not None
-            if up_to is not None and event.seq >= up_to:
-                done = True
-                break
-            self._ready.append(event)
-            cursor = event.seq
-        self._fill_from = cursor
-        if done or not page.events:
-            self._fill_from = None
-            if self._after_fill is not None:
-                self._ready.append(self._after_fill)
-                self._filled_gap, self._after_fill = self._after_fill, None
-
-    def _is_gap(self, event: TaskEvent) -> bool:
-        assert event.seq is not None
-        if self.last_seq is None:
-            return False
-        if self.task_id is None:
-            return event.seq > self.last_seq + 1
-        return (event.prev_seq or 0) > self.last_seq
-
-    async def _next_live(self) -> TaskEvent | None:
-        """The next live event; None when the stream must catch up from the log
-        first (events were dropped, the daemon came back, or the stream has been
-        quiet for a while: the live stream cannot show a gap at its very end)."""
-        try:
-            return self._receive.receive_nowait()
-        except anyio.WouldBlock:
-            if self._resync_pending:
-                return None
-        with anyio.move_on_after(IDLE_CHECK):
-            return await self._receive.receive()
-        self._resync_pending = self.last_seq is not None
-        return None
-
-    def __aiter__(self) -> AsyncIterator[TaskEvent]:
-        return self
-
-    async def __anext__(self) -> TaskEvent:
-        while True:
-            event: TaskEvent | None
-            if self._ready:
-                event = self._ready.popleft()
-            elif self._fill_from is not None:
-                await self._fill_page()
-                continue
-            else:
-                try:
-                    event = await self._next_live()
-                except (anyio.EndOfStream, anyio.ClosedResourceError):
-                    raise StopAsyncIteration from None
-            if event is None:
-                # Catch up from the log: after a reconnect, dropped events, or a
-                # quiet spell.
-                self._resync_pending = False
-                self.resyncs += 1
-                await self._client._sync_subscriptions()
-                if self.last_seq is not None:
-                    self._start_fill(up_to=None)
-                continue
-            if event.seq is None:
-                return event
-            if self.last_seq is not None and event.seq <= self.last_seq:
-                continue  # already delivered (replay and live overlap)
-            if event is not self._filled_gap and self._is_gap(event):
-                self.gaps += 1
-                self._start_fill(up_to=event.seq, then=event)
-                continue
-            self.last_seq = event.seq
-            return event
 
 
 @dataclass(frozen=True)
@@ -1370,12 +608,6 @@ def _secure(sock: zmq.asyncio.Socket, target: _Remote) -> None:
     sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, _HEARTBEAT_TIMEOUT_MS)
     if target.remote.address.startswith("tcp://["):
         sock.setsockopt(zmq.IPV6, 1)
-
-
-def _absolute_workspace(workspace: str | os.PathLike[str] | None) -> str:
-    """The workspace to send: absolute, from the caller's working directory
-    (FileNotFoundError if that no longer exists)."""
-    return os.path.abspath(os.getcwd() if workspace is None else workspace)
 
 
 @asynccontextmanager

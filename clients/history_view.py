@@ -34,6 +34,10 @@ __all__ = ["FOLDED_NOTE", "FOLD_LINES", "HistoryView", "replay_lines", "usage_li
 #: Output longer than this many lines is folded to its head and tail.
 FOLD_LINES = 20
 _HEAD, _TAIL = 12, 6
+#: A message of the user's longer than this many characters (a prompt read
+#: from a file, say) is folded to its first and last characters too.
+FOLD_CHARS = 4000
+_HEAD_CHARS, _TAIL_CHARS = 2000, 500
 
 _cell_decoder = msgspec.json.Decoder(CellOutput)
 _result_decoder = msgspec.json.Decoder(ToolResultText)
@@ -174,6 +178,18 @@ class HistoryView:
             [*lines[:_HEAD], f"[... {hidden} more lines; --full shows them ...]", *lines[-_TAIL:]]
         )
 
+    def _fold_message(self, text: str) -> str:
+        """A message of the user's, folded if it is long (in characters: a prompt
+        of many short lines is shown whole)."""
+        if self.full or len(text) <= FOLD_CHARS:
+            return text
+        self.folded = True
+        hidden = len(text) - _HEAD_CHARS - _TAIL_CHARS
+        return (
+            f"{text[:_HEAD_CHARS]}\n[... {hidden:,} more characters; --full shows them ...]\n"
+            f"{text[-_TAIL_CHARS:]}"
+        )
+
     def _diff(self, diff: str, indent: str) -> None:
         for line in self._fold(diff).split("\n"):
             code = None
@@ -233,7 +249,7 @@ class HistoryView:
         if m.type == "say" and m.say == "text" and self._expect_prompt:
             self._expect_prompt = False  # Roo's first text message is the user's task
             self._about(m)
-            self._write("> " + (m.text or ""), _BOLD + ";" + _CYAN)
+            self._write("> " + self._fold_message(m.text or ""), _BOLD + ";" + _CYAN)
             self.out.write("\n")
         elif m.type == "ask":
             if not asked:
@@ -262,7 +278,7 @@ class HistoryView:
             self.out.write("\n")
         elif say == "user_feedback":
             self._about(m)
-            self._write("> " + text, _BOLD + ";" + _CYAN)
+            self._write("> " + self._fold_message(text), _BOLD + ";" + _CYAN)
             self.out.write("\n")
         elif say == "reasoning":
             self._write("thinking: " + self._fold(text) + unfinished, _DIM)

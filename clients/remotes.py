@@ -28,9 +28,6 @@ from pathlib import Path
 from typing import Any
 
 import platformdirs
-import zmq
-import zmq.auth
-from zmq.utils import z85
 
 from hdsp.protocol import Z85_KEY_PATTERN, secret_file_problem, tcp_endpoints
 
@@ -113,6 +110,8 @@ def generate_client_keys(base: Path | None = None, *, replace: bool = False) -> 
         return False
     staging = Path(tempfile.mkdtemp(prefix=".keys-", dir=directory))  # mode 0700
     try:
+        import zmq.auth  # (pyzmq: for these commands, not every CLI start)
+
         public_file, secret_file = zmq.auth.create_certificates(staging, _CLIENT)
         for made in (public_file, secret_file):
             os.chmod(made, 0o600)
@@ -131,6 +130,8 @@ def load_client_keys(base: Path | None = None) -> ClientKeys:
     path = _keys_dir(base) / f"{_CLIENT}.key_secret"
     try:
         _checked_open(path)  # ours, 0600, not a symlink: then pyzmq reads it
+        import zmq.auth
+
         public, secret = zmq.auth.load_certificate(path)
     except FileNotFoundError:
         raise RemoteConfigError(
@@ -175,6 +176,8 @@ def check_server_key(text: str) -> str:
             "prints it on the daemon's host."
         )
     try:
+        from zmq.utils import z85
+
         z85.decode(key)
     except (ValueError, OverflowError, KeyError):
         raise RemoteConfigError(f"{key!r} is not valid Z85.") from None

@@ -6,10 +6,12 @@ import argparse
 import logging
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..client import Client
 from ..exit_codes import ExitCode
+
+if TYPE_CHECKING:
+    from ..client import Client
 
 __all__ = ["add_acp_parser", "print_jupyter_ai_persona"]
 

@@ -34,6 +34,7 @@ from hdsp.protocol import (
     DocumentEditRequest,
     DocumentEditRequested,
     HostDocuments,
+    shown_name,
 )
 
 from ..errors import ClientError
@@ -328,7 +329,8 @@ class SharedNotebooks:
             document = getattr(room, "_document", None)
             path = getattr(document, "path", None)
             if isinstance(path, str):
-                found[os.path.realpath(os.path.join(self._root, path))] = room_id
+                # (By its shown spelling, as hdspd names it: hdsp.protocol.file_names.)
+                found[shown_name(os.path.realpath(os.path.join(self._root, path)))] = room_id
         return found
 
     async def _declare(self) -> None:

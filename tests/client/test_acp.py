@@ -353,11 +353,12 @@ async def test_modes_profiles_and_a_followup_question_as_a_message_turn(
     assert snapshot.item.mode == "code"
 
 
-async def test_allow_always_covers_the_same_tool_in_this_session_only(
+async def test_allow_always_on_a_write_covers_that_path_in_this_session_only(
     daemon: DaemonProcess, client: Client, fake_openai: FakeOpenAI, workspace: Path, tmp_path: Path
 ) -> None:
     fake_openai.script(
         call("write_to_file", path="a.txt", content="a\n"),
+        call("write_to_file", path="a.txt", content="a again\n"),
         call("write_to_file", path="b.txt", content="b\n"),
         call("execute_command", command="echo hi"),
         done("all done"),
@@ -366,20 +367,29 @@ async def test_allow_always_covers_the_same_tool_in_this_session_only(
         session = await a.conn.new_session(cwd=str(workspace), mcp_servers=[])
         async with _prompting(a, session.session_id, "write and run") as result:
             first = await a.host.next_permission()
+            labels = {o.option_id: o.name for o in first.options}
+            assert labels["allow_always"] == "Allow always (write_to_file on `a.txt`, this session)"
             first.choose("allow_always")
-            # The second write is approved without asking; the command still asks.
+            # The second write of a.txt is approved without asking; a write of
+            # another path asks (before: "always" covered every path), and so
+            # does the command.
+            other = await a.host.next_permission()
+            assert other.tool_call.title == "Write `b.txt`"
+            other.choose("reject_once")
             command = await a.host.next_permission()
             assert command.tool_call.kind == "execute"
             assert command.tool_call.title == "Run `echo hi`"
             command.choose("reject_once")
         assert result["stop"] == "end_turn"
-        assert len(a.host.permissions) == 2
-    assert (workspace / "b.txt").read_text() == "b\n"
+        assert len(a.host.permissions) == 3
+    assert (workspace / "a.txt").read_text() == "a again\n"
+    assert not (workspace / "b.txt").exists()
     snapshot = await client.get_task(await _only_task(client))
     answers = [(m.ask, m.answer, m.answered_by) for m in snapshot.messages if m.type == "ask"]
     assert answers == [
         ("tool", "yesButtonClicked", "hdsp acp"),
         ("tool", "yesButtonClicked", "hdsp acp"),
+        ("tool", "noButtonClicked", "hdsp acp"),
         ("command", "noButtonClicked", "hdsp acp"),
     ]
     # hdsp's own settings are untouched: another session (or client) is asked.
@@ -388,8 +398,50 @@ async def test_allow_always_covers_the_same_tool_in_this_session_only(
     record = json.loads(
         (tmp_path / "state" / "hdsp" / "acp-sessions" / f"{session.session_id}.json").read_text()
     )
-    assert record["alwaysAllowed"] == ["tool:write_to_file"]
+    assert record["alwaysAllowed"] == ["path:write_to_file:a.txt"]
     assert record["taskId"] == snapshot.item.id
+
+
+async def test_allow_always_on_code_covers_that_very_code_only(
+    daemon: DaemonProcess, client: Client, fake_openai: FakeOpenAI, workspace: Path, tmp_path: Path
+) -> None:
+    fake_openai.script(
+        call("execute_code", code="n = 1"),
+        call("execute_code", code="n = 1"),
+        call("execute_code", code="n = 2"),
+        done("ran"),
+    )
+    async with adapter(daemon, tmp_path) as a:
+        session = await a.conn.new_session(cwd=str(workspace), mcp_servers=[])
+        async with _prompting(a, session.session_id, "run code") as result:
+            first = await a.host.next_permission()
+            labels = {o.option_id: o.name for o in first.options}
+            assert labels["allow_always"] == "Allow always (this very code, this session)"
+            first.choose("allow_always")
+            # The same code again runs without asking; other code asks (before:
+            # one "always" approved every later execution of the session).
+            other = await a.host.next_permission()
+            shown = [
+                c.content.text
+                for c in other.tool_call.content or []
+                if isinstance(c, ContentToolCallContent) and isinstance(c.content, TextContentBlock)
+            ]
+            assert any("n = 2" in text for text in shown), shown
+            other.choose("reject_once")
+        assert result["stop"] == "end_turn"
+        assert len(a.host.permissions) == 2
+    snapshot = await client.get_task(await _only_task(client))
+    answers = [(m.answer, m.answered_by) for m in snapshot.messages if m.type == "ask"]
+    assert answers == [
+        ("yesButtonClicked", "hdsp acp"),
+        ("yesButtonClicked", "hdsp acp"),
+        ("noButtonClicked", "hdsp acp"),
+    ]
+    (kernel,) = (await client.request(ListKernels())).kernels
+    seen: ExecutionResult = await client.request(
+        ExecuteCode(kernel_id=kernel.kernel_id, code="n"), timeout=30
+    )
+    assert seen.outputs[0].data == {"text/plain": "1"}
 
 
 async def test_a_reply_cut_short_or_filtered_ends_the_turn_with_max_tokens_or_refusal(
@@ -508,21 +560,21 @@ async def test_allow_always_stops_at_hdsps_cap_on_automatic_approvals(
 ) -> None:
     await client.update_settings({"approvals": {"max_auto_approved_requests": 2}})
     fake_openai.script(
-        *[call("write_to_file", path=f"{n}.txt", content=f"{n}\n") for n in range(5)],
-        done("five files"),
+        *[call("write_to_file", path="log.txt", content=f"{n}\n") for n in range(5)],
+        done("five versions"),
     )
     async with adapter(daemon, tmp_path) as a:
         session = await a.conn.new_session(cwd=str(workspace), mcp_servers=[])
-        async with _prompting(a, session.session_id, "write five files") as result:
+        async with _prompting(a, session.session_id, "write five versions") as result:
             (await a.host.next_permission()).choose("allow_always")
-            # 1.txt and 2.txt go without asking; at the cap a person is asked again.
+            # Writes 1 and 2 go without asking; at the cap a person is asked again.
             again = await a.host.next_permission()
-            assert again.tool_call.title == "Write `3.txt`"
+            (diff,) = again.tool_call.content or []
+            assert isinstance(diff, FileEditToolCallContent) and diff.new_text == "3\n"
             again.choose("allow_always")
         assert result["stop"] == "end_turn"
         assert len(a.host.permissions) == 2
-    for n in range(5):
-        assert (workspace / f"{n}.txt").read_text() == f"{n}\n"
+    assert (workspace / "log.txt").read_text() == "4\n"
 
 
 async def test_the_hosts_mcp_servers_are_the_tasks_in_hdspds_memory_only(

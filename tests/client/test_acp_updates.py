@@ -128,9 +128,47 @@ def test_a_kernel_replay_ask_shows_its_cells_and_is_never_allowed_always() -> No
     assert "--- execution 1\n    df = load()\n    df['x'] = 1" in shown
     assert always_scope(replay) is None
     assert [o.kind for o in permission_options(replay)] == ["allow_once", "reject_once"]
-    # (Any other tool's ask may be allowed always in the session.)
-    write = ask(6, "tool", json.dumps({"tool": "write_to_file", "path": "a.txt"}))
-    assert always_scope(write) == "tool:write_to_file"
+    # (Nor is a cell run: the ask shows where the cell is, not what it runs.)
+    run = ask(6, "tool", json.dumps({"tool": "run_cell", "path": "a.ipynb", "index": 0}))
+    assert always_scope(run) is None
+
+
+def _always_label(message: ClineMessage) -> str:
+    (always,) = [o for o in permission_options(message) if o.kind == "allow_always"]
+    return always.name
+
+
+def test_allow_always_covers_what_the_ask_showed_and_its_label_says_so() -> None:
+    def tool(ts: int, **data: object) -> ClineMessage:
+        return ask(ts, "tool", json.dumps(data))
+
+    code = tool(1, tool="execute_code", code="df.head()")
+    assert always_scope(code) == "code:df.head()"
+    assert always_scope(tool(2, tool="execute_code", code="df.head()")) == always_scope(code)
+    assert always_scope(tool(3, tool="execute_code", code="import os")) != always_scope(code)
+    assert _always_label(code) == "Allow always (this very code, this session)"
+    # A write: its path (the content changes from call to call), not every path.
+    write = tool(4, tool="write_to_file", path="a.txt", content="1\n", diff="+1")
+    assert always_scope(write) == "path:write_to_file:a.txt"
+    assert always_scope(tool(5, tool="write_to_file", path="a.txt", content="2\n")) == (
+        always_scope(write)
+    )
+    assert always_scope(tool(6, tool="write_to_file", path="b.txt")) != always_scope(write)
+    assert always_scope(tool(7, tool="edit_file", path="a.txt")) != always_scope(write)
+    assert _always_label(write) == "Allow always (write_to_file on `a.txt`, this session)"
+    # Another tool: the very same call.
+    switch = tool(8, tool="switchMode", mode="code", reason="to write")
+    assert always_scope(tool(9, tool="switchMode", mode="ask", reason="to write")) != (
+        always_scope(switch)
+    )
+    assert _always_label(switch) == "Allow always (this very switchMode call, this session)"
+    command = ask(10, "command", "ls -la")
+    assert always_scope(command) == "command:ls -la"
+    assert _always_label(command) == "Allow always (this very command, this session)"
+    # What a label shows of a path is one line, and short.
+    odd = tool(11, tool="write_to_file", path="x`y\n" + "d/" * 100)
+    label = _always_label(odd)
+    assert "\n" not in label and len(label) < 150 and "``x`y" in label
 
 
 def test_checkpoints_saved_and_restored_are_told_to_the_host() -> None:
@@ -143,3 +181,20 @@ def test_checkpoints_saved_and_restored_are_told_to_the_host() -> None:
     assert texts(saved) == ["Checkpoint 1 saved."]
     assert texts(restored) == ["\n\nRestored checkpoint 1 (files); 1 file(s) changed."]
     assert t.message(say(3, "checkpoint_restored", "restored checkpoint 1 (files)")) == []
+
+
+def test_names_that_are_not_utf8_reach_the_host_as_the_daemon_shows_them() -> None:
+    # The daemon's tools show such names escaped (hdsp.protocol.file_names); the
+    # host gets that spelling, one line, in titles, locations and diffs.
+    t = UpdateTranslator("/ws")
+    t.message(say(1, "text", "prompt"))
+    path = "r\\xff two\\x0alines.csv"
+    diff = f"--- /dev/null\n+++ b/{path}\n@@ -0,0 +1 @@\n+x\n"
+    preview = json.dumps({"tool": "write_to_file", "path": path, "diff": diff, "content": "x\n"})
+    (start,) = t.message(ask(2, "tool", preview, tool_use_id="c1"))
+    assert isinstance(start, ToolCallStart)
+    assert path in start.title and "\n" not in start.title
+    assert [loc.path for loc in start.locations or []] == [f"/ws/{path}"]
+    assert all(isinstance(c, FileEditToolCallContent) for c in start.content or [])
+    assert all(c.path == f"/ws/{path}" for c in start.content or [])  # type: ignore[union-attr]
+    start.model_dump_json().encode("utf-8")  # what the host is sent encodes

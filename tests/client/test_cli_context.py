@@ -139,3 +139,15 @@ def test_a_bad_notebook_or_cell_is_a_clear_error(
     assert error in r.stderr
     r = hdsp(daemon.runtime_dir, ws, "--json", "tasks")
     assert r.stdout.strip() == "", "a refused task leaves nothing behind"
+
+
+def test_a_notebook_whose_name_is_not_utf8_is_given_as_the_tools_take_it(
+    daemon: DaemonProcess, fake_openai: FakeOpenAI, ws: Path
+) -> None:
+    (ws / "sales.ipynb").rename(ws / "sales\udcff.ipynb")  # the bytes b"sales\xff.ipynb"
+    fake_openai.script(FakeReply.text("first"))
+    r = hdsp(daemon.runtime_dir, ws, "run", "--notebook", "sales\udcff.ipynb", "--cell", "1", "?")
+    assert r.returncode == 0, r.stderr
+    context = context_of(user_text(fake_openai, 0))
+    assert context["notebook"] == "sales\\xff.ipynb"  # what the notebook tools take back
+    assert context["cell"] == {"index": 1, "id": "load"}

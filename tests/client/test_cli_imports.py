@@ -10,7 +10,8 @@ import sys
 
 import pytest
 
-from hdsp.client.cli import _command_of, _parser
+from hdsp.client.cli.parser import build_parser as _parser
+from hdsp.client.cli.parser import command_of as _command_of
 from tests.support.daemon_process import DaemonProcess
 
 
@@ -64,3 +65,37 @@ def test_a_command_that_is_not_one_is_refused_with_every_command_named(
     error = capsys.readouterr().err
     assert "invalid choice: 'nosuch'" in error
     assert all(f"'{name}'" in error for name in ("run", "tasks", "remote", "acp", "completion"))
+
+
+#: What a one-shot command does not need: an event loop, the async client, the
+#: live view, the prompt (asyncio alone was a fifth of `hdsp tasks`' start-up).
+_LOOP_AND_VIEWS = {
+    "asyncio",
+    "anyio",
+    "anyio._core._eventloop",
+    "anyio._backends._asyncio",
+    "zmq.asyncio",
+    "hdsp.client.client",
+    "rich",
+    "prompt_toolkit",
+}
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["tasks"], ["--json", "tasks", "--limit", "2"]])
+def test_hdsp_help_and_tasks_start_no_event_loop(daemon: DaemonProcess, argv: list[str]) -> None:
+    r = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "hdsp.client", *argv],
+        env={"HDSP_RUNTIME_DIR": str(daemon.runtime_dir), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert r.returncode == 0, r.stderr
+    loaded = _imported(r.stderr)
+    assert "hdsp.client.cli" in loaded  # and the log read right
+    assert not _LOOP_AND_VIEWS & loaded
+    if argv == ["--help"]:
+        assert "zmq" not in loaded  # no socket either
+    else:
+        assert "hdsp.client.oneshot" in loaded

@@ -455,7 +455,8 @@ def test_a_prompt_of_a_daemon_that_stops_is_taken_down_and_says_how_to_go_on(
     daemon: DaemonProcess, fake_openai: FakeOpenAI, workspace: Path
 ) -> None:
     """A daemon that stops on purpose makes its tasks resumable and says so: the
-    prompt goes at once and the CLI ends with how to resume."""
+    prompt goes at once and the CLI ends with how to go on: answer the ask, which
+    waits again once hdspd is back (`hdsp resume` is refused: the task waits)."""
     fake_openai.script(call("write_to_file", path="f.txt", content="hi\n"))
     term = Terminal(daemon.runtime_dir, "run", "write f", cwd=workspace)
     try:
@@ -464,7 +465,8 @@ def test_a_prompt_of_a_daemon_that_stops_is_taken_down_and_says_how_to_go_on(
         assert term.finish(timeout=30) == 1, term.text
     finally:
         term.close()
-    assert "`hdsp resume" in term.text and "Traceback" not in term.text
+    assert "`hdsp answer" in term.text and "Traceback" not in term.text
+    assert "`hdsp resume" not in term.text
 
 
 def test_the_status_line_shows_a_running_cell_with_its_time_and_output_lines(

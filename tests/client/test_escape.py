@@ -9,8 +9,8 @@ import unicodedata
 from hypothesis import given
 from hypothesis import strategies as st
 
+from hdsp.client.cli.render import Renderer
 from hdsp.client.escape import escape_controls
-from hdsp.client.render import Renderer
 from hdsp.protocol import ClineMessage
 
 C0 = [chr(c) for c in range(0x20) if chr(c) not in "\n\t"]

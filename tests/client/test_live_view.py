@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from hdsp.client.live import LiveView, Transcript
+from hdsp.client.cli.live import LiveView, Transcript
 from hdsp.protocol import ClineMessage, MessageEvent, MessagePayload, TaskEvent
 
 

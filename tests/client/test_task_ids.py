@@ -9,7 +9,7 @@ import anyio
 import pytest
 
 from hdsp.client import CommandFailed, connect
-from hdsp.client.task_ids import resolve_task_id
+from hdsp.client.cli.task_ids import resolve_task_id
 from hdsp.daemon.paths import resolve_paths
 from hdsp.daemon.store import Journal, Store, insert_task
 from hdsp.protocol import ErrorCode, HistoryItem, TaskCreated, TaskState

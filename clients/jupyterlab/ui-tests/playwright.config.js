@@ -26,7 +26,10 @@ module.exports = {
     extraHTTPHeaders: process.env.HDSP_LAB_TOKEN
       ? { Authorization: `token ${process.env.HDSP_LAB_TOKEN}` }
       : {},
-    trace: 'retain-on-failure',
+    // A trace (every action's DOM and screenshot) costs CPU all through each
+    // spec and is read only by someone debugging here: HDSP_UI_TRACE=1 keeps
+    // it for a spec that fails.
+    trace: process.env.HDSP_UI_TRACE ? 'retain-on-failure' : 'off',
     video: 'off',
     screenshot: 'only-on-failure',
     launchOptions: {

@@ -1139,7 +1139,7 @@ export interface ReplayData {
    */
   limit?: number;
   /**
-   * Exclusive cursor: the page holds events with `seq` greater than this. 0 for the oldest kept; the `seq` of the last event seen, or the `headSeq` of an Ack or a snapshot, to continue from there. Older than the oldest kept: cursor_expired.
+   * Exclusive cursor: the page holds events with `seq` greater than this. 0 for the first event; the `seq` of the last event seen, or the `headSeq` of an Ack or a snapshot, to continue from there. A cursor before the oldest kept (0 too, once the log was pruned: at each start of hdspd and every 10 min, to its retention) gets cursor_expired, whose message says what was kept.
    */
   sinceSeq: number;
   /**
@@ -1173,7 +1173,7 @@ export interface ListRemoteKernels {
 export interface StartKernel {
   commandName: 'StartKernel';
   /**
-   * Working directory of a local kernel; the daemon's by default.
+   * Working directory of a local kernel, an absolute path (the client's directory; clients send their own by default). The daemon refuses none, a relative one, `/`, its user's home itself and its own directories, as for a workspace. Not used by a kernel on a Jupyter server.
    */
   cwd?: string | null;
   /**

@@ -14,14 +14,14 @@ import os
 import sys
 import termios
 
-import anyio
-
 __all__ = ["read_line"]
 
 
 async def read_line(prompt: str) -> str:
     """Write `prompt` and return the next line typed on stdin (a terminal in its
     usual line mode), without its newline. EOFError on end of input (Ctrl-D)."""
+    import anyio  # (the commands that ask; not every CLI start)
+
     sys.stdout.write(prompt)
     sys.stdout.flush()
     fd = sys.stdin.fileno()

@@ -13,19 +13,19 @@ import os
 import subprocess
 import sys
 import tempfile
-from typing import Any
-
-import anyio
+from typing import TYPE_CHECKING, Any
 
 from hdsp.protocol import encode
 
-from .client import Client, connect
+from ..errors import ClientError
+from ..escape import escape_controls
+from ..exit_codes import ExitCode
+from ..todo_view import todo_markdown
 from .console import Console
-from .errors import ClientError
-from .escape import escape_controls
-from .exit_codes import ExitCode
 from .task_ids import add_task_argument, resolve_task_id
-from .todo_view import todo_markdown
+
+if TYPE_CHECKING:
+    from ..client import Client
 
 __all__ = ["add_modes_parsers", "complete_slash_commands"]
 
@@ -85,6 +85,8 @@ def _edit_in_editor(text: str) -> str:
 
 
 async def run_todo(cli: Console, client: Client) -> int:
+    import anyio.to_thread
+
     a = cli.args
     task_id = await resolve_task_id(client, a.task)
     new: str | None = None
@@ -135,6 +137,9 @@ def complete_slash_commands(
     runtime_dir = getattr(parsed_args, "runtime_dir", None)
     remote = getattr(parsed_args, "remote", None)
     workspace = getattr(parsed_args, "workspace", None) or os.getcwd()
+    import anyio
+
+    from ..client import connect
 
     async def ask() -> dict[str, str]:
         async with connect(

@@ -24,7 +24,7 @@ import msgspec
 
 from hdsp.protocol import CellOutput, ClineMessage, TokenUsage
 
-from .escape import escape_controls
+from ..escape import escape_controls
 
 __all__ = ["Activity", "TaskActivity"]
 

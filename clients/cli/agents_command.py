@@ -9,14 +9,16 @@ characters.
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hdsp.protocol import ErrorCode, HistoryItem, encode
 
-from .client import Client
+from ..errors import CommandFailed
+from ..exit_codes import ExitCode
 from .console import Console
-from .errors import CommandFailed
-from .exit_codes import ExitCode
+
+if TYPE_CHECKING:
+    from ..client import Client
 
 __all__ = ["add_agent_parsers", "print_children", "print_tree"]
 

@@ -1,7 +1,7 @@
 """Rendering task events for a person at a terminal as they stream: assistant
 text as it arrives, reasoning dimmed, errors red, a usage line at the end. The
 live view of `hdsp run` draws its changing tail with it (and asks its prompts);
-what is printed there for good is rendered by :mod:`.history_view`, as
+what is printed there for good is rendered by :mod:`hdsp.client.history_view`, as
 `hdsp show` renders it.
 
 Every string that came from a model, a tool, a kernel or a file goes through
@@ -27,10 +27,10 @@ from hdsp.protocol import (
     TaskEvent,
 )
 
+from ..context_line import context_line
+from ..escape import escape_controls
+from ..history_view import HistoryView, kernel_output_text, usage_line
 from .console import use_color
-from .context_line import context_line
-from .escape import escape_controls
-from .history_view import HistoryView, kernel_output_text, usage_line
 
 __all__ = ["Renderer"]
 

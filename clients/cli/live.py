@@ -61,11 +61,11 @@ from hdsp.protocol import (
     TaskTokenUsageUpdated,
 )
 
+from ..history_view import FOLDED_NOTE, HistoryView
+from ..todo_view import todo_markdown
 from .console import use_color
-from .history_view import FOLDED_NOTE, HistoryView
 from .render import Renderer
 from .status_line import TaskActivity
-from .todo_view import todo_markdown
 
 __all__ = ["LiveView", "Transcript", "can_redraw"]
 

@@ -7,9 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from typing import Any, Literal
-
-import anyio
+from typing import TYPE_CHECKING, Any, Literal
 
 from hdsp.protocol import (
     AskResponse,
@@ -19,12 +17,14 @@ from hdsp.protocol import (
     encode,
 )
 
+from ..exit_codes import ExitCode
+from ..history_view import replay_lines
 from .ask_prompt import read_line
-from .client import Client
 from .console import Console
-from .exit_codes import ExitCode
-from .history_view import replay_lines
 from .task_ids import add_task_argument, resolve_task_id
+
+if TYPE_CHECKING:
+    from ..client import Client
 
 __all__ = ["add_checkpoints_parsers"]
 
@@ -165,6 +165,8 @@ async def run_restore(cli: Console, client: Client) -> int:
             task_id, a.checkpoint, restore=mode, with_kernel=a.with_kernel, skip=a.skip or ()
         )
         tg.cancel_scope.cancel()
+
+    import anyio
 
     async with anyio.create_task_group() as tg:
         if a.with_kernel:

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from hdsp.protocol import ClineMessage, TaskState, encode
 
-from .client import Client
+from ..exit_codes import ExitCode
+from .columns import columns
 from .console import Console
-from .exit_codes import ExitCode
+
+if TYPE_CHECKING:
+    from ..client import Client
 
 __all__ = ["add_asks_parser"]
 
@@ -88,13 +91,16 @@ async def run_asks(cli: Console, client: Client) -> int:
     if not asks:
         cli.out("No task waits for an answer.")
         return ExitCode.OK
+    rows = []
     for pending in asks:
         title = " ".join(pending.task.split())
         title = title if len(title) <= 40 else title[:39] + "…"
         line = summary(pending.ask)
         line = line if len(line) <= 100 else line[:99] + "…"
         agent = f"[{pending.agent}] " if pending.agent else ""
-        cli.out(f"{pending.task_id[:8]}  {pending.ask.ask:<10} {agent}{line}   [{title}]")
+        rows.append([pending.task_id[:8], pending.ask.ask or "", agent + line, f"[{title}]"])
+    for line in columns(rows):
+        cli.out(line)
     cli.out("Answer with `hdsp answer TASK --yes | --no WHY | TEXT`, or `hdsp attach TASK`.")
     return ExitCode.OK
 

@@ -8,14 +8,16 @@ prints the reply as NDJSON, whose encoder escapes them.
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hdsp.protocol import VariableList, VariableSummary, encode
 
-from .client import Client
+from ..exit_codes import ExitCode
 from .console import Console
-from .exit_codes import ExitCode
 from .task_ids import add_task_argument, resolve_task_id
+
+if TYPE_CHECKING:
+    from ..client import Client
 
 __all__ = ["add_vars_parser", "format_variables"]
 

@@ -4,15 +4,15 @@ shell completion offers the ids (and titles) the daemon knows."""
 from __future__ import annotations
 
 import argparse
-from typing import Any
-
-import anyio
+from typing import TYPE_CHECKING, Any
 
 from hdsp.protocol import ErrorCode
 
-from .client import Client, connect
-from .errors import ClientError, CommandFailed
-from .escape import escape_controls
+from ..errors import ClientError, CommandFailed
+from ..escape import escape_controls
+
+if TYPE_CHECKING:
+    from ..client import Client
 
 __all__ = ["add_task_argument", "complete_task_ids", "resolve_task_id"]
 
@@ -39,6 +39,8 @@ async def resolve_task_id(client: Client, ref: str) -> str:
 
 
 async def _task_ids(runtime_dir: str | None, remote: str | None, prefix: str) -> dict[str, str]:
+    from ..client import connect
+
     async with connect(
         runtime_dir, remote=remote, name="hdsp-completion", kind="cli", timeout=COMPLETION_TIMEOUT
     ) as client:
@@ -57,6 +59,7 @@ def complete_task_ids(prefix: str, parsed_args: argparse.Namespace, **_: Any) ->
     short deadline; a daemon that is down or slow yields nothing, silently."""
     runtime_dir = getattr(parsed_args, "runtime_dir", None)
     remote = getattr(parsed_args, "remote", None)
+    import anyio
 
     async def ask() -> dict[str, str]:
         with anyio.fail_after(COMPLETION_TIMEOUT):

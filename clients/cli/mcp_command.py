@@ -12,17 +12,17 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any
-
-import anyio
+from typing import TYPE_CHECKING, Any
 
 from hdsp.protocol import ErrorCode, McpServerList, McpServerStatus, encode
 
+from ..errors import CommandFailed
+from ..exit_codes import ExitCode
 from .ask_prompt import read_line
-from .client import Client
 from .console import Console
-from .errors import CommandFailed
-from .exit_codes import ExitCode
+
+if TYPE_CHECKING:
+    from ..client import Client
 
 __all__ = ["add_mcp_parser", "format_server", "format_tools"]
 
@@ -180,6 +180,8 @@ async def _confirm(prompt: str) -> str:
             return ""
     sys.stdout.write(prompt)
     sys.stdout.flush()
+    import anyio.to_thread
+
     line: str = await anyio.to_thread.run_sync(sys.stdin.readline)
     sys.stdout.write("\n")  # what a terminal would have echoed
     return line

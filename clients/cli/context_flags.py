@@ -8,9 +8,9 @@ from __future__ import annotations
 import argparse
 import os
 
-from hdsp.protocol import ActiveCell, ErrorCode, PromptContext
+from hdsp.protocol import ActiveCell, ErrorCode, PromptContext, shown_name
 
-from .errors import CommandFailed
+from ..errors import CommandFailed
 
 __all__ = ["add_context_arguments", "prompt_context"]
 
@@ -41,9 +41,10 @@ def prompt_context(args: argparse.Namespace) -> PromptContext | None:
         return None
     if cell is not None and cell < 0:
         raise CommandFailed(ErrorCode.INVALID_REQUEST, "--cell is an index from 0.")
-    # An absolute path: the daemon takes it relative to the task's workspace.
+    # An absolute path: the daemon takes it relative to the task's workspace
+    # (shown as hdsp.protocol.file_names says, as the daemon reads paths back).
     return PromptContext(
-        notebook=os.path.abspath(notebook),
+        notebook=shown_name(os.path.abspath(notebook)),
         cell=ActiveCell(index=cell) if cell is not None else None,
         outline_from_file=True,
     )

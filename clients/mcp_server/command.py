@@ -1,4 +1,4 @@
-"""`hdsp mcp serve`'s arguments. The server itself (clients/mcp_server.py, with
+"""`hdsp mcp serve`'s arguments. The server itself (:mod:`.server`, with
 the mcp SDK) loads only when the command runs, so that other commands start fast."""
 
 from __future__ import annotations

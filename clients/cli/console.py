@@ -10,9 +10,10 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Awaitable, Callable
-from typing import Protocol, TextIO
+from typing import TYPE_CHECKING, Protocol, TextIO
 
-from .client import Client
+if TYPE_CHECKING:
+    from ..client import Client
 
 __all__ = ["Console", "Handler", "use_color"]
 
@@ -27,7 +28,7 @@ class Console(Protocol):
         """A line as it is (JSON)."""
 
 
-Handler = Callable[[Console, Client], Awaitable[int]]
+Handler = Callable[["Console", "Client"], Awaitable[int]]
 
 
 def use_color(stream: TextIO) -> bool:

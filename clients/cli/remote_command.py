@@ -8,10 +8,10 @@ import json
 import sys
 from typing import Any
 
-from .errors import RemoteConfigError
-from .escape import escape_controls
-from .exit_codes import ExitCode
-from .remotes import (
+from ..errors import RemoteConfigError
+from ..escape import escape_controls
+from ..exit_codes import ExitCode
+from ..remotes import (
     add_remote,
     config_dir,
     generate_client_keys,

@@ -32,6 +32,7 @@ from typing import Any
 
 import anyio
 import mcp_types as types
+import msgspec
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel, Field, ValidationError
@@ -53,10 +54,10 @@ from hdsp.protocol import (
     encode,
 )
 
-from .client import Client, connect
-from .errors import ClientError, CommandFailed, DaemonNotRunning
-from .escape import escape_controls
-from .exit_codes import ExitCode
+from ..client import Client, connect
+from ..errors import ClientError, CommandFailed, DaemonNotRunning
+from ..escape import escape_controls
+from ..exit_codes import ExitCode
 
 __all__ = ["HdspBridge", "build_server", "run_mcp_serve"]
 
@@ -426,7 +427,8 @@ def build_server(bridge: HdspBridge) -> MCPServer[Any]:
         except CommandFailed as exc:
             return _error(f"hdsp refused: {exc.message}")
         bridge.started_kernels += 1
-        text = encode(info).decode()
+        # As list_kernels: the path of its connection file (its key) is not the host's.
+        text = encode(msgspec.structs.replace(info, connection_file=None)).decode()
         return _ok(text)
 
     @server.tool(

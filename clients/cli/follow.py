@@ -20,7 +20,8 @@ answers nothing: approving takes a `y`.
 
 The asks of the agents the task calls (seed 002: each call is a task of its own,
 and theirs below them) are asked here too, one at a time, labelled with the
-agent; without a terminal, each is said once with how to answer it.
+agent; without a terminal, the command says how to answer it and ends with exit
+4 (waiting), as it does for the task's own asks (a failed request's included).
 """
 
 from __future__ import annotations
@@ -51,11 +52,11 @@ from hdsp.protocol import (
     encode,
 )
 
+from ..client import Client
+from ..errors import ClientError, CommandFailed, NotAuthenticated
+from ..escape import escape_controls
+from ..exit_codes import ExitCode
 from .ask_prompt import read_line
-from .client import Client
-from .errors import ClientError, CommandFailed
-from .escape import escape_controls
-from .exit_codes import ExitCode
 from .live import LiveView
 
 __all__ = ["TaskFollower"]
@@ -118,6 +119,8 @@ class TaskFollower:
         self._agents: dict[str, str] = {}
         self._watched: set[str] = set()
         self._cancel_requested = False
+        #: hdspd stopped while an ask was asked here (a restart asks it again).
+        self._stopped_at_ask = False
         self._code: int | None = None
         self._following = anyio.CancelScope()
         self._tg: anyio.abc.TaskGroup | None = None
@@ -158,6 +161,8 @@ class TaskFollower:
                 with self._following:
                     try:
                         self._code = await self._events(since_seq)
+                    except NotAuthenticated:
+                        raise  # (said once, as any command's refused key)
                     except ClientError as exc:
                         self.note(f"Lost hdspd: {exc}")
                         self._code = ExitCode.UNREACHABLE
@@ -192,6 +197,8 @@ class TaskFollower:
                 await self._take_down_prompt("The ask was answered elsewhere.")
             elif isinstance(data, _ENDING):
                 await self._take_down_prompt("The ask is gone: the task stopped.")
+        if isinstance(data, TaskResumable) and prompt is not None and not prompt.answering:
+            self._stopped_at_ask = True  # (the ask waits again once hdspd is back)
         if self.json:
             self.out_raw(encode(event).decode())
         else:
@@ -219,13 +226,13 @@ class TaskFollower:
                 if ask.ask == "api_req_failed":
                     # (Why is in the history above, on stdout, as `hdsp show` has it.)
                     self.note(
-                        f"The model request failed; `hdsp answer {self.short} --yes` retries it."
+                        f"The model request failed; `hdsp answer {self.short} --yes` retries "
+                        "it, --no ends the turn."
                     )
                 else:
                     self._tell_unanswered()
-            # A request that failed for good is a failure (answering retries it);
-            # anything else waits for a person.
-            return ExitCode.FAILED if ask.ask == "api_req_failed" else ExitCode.WAITING
+            # The task waits for a person, whatever the ask (a failed request too).
+            return ExitCode.WAITING
         if (self.task_id, ask.ts) not in self._asked and self._prompt is None and self._tg:
             self._asked.add((self.task_id, ask.ts))
             self._prompt = _Prompt(ask, task_id=self.task_id)
@@ -302,6 +309,8 @@ class TaskFollower:
                     f"The agent {agent} (task {short}) waits for an answer: "
                     f"`hdsp answer {short} --yes|--no [TEXT]`, or `hdsp attach {short}`."
                 )
+            # The task waits on its agent's ask: nobody here can answer it.
+            self._detach(ExitCode.WAITING, "")
             return
         if key not in self._asked and self._prompt is None and self._tg is not None:
             self._asked.add(key)
@@ -319,6 +328,12 @@ class TaskFollower:
             return ExitCode.OK
         if isinstance(data, TaskAborted):
             self.note(f"Task aborted. `hdsp send {self.short} TEXT` continues it.")
+        elif isinstance(data, TaskResumable) and self._stopped_at_ask:
+            self.note(
+                "The daemon stopped while the task waited for an answer; the ask waits "
+                f"again once hdspd is back: `hdsp attach {self.short}`, or "
+                f"`hdsp answer {self.short} --yes|--no [TEXT]`."
+            )
         elif isinstance(data, TaskResumable):
             self.note(f"The daemon stopped the task; `hdsp resume {self.short}` resumes it.")
         elif isinstance(data, TaskClosed):

@@ -4,8 +4,8 @@ A prompt_toolkit line editor (history with the arrow keys, Esc Enter or Alt-Ente
 for a new line, Enter sends) takes messages; each reply streams as it comes, and
 an ask that comes in between is shown and answered at the same prompt. Lines
 that start with `/` are commands (`/help` lists them). Ctrl-C while the agent
-works cancels its turn; Ctrl-D or `/quit` leaves (the task stays, `hdsp chat
-TASK` comes back to it).
+works, or at an ask's prompt (nothing is approved), cancels its turn; Ctrl-D or
+`/quit` leaves (the task stays, `hdsp chat TASK` comes back to it).
 
 Everything the task produced is printed through the Renderer (as it streams) or
 the HistoryView (the history before), which escape it.
@@ -17,8 +17,6 @@ import argparse
 import signal
 import sys
 from typing import TYPE_CHECKING, Any
-
-import anyio
 
 from hdsp.protocol import (
     ClineMessage,
@@ -32,19 +30,20 @@ from hdsp.protocol import (
     TaskState,
 )
 
-from .client import Client
+from ..errors import CommandFailed
+from ..escape import escape_controls
+from ..exit_codes import ExitCode
+from ..history_view import HistoryView
 from .console import Console, use_color
 from .context_flags import add_context_arguments, prompt_context
-from .errors import CommandFailed
-from .escape import escape_controls
-from .exit_codes import ExitCode
-from .history_view import HistoryView
 from .render import Renderer
 from .task_ids import add_task_argument, resolve_task_id
 
 if TYPE_CHECKING:
     from prompt_toolkit import PromptSession
     from prompt_toolkit.key_binding import KeyBindings
+
+    from ..client import Client
 
 __all__ = ["COMMANDS", "add_chat_parser"]
 
@@ -200,6 +199,8 @@ class Chat:
         waiting_for_ours = ours
         left = False
 
+        import anyio
+
         async def on_interrupt() -> None:
             with anyio.open_signal_receiver(signal.SIGINT) as signals:
                 async for _ in signals:
@@ -235,13 +236,19 @@ class Chat:
 
     async def answer(self, renderer: Renderer, ask: ClineMessage) -> bool:
         """Ask the person at the prompt (an explicit `y` for anything that acts) and
-        send the answer; False when they left instead (Ctrl-D, Ctrl-C)."""
+        send the answer; Ctrl-C cancels the turn instead. False when they left
+        (Ctrl-D)."""
         assert self.task_id is not None
         renderer.ask(ask)
         while True:
             try:
                 line = (await self.answers.prompt_async(renderer.ask_prompt(ask))).strip()
-            except (EOFError, KeyboardInterrupt):
+            except KeyboardInterrupt:
+                # As while the agent works: Ctrl-C cancels its turn; the chat stays.
+                self.note("Cancelling the agent's turn: nothing was approved.")
+                await self.client.cancel_task(self.task_id)
+                return True
+            except EOFError:
                 self.note(
                     f"Left unanswered; `hdsp answer {self.task_id[:8]} --yes|--no` answers it."
                 )

@@ -6,24 +6,26 @@ settings (kernels.gateway) runs, and `attach --gateway ID` uses one of those
 from __future__ import annotations
 
 import argparse
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from hdsp.protocol import ErrorCode, KernelInfo, RemoteKernelList, encode
 
-from .client import Client
+from ..errors import CommandFailed
+from ..exit_codes import ExitCode
 from .console import Console
-from .errors import CommandFailed
-from .exit_codes import ExitCode
+
+if TYPE_CHECKING:
+    from ..client import Client
 
 __all__ = ["add_kernels_parser"]
 
 
-async def _resolve(client: Client, ref: str) -> str:
-    """A kernel id from an id or a unique prefix of one."""
-    ids = [k.kernel_id for k in (await client.list_kernels()).kernels]
-    if ref in ids:
-        return ref
-    matches = [i for i in ids if i.startswith(ref)]
+async def _find(client: Client, ref: str) -> KernelInfo:
+    """The kernel whose id is `ref` or starts with it."""
+    kernels = {k.kernel_id: k for k in (await client.list_kernels()).kernels}
+    if ref in kernels:
+        return kernels[ref]
+    matches = [k for i, k in kernels.items() if i.startswith(ref)]
     if len(matches) == 1:
         return matches[0]
     if not matches:
@@ -92,9 +94,16 @@ async def run_kernels(cli: Console, client: Client) -> int:
         provider: Literal["local", "gateway"] | None = (
             "gateway" if a.gateway else ("local" if a.local else None)
         )
-        info = await client.start_kernel(
-            a.kernel_name, a.cwd, provider=provider, profile=a.profile_name
-        )
+        try:
+            # No --cwd: the client library sends the directory we run in.
+            info = await client.start_kernel(
+                a.kernel_name, a.cwd, provider=provider, profile=a.profile_name
+            )
+        except FileNotFoundError:
+            raise CommandFailed(
+                ErrorCode.INVALID_REQUEST,
+                "The current directory no longer exists; cd somewhere or pass --cwd DIR.",
+            ) from None
         if a.json:
             cli.out_raw(encode(info).decode())
         else:
@@ -115,14 +124,17 @@ async def run_kernels(cli: Console, client: Client) -> int:
         else:
             cli.out(f"attached {_line(info)}")
         return ExitCode.OK
-    kernel_id = await _resolve(client, a.kernel)
+    kernel = await _find(client, a.kernel)
     calls = {
         "interrupt": (client.interrupt_kernel, "interrupted"),
         "restart": (client.restart_kernel, "restarted (its variables are gone)"),
-        "shutdown": (client.shutdown_kernel, "shut down (an attached kernel: detached)"),
+        "shutdown": (
+            client.shutdown_kernel,
+            "shut down" if kernel.owned else "detached (an attached kernel runs on)",
+        ),
     }
     call, done = calls[action]
-    ref = await call(kernel_id)
+    ref = await call(kernel.kernel_id)
     if a.json:
         cli.out_raw(encode(ref).decode())
     else:
@@ -150,7 +162,11 @@ def add_kernels_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     listing.add_argument("--profile", dest="profile_name", help=profile_help)
     start = actions.add_parser("start", parents=[common], help="start a kernel")
     start.add_argument("--kernel-name", help="kernelspec name (default python3)")
-    start.add_argument("--cwd", help="its working directory (a local kernel's)")
+    start.add_argument(
+        "--cwd",
+        help="a local kernel's working directory (default: this one; not /, ~ itself "
+        "or hdsp's own directories)",
+    )
     where = start.add_mutually_exclusive_group()
     where.add_argument(
         "--gateway", action="store_true", help="on the Jupyter server (kernels.gateway)"
