@@ -17,8 +17,10 @@ import anyio
 from tests.support.daemon_process import DaemonProcess, short_tmp_dir
 
 from . import (
+    bench_burst,
     bench_curves,
     bench_fanout,
+    bench_first_execution,
     bench_history,
     bench_journal,
     bench_journal_pg,
@@ -45,6 +47,8 @@ BENCHMARKS = [
     bench_snapshot,
     bench_curves,
     bench_token_count,
+    bench_burst,
+    bench_first_execution,
 ]
 
 

@@ -14,7 +14,11 @@ first answer comes back:
   Python ZeroMQ server costs from exec to its first reply.
 
 Also timed: the wall time of `hdsp tasks` and of `hdsp show PREFIX` (an 8-digit
-prefix of a task id) against the daemon with the big store.
+prefix of a task id) against the daemon with the big store; `hdsp tasks` against
+its baseline, `bench/minimal_tasks.py`: the least Python script that does the same
+query (discovery file, plain synchronous pyzmq DEALER, Connect, ListTasks of 20,
+the stdlib's json) and prints the same lines, started the same way (process start
+included in both; their outputs are checked equal); and `hdsp --help`.
 
 Old (`start-up`): hdspd spawn to the first Ack of the async client library (the
 Ack comes before commands can run), and `hdsp tasks` against an empty daemon.
@@ -112,15 +116,22 @@ def _echo_first_answer(root: Path) -> float:
 
 
 def _cli_wall(runtime_dir: Path, *args: str) -> float:
+    return _wall(runtime_dir, [str(Path(sys.executable).parent / "hdsp"), *args])[0]
+
+
+def _minimal_wall(runtime_dir: Path) -> float:
+    return _wall(runtime_dir, [*_MINIMAL, str(runtime_dir)])[0]
+
+
+#: The baseline of `hdsp tasks` (run as a file: no `-m`, no package of its own).
+_MINIMAL = [sys.executable, str(Path(__file__).with_name("minimal_tasks.py"))]
+
+
+def _wall(runtime_dir: Path, argv: list[str]) -> tuple[float, bytes]:
     env = os.environ | {"HDSP_RUNTIME_DIR": str(runtime_dir)}
     t0 = time.perf_counter()
-    subprocess.run(
-        [str(Path(sys.executable).parent / "hdsp"), *args],
-        env=env,
-        check=True,
-        capture_output=True,
-    )
-    return time.perf_counter() - t0
+    done = subprocess.run(argv, env=env, check=True, capture_output=True)
+    return time.perf_counter() - t0, done.stdout
 
 
 async def run_fair(*, quick: bool) -> Result:
@@ -133,6 +144,8 @@ async def run_fair(*, quick: bool) -> Result:
     loaded: list[float] = []
     cli_tasks: list[float] = []
     cli_show: list[float] = []
+    minimal: list[float] = []
+    cli_help: list[float] = []
     try:
         big_proc = DaemonProcess(big)
         big_db = resolve_paths(big_proc.data_dir, big_proc.runtime_dir).database
@@ -147,14 +160,23 @@ async def run_fair(*, quick: bool) -> Result:
                 loaded.append(b)
         await anyio.to_thread.run_sync(big_proc.start)
         try:
+            run_dir = big_proc.runtime_dir
+            hdsp_cli = str(Path(sys.executable).parent / "hdsp")
+            said = await anyio.to_thread.run_sync(_wall, run_dir, [hdsp_cli, "tasks"])
+            same = await anyio.to_thread.run_sync(_wall, run_dir, [*_MINIMAL, str(run_dir)])
+            assert said[1] == same[1], "the minimal client's lines differ from hdsp tasks'"
             for i in range(reps + 1):
-                t = await anyio.to_thread.run_sync(_cli_wall, big_proc.runtime_dir, "tasks")
+                t = await anyio.to_thread.run_sync(_cli_wall, run_dir, "tasks")
+                m = await anyio.to_thread.run_sync(_minimal_wall, run_dir)
                 s = await anyio.to_thread.run_sync(
-                    _cli_wall, big_proc.runtime_dir, "show", ids[len(ids) // 2][:8]
+                    _cli_wall, run_dir, "show", ids[len(ids) // 2][:8]
                 )
+                h = await anyio.to_thread.run_sync(_cli_wall, run_dir, "--help")
                 if i:
                     cli_tasks.append(t)
                     cli_show.append(s)
+                    minimal.append(m)
+                    cli_help.append(h)
         finally:
             await anyio.to_thread.run_sync(big_proc.stop)
     finally:
@@ -168,6 +190,8 @@ async def run_fair(*, quick: bool) -> Result:
             "loaded": loaded,
             "tasks": cli_tasks,
             "show": cli_show,
+            "minimal": minimal,
+            "help": cli_help,
         }.items()
     }
     med = statistics.median
@@ -176,19 +200,27 @@ async def run_fair(*, quick: bool) -> Result:
         description=(
             "exec to the first ListTasks reply of a minimal DEALER client, vs exec to the first "
             f"reply of a raw pyzmq echo process; also with {events} events and {tasks} tasks "
-            "in the store, and `hdsp tasks` / `hdsp show PREFIX` against that store"
+            "in the store, and `hdsp tasks` / `hdsp show PREFIX` against that store; `hdsp "
+            "tasks` vs a minimal pyzmq script doing the same query (process start in both); "
+            "`hdsp --help`"
         ),
         hdsp={
             "first_answer_empty": Figure.of(ms["hdspd"], "ms"),
             f"first_answer_{events}_events": Figure.of(ms["loaded"], "ms"),
             f"hdsp_tasks_{tasks}_tasks": Figure.of(ms["tasks"], "ms"),
             f"hdsp_show_prefix_{tasks}_tasks": Figure.of(ms["show"], "ms"),
+            "hdsp_help": Figure.of(ms["help"], "ms"),
         },
-        baseline={"echo_first_reply": Figure.of(ms["echo"], "ms")},
+        baseline={
+            "echo_first_reply": Figure.of(ms["echo"], "ms"),
+            f"minimal_client_tasks_{tasks}_tasks": Figure.of(ms["minimal"], "ms"),
+        },
     )
     result.ratios["first_answer/echo"] = (med(ms["hdspd"]) / med(ms["echo"]), 3.0, "<=")
     result.ratios["first_answer_big_store_ms"] = (med(ms["loaded"]), 300.0, "<=")
     result.ratios["hdsp_tasks_ms"] = (med(ms["tasks"]), 150.0, "<=")
+    result.ratios["hdsp_tasks/minimal_client"] = (med(ms["tasks"]) / med(ms["minimal"]), 1.5, "<=")
+    result.ratios["hdsp_help_ms"] = (med(ms["help"]), 150.0, "<=")
     return result
 
 

@@ -108,9 +108,12 @@ def table(results: list[Result]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_results(results: list[Result], directory: Path, *, quick: bool) -> Path:
+def write_results(
+    results: list[Result], directory: Path, *, quick: bool, stem: str | None = None
+) -> Path:
+    """Write `<stem>.json` and `<stem>.md` (stem: "quick" or "latest" by default)."""
     directory.mkdir(parents=True, exist_ok=True)
-    stem = "quick" if quick else "latest"
+    stem = stem or ("quick" if quick else "latest")
     payload: dict[str, Any] = {
         "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "machine": {"python": platform.python_version(), "cpus": __import__("os").cpu_count()},

@@ -38,6 +38,8 @@ def test_bench_quick_produces_every_figure(tmp_path: Path) -> None:
         "curve: tasks",
         "curve: history",
         "token count, Anthropic",
+        "tool-call burst",
+        "first execution of a task",
         # old, kept for comparison
         "event fan-out",
         "command round trip",
