@@ -2,7 +2,40 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed
+# Two stamps, so that nothing is installed twice: RUN_STAMP, the project alone
+# (what hdspd and `hdsp` need: `make run`, `make demo`); STAMP, the project with
+# its [dev] extra (the tests, lint, types, the benchmarks, JupyterLab).
+RUN_STAMP := $(VENV)/.installed-run
+STAMP     := $(VENV)/.installed
+
+# The installer: uv (installed into the venv with pip the first time), with which a
+# cold `make run` takes less than half as long as with pip (`make bench-install`
+# measures both; uv reaches no network but the package index); INSTALLER=pip
+# uses pip alone (pip's own settings: uv reads UV_* and uv.toml, not pip.conf),
+# and so does a machine where pip cannot install uv. uv never downloads a Python
+# of its own here: it installs into the venv's. uv writes no bytecode (compiling
+# all that is installed would double a cold `make run`): the run stamp imports what
+# hdspd and `hdsp` import at start once, writing theirs, so that their starts do
+# not compile it again each time where PYTHONDONTWRITEBYTECODE is set (a fifth of
+# hdspd's start-up CPU).
+INSTALLER ?= uv
+# What hdspd imports before READY and for its engine after (daemon/app.py,
+# _load_engine), and `hdsp`; tests/test_makefile.py checks that each exists.
+START_IMPORTS := hdsp.daemon.app hdsp.client.cli hdsp.daemon.agents hdsp.daemon.approvals \
+	hdsp.daemon.checkpoints hdsp.daemon.commands hdsp.daemon.kernels \
+	hdsp.daemon.kernels.providers hdsp.daemon.mcp hdsp.daemon.tasks hdsp.daemon.tools \
+	hdsp.daemon.tools.notebook_hosts
+define install
+@if [ "$(INSTALLER)" = uv ] && { test -x $(BIN)/uv || { echo "pip install uv (into $(VENV))"; \
+		$(BIN)/python -m pip install --quiet --disable-pip-version-check uv || \
+		{ echo "make: pip could not install uv; installing with pip alone" >&2; false; }; }; }; then \
+		echo "uv pip install $(1)"; \
+		UV_PYTHON_DOWNLOADS=never $(BIN)/uv pip install --quiet --python $(BIN)/python $(1); \
+	else \
+		echo "pip install $(1)"; \
+		$(BIN)/python -m pip install --quiet --disable-pip-version-check $(1); \
+	fi
+endef
 
 # ---- JupyterLab panel, frontend half (clients/jupyterlab/frontend) -------------
 # The prebuilt labextension: npm ci from the committed lockfile, then tsc and
@@ -21,18 +54,32 @@ LABEXT_LINK  = mkdir -p $(VENV)/share/jupyter/labextensions/@hdsp && \
                ln -sfn $(CURDIR)/$(LABEXT) $(VENV)/share/jupyter/labextensions/@hdsp/jupyterlab
 # ---- end of the frontend block ---------------------------------------------------
 
-.PHONY: gateway-env run test test-slow lint typecheck schema demo bench bench-quick clean labext wire-types lab browser-deps chromium postgresql screenshots
+.PHONY: gateway-env run wheel bench-install test test-slow lint typecheck schema demo bench bench-quick clean labext wire-types lab browser-deps chromium postgresql screenshots
 
-run: $(STAMP) labext
+# Only what the daemon needs: the project without [dev], and no Node.js (the
+# panel is built where it is used: `make lab`, `make test`, `make wheel`).
+run: $(RUN_STAMP)
 	$(BIN)/hdspd
 
 # `make test` leaves out the tests marked slow (the browser tests stay in), to keep
-# under 20 minutes on 2 cores; `make test-slow` runs those, and CI (.ci/run) both.
+# under 12 minutes on 2 cores; `make test-slow` runs those, and CI (.ci/run) both.
+# The tests run side by side in TEST_WORKERS processes (pytest-xdist): most of a
+# test's time is waiting for the processes it starts. Two, on 2 cores: with three,
+# three JupyterLabs loading in three chromiums at once took a spec past its
+# limits. The longest tests go first (tests/conftest.py), and a worker that runs
+# out of tests takes half of what the other still has (--dist worksteal): with
+# xdist's default split of the first quarter, one worker sat idle at the end
+# while the other went through its share of long tests.
+# TEST_WORKERS=0 runs them one by one in this process.
+TEST_WORKERS ?= 2
 test: $(STAMP) labext browser-deps postgresql gateway-env lint
-	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m "not slow" -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
+# The slow tests (kill -9 rounds, gateway and Lab servers), side by side too:
+# 19 min with two workers here, 34 one by one (SLOW_WORKERS=0).
+SLOW_WORKERS ?= 2
 test-slow: $(STAMP) labext browser-deps postgresql gateway-env
-	$(BIN)/python -m pytest -m slow $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m slow -n $(SLOW_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
 # gateway (issue 25): Jupyter Enterprise Gateway pins jupyter_server < 2 and
 # jupyter_client < 7, so the remote-kernel tests run it from a venv of its own,
@@ -40,12 +87,18 @@ test-slow: $(STAMP) labext browser-deps postgresql gateway-env
 gateway-env: $(STAMP)
 	$(BIN)/python -c 'from tests.support.kernel_servers import enterprise_gateway_python as make; make()'
 
-$(STAMP): pyproject.toml | $(LABEXT_BUILT)
+$(RUN_STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(call install,-e .)
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -c \
+		'import importlib, sys; [importlib.import_module(m) for m in sys.argv[1:]]' $(START_IMPORTS)
+	touch $@
+
+# (The panel's link may point at a panel not built yet: `make labext` builds it.)
+$(STAMP): pyproject.toml $(RUN_STAMP)
+	$(call install,-e '.[dev]')
 	$(LABEXT_LINK)
-	touch $(STAMP)
+	touch $@
 
 lint: $(STAMP) typecheck
 	$(BIN)/ruff check .
@@ -65,7 +118,7 @@ schema: $(STAMP)
 
 # A whole session against the simulated demo model (no key): it proposes to write
 # a note in a scratch workspace, and you approve (or deny) it in the terminal.
-demo: $(STAMP)
+demo: $(RUN_STAMP)
 	@ws=$$(mktemp -d /tmp/hdsp-demo-XXXXXX); echo "scratch workspace: $$ws"; \
 	$(BIN)/hdsp run --profile demo --workspace "$$ws" \
 		"Write a short note about this project to notes.md"; \
@@ -76,6 +129,16 @@ bench: $(STAMP)
 
 bench-quick: $(STAMP)
 	$(BIN)/python -m bench --quick
+
+# `make run` from fresh clones, cold and warm (bench/bench_install.py): a few
+# minutes, downloading from the package index, so not part of `make bench`.
+bench-install: $(STAMP)
+	$(BIN)/python -m bench.bench_install $(BENCH_ARGS)
+
+# The wheel users install with pip: the project and the prebuilt panel (no Node.js
+# needed to install it), into dist/.
+wheel: $(STAMP) labext
+	$(BIN)/python -m build --wheel --outdir dist .
 
 clean:
 	rm -rf $(VENV) .typecheck build dist *.egg-info

@@ -4,7 +4,11 @@ two backends: SQLite files, and a private PostgreSQL server (one per session).""
 
 from __future__ import annotations
 
+import faulthandler
 import gc
+import os
+import sys
+import threading
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -21,12 +25,62 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+#: The test folders whose tests each start processes (hdspd, Jupyter, kernels):
+#: they run first, the browser's first of all. With pytest-xdist the workers
+#: take tests in this order, so the long ones spread over the workers and the
+#: quick ones fill the gaps at the end, rather than one worker finishing a
+#: queue of long tests alone.
+_HEAVY_FIRST = ("tests/jupyterlab/", "tests/integration/", "tests/security/", "tests/client/")
+
+
+def _weight(item: pytest.Item) -> int:
+    if item.get_closest_marker("browser") is not None:
+        return 0
+    path = item.nodeid
+    for rank, folder in enumerate(_HEAVY_FIRST, start=1):
+        if path.startswith(folder):
+            return rank
+    return len(_HEAVY_FIRST) + 1
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=_weight)  # (stable: each folder keeps its own order)
+
+
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
     # Fixtures read `request.node.rep_call` to print a daemon's log on failure.
     report = yield
     setattr(item, f"rep_{report.when}", report)
     return report
+
+
+#: How long a test's teardown may take once its timeout (pytest-timeout's, for
+#: set-up, call and teardown together) has fired in its call: that timer is
+#: spent, and a teardown stuck on a loop the timeout interrupted would hold the
+#: whole run until CI's own limit. Past this, every thread's stack is printed
+#: and the run ends.
+TEARDOWN_LIMIT = 150.0
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item):  # type: ignore[no-untyped-def]
+    def stuck() -> None:
+        capture = item.config.pluginmanager.getplugin("capturemanager")
+        if capture is not None:
+            capture.suspend_global_capture(in_=False)
+        print(f"\n{item.nodeid}: teardown stuck for {TEARDOWN_LIMIT:g} s", file=sys.stderr)
+        faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
+        sys.stderr.flush()
+        os._exit(3)
+
+    timer = threading.Timer(TEARDOWN_LIMIT, stuck)
+    timer.daemon = True
+    timer.start()
+    try:
+        return (yield)
+    finally:
+        timer.cancel()
 
 
 @pytest.fixture

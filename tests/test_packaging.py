@@ -112,6 +112,33 @@ def client_may_import(name: str) -> bool:
     return not in_package(name, "hdsp.daemon")
 
 
+# --- sizes ------------------------------------------------------------------------
+
+#: No product file is longer (issue 34): past it a module holds more than one thing.
+MAX_LINES = 800
+#: The files that each hold one concept's core, with their own tighter limits.
+MAX_LINES_OF = {
+    "daemon/tasks/manager.py": 500,
+    "daemon/tasks/task.py": 450,
+    "daemon/kernels/service.py": 500,
+    "clients/client.py": 800,
+}
+
+
+def test_no_product_file_outgrows_its_limit() -> None:
+    too_long = []
+    for root in SOURCES.values():
+        for path in python_files(root):
+            name = path.relative_to(REPO).as_posix()
+            lines = len(path.read_text(encoding="utf-8").splitlines())
+            limit = MAX_LINES_OF.get(name, MAX_LINES)
+            if lines > limit:
+                too_long.append(f"{name}: {lines} lines (at most {limit})")
+    assert not too_long, "split these by what each part holds:\n" + "\n".join(too_long)
+    for name in MAX_LINES_OF:
+        assert (REPO / name).is_file(), f"{name} moved: say where its limit goes"
+
+
 def test_protocol_imports_only_msgspec_and_the_stdlib() -> None:
     assert any(python_files(SOURCES["hdsp.protocol"])), "no protocol sources found"
     found = violations("hdsp.protocol", SOURCES["hdsp.protocol"], protocol_may_import)
@@ -172,6 +199,7 @@ DAEMON_LAYERS: tuple[frozenset[str], ...] = (
             "atomic_write",
             "bounded_text",
             "memory",
+            "workspace_rules",
         }
     ),
     frozenset({"config", "store", "server"}),
@@ -453,7 +481,16 @@ def test_wheel_installs_and_runs_in_a_clean_venv(tmp_path: Path) -> None:
     source = tmp_path / "src"
     shutil.copytree(REPO, source, ignore=_NOT_COPIED, symlinks=True)
     dist = tmp_path / "dist"
-    run([sys.executable, "-m", "build", "--wheel", "--outdir", dist, source])
+    built = subprocess.run(
+        [sys.executable, "-m", "build", "--wheel", "--outdir", str(dist), str(source)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    said = built.stdout + built.stderr
+    assert built.returncode == 0, said
+    # issue 33: no banner of setuptools warnings (a data folder taken for a package).
+    assert "absent from the `packages` configuration" not in said, said
     (wheel,) = dist.glob("hdsp-*.whl")
 
     with zipfile.ZipFile(wheel) as archive:
@@ -476,6 +513,8 @@ def test_wheel_installs_and_runs_in_a_clean_venv(tmp_path: Path) -> None:
     entry = meta["jupyterlab"]["_build"]["load"]
     assert panel + entry in names, f"the wheel lacks the panel's {entry}"
     assert not any("node_modules" in name or "/frontend/" in name for name in names)
+    # ...once: not a second time inside the package, as package data.
+    assert not any(name.startswith("hdsp/client/jupyterlab/labextension") for name in names)
 
     venv = tmp_path / "venv"
     run([sys.executable, "-m", "venv", venv])

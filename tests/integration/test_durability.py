@@ -225,7 +225,15 @@ async def test_an_expired_cursor_says_so_and_a_snapshot_continues(
     async with connect(daemon_process.runtime_dir) as c:
         with pytest.raises(CursorExpired) as expired:
             await c.replay(0)
-        assert expired.value.oldest_seq > 1
+        oldest = expired.value.oldest_seq
+        assert oldest > 1
+        # It says what a prune keeps, and when it runs (this start pruned).
+        message = expired.value.message
+        assert f"Events up to seq {oldest - 1} were pruned" in message, message
+        assert "keeps the newest 3 events and none older than 30 days" in message, message
+        assert "pruned at each start of hdspd" in message, message
+        assert "task histories are never pruned" in message, message
+        assert "Take a snapshot (GetTask or ListTasks)" in message, message
         snap = await c.get_task(ref.task_id)
         # Task histories are never pruned.
         assert snap.messages == before.messages

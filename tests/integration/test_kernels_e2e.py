@@ -245,6 +245,25 @@ async def test_the_daemon_shuts_its_kernels_down_when_it_stops(
         assert any(isinstance(e.data, KernelShutdown) for e in page.events)
 
 
+async def test_a_kernel_directory_left_by_a_kill_9_is_removed_at_the_next_start(
+    daemon: DaemonProcess, tmp_path: Path
+) -> None:
+    """A kill -9 of hdspd leaves its kernels' own directories (connection file,
+    sockets) behind, their kernels dead with it; the next hdspd removes them."""
+    async with connect(daemon.runtime_dir) as client:
+        info: KernelInfo = await client.request(StartKernel(cwd=str(tmp_path)), timeout=_SLOW)
+    assert info.connection_file is not None
+    own = Path(info.connection_file).parent
+    assert own.parent == daemon.runtime_dir / "k" and own.is_dir()
+    daemon.kill()
+    assert own.is_dir()  # nobody removed it
+    daemon.start()
+    async with connect(daemon.runtime_dir) as client:
+        # Answered once the engine (the kernel service among it) is up.
+        assert (await client.request(ListKernels())).kernels == []
+    assert not own.exists() and list((daemon.runtime_dir / "k").iterdir()) == []
+
+
 async def test_an_idle_kernel_is_culled_with_a_note_and_the_next_run_is_told(
     daemon_process: DaemonProcess, fake_openai: FakeOpenAI, tmp_path: Path
 ) -> None:

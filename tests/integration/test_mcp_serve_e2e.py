@@ -7,6 +7,7 @@ by the host's user."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -357,6 +358,32 @@ async def test_code_runs_in_the_kernel_the_host_names(
     # The approval of the named kernel's code was asked in a task that says which kernel.
     titles = [t.task for t in (await client.list_tasks()).tasks]
     assert any(title.endswith(f"in kernel {kernel_id}") for title in titles)
+
+
+async def test_start_kernel_follows_the_workspace_rules(
+    daemon: DaemonProcess, client: Client
+) -> None:
+    """Issue 32, hole 3: start_kernel ran its kernel in whatever directory the
+    host started `hdsp mcp serve` in, `/` and $HOME included. The daemon refuses
+    those as it refuses them as a workspace (tests/security/test_workspace.py has
+    every case)."""
+    home = await anyio.Path(os.environ["HOME"]).resolve()  # the daemon's too
+    for where, why in (
+        (Path("/"), "the root directory"),
+        (Path(home), "your home directory"),
+    ):
+        async with mcp_session(daemon, where) as session:
+            refused = await session.call_tool("start_kernel", {})
+        assert refused.is_error, text_of(refused)
+        said = text_of(refused)
+        assert f"Refusing {where} as the kernel's directory" in said and why in said, said
+    assert (await client.list_kernels()).kernels == []
+    workspace = short_tmp_dir()
+    async with mcp_session(daemon, workspace) as session:
+        started = await session.call_tool("start_kernel", {})
+    assert not started.is_error, text_of(started)
+    info = json.loads(text_of(started))
+    assert info["cwd"] == str(workspace) and "connectionFile" not in info
 
 
 async def test_serve_without_a_daemon_says_so_on_stderr(tmp_path: Path) -> None:

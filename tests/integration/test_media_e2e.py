@@ -94,6 +94,38 @@ async def test_a_30_mb_png_reaches_the_model_scaled_and_is_not_stored_whole(
     assert rss_after - rss_before < 150_000_000, (rss_before, rss_after)
 
 
+async def test_the_memory_a_big_plot_took_is_given_back_when_its_turn_ends(
+    daemon: DaemonProcess, fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    fake_openai.script(
+        call("execute_code", code=noise_plot_code(300, 200)),  # (Pillow loaded, say)
+        FakeReply.text("Small."),
+        *[
+            r
+            for _ in range(2)
+            for r in (call("execute_code", code=_BIG_PNG), FakeReply.text("Seen."))
+        ],
+    )
+    assert daemon.proc is not None
+    rss = []
+    async with connect(daemon.runtime_dir) as client:
+        head = (await client.status()).head_seq
+        ref = await client.start_task("Plot", workspace=tmp_path, approvals=_RUN_CODE)
+        await collect_turn(client, ref.task_id, head)
+        rss.append(_rss(daemon.proc.pid))
+        for _ in range(2):
+            head = (await client.status()).head_seq
+            await client.send_message(ref.task_id, "Now the big plot")
+            await collect_turn(client, ref.task_id, head)
+            rss.append(_rss(daemon.proc.pid))
+    print("RSS after each turn (MB):", [round(r / 1e6) for r in rss])
+    # Before: 155 -> 200 -> 270..290 MB, nothing of the plots referenced any more
+    # but the peak kept (glibc keeps freed heap). Now each turn's end gives a
+    # spike back (daemon/memory.py): 152 -> 164..174 -> 171..196 MB (the second
+    # turn's end peaked at 275..330 MB before it gave back).
+    assert rss[2] <= 1.3 * rss[0] + 30_000_000, rss
+
+
 async def test_a_refused_image_is_left_out_of_the_retry_and_the_model_is_told(
     daemon: DaemonProcess, fake_openai: FakeOpenAI, tmp_path: Path
 ) -> None:

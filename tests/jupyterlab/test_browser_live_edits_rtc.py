@@ -51,7 +51,9 @@ from tests.support.live_edit_scenarios import (
     tool_results,
 )
 
-pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
+# Slow: the story of the panel route's tests, which `make test` runs; CI runs
+# this route too (`make test-slow`).
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(300)]
 
 SPEC = "live-edits-rtc.spec.ts"
 _v4: Any = nbformat.v4

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from tornado.httpclient import HTTPClientError
 from tornado.websocket import WebSocketClientConnection
@@ -559,7 +560,8 @@ async def test_lab_restarting_or_shutting_the_notebooks_kernel_is_told_and_hdsp_
         [again] = (await client.request(ListKernels())).kernels
         restart = await lab.fetch(f"api/kernels/{jupyter_kernel}/restart", body={})
         assert restart.code == 200, restart.body
-        await wait_for_said(client, task_id, mark, Say.NOTEBOOK_KERNEL, "was restarted")
+        with anyio.fail_after(60):  # (a clean failure, not the test's timeout)
+            await wait_for_said(client, task_id, mark, Say.NOTEBOOK_KERNEL, "was restarted")
         [still] = (await client.request(ListKernels())).kernels
         assert still.kernel_id == again.kernel_id  # the same kernel, restarted where it runs
 
@@ -572,7 +574,8 @@ async def test_lab_restarting_or_shutting_the_notebooks_kernel_is_told_and_hdsp_
             raise_error=False,
         )
         assert gone.code == 204, gone.body
-        await wait_for_said(client, task_id, mark, Say.NOTEBOOK_KERNEL, "did not restart it")
+        with anyio.fail_after(60):  # (a clean failure, not the test's timeout)
+            await wait_for_said(client, task_id, mark, Say.NOTEBOOK_KERNEL, "did not restart it")
         async with client.events(None, since_seq=mark) as events:
             async for event in events:
                 if isinstance(event.data, KernelShutdown):

@@ -97,7 +97,7 @@ async def test_text_that_is_not_unicode_in_a_notebook_cannot_stop_the_daemon(
     task_id, head = await start(client, "look", workspace, always_allow_write=True)
     events = await collect_turn(client, task_id, head)
     assert isinstance(events[-1].data, TaskCompleted)
-    assert "bad \ufffd here" in tool_results(fake_openai, 1)[-1]
+    assert "bad \\xff here" in tool_results(fake_openai, 1)[-1]
     assert "Inserted" in tool_results(fake_openai, 2)[-1]
     saved = json.loads((workspace / "odd.ipynb").read_text())
     assert "".join(saved["cells"][0]["source"]) == "bad \udcff here"

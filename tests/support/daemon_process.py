@@ -30,6 +30,12 @@ def short_tmp_dir() -> Path:
     return Path(tempfile.mkdtemp(prefix="hdsp-", dir="/tmp"))
 
 
+#: What a test's daemon starts with unless the test writes its own settings: no
+#: spare kernels (each task's start would start one beside the test, a second of
+#: CPU each; tests/daemon/kernels/test_kernel_pool.py tests the pool).
+_TEST_SETTINGS = {"version": 2, "kernels": {"pool_size": 0}}
+
+
 class DaemonProcess:
     def __init__(
         self, root: Path, env: Mapping[str, str] | None = None, *, cwd: Path | None = None
@@ -54,8 +60,13 @@ class DaemonProcess:
         self.store_url = url
         self.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         store = {"url": url} if secret is None else {"url": url, "secret": secret}
-        settings = {"version": 2, "store": store}
-        (self.data_dir / "settings.json").write_text(json.dumps(settings))
+        self._write_settings({**_TEST_SETTINGS, "store": store})
+
+    def _write_settings(self, settings: Mapping[str, object]) -> None:
+        self.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(self.data_dir / "settings.json", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(json.dumps(settings))
 
     @property
     def env(self) -> dict[str, str]:
@@ -80,6 +91,8 @@ class DaemonProcess:
         preexec_fn: Callable[[], object] | None = None,
     ) -> None:
         assert self.proc is None or self.proc.poll() is not None, "already running"
+        if not (self.data_dir / "settings.json").exists():
+            self._write_settings(_TEST_SETTINGS)  # (a test's own settings replace it)
         self._notify_path.unlink(missing_ok=True)
         with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as notify:
             notify.bind(str(self._notify_path))
