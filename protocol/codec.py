@@ -193,14 +193,20 @@ def _frame_error(frame: bytes, exc: msgspec.DecodeError) -> FrameError:
     return FrameError(ErrorCode.INVALID_REQUEST, f"Invalid message: {text}.", path, request_id)
 
 
-def decode_client_message(frame: bytes) -> ClientMessage:
-    """Decode a client's frame; raises FrameError and nothing else."""
+def _decode(direction: str, frame: bytes) -> Any:
+    """Decode `frame` with the decoder of `direction` (a key of `_DECODED`);
+    raises FrameError and nothing else."""
     try:
-        message = cast(ClientMessage, _decoders.client.decode(frame))
+        return getattr(_decoders, direction).decode(frame)
     except msgspec.DecodeError as exc:
         raise _frame_error(frame, exc) from exc
     except Exception as exc:  # RecursionError, UnicodeDecodeError, MemoryError, ...
         raise _undecodable(frame, exc) from exc
+
+
+def decode_client_message(frame: bytes) -> ClientMessage:
+    """Decode a client's frame; raises FrameError and nothing else."""
+    message = cast(ClientMessage, _decode("client", frame))
     _check_integers(frame, message)
     return message
 
@@ -226,27 +232,12 @@ _DECODED: dict[str, Any] = {
 def decode_control_frame(frame: bytes) -> Ack | RawReply | TaskEvent:
     """Decode a frame the daemon sent on `control`, the result of a reply left as
     JSON; raises FrameError and nothing else."""
-    try:
-        return cast(Ack | RawReply | TaskEvent, _decoders.control.decode(frame))
-    except msgspec.DecodeError as exc:
-        raise _frame_error(frame, exc) from exc
-    except Exception as exc:
-        raise _undecodable(frame, exc) from exc
+    return cast(Ack | RawReply | TaskEvent, _decode("control", frame))
 
 
 def decode_server_message(frame: bytes) -> ServerMessage:
-    try:
-        return cast(ServerMessage, _decoders.server.decode(frame))
-    except msgspec.DecodeError as exc:
-        raise _frame_error(frame, exc) from exc
-    except Exception as exc:
-        raise _undecodable(frame, exc) from exc
+    return cast(ServerMessage, _decode("server", frame))
 
 
 def decode_event(frame: bytes) -> TaskEvent:
-    try:
-        return cast(TaskEvent, _decoders.event.decode(frame))
-    except msgspec.DecodeError as exc:
-        raise _frame_error(frame, exc) from exc
-    except Exception as exc:
-        raise _undecodable(frame, exc) from exc
+    return cast(TaskEvent, _decode("event", frame))
