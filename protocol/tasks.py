@@ -420,10 +420,7 @@ class CondenseTask(CommandBase["TaskRef"], tag="CondenseTask", frozen=True):
 
 
 class ResumeTask(CommandBase["TaskRef"], tag="ResumeTask", frozen=True):
-    data: Annotated[
-        str,
-        Meta(description="The task id, as in Roo."),
-    ]
+    data: Annotated[str, Meta(description="The task id, as in Roo.")]
 
 
 class SendMessage(CommandBase["TaskRef"], tag="SendMessage", frozen=True):
@@ -567,10 +564,7 @@ class TaskPage(WireStruct, frozen=True):
 
 
 class ReplayPage(WireStruct, frozen=True):
-    events: Annotated[
-        list[TaskEvent],
-        Meta(description="Durable events, oldest first."),
-    ]
+    events: Annotated[list[TaskEvent], Meta(description="Durable events, oldest first.")]
     head_seq: Annotated[
         int,
         Meta(
