@@ -40,6 +40,8 @@ _encoder = msgspec.json.Encoder()
 _PATH = re.compile(r" - at `(?P<path>\$[^`]*)`$")
 #: A frame too broken to decode may still name its request id near its start.
 _REQUEST_ID = re.compile(rb'"requestId"\s*:\s*"(?P<id>[^"\\]{1,256})"')
+#: A control character (a newline, an escape), as a message must not carry it.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 #: Only a run of 19 digits can spell an integer outside the int64 range.
 _LONG_DIGITS = re.compile(rb"[0-9]{19}")
 INT64_MIN = -(2**63)
@@ -174,6 +176,9 @@ def _frame_error(frame: bytes, exc: msgspec.DecodeError) -> FrameError:
     text = str(exc)
     m = _PATH.search(text)
     path = m.group("path") if m else None
+    # The error quotes what the frame held (an unknown command's name): untrusted
+    # text, its control characters escaped before a message carries it.
+    text = _CONTROL.sub(lambda c: f"\\x{ord(c.group()):02x}", text)
     request_id = request_id_of(frame)
     if not isinstance(exc, msgspec.ValidationError):
         return FrameError(
