@@ -20,6 +20,7 @@ from hdsp.protocol import __version__
 
 if TYPE_CHECKING:
     from .config.settings import StoreSettings
+    from .store import IntegrityReport
 
 __all__ = ["main"]
 
@@ -188,21 +189,15 @@ def _check(data_dir: Path | None) -> int:
     except sqlite3.Error as exc:
         print(f"hdspd check: cannot open {path}: {exc}", file=sys.stderr)
         return 2
-    if report.ok:
-        print(
-            f"ok: {path} passed PRAGMA integrity_check and has every image its records "
-            f"refer to ({report.pages} pages in {report.seconds:.2f} s)"
-        )
-        return 0
-    print(f"damaged: {path} failed its check (PRAGMA integrity_check, then blobs):")
-    for problem in report.problems:
-        print(f"  {problem!r}")
-    print(
+    return _verdict(
+        report,
+        f"ok: {path} passed PRAGMA integrity_check and has every image its records "
+        f"refer to ({report.pages} pages in {report.seconds:.2f} s)",
+        f"damaged: {path} failed its check (PRAGMA integrity_check, then blobs):",
         "Stop hdspd, then restore the database from a backup, or recover what can be "
         f"read into a new one (sqlite3 {path} .recover | sqlite3 {path}.recovered) and "
-        f"move it in place; or move it aside (mv {path} {path}.broken) to start afresh."
+        f"move it in place; or move it aside (mv {path} {path}.broken) to start afresh.",
     )
-    return 1
 
 
 def _check_postgres(url: str, secret: str | None) -> int:
@@ -225,20 +220,27 @@ def _check_postgres(url: str, secret: str | None) -> int:
     except psycopg.Error as exc:
         print(f"hdspd check: cannot check {url}: {exc}", file=sys.stderr)
         return 2
+    return _verdict(
+        report,
+        f"ok: {url} (PostgreSQL) has hdsp's schema and every image its records refer "
+        f"to ({report.pages * 8192 // 1024} KiB in {report.seconds:.2f} s). Pages and "
+        "indexes are the server's to check: data checksums, pg_amcheck.",
+        f"damaged: {url} (PostgreSQL) failed its check (schema, then blobs):",
+        "Stop hdspd, then restore the database from a backup (pg_dump, or the server's "
+        "own backups), or name another database in store.url to start afresh.",
+    )
+
+
+def _verdict(report: IntegrityReport, ok: str, damaged: str, advice: str) -> int:
+    """Print what `hdspd check` found, `ok` or `damaged` with the problems and
+    `advice`; its exit status: 0 when the store is sound, 1 when it is damaged."""
     if report.ok:
-        print(
-            f"ok: {url} (PostgreSQL) has hdsp's schema and every image its records refer "
-            f"to ({report.pages * 8192 // 1024} KiB in {report.seconds:.2f} s). Pages and "
-            "indexes are the server's to check: data checksums, pg_amcheck."
-        )
+        print(ok)
         return 0
-    print(f"damaged: {url} (PostgreSQL) failed its check (schema, then blobs):")
+    print(damaged)
     for problem in report.problems:
         print(f"  {problem!r}")
-    print(
-        "Stop hdspd, then restore the database from a backup (pg_dump, or the server's "
-        "own backups), or name another database in store.url to start afresh."
-    )
+    print(advice)
     return 1
 
 

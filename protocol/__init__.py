@@ -11,18 +11,8 @@ from .blobs import *  # noqa: F403
 from .blobs import __all__ as _blobs_all
 from .checkpoints import *  # noqa: F403
 from .checkpoints import __all__ as _checkpoints_all
-from .codec import (
-    INT64_MAX,
-    INT64_MIN,
-    FrameError,
-    RawReply,
-    decode_client_message,
-    decode_control_frame,
-    decode_event,
-    decode_server_message,
-    encode,
-    request_id_of,
-)
+from .codec import *  # noqa: F403
+from .codec import __all__ as _codec_all
 from .commands import *  # noqa: F403
 from .commands import __all__ as _commands_all
 from .discovery import (
@@ -64,8 +54,6 @@ from .version import PROTOCOL_VERSION, __version__
 
 __all__ = [
     "DISCOVERY_FILENAME",
-    "INT64_MAX",
-    "INT64_MIN",
     "PROTOCOL_VERSION",
     "Discovery",
     "discovery_path",
@@ -73,20 +61,13 @@ __all__ = [
     "private_file_problem",
     "secret_file_problem",
     "ErrorCode",
-    "FrameError",
-    "RawReply",
     "StorageHealth",
     "StorageState",
     "Z85_KEY_PATTERN",
     "__version__",
-    "decode_client_message",
-    "decode_control_frame",
-    "decode_event",
-    "decode_server_message",
-    "encode",
-    "request_id_of",
     "tcp_endpoints",
     *_blobs_all,
+    *_codec_all,
     *_commands_all,
     *_documents_all,
     *_envelope_all,

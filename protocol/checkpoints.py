@@ -37,6 +37,18 @@ __all__ = [
 
 # ---- records ------------------------------------------------------------------
 
+#: The `nested` field of a list, a diff and a restore.
+_NestedRepositories = Annotated[
+    list[str],
+    Meta(
+        description=(
+            "Git repositories nested in the workspace (folders with a .git of their "
+            "own, relative, ending in /): checkpoints leave them out, and a restore "
+            "never touches their files; their own git keeps them."
+        )
+    ),
+]
+
 
 class CheckpointInfo(WireStruct, frozen=True):
     task_id: str
@@ -71,16 +83,7 @@ class CheckpointList(WireStruct, frozen=True):
         bool, Meta(description="Whether checkpoints are taken for this task's workspace.")
     ] = True
     note: Annotated[str | None, Meta(description="Why checkpoints are off, when they are.")] = None
-    nested: Annotated[
-        list[str],
-        Meta(
-            description=(
-                "Git repositories nested in the workspace (folders with a .git of their "
-                "own, relative, ending in /): checkpoints leave them out, and a restore "
-                "never touches their files; their own git keeps them."
-            )
-        ),
-    ] = []
+    nested: _NestedRepositories = []
 
 
 class FileChange(WireStruct, frozen=True):
@@ -107,16 +110,7 @@ class CheckpointDiff(WireStruct, frozen=True):
         Meta(description="The other checkpoint; absent: the workspace as it is now."),
     ] = None
     files: list[FileChange] = []
-    nested: Annotated[
-        list[str],
-        Meta(
-            description=(
-                "Git repositories nested in the workspace (folders with a .git of their "
-                "own, relative, ending in /): checkpoints leave them out, and a restore "
-                "never touches their files; their own git keeps them."
-            )
-        ),
-    ] = []
+    nested: _NestedRepositories = []
 
 
 class ReplayedExecution(WireStruct, frozen=True):
@@ -153,16 +147,7 @@ class CheckpointRestoreResult(WireStruct, frozen=True):
     files: Annotated[list[str], Meta(description="Files the restore changed.")] = []
     rewound: bool = False
     kernel: KernelReplay | None = None
-    nested: Annotated[
-        list[str],
-        Meta(
-            description=(
-                "Git repositories nested in the workspace (folders with a .git of their "
-                "own, relative, ending in /): checkpoints leave them out, and a restore "
-                "never touches their files; their own git keeps them."
-            )
-        ),
-    ] = []
+    nested: _NestedRepositories = []
     open_notebooks: Annotated[
         list[str],
         Meta(

@@ -40,6 +40,8 @@ _encoder = msgspec.json.Encoder()
 _PATH = re.compile(r" - at `(?P<path>\$[^`]*)`$")
 #: A frame too broken to decode may still name its request id near its start.
 _REQUEST_ID = re.compile(rb'"requestId"\s*:\s*"(?P<id>[^"\\]{1,256})"')
+#: A control character (a newline, an escape), as a message must not carry it.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 #: Only a run of 19 digits can spell an integer outside the int64 range.
 _LONG_DIGITS = re.compile(rb"[0-9]{19}")
 INT64_MIN = -(2**63)
@@ -174,6 +176,9 @@ def _frame_error(frame: bytes, exc: msgspec.DecodeError) -> FrameError:
     text = str(exc)
     m = _PATH.search(text)
     path = m.group("path") if m else None
+    # The error quotes what the frame held (an unknown command's name): untrusted
+    # text, its control characters escaped before a message carries it.
+    text = _CONTROL.sub(lambda c: f"\\x{ord(c.group()):02x}", text)
     request_id = request_id_of(frame)
     if not isinstance(exc, msgspec.ValidationError):
         return FrameError(
@@ -193,14 +198,20 @@ def _frame_error(frame: bytes, exc: msgspec.DecodeError) -> FrameError:
     return FrameError(ErrorCode.INVALID_REQUEST, f"Invalid message: {text}.", path, request_id)
 
 
-def decode_client_message(frame: bytes) -> ClientMessage:
-    """Decode a client's frame; raises FrameError and nothing else."""
+def _decode(direction: str, frame: bytes) -> Any:
+    """Decode `frame` with the decoder of `direction` (a key of `_DECODED`);
+    raises FrameError and nothing else."""
     try:
-        message = cast(ClientMessage, _decoders.client.decode(frame))
+        return getattr(_decoders, direction).decode(frame)
     except msgspec.DecodeError as exc:
         raise _frame_error(frame, exc) from exc
     except Exception as exc:  # RecursionError, UnicodeDecodeError, MemoryError, ...
         raise _undecodable(frame, exc) from exc
+
+
+def decode_client_message(frame: bytes) -> ClientMessage:
+    """Decode a client's frame; raises FrameError and nothing else."""
+    message = cast(ClientMessage, _decode("client", frame))
     _check_integers(frame, message)
     return message
 
@@ -226,27 +237,12 @@ _DECODED: dict[str, Any] = {
 def decode_control_frame(frame: bytes) -> Ack | RawReply | TaskEvent:
     """Decode a frame the daemon sent on `control`, the result of a reply left as
     JSON; raises FrameError and nothing else."""
-    try:
-        return cast(Ack | RawReply | TaskEvent, _decoders.control.decode(frame))
-    except msgspec.DecodeError as exc:
-        raise _frame_error(frame, exc) from exc
-    except Exception as exc:
-        raise _undecodable(frame, exc) from exc
+    return cast(Ack | RawReply | TaskEvent, _decode("control", frame))
 
 
 def decode_server_message(frame: bytes) -> ServerMessage:
-    try:
-        return cast(ServerMessage, _decoders.server.decode(frame))
-    except msgspec.DecodeError as exc:
-        raise _frame_error(frame, exc) from exc
-    except Exception as exc:
-        raise _undecodable(frame, exc) from exc
+    return cast(ServerMessage, _decode("server", frame))
 
 
 def decode_event(frame: bytes) -> TaskEvent:
-    try:
-        return cast(TaskEvent, _decoders.event.decode(frame))
-    except msgspec.DecodeError as exc:
-        raise _frame_error(frame, exc) from exc
-    except Exception as exc:
-        raise _undecodable(frame, exc) from exc
+    return cast(TaskEvent, _decode("event", frame))

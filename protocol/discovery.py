@@ -98,6 +98,17 @@ def _open_to_others(st: os.stat_result) -> bool:
     return bool(stat.S_IMODE(st.st_mode) & (stat.S_IWGRP | stat.S_IWOTH))
 
 
+def _ownership_problem(st: os.stat_result, path: Path, uid: int, mode: str) -> str | None:
+    """Why `path` (whose stat is `st`) is not ours alone to write: owned by
+    another user than `uid`, or writable by others (`mode` is what it should be)."""
+    if st.st_uid != uid:
+        return f"{path} belongs to {_who(st.st_uid)}, not to you ({_who(uid)})"
+    if _open_to_others(st):
+        have = stat.S_IMODE(st.st_mode)
+        return f"{path} is writable by other users (mode {have:04o}; it should be {mode})"
+    return None
+
+
 def _ancestor_problem(directory: Path, uid: int) -> str | None:
     """Why a directory above the runtime dir would let someone else replace it:
     owned by a user other than us and root, or writable by others without the
@@ -129,12 +140,7 @@ def private_dir_problem(path: Path, *, uid: int | None = None) -> str | None:
         return f"{path} is a symbolic link, not a directory"
     if not stat.S_ISDIR(st.st_mode):
         return f"{path} is not a directory"
-    if st.st_uid != uid:
-        return f"{path} belongs to {_who(st.st_uid)}, not to you ({_who(uid)})"
-    if _open_to_others(st):
-        mode = stat.S_IMODE(st.st_mode)
-        return f"{path} is writable by other users (mode {mode:04o}; it should be 0700)"
-    return _ancestor_problem(path.parent, uid)
+    return _ownership_problem(st, path, uid, "0700") or _ancestor_problem(path.parent, uid)
 
 
 def private_file_problem(st: os.stat_result, path: Path, *, uid: int | None = None) -> str | None:
@@ -143,12 +149,7 @@ def private_file_problem(st: os.stat_result, path: Path, *, uid: int | None = No
     uid = os.geteuid() if uid is None else uid
     if not stat.S_ISREG(st.st_mode):
         return f"{path} is not a regular file"
-    if st.st_uid != uid:
-        return f"{path} belongs to {_who(st.st_uid)}, not to you ({_who(uid)})"
-    if _open_to_others(st):
-        mode = stat.S_IMODE(st.st_mode)
-        return f"{path} is writable by other users (mode {mode:04o}; it should be 0600)"
-    return None
+    return _ownership_problem(st, path, uid, "0600")
 
 
 def secret_file_problem(st: os.stat_result, path: Path, *, uid: int | None = None) -> str | None:

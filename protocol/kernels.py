@@ -88,10 +88,7 @@ class KernelInfo(WireStruct, frozen=True):
         Meta(description="Working directory of the kernel process, when hdsp started it."),
     ] = None
     connection_file: str | None = None
-    task_ids: Annotated[
-        list[str],
-        Meta(description="Tasks whose code runs in this kernel."),
-    ] = []
+    task_ids: Annotated[list[str], Meta(description="Tasks whose code runs in this kernel.")] = []
     provider: Annotated[
         Literal["local", "gateway"],
         Meta(
@@ -122,14 +119,8 @@ class KernelOutput(WireStruct, frozen=True):
         "error",
         "clear_output",
     ]
-    name: Annotated[
-        str | None,
-        Meta(description='stream: "stdout" or "stderr".'),
-    ] = None
-    text: Annotated[
-        str | None,
-        Meta(description="stream: the text."),
-    ] = None
+    name: Annotated[str | None, Meta(description='stream: "stdout" or "stderr".')] = None
+    text: Annotated[str | None, Meta(description="stream: the text.")] = None
     data: Annotated[
         dict[str, Any] | None,
         Meta(description="display_data, update_display_data, execute_result: the mime bundle."),

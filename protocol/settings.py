@@ -195,10 +195,7 @@ class SettingsView(WireStruct, frozen=True):
             )
         ),
     ]
-    path: Annotated[
-        str,
-        Meta(description="The settings file."),
-    ]
+    path: Annotated[str, Meta(description="The settings file.")]
     problems: Annotated[
         list[str],
         Meta(
@@ -236,10 +233,7 @@ class Rejection(WireStruct, frozen=True):
 
 
 class ImportResult(WireStruct, frozen=True):
-    settings: Annotated[
-        dict[str, Any],
-        Meta(description="The settings after the import."),
-    ]
+    settings: Annotated[dict[str, Any], Meta(description="The settings after the import.")]
     applied: Annotated[
         list[str],
         Meta(
@@ -261,10 +255,7 @@ class ModelEntry(WireStruct, frozen=True):
     id: str
     context_window: int
     max_output: int
-    input_price: Annotated[
-        float,
-        Meta(description="USD per million tokens."),
-    ] = 0.0
+    input_price: Annotated[float, Meta(description="USD per million tokens.")] = 0.0
     output_price: float = 0.0
     cache_read_price: float = 0.0
     cache_write_price: float = 0.0
@@ -329,10 +320,7 @@ class SaveProfileData(WireStruct, frozen=True):
         ProfileData,
         Meta(description="Replaces a saved profile of the same name whole."),
     ]
-    select: Annotated[
-        bool,
-        Meta(description="Also make it the current profile."),
-    ] = False
+    select: Annotated[bool, Meta(description="Also make it the current profile.")] = False
 
 
 class ProfileNameData(WireStruct, frozen=True):

@@ -43,10 +43,7 @@ class Pong(WireStruct, frozen=True):
 class SandboxStatus(WireStruct, frozen=True):
     """How shell commands and kernels are confined (`sandbox.*` settings)."""
 
-    mode: Annotated[
-        str,
-        Meta(description='"workspace-write", "read-only" or "off".'),
-    ]
+    mode: Annotated[str, Meta(description='"workspace-write", "read-only" or "off".')]
     network: Annotated[
         bool,
         Meta(description="Whether sandboxed code may use the network."),

@@ -31,10 +31,7 @@ class StorageHealth(WireStruct, frozen=True):
         str | None,
         Meta(description='What failed, in SQLite\'s words (e.g. "database or disk is full").'),
     ] = None
-    advice: Annotated[
-        str | None,
-        Meta(description="What a person can do about it."),
-    ] = None
+    advice: Annotated[str | None, Meta(description="What a person can do about it.")] = None
     since: Annotated[
         int | None,
         Meta(description="Since when (milliseconds since the epoch); None while ok."),

@@ -70,6 +70,23 @@ MAX_PROMPT_BYTES = 1 << 20
 
 # ---- payloads ---------------------------------------------------------------
 
+#: A message's `context`, as StartNewTask and SendMessage carry it.
+_MessageContext = Annotated[
+    PromptContext | None,
+    Meta(
+        description=(
+            "hdsp: what the message is about (the active notebook, cell, selection, an "
+            "outline), shown to the model as untrusted data and kept on the message."
+        )
+    ),
+]
+
+#: How StartNewTask and SendMessage describe `mcpServers`, but for what absence means.
+_OFFERED_MCP_SERVERS = (
+    "hdsp: MCP servers this client offers the task (an ACP host's; at most 16), "
+    "beside the configured ones; they replace the ones offered before."
+)
+
 
 class TaskConfiguration(WireStruct, frozen=True):
     """The part of Roo's settings object that a new task reads. Other keys are
@@ -157,23 +174,10 @@ class StartNewTaskData(WireStruct, frozen=True):
     configuration: TaskConfiguration = TaskConfiguration()
     images: list[str] | None = None
     new_tab: bool | None = None
-    context: Annotated[
-        PromptContext | None,
-        Meta(
-            description=(
-                "hdsp: what the message is about (the active notebook, cell, selection, an "
-                "outline), shown to the model as untrusted data and kept on the message."
-            )
-        ),
-    ] = None
+    context: _MessageContext = None
     mcp_servers: Annotated[
         list[OfferedMcpServer] | None,
-        Meta(
-            description=(
-                "hdsp: MCP servers this client offers the task (an ACP host's; at most 16), "
-                "beside the configured ones; they replace the ones offered before. Absent: none."
-            ),
-        ),
+        Meta(description=f"{_OFFERED_MCP_SERVERS} Absent: none."),
     ] = None
 
 
@@ -191,23 +195,10 @@ class SendMessageData(WireStruct, frozen=True):
             )
         ),
     ] = "queue"
-    context: Annotated[
-        PromptContext | None,
-        Meta(
-            description=(
-                "hdsp: what the message is about (the active notebook, cell, selection, an "
-                "outline), shown to the model as untrusted data and kept on the message."
-            )
-        ),
-    ] = None
+    context: _MessageContext = None
     mcp_servers: Annotated[
         list[OfferedMcpServer] | None,
-        Meta(
-            description=(
-                "hdsp: MCP servers this client offers the task (an ACP host's; at most 16), "
-                "beside the configured ones; they replace the ones offered before. Absent: the task keeps those it has."
-            ),
-        ),
+        Meta(description=f"{_OFFERED_MCP_SERVERS} Absent: the task keeps those it has."),
     ] = None
 
 
@@ -429,10 +420,7 @@ class CondenseTask(CommandBase["TaskRef"], tag="CondenseTask", frozen=True):
 
 
 class ResumeTask(CommandBase["TaskRef"], tag="ResumeTask", frozen=True):
-    data: Annotated[
-        str,
-        Meta(description="The task id, as in Roo."),
-    ]
+    data: Annotated[str, Meta(description="The task id, as in Roo.")]
 
 
 class SendMessage(CommandBase["TaskRef"], tag="SendMessage", frozen=True):
@@ -576,10 +564,7 @@ class TaskPage(WireStruct, frozen=True):
 
 
 class ReplayPage(WireStruct, frozen=True):
-    events: Annotated[
-        list[TaskEvent],
-        Meta(description="Durable events, oldest first."),
-    ]
+    events: Annotated[list[TaskEvent], Meta(description="Durable events, oldest first.")]
     head_seq: Annotated[
         int,
         Meta(

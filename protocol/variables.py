@@ -43,10 +43,7 @@ class VariableSummary(WireStruct, frozen=True):
         list[int] | None,
         Meta(description="Frames and arrays (anything with a shape): their shape."),
     ] = None
-    length: Annotated[
-        int | None,
-        Meta(description="len() of a container or string."),
-    ] = None
+    length: Annotated[int | None, Meta(description="len() of a container or string.")] = None
     dtype: Annotated[str | None, Meta(description="Arrays and series: the dtype.")] = None
     memory: Annotated[
         int | None,
@@ -115,10 +112,7 @@ class VariableList(WireStruct, frozen=True):
     ] = "ok"
     message: str | None = None
     variables: list[VariableSummary] = []
-    omitted: Annotated[
-        int,
-        Meta(description="Variables left out by the limits below."),
-    ] = 0
+    omitted: Annotated[int, Meta(description="Variables left out by the limits below.")] = 0
     truncated: Annotated[
         Literal["count", "size", "time"] | None,
         Meta(

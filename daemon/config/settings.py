@@ -53,52 +53,20 @@ from .settings_documents import (
     secret_like_keys,
     validate_salvaging,
 )
-from .settings_model import (
-    PROFILE_NAME_PATTERN,
-    SETTINGS_VERSION,
-    CheckpointSettings,
-    GatewaySettings,
-    KernelProvider,
-    KernelSettings,
-    ModelInfoOverride,
-    ProfileKernels,
-    ProfileOptions,
-    ProviderProfile,
-    RetrySettings,
-    SandboxMode,
-    SandboxSettings,
-    Settings,
-    StoreSettings,
-    TcpSettings,
-    check_store_url,
-)
+from .settings_model import *  # noqa: F403
+from .settings_model import Settings
+from .settings_model import __all__ as _model_all
 
 __all__ = [
-    "PROFILE_NAME_PATTERN",
-    "SETTINGS_VERSION",
-    "CheckpointSettings",
     "FieldError",
-    "GatewaySettings",
-    "KernelProvider",
-    "KernelSettings",
-    "ModelInfoOverride",
-    "ProfileKernels",
-    "ProfileOptions",
-    "ProviderProfile",
-    "RetrySettings",
-    "SandboxMode",
-    "SandboxSettings",
-    "Settings",
     "SettingsError",
     "SettingsInvalid",
     "SettingsStore",
-    "StoreSettings",
-    "TcpSettings",
     "check_document",
-    "check_store_url",
     "merge_patch",
     "migrate",
     "validate_salvaging",
+    *_model_all,
 ]
 
 log = structlog.get_logger("hdsp.settings")

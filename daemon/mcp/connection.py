@@ -64,6 +64,7 @@ STDERR_LINE_CHARS = 2000
 State = Literal["stopped", "connecting", "connected", "failed"]
 
 _Result = TypeVar("_Result")
+_Item = TypeVar("_Item")
 
 
 def load_sdk() -> None:
@@ -363,31 +364,13 @@ class McpConnection:
             self._ended.set()
 
     async def _list(self, session: ClientSession) -> None:
-        import mcp.types as mcp_types
-
         caps = session.server_capabilities
         tools: list[mcp_types.Tool] = []
         resources: list[mcp_types.Resource] = []
         if caps is None or caps.tools is not None:
-            cursor: str | None = None
-            while True:
-                page = await session.list_tools(
-                    params=mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
-                )
-                tools += page.tools
-                cursor = page.next_cursor
-                if not cursor or len(tools) > 1000:
-                    break
+            tools = await _every_page(session.list_tools, lambda page: page.tools)
         if caps is not None and caps.resources is not None:
-            cursor = None
-            while True:
-                rpage = await session.list_resources(
-                    params=mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
-                )
-                resources += rpage.resources
-                cursor = rpage.next_cursor
-                if not cursor or len(resources) > 1000:
-                    break
+            resources = await _every_page(session.list_resources, lambda page: page.resources)
         self.tools, self.resources = tools, resources
         self.tools_version += 1
 
@@ -526,6 +509,25 @@ class McpConnection:
         return ToolError(
             f"The MCP server {self.name!r} refused {what}: {exc.message} (code {exc.code})."
         )
+
+
+async def _every_page(
+    list_page: Callable[..., Awaitable[Any]], items: Callable[[Any], list[_Item]]
+) -> list[_Item]:
+    """The `items` of every page `list_page` (a session's list_tools,
+    list_resources) returns, following its cursor; past 1000 items it stops."""
+    import mcp.types as mcp_types
+
+    found: list[_Item] = []
+    cursor: str | None = None
+    while True:
+        page = await list_page(
+            params=mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
+        )
+        found += items(page)
+        cursor = page.next_cursor
+        if not cursor or len(found) > 1000:
+            return found
 
 
 def _describe(error: BaseException) -> str:

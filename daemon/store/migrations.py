@@ -34,6 +34,19 @@ class Migration:
     def script(self, dialect: Dialect) -> str:
         return self.sqlite if dialect.name == "sqlite" else self.postgresql
 
+    @classmethod
+    def portable(cls, sql: str) -> Migration:
+        """A migration whose SQL is the same on both backends."""
+        return cls(sqlite=sql, postgresql=sql)
+
+
+def _task_column(column: str) -> Migration:
+    """Add a nullable BLOB (on PostgreSQL: bytea) column to `tasks`."""
+    return Migration(
+        sqlite=f"ALTER TABLE tasks ADD COLUMN {column} BLOB;",
+        postgresql=f"ALTER TABLE tasks ADD COLUMN {column} bytea;",
+    )
+
 
 def _own_referenced_blobs(conn: Connection, dialect: Dialect) -> None:
     """Give each task the blobs its records already refer to where an image
@@ -118,14 +131,7 @@ MIGRATIONS: list[Migration] = [
     ),
     # 2: where an unfinished agent turn stands (phase, tool calls and their
     # status), so that a restarted daemon resumes it instead of starting over.
-    Migration(
-        sqlite="""
-        ALTER TABLE tasks ADD COLUMN turn BLOB;
-        """,
-        postgresql="""
-        ALTER TABLE tasks ADD COLUMN turn bytea;
-        """,
-    ),
+    _task_column("turn"),
     # 3: images stored once, by content (see store/blobs.py); records refer to
     # them as hdsp-blob: URIs. Rows written before keep their images inline.
     Migration(
@@ -166,24 +172,10 @@ MIGRATIONS: list[Migration] = [
         fill=_own_referenced_blobs,
     ),
     # 5: retention by age finds the old events without reading the whole log.
-    Migration(
-        sqlite="""
-        CREATE INDEX events_by_ts ON events(ts);
-        """,
-        postgresql="""
-        CREATE INDEX events_by_ts ON events(ts);
-        """,
-    ),
+    Migration.portable("CREATE INDEX events_by_ts ON events(ts);"),
     # 6: messages sent to a busy task that wait for it (a JSON list of
     # QueuedMessage; NULL when none waits), so that a crash loses none.
-    Migration(
-        sqlite="""
-        ALTER TABLE tasks ADD COLUMN queued BLOB;
-        """,
-        postgresql="""
-        ALTER TABLE tasks ADD COLUMN queued bytea;
-        """,
-    ),
+    _task_column("queued"),
     # 7: checkpoints (issue 20): each a commit of its workspace's shadow git
     # repository, tied to its task and the message that shows it; and the code
     # each task ran in its kernel, in order, for a restore that replays it.

@@ -210,6 +210,7 @@ FRAMES: st.SearchStrategy[bytes] = st.one_of(
 @given(FRAMES)
 @example(b"\xff\xfe")
 @example(b'{"type": "TaskCommand", "data": {"commandName": "Replay", "data": {"sinceSeq": -1}}}')
+@example(b'{"type":"TaskCommand","data":{"commandName":"\\n"')  # quoted in the message
 def test_any_frame_decodes_or_is_refused_with_a_frame_error(frame: bytes) -> None:
     """Whatever a client sends, the decoder returns a message or raises
     FrameError, a code of its own and a path when the frame was JSON (never any

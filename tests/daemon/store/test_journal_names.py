@@ -8,10 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import anyio
 import msgspec
 
-from hdsp.daemon.store import Journal, Store, insert_task
+from hdsp.daemon.store import Store, insert_task
 from hdsp.protocol import (
     ClineMessage,
     HistoryItem,
@@ -19,22 +18,13 @@ from hdsp.protocol import (
     MessagePayload,
     Say,
     TaskCreated,
-    TaskEvent,
     TaskState,
     TaskTodoListUpdated,
-    decode_event,
 )
+from tests.daemon.store.journals import Published, running_journal
 
 _NAME = "r\udcff.csv"  # os.fsdecode(b"r\xff.csv")
 _ITEM = HistoryItem(id="t", number=1, ts=1, task="t", state=TaskState.IDLE)
-
-
-class Published:
-    def __init__(self) -> None:
-        self.events: list[TaskEvent] = []
-
-    async def publish(self, topic: bytes, body: bytes) -> None:
-        self.events.append(decode_event(body))
 
 
 def _said(task_id: str, ts: int, text: str, **fields: object) -> MessageEvent:
@@ -48,14 +38,11 @@ async def test_a_name_that_is_not_utf8_is_stored_and_published_escaped(
     out = Published()
     item = HistoryItem(id="t", number=1, ts=1, task=f"look at {_NAME}", state=TaskState.IDLE)
     async with Store.open(store_location) as store:
-        journal = Journal(store, out.publish)
-        async with anyio.create_task_group() as tg:
-            await tg.start(journal.run)
+        async with running_journal(store, out.publish) as journal:
             await journal.emit(TaskCreated(payload=("t",)), insert_task(item))
             await journal.emit(_said("t", 10, f"saw {_NAME}", checkpoint={"changed": [_NAME]}))
             await journal.emit(_said("t", 11, "after"))
             await journal.flush()
-            await journal.aclose()
         assert [e.seq for e in out.events] == [1, 2, 3]
         said = out.events[1].data
         assert isinstance(said, MessageEvent)
@@ -75,9 +62,7 @@ async def test_a_record_that_cannot_be_encoded_is_replaced_and_the_writer_goes_o
 ) -> None:
     out = Published()
     async with Store.open(store_location) as store:
-        journal = Journal(store, out.publish)
-        async with anyio.create_task_group() as tg:
-            await tg.start(journal.run)
+        async with running_journal(store, out.publish) as journal:
             await journal.emit(TaskCreated(payload=("t",)), insert_task(_ITEM))
             await journal.emit(_said("t", 10, "before"))
             # (A value no JSON encoder takes: a bug of some tool, never the writer's end.)
@@ -85,7 +70,6 @@ async def test_a_record_that_cannot_be_encoded_is_replaced_and_the_writer_goes_o
             await journal.emit(TaskTodoListUpdated(payload=("t", [], complex(1, 2))))  # type: ignore[arg-type]
             await journal.emit(_said("t", 12, "after"))
             await journal.flush()
-            await journal.aclose()
         messages = [
             e.data.payload[0].message for e in out.events if isinstance(e.data, MessageEvent)
         ]

@@ -15,7 +15,6 @@ import psycopg
 import pytest
 
 from hdsp.daemon.store import (
-    Journal,
     StorageUnavailable,
     Store,
     StoreError,
@@ -23,7 +22,8 @@ from hdsp.daemon.store import (
     open_database,
 )
 from hdsp.daemon.store.postgres import PostgresDatabase, to_psycopg
-from hdsp.protocol import HistoryItem, StorageState, TaskCreated, TaskEvent, TaskState, decode_event
+from hdsp.protocol import HistoryItem, StorageState, TaskCreated, TaskState
+from tests.daemon.store.journals import Published, running_journal
 from tests.support.pg_proxy import PgProxy
 from tests.support.postgres import PostgresCluster
 from tests.support.stored_database import rows
@@ -31,14 +31,6 @@ from tests.support.stored_database import rows
 
 def _task(n: int) -> HistoryItem:
     return HistoryItem(id=f"t{n}", number=n, ts=n, task="x", state=TaskState.IDLE)
-
-
-class Published:
-    def __init__(self) -> None:
-        self.events: list[TaskEvent] = []
-
-    async def publish(self, topic: bytes, body: bytes) -> None:
-        self.events.append(decode_event(body))
 
 
 def test_placeholders_become_psycopg_s_and_quoted_text_stays() -> None:
@@ -66,10 +58,8 @@ async def test_a_lost_server_holds_the_batch_and_commits_it_once_it_answers_agai
 ) -> None:
     out = Published()
     async with Store.open(pg_url) as store:
-        journal = Journal(store, out.publish)
         monitor = store.monitor
-        async with anyio.create_task_group() as tg:
-            await tg.start(journal.run)
+        async with running_journal(store, out.publish) as journal:
             await journal.emit(TaskCreated(payload=("t1",)), insert_task(_task(1)))
             await journal.flush()
             await store.read(store.db.list_tasks, None, 10)  # the reader is connected too
@@ -96,7 +86,6 @@ async def test_a_lost_server_holds_the_batch_and_commits_it_once_it_answers_agai
             assert [e.data.payload[0] for e in out.events] == ["t1", "t2", "t3", "t4"]
             tasks = await store.read(store.db.list_tasks, None, 10)
             assert [r[0] for r in tasks] == ["t4", "t3", "t2", "t1"]
-            await journal.aclose()
 
 
 @pytest.fixture
@@ -142,9 +131,7 @@ async def test_a_daemon_that_finds_another_wrote_meanwhile_writes_nothing_more(
 ) -> None:
     out = Published()
     async with Store.open(pg_url) as store:
-        journal = Journal(store, out.publish)
-        async with anyio.create_task_group() as tg:
-            await tg.start(journal.run)
+        async with running_journal(store, out.publish) as journal:
             await journal.emit(TaskCreated(payload=("t1",)), insert_task(_task(1)))
             await journal.flush()
             postgres.cut_off(pg_url, allow=False)
@@ -162,7 +149,6 @@ async def test_a_daemon_that_finds_another_wrote_meanwhile_writes_nothing_more(
             assert health.state is StorageState.READ_ONLY
             assert health.reason is not None and "Another hdspd wrote" in health.reason
             assert [e.seq for e in out.events] == [1]
-            await journal.aclose()
     assert rows(pg_url, "SELECT seq, topic FROM events ORDER BY seq") == [(1, "t1"), (2, "t2")]
 
 

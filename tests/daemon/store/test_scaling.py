@@ -12,10 +12,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 
-from hdsp.daemon.store import Journal, SqliteDatabase, Store, insert_task, save_ui_message
+from hdsp.daemon.store import SqliteDatabase, Store, insert_task, save_ui_message
 from hdsp.daemon.store.integrity import quick_check
 from hdsp.protocol import (
     ClineMessage,
@@ -26,6 +25,7 @@ from hdsp.protocol import (
     decode_event,
     encode,
 )
+from tests.daemon.store.journals import running_journal
 
 
 def _steps(conn: sqlite3.Connection, fn: Callable[..., Any], *args: Any) -> int:
@@ -160,13 +160,10 @@ async def _start_journal(path: Path) -> tuple[int, list[TaskEvent]]:
 
     async with Store.open(path, check_seconds=0) as store:
         store.db._reader.set_progress_handler(tick, 1)
-        journal = Journal(store, publish)
-        async with anyio.create_task_group() as tg:
-            await tg.start(journal.run)
+        async with running_journal(store, publish) as journal:
             steps = count
             store.db._reader.set_progress_handler(None, 1)
             await journal.emit(TaskCreated(payload=(_task_id(7),)))
-            await journal.aclose()
     return steps, published
 
 

@@ -11,24 +11,14 @@ import anyio
 import pytest
 
 from hdsp.daemon.store import (
-    Journal,
     Store,
     StoreCorrupt,
     insert_task,
     integrity_check,
 )
 from hdsp.daemon.store.sqlite import SqliteDatabase
-from hdsp.protocol import HistoryItem, StorageState, TaskCreated, TaskEvent, TaskState, decode_event
-
-
-class Published:
-    def __init__(self) -> None:
-        self.events: list[TaskEvent] = []
-        self.arrived = anyio.Event()
-
-    async def publish(self, topic: bytes, body: bytes) -> None:
-        self.events.append(decode_event(body))
-        self.arrived.set()
+from hdsp.protocol import HistoryItem, StorageState, TaskCreated, TaskState
+from tests.daemon.store.journals import Published, running_journal
 
 
 def _task(n: int, text: str) -> HistoryItem:
@@ -40,10 +30,8 @@ async def test_a_full_database_holds_the_batch_and_commits_it_when_room_returns(
 ) -> None:
     out = Published()
     async with Store.open(tmp_path / "db.sqlite3") as store:
-        journal = Journal(store, out.publish)
         monitor = store.monitor
-        async with anyio.create_task_group() as tg:
-            await tg.start(journal.run)
+        async with running_journal(store, out.publish) as journal:
             await journal.emit(TaskCreated(payload=("t1",)), insert_task(_task(1, "small")))
             await journal.flush()
             assert [e.seq for e in out.events] == [1]
@@ -70,7 +58,6 @@ async def test_a_full_database_holds_the_batch_and_commits_it_when_room_returns(
             assert [e.seq for e in out.events] == [1, 2, 3, 4]
             assert [e.data.payload[0] for e in out.events] == ["t1", "t2", "t3", "t4"]
             assert [r[0] for r in store.db.list_tasks(None, 10)] == ["t4", "t3", "t2", "t1"]
-            await journal.aclose()
 
 
 def test_open_refuses_a_damaged_file_and_check_reports_it(tmp_path: Path) -> None:

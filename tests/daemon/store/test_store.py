@@ -16,7 +16,6 @@ import pytest
 
 from hdsp.daemon.store import (
     Database,
-    Journal,
     SqliteDatabase,
     Store,
     StoreCorrupt,
@@ -44,6 +43,7 @@ from hdsp.protocol import (
     TaskState,
     decode_event,
 )
+from tests.daemon.store.journals import running_journal
 
 
 def _item(task_id: str, number: int) -> HistoryItem:
@@ -74,9 +74,7 @@ async def test_journal_orders_persists_and_publishes(store_location: Path | str)
     rec = Recorder()
     async with Store.open(store_location) as store:
         rec.db = store.db
-        journal = Journal(store, rec.publish)
-        async with anyio.create_task_group() as tg:
-            await tg.start(journal.run)
+        async with running_journal(store, rec.publish) as journal:
             for n, tid in enumerate(["a", "b"], start=1):
                 await journal.emit(TaskCreated(payload=(tid,)), insert_task(_item(tid, n)))
             await journal.emit(_message("a", 10, "He", partial=True, action="created"))
@@ -84,7 +82,6 @@ async def test_journal_orders_persists_and_publishes(store_location: Path | str)
             await journal.emit(_message("b", 11, "x", partial=False, action="created"))
             await journal.emit(_message("a", 10, "Hello", partial=False, action="updated"))
             await journal.flush()
-            await journal.aclose()
         events = [e for _, e in rec.frames]
         assert [e.seq for e in events] == [1, 2, 3, None, 4, 5]
         # The live-only update says the durable event it follows (its topic's 3).
@@ -104,12 +101,9 @@ async def test_journal_resumes_seq_after_restart(store_location: Path | str) -> 
     for round_ in range(2):
         rec = Recorder()
         async with Store.open(store_location) as store:
-            journal = Journal(store, rec.publish)
-            async with anyio.create_task_group() as tg:
-                await tg.start(journal.run)
+            async with running_journal(store, rec.publish) as journal:
                 await journal.emit(TaskCreated(payload=(f"t{round_}",)))
                 await journal.emit(TaskCreated(payload=("same",)))
-                await journal.aclose()
         seqs = [(e.seq, e.prev_seq) for _, e in rec.frames]
         assert seqs == ([(1, 0), (2, 0)] if round_ == 0 else [(3, 0), (4, 2)])
 
@@ -117,9 +111,7 @@ async def test_journal_resumes_seq_after_restart(store_location: Path | str) -> 
 async def test_journal_batches_under_load(store_location: Path | str) -> None:
     rec = Recorder()
     async with Store.open(store_location) as store:
-        journal = Journal(store, rec.publish)
-        async with anyio.create_task_group() as tg:
-            await tg.start(journal.run)
+        async with running_journal(store, rec.publish) as journal:
 
             async def producer(k: int) -> None:
                 for i in range(500):
@@ -128,7 +120,6 @@ async def test_journal_batches_under_load(store_location: Path | str) -> None:
             async with anyio.create_task_group() as producers:
                 for k in range(4):
                     producers.start_soon(producer, k)
-            await journal.aclose()
         assert [e.seq for _, e in rec.frames] == list(range(1, 2001))
         assert store.db.counts() == (0, 2000)
 
@@ -221,9 +212,7 @@ async def test_wal_is_checkpointed_beside_the_writer(tmp_path: Path) -> None:
     path = tmp_path / "db.sqlite3"
     wal = path.with_name(path.name + "-wal")
     async with Store.open(path) as store:
-        journal = Journal(store, Recorder().publish)
-        async with anyio.create_task_group() as tg:
-            await tg.start(journal.run)
+        async with running_journal(store, Recorder().publish) as journal:
             await journal.emit(TaskCreated(payload=("a",)), insert_task(_item("a", 1)))
             sizes = []
             for ts in range(1, 8 * CHECKPOINT_EVERY):
@@ -231,7 +220,6 @@ async def test_wal_is_checkpointed_beside_the_writer(tmp_path: Path) -> None:
                 await journal.flush()  # one commit each: the most WAL growth per event
                 if ts % CHECKPOINT_EVERY == 0:
                     sizes.append(wal.stat().st_size)
-            await journal.aclose()
         # Without checkpoints the WAL would grow with every commit; with them, the
         # writer goes back to its start and the file stops growing.
         assert sizes[-1] == max(sizes[2:])
@@ -244,9 +232,7 @@ async def test_a_live_event_goes_out_at_once_but_never_before_what_was_queued(
 ) -> None:
     rec = Recorder()
     async with Store.open(store_location) as store:
-        journal = Journal(store, rec.publish)
-        async with anyio.create_task_group() as tg:
-            await tg.start(journal.run)
+        async with running_journal(store, rec.publish) as journal:
             await journal.emit(TaskCreated(payload=("a",)), insert_task(_item("a", 1)))
             await journal.flush()
             # Nothing queued: a live-only update is published before emit returns.
@@ -256,7 +242,6 @@ async def test_a_live_event_goes_out_at_once_but_never_before_what_was_queued(
             await journal.emit(_message("a", 6, "x", partial=False, action="created"))
             await journal.emit(_message("a", 6, "xy", partial=True, action="updated"))
             await journal.flush()
-            await journal.aclose()
         assert [e.seq for _, e in rec.frames] == [1, None, 2, None]
 
 
