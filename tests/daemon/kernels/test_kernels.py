@@ -7,10 +7,8 @@ from __future__ import annotations
 import base64
 import json
 import os
-import shutil
 import signal
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
@@ -380,25 +378,6 @@ async def test_executions_queue_per_kernel_and_kernels_run_side_by_side(tmp_path
         final = await svc.execute(a.kernel_id, "seq")
     assert order == [0, 1, 2]
     assert final.outputs[0].data == {"text/plain": "[0, 1, 2]"}
-
-
-@pytest.fixture
-async def notebook_kernel(tmp_path: Path) -> AsyncIterator[AsyncKernelManager]:
-    """A kernel started outside hdsp (as JupyterLab starts a notebook's), for the
-    service to attach to; shut down after the test."""
-    root = short_tmp_dir()
-    km = AsyncKernelManager(
-        kernel_name="python3",
-        transport="ipc",
-        ip=str(root / "nb"),
-        connection_file=str(root / "kernel-nb.json"),
-    )
-    await km.start_kernel(cwd=str(kernel_dir(tmp_path)))
-    try:
-        yield km
-    finally:
-        await km.shutdown_kernel(now=True)
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def _renamed_copy(connection_file: str, kernel_name: str) -> str:
