@@ -154,6 +154,35 @@ _CONTROL_FLOW = frozenset(
     }
 )  # fmt: skip
 
+_DASH_QUOTES = "`$'...'` and `$\"...\"` mean something else to /bin/sh (dash)"
+_NOT_DASH_TESTS = "`[[`/`((` are not /bin/sh (dash) syntax"
+_HERESTRING = "`<<<` means something else to /bin/sh (dash)"
+#: The named nodes that make a command more than a list of plain commands: the
+#: hazard each is (for a deny list or an allow list to weigh), and for some
+#: what of the command cannot be seen into.
+_HAZARDS: dict[str, tuple[str, str | None]] = {
+    "heredoc_redirect": ("it feeds a here-document to a command", None),
+    "herestring_redirect": (_HERESTRING, _HERESTRING),
+    "variable_assignment": ("it sets a shell variable", None),
+    "variable_assignments": ("it sets a shell variable", None),
+    "declaration_command": ("it sets or unsets shell variables", None),
+    "unset_command": ("it sets or unsets shell variables", None),
+    "subshell": ("it runs commands in a subshell", None),
+    "compound_statement": ("it groups commands in braces", None),
+    "function_definition": ("it defines a shell function", None),
+    **dict.fromkeys(_CONTROL_FLOW, ("it uses shell control flow (if, for, while, case)", None)),
+    "test_command": (_NOT_DASH_TESTS, _NOT_DASH_TESTS),
+    "command_substitution": ("it runs a command substitution (`$(...)` or backticks)", None),
+    "process_substitution": (
+        "it uses process substitution (`<(...)`), which /bin/sh (dash) lacks",
+        "process substitution means something else to /bin/sh (dash)",
+    ),
+    "arithmetic_expansion": ("it uses arithmetic expansion", None),
+    "ansi_c_string": (_DASH_QUOTES, None),
+    "translated_string": (_DASH_QUOTES, None),
+    "brace_expression": ("it uses brace expansion, which /bin/sh (dash) lacks", None),
+}
+
 
 def _visit(node: Node, walk: _Walk, source: bytes) -> None:
     kind = node.type
@@ -167,44 +196,18 @@ def _visit(node: Node, walk: _Walk, source: bytes) -> None:
         elif kind == "$" and node.parent is not None and node.parent.type in _DOLLAR_OWNERS:
             # `$"..."` (bash's translated string) is `$` glued to a string for
             # dash; the parser splits it into two words.
-            walk.hazard("`$'...'` and `$\"...\"` mean something else to /bin/sh (dash)")
+            walk.hazard(_DASH_QUOTES)
             walk.cannot_see("a lone `$` before a quote means something else to /bin/sh (dash)")
         return
     elif kind == "command":
         _command(node, walk)
     elif kind == "file_redirect":
         _redirect(node, walk)
-    elif kind == "heredoc_redirect":
-        walk.hazard("it feeds a here-document to a command")
-    elif kind == "herestring_redirect":
-        walk.hazard("`<<<` means something else to /bin/sh (dash)")
-        walk.cannot_see("`<<<` means something else to /bin/sh (dash)")
-    elif kind in ("variable_assignment", "variable_assignments"):
-        walk.hazard("it sets a shell variable")
-    elif kind in ("declaration_command", "unset_command"):
-        walk.hazard("it sets or unsets shell variables")
-    elif kind == "subshell":
-        walk.hazard("it runs commands in a subshell")
-    elif kind == "compound_statement":
-        walk.hazard("it groups commands in braces")
-    elif kind == "function_definition":
-        walk.hazard("it defines a shell function")
-    elif kind in _CONTROL_FLOW:
-        walk.hazard("it uses shell control flow (if, for, while, case)")
-    elif kind == "test_command":
-        walk.hazard("`[[`/`((` are not /bin/sh (dash) syntax")
-        walk.cannot_see("`[[`/`((` are not /bin/sh (dash) syntax")
-    elif kind == "command_substitution":
-        walk.hazard("it runs a command substitution (`$(...)` or backticks)")
-    elif kind == "process_substitution":
-        walk.hazard("it uses process substitution (`<(...)`), which /bin/sh (dash) lacks")
-        walk.cannot_see("process substitution means something else to /bin/sh (dash)")
-    elif kind == "arithmetic_expansion":
-        walk.hazard("it uses arithmetic expansion")
-    elif kind in ("ansi_c_string", "translated_string"):
-        walk.hazard("`$'...'` and `$\"...\"` mean something else to /bin/sh (dash)")
-    elif kind == "brace_expression":
-        walk.hazard("it uses brace expansion, which /bin/sh (dash) lacks")
+    elif kind in _HAZARDS:
+        hazard, unseen = _HAZARDS[kind]
+        walk.hazard(hazard)
+        if unseen is not None:
+            walk.cannot_see(unseen)
     elif kind == "redirected_statement":
         pass  # its body and its redirects are visited below
     elif kind not in _PLAIN:

@@ -27,7 +27,7 @@ What a model reads of outputs is the kernel tools' business
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, get_args, get_type_hints
 
 import msgspec
 
@@ -43,17 +43,9 @@ __all__ = [
     "output_from_message",
 ]
 
-#: iopub message types that are outputs of the execution that caused them.
-OUTPUT_TYPES = frozenset(
-    {
-        "stream",
-        "display_data",
-        "update_display_data",
-        "execute_result",
-        "error",
-        "clear_output",
-    }
-)
+#: iopub message types that are outputs of the execution that caused them: the
+#: output types a KernelOutput has.
+OUTPUT_TYPES = frozenset(get_args(get_type_hints(KernelOutput)["output_type"]))
 
 #: Image types that outputs carry as pictures (PNG and JPEG, base64).
 IMAGE_TYPES = ("image/png", "image/jpeg")

@@ -126,23 +126,22 @@ def _module(name: str) -> Any:
     return sys.modules.get(name)
 
 
+#: The kinds the inspection knows, in the order they are tried: (module, class).
+_KINDS = (
+    ("pandas", "DataFrame"),
+    ("pandas", "Series"),
+    ("polars", "DataFrame"),
+    ("polars", "Series"),
+    ("numpy", "ndarray"),
+)
+
+
 def _kind(value: Any) -> str:
     t = type(value)
-    pd = _module("pandas")
-    if pd is not None:
-        if issubclass(t, pd.DataFrame):
-            return "pandas.DataFrame"
-        if issubclass(t, pd.Series):
-            return "pandas.Series"
-    pl = _module("polars")
-    if pl is not None:
-        if issubclass(t, pl.DataFrame):
-            return "polars.DataFrame"
-        if issubclass(t, pl.Series):
-            return "polars.Series"
-    np = _module("numpy")
-    if np is not None and issubclass(t, np.ndarray):
-        return "numpy.ndarray"
+    for module_name, class_name in _KINDS:
+        module = _module(module_name)
+        if module is not None and issubclass(t, getattr(module, class_name)):
+            return f"{module_name}.{class_name}"
     return "other"
 
 

@@ -19,7 +19,6 @@ import structlog
 
 from hdsp.daemon.conversation import (
     ApiMessage,
-    ModelInfo,
     ModelRequest,
     TextBlock,
     TextDelta,
@@ -33,7 +32,7 @@ from hdsp.protocol import Say
 from .budget import SUMMARY_PROMPT, ContextBudget, RequestCount
 from .history import ApiHistory
 from .messages import TaskMessages
-from .record import TaskRecord
+from .record import TaskRecord, request_cost
 from .waiting import ReplyWait, show_wait
 
 __all__ = ["ContextFit"]
@@ -142,7 +141,7 @@ class ContextFit:
             failure = exc.message
         if failure is None and not text.strip():
             failure = "the model's summary was empty"
-        cost = _cost(usage, provider.info())
+        cost = request_cost(usage, provider.info())
         self._record.charge(usage, cost)
         if failure is not None:
             await self._messages.update(
@@ -168,13 +167,3 @@ class ContextFit:
         )
         await self._record.tell_usage()
         return True
-
-
-def _cost(usage: UsageChunk, info: ModelInfo) -> float:
-    """What a request cost in dollars, at `info`'s prices (per million tokens)."""
-    return (
-        usage.input_tokens * info.input_price
-        + usage.output_tokens * info.output_price
-        + usage.cache_read_tokens * info.cache_read_price
-        + usage.cache_write_tokens * info.cache_write_price
-    ) / 1_000_000

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 import msgspec
 
 from hdsp.daemon.approvals import ApprovalPolicy
-from hdsp.daemon.conversation import UsageChunk
+from hdsp.daemon.conversation import ModelInfo, UsageChunk
 from hdsp.daemon.store import Journal, update_task
 from hdsp.protocol import (
     Event,
@@ -21,7 +21,7 @@ from hdsp.protocol import (
     ToolUsageEntry,
 )
 
-__all__ = ["TaskRecord", "charged"]
+__all__ = ["TaskRecord", "charged", "request_cost"]
 
 
 class TaskRecord:
@@ -89,6 +89,17 @@ class TaskRecord:
         """Add a request's `usage` and `cost` to the task's totals and its caps."""
         self.item = charged(self.item, usage, cost)
         self._approvals.add_cost(self.approvals_key, cost)
+
+
+def request_cost(usage: UsageChunk, info: ModelInfo) -> float:
+    """What a request of `usage` cost in dollars, at `info`'s prices (per million
+    tokens)."""
+    return (
+        usage.input_tokens * info.input_price
+        + usage.output_tokens * info.output_price
+        + usage.cache_read_tokens * info.cache_read_price
+        + usage.cache_write_tokens * info.cache_write_price
+    ) / 1_000_000
 
 
 def charged(item: HistoryItem, usage: UsageChunk, cost: float) -> HistoryItem:

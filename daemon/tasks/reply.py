@@ -11,7 +11,6 @@ import json
 import time
 
 import anyio
-import msgspec
 
 from hdsp.daemon.conversation import (
     Block,
@@ -31,6 +30,7 @@ from hdsp.daemon.llm.errors import ProviderError
 from hdsp.protocol import ClineMessage, HistoryItem, Say
 
 from .messages import TaskMessages
+from .record import charged, request_cost
 from .turn import CallState
 from .waiting import ReplyWait, show_wait
 
@@ -202,25 +202,11 @@ class StreamedReply:
 
     def cost(self, info: ModelInfo) -> float:
         """What the reply cost in dollars, at `info`'s prices (per million tokens)."""
-        u = self.usage
-        return (
-            u.input_tokens * info.input_price
-            + u.output_tokens * info.output_price
-            + u.cache_read_tokens * info.cache_read_price
-            + u.cache_write_tokens * info.cache_write_price
-        ) / 1_000_000
+        return request_cost(self.usage, info)
 
     def charged(self, item: HistoryItem, cost: float) -> HistoryItem:
         """`item` with this reply's tokens and `cost` added to its totals."""
-        u = self.usage
-        return msgspec.structs.replace(
-            item,
-            tokens_in=item.tokens_in + u.input_tokens,
-            tokens_out=item.tokens_out + u.output_tokens,
-            cache_reads=(item.cache_reads or 0) + u.cache_read_tokens,
-            cache_writes=(item.cache_writes or 0) + u.cache_write_tokens,
-            total_cost=item.total_cost + cost,
-        )
+        return charged(item, self.usage, cost)
 
     def request_info(self, started: str | None, cost: float) -> str:
         """The text of the `api_req_started` message `started`, with this reply's

@@ -69,8 +69,8 @@ from .record import TaskRecord
 from .returns import returned_by
 from .task_mode import TaskModes, entered, task_mode
 from .todos import TaskTodos
-from .turn import CallState, TurnState, user_content
-from .turn_requests import TurnRequests
+from .turn import CallState, TurnState
+from .turn_requests import TurnRequests, add_user_message
 from .turn_run import TurnRun
 from .waiting import WAIT_UPDATE_INTERVAL
 
@@ -314,16 +314,7 @@ class Task:
                     start: Event = (TaskStarted if first else TaskActive)(payload=(self.id,))
                     await self.set_state(TaskState.RUNNING, start)
                 if message is not None:
-                    await self.messages.say(
-                        Say.USER_FEEDBACK,
-                        message.text,
-                        images=message.images,
-                        context=message.context,
-                        sent_by=sent_by,
-                    )
-                    await self.history.add(
-                        "user", user_content(message.text, message.images, message.context)
-                    )
+                    await add_user_message(self.messages, self.history, message, sent_by)
                 await self._loop()
                 outcome = TaskState.COMPLETED
         except Exception:

@@ -26,7 +26,7 @@ from hdsp.daemon.conversation import TextBlock
 from hdsp.daemon.llm import Provider
 from hdsp.daemon.llm.errors import ContextWindowExceeded, ProviderError
 from hdsp.daemon.llm.images import image_refused
-from hdsp.protocol import Ask, AskResponse, ClineMessage, Say
+from hdsp.protocol import Ask, AskResponse, ClineMessage, Say, SendMessageData
 
 from .asks import AskBox
 from .context_fit import ContextFit
@@ -40,7 +40,22 @@ from .reply import INTERRUPTED_NOTE, StreamedReply
 from .turn import TurnState, user_content
 from .waiting import count_down
 
-__all__ = ["TurnRequests"]
+__all__ = ["TurnRequests", "add_user_message"]
+
+
+async def add_user_message(
+    messages: TaskMessages, history: ApiHistory, message: SendMessageData, sent_by: str | None
+) -> None:
+    """A message the user sent (`sent_by`: who, over TCP): shown to every client
+    as user feedback, and added to the API history."""
+    await messages.say(
+        Say.USER_FEEDBACK,
+        message.text,
+        images=message.images,
+        context=message.context,
+        sent_by=sent_by,
+    )
+    await history.add("user", user_content(message.text, message.images, message.context))
 
 
 class TurnRequests:
@@ -97,16 +112,7 @@ class TurnRequests:
                 await self._history.add("user", [TextBlock(text=self._feedback.take())])
             for steer, sender in await self._queue.take_steered():
                 # Where it lands in the turn is where every client sees it.
-                await self._messages.say(
-                    Say.USER_FEEDBACK,
-                    steer.text,
-                    images=steer.images,
-                    context=steer.context,
-                    sent_by=sender,
-                )
-                await self._history.add(
-                    "user", user_content(steer.text, steer.images, steer.context)
-                )
+                await add_user_message(self._messages, self._history, steer, sender)
             provider = deps.providers.get(self._record.item.api_config_name)
             request = await self._fit.fitted(provider)
             started = await self._messages.say(

@@ -37,12 +37,20 @@ from hdsp.protocol import Ask, CellOutput, ClineMessage, ExecutionResult, Kernel
 from .base import Tool, ToolCategory, ToolContext, ToolError, ToolResult
 from .kernel_output import render_for_model
 
-__all__ = ["CodeRun", "ExecuteCodeTool", "kernel_service", "run_code"]
+__all__ = ["TIMEOUT_PARAMETER", "CodeRun", "ExecuteCodeTool", "kernel_service", "run_code"]
 
 #: Stream text kept per output in a cell_output message (head and tail).
 MESSAGE_TEXT_LIMIT = 64 * 1024
 #: Outputs kept in a cell_output message (the first and the last).
 MESSAGE_MAX_OUTPUTS = 200
+
+#: The `timeout` argument of the tools that run code (`run_code`'s time limit).
+TIMEOUT_PARAMETER: Mapping[str, Any] = {
+    "type": "number",
+    "exclusiveMinimum": 0,
+    "maximum": 86400,
+    "description": "Seconds before the code is interrupted (default 120).",
+}
 
 _encoder = msgspec.json.Encoder()
 
@@ -251,12 +259,7 @@ class ExecuteCodeTool(Tool):
         "type": "object",
         "properties": {
             "code": {"type": "string", "description": "The Python code to run."},
-            "timeout": {
-                "type": "number",
-                "exclusiveMinimum": 0,
-                "maximum": 86400,
-                "description": "Seconds before the code is interrupted (default 120).",
-            },
+            "timeout": TIMEOUT_PARAMETER,
         },
         "required": ["code"],
         "additionalProperties": False,

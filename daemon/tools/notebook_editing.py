@@ -21,7 +21,13 @@ __all__ = [
     "MoveCell",
 ]
 
-_CELL_TYPE = {"type": "string", "enum": ["code", "markdown", "raw"]}
+#: The arguments of insert_cell and edit_cell: where, and the cell's source and type.
+_SOURCE_ARGUMENTS = {
+    "path": {"type": "string"},
+    "index": {"type": "integer", "minimum": 0},
+    "source": {"type": "string"},
+    "cell_type": {"type": "string", "enum": ["code", "markdown", "raw"]},
+}
 
 
 class InsertCell(CellChange):
@@ -32,18 +38,13 @@ class InsertCell(CellChange):
     )
     parameters: ClassVar[Mapping[str, Any]] = {
         "type": "object",
-        "properties": {
-            "path": {"type": "string"},
-            "index": {"type": "integer", "minimum": 0},
-            "source": {"type": "string"},
-            "cell_type": _CELL_TYPE,
-        },
+        "properties": _SOURCE_ARGUMENTS,
         "required": ["path", "source"],
         "additionalProperties": False,
     }
     category: ClassVar[ToolCategory] = ToolCategory.WRITE
 
-    async def _change_file(
+    async def _use_file(
         self, ctx: ToolContext, path: NotebookPath, args: Mapping[str, Any], note: str
     ) -> ToolResult:
         found = await self._load(ctx, path, must_exist=False)
@@ -78,7 +79,7 @@ class InsertCell(CellChange):
             f"(now {len(nb.cells)} cells){note}."
         )
 
-    async def _change_live(
+    async def _use_live(
         self, ctx: ToolContext, path: NotebookPath, live: LiveNotebook, args: Mapping[str, Any]
     ) -> ToolResult:
         seen = self._seen_live(ctx, path)
@@ -122,22 +123,16 @@ class EditCell(CellChange):
     )
     parameters: ClassVar[Mapping[str, Any]] = {
         "type": "object",
-        "properties": {
-            "path": {"type": "string"},
-            "index": {"type": "integer", "minimum": 0},
-            "source": {"type": "string"},
-            "cell_type": _CELL_TYPE,
-        },
+        "properties": _SOURCE_ARGUMENTS,
         "required": ["path", "index", "source"],
         "additionalProperties": False,
     }
     category: ClassVar[ToolCategory] = ToolCategory.WRITE
 
-    async def _change_file(
+    async def _use_file(
         self, ctx: ToolContext, path: NotebookPath, args: Mapping[str, Any], note: str
     ) -> ToolResult:
-        nb, expected = await self._load_seen(ctx, path)
-        index = self._index(nb, args)
+        nb, expected, index = await self._file_target(ctx, path, args)
         old = nb.cells[index]
         kind = args.get("cell_type", old.cell_type)
         cell = new_cell(kind, str(args["source"]))
@@ -149,7 +144,7 @@ class EditCell(CellChange):
         await self._save(ctx, path, nb, expected)
         return ToolResult.text(f"Cell {index} of {path.shown} is now a {kind} cell{note}.")
 
-    async def _change_live(
+    async def _use_live(
         self, ctx: ToolContext, path: NotebookPath, live: LiveNotebook, args: Mapping[str, Any]
     ) -> ToolResult:
         seen, index, (cell_id, digest) = self._live_target(ctx, path, live, args)
@@ -185,18 +180,17 @@ class DeleteCell(CellChange):
     }
     category: ClassVar[ToolCategory] = ToolCategory.WRITE
 
-    async def _change_file(
+    async def _use_file(
         self, ctx: ToolContext, path: NotebookPath, args: Mapping[str, Any], note: str
     ) -> ToolResult:
-        nb, expected = await self._load_seen(ctx, path)
-        index = self._index(nb, args)
+        nb, expected, index = await self._file_target(ctx, path, args)
         del nb.cells[index]
         await self._save(ctx, path, nb, expected)
         return ToolResult.text(
             f"Deleted cell {index} of {path.shown} (now {len(nb.cells)} cells){note}."
         )
 
-    async def _change_live(
+    async def _use_live(
         self, ctx: ToolContext, path: NotebookPath, live: LiveNotebook, args: Mapping[str, Any]
     ) -> ToolResult:
         seen, index, (cell_id, digest) = self._live_target(ctx, path, live, args)
@@ -225,11 +219,10 @@ class MoveCell(CellChange):
     }
     category: ClassVar[ToolCategory] = ToolCategory.WRITE
 
-    async def _change_file(
+    async def _use_file(
         self, ctx: ToolContext, path: NotebookPath, args: Mapping[str, Any], note: str
     ) -> ToolResult:
-        nb, expected = await self._load_seen(ctx, path)
-        index = self._index(nb, args)
+        nb, expected, index = await self._file_target(ctx, path, args)
         to = int(args["to_index"])
         if not 0 <= to < len(nb.cells):
             raise ToolError(f"to_index {to} is past the end (0 to {len(nb.cells) - 1}).")
@@ -238,7 +231,7 @@ class MoveCell(CellChange):
         await self._save(ctx, path, nb, expected)
         return ToolResult.text(f"Moved cell {index} of {path.shown} to index {to}{note}.")
 
-    async def _change_live(
+    async def _use_live(
         self, ctx: ToolContext, path: NotebookPath, live: LiveNotebook, args: Mapping[str, Any]
     ) -> ToolResult:
         seen, index, (cell_id, digest) = self._live_target(ctx, path, live, args)

@@ -12,8 +12,8 @@ import msgspec
 from hdsp.daemon.conversation import TextBlock
 
 from .base import ToolCategory, ToolContext, ToolResult
-from .live_notebook import HostGone, source_digest
-from .notebook_files import cells_seen, parse_notebook
+from .live_notebook import LiveNotebook, source_digest
+from .notebook_files import NotebookPath, cells_seen, parse_notebook
 from .notebook_tool import NotebookTool
 
 __all__ = [
@@ -71,27 +71,23 @@ class ReadNotebook(NotebookTool):
     category: ClassVar[ToolCategory] = ToolCategory.READ
     writes: ClassVar[bool] = False
 
-    async def execute(self, ctx: ToolContext, args: Mapping[str, Any]) -> ToolResult:
-        path = await self._path(ctx, args)
-        live = await self._live(ctx, path)
-        note = ""
-        if live is not None:
-            try:
-                cells = await live.read()
-            except HostGone as exc:
-                note = f"\n({exc.reason}; this is the file on disk.)"
-            else:
-                self.tracker.remember(
-                    ctx.task_id,
-                    path.key,
-                    None,
-                    [(c.id, source_digest(c.source)) for c in cells],
-                )
-                head = (
-                    f"{path.shown}: {len(cells)} cells, {live.where}: what the user sees "
-                    "now, saved or not"
-                )
-                return ToolResult(content=[TextBlock(text=_render(head, cells))])
+    file_instead: ClassVar[str] = "\n({reason}; this is the file on disk.)"
+
+    async def _use_live(
+        self, ctx: ToolContext, path: NotebookPath, live: LiveNotebook, args: Mapping[str, Any]
+    ) -> ToolResult:
+        cells = await live.read()
+        self.tracker.remember(
+            ctx.task_id, path.key, None, [(c.id, source_digest(c.source)) for c in cells]
+        )
+        head = (
+            f"{path.shown}: {len(cells)} cells, {live.where}: what the user sees now, saved or not"
+        )
+        return ToolResult(content=[TextBlock(text=_render(head, cells))])
+
+    async def _use_file(
+        self, ctx: ToolContext, path: NotebookPath, args: Mapping[str, Any], note: str
+    ) -> ToolResult:
         data, digest = await self._load(ctx, path)
         nb = parse_notebook(data, path.shown)
         self.tracker.remember(ctx.task_id, path.key, digest, cells_seen(nb))

@@ -17,7 +17,7 @@ from hdsp.daemon.conversation import TextBlock
 from hdsp.protocol import DocumentEdit, ExecutionResult, KernelOutput
 
 from .base import ToolCategory, ToolContext, ToolError, ToolResult
-from .kernel_tools import run_code
+from .kernel_tools import TIMEOUT_PARAMETER, run_code
 from .live_notebook import HostGone, LiveNotebook, OutputPusher
 from .notebook_displays import NotebookDisplays
 from .notebook_files import NotebookPath, nbf, notebook_output, parse_notebook
@@ -40,6 +40,15 @@ def _output_dict(out: KernelOutput) -> dict[str, Any]:
     return node
 
 
+def _with_note(result: ToolResult, note: str) -> ToolResult:
+    """The run's `result` with `note` (where its outputs went) after its text."""
+    first = result.content[0]
+    assert isinstance(first, TextBlock)
+    result.content[0] = TextBlock(text=f"{first.text}\n\n{note}")
+    result.summary = f"{result.summary}\n{note}" if result.summary else note
+    return result
+
+
 class RunCell(CellChange):
     name: ClassVar[str] = "run_cell"
     description: ClassVar[str] = (
@@ -52,12 +61,7 @@ class RunCell(CellChange):
         "properties": {
             "path": {"type": "string"},
             "index": {"type": "integer", "minimum": 0},
-            "timeout": {
-                "type": "number",
-                "exclusiveMinimum": 0,
-                "maximum": 86400,
-                "description": "Seconds before the code is interrupted (default 120).",
-            },
+            "timeout": TIMEOUT_PARAMETER,
         },
         "required": ["path", "index"],
         "additionalProperties": False,
@@ -79,26 +83,21 @@ class RunCell(CellChange):
         #: Which outputs show each display id (updated from any cell, as in Jupyter).
         self.displays = displays if displays is not None else NotebookDisplays()
 
-    async def _change_file(
+    async def _use_file(
         self, ctx: ToolContext, path: NotebookPath, args: Mapping[str, Any], note: str
     ) -> ToolResult:
         # (Not run in JupyterLab when its host did not answer: the file's cell runs
         # instead, its outputs go to the file, and the note is not needed.)
-        nb, digest = await self._load_seen(ctx, path)
-        index = self._index(nb, args)
+        nb, digest, index = await self._file_target(ctx, path, args)
         cell = nb.cells[index]
         if cell.cell_type != "code":
             raise ToolError(f"Cell {index} is a {cell.cell_type} cell; only code cells run.")
         run = await run_code(ctx, str(cell.source), time_limit=args.get("timeout"))
         result = await run.model_content(text_limit=self.text_limit, max_images=self.max_images)
         note = await self._store_outputs(ctx, path, index, digest, run.result)
-        first = result.content[0]
-        assert isinstance(first, TextBlock)
-        result.content[0] = TextBlock(text=f"{first.text}\n\n{note}")
-        result.summary = f"{result.summary}\n{note}" if result.summary else note
-        return result
+        return _with_note(result, note)
 
-    async def _change_live(
+    async def _use_live(
         self, ctx: ToolContext, path: NotebookPath, live: LiveNotebook, args: Mapping[str, Any]
     ) -> ToolResult:
         """Run the open document's cell: its outputs stream into it as they come,
@@ -170,11 +169,7 @@ class RunCell(CellChange):
             )
             if updated:
                 note += f" The code updated {updated} display output(s) of other cells there too."
-        first = result.content[0]
-        assert isinstance(first, TextBlock)
-        result.content[0] = TextBlock(text=f"{first.text}\n\n{note}")
-        result.summary = f"{result.summary}\n{note}" if result.summary else note
-        return result
+        return _with_note(result, note)
 
     async def _update_live_displays(
         self,

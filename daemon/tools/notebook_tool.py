@@ -78,10 +78,14 @@ class NotebookTracker:
 
 
 class NotebookTool(Tool):
-    """The shared parts: the path rule, loading, and the guarded atomic save."""
+    """The shared parts: the path rule, loading, the guarded atomic save, and
+    the route: the open document when a host holds it, else (or when the host
+    does not answer) the file."""
 
     #: Whether the tool writes the notebook (.hdspignore'd paths refuse writes).
     writes: ClassVar[bool] = True
+    #: The note of the file route when the host did not answer (`{reason}`: why).
+    file_instead: ClassVar[str]
 
     def __init__(self, tracker: NotebookTracker, documents: NotebookHosts | None = None) -> None:
         self.tracker = tracker
@@ -101,6 +105,30 @@ class NotebookTool(Tool):
         return LiveNotebook(
             self.documents, host, absolute, path.shown, ctx.task_id, self.answer_limit
         )
+
+    async def execute(self, ctx: ToolContext, args: Mapping[str, Any]) -> ToolResult:
+        path = await self._path(ctx, args)
+        live = await self._live(ctx, path)
+        note = ""
+        if live is not None:
+            try:
+                return await self._use_live(ctx, path, live, args)
+            except HostGone as exc:
+                note = self.file_instead.format(reason=exc.reason)
+        return await self._use_file(ctx, path, args, note)
+
+    @abstractmethod
+    async def _use_live(
+        self, ctx: ToolContext, path: NotebookPath, live: LiveNotebook, args: Mapping[str, Any]
+    ) -> ToolResult:
+        """Do it in the open document `live`."""
+
+    @abstractmethod
+    async def _use_file(
+        self, ctx: ToolContext, path: NotebookPath, args: Mapping[str, Any], note: str
+    ) -> ToolResult:
+        """Do it in the file; `note` (empty, or `file_instead` with its reason)
+        says why the open document was not used."""
 
     def _seen_live(self, ctx: ToolContext, path: NotebookPath) -> list[CellSeen]:
         cells = self.tracker.cells(ctx.task_id, path.key)
@@ -183,29 +211,15 @@ class CellChange(NotebookTool):
     """A tool that changes a notebook's cells: in the open document when a host
     holds it, else (or when the host does not answer) in the file."""
 
-    async def execute(self, ctx: ToolContext, args: Mapping[str, Any]) -> ToolResult:
-        path = await self._path(ctx, args)
-        live = await self._live(ctx, path)
-        note = ""
-        if live is not None:
-            try:
-                return await self._change_live(ctx, path, live, args)
-            except HostGone as exc:
-                note = f" ({exc.reason}, so the file was changed instead)"
-        return await self._change_file(ctx, path, args, note)
+    file_instead: ClassVar[str] = " ({reason}, so the file was changed instead)"
 
-    @abstractmethod
-    async def _change_live(
-        self, ctx: ToolContext, path: NotebookPath, live: LiveNotebook, args: Mapping[str, Any]
-    ) -> ToolResult:
-        """Make the change in the open document `live`."""
-
-    @abstractmethod
-    async def _change_file(
-        self, ctx: ToolContext, path: NotebookPath, args: Mapping[str, Any], note: str
-    ) -> ToolResult:
-        """Make the change in the file; `note` (empty or starting with a blank)
-        says why the open document was not changed."""
+    async def _file_target(
+        self, ctx: ToolContext, path: NotebookPath, args: Mapping[str, Any]
+    ) -> tuple[NotebookNode, str, int]:
+        """The notebook as the task last saw it, its content hash, and the index
+        `args` names (a ToolError when there is no such cell)."""
+        nb, digest = await self._load_seen(ctx, path)
+        return nb, digest, self._index(nb, args)
 
     def _live_target(
         self, ctx: ToolContext, path: NotebookPath, live: LiveNotebook, args: Mapping[str, Any]

@@ -10,10 +10,10 @@ JSON-encoded), never code.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, ClassVar
 
-from hdsp.daemon.kernels import KernelError
+from hdsp.daemon.kernels import KernelError, KernelService, TaskKernel
 from hdsp.daemon.kernels.variables import VariableInspection, is_variable_name
 from hdsp.protocol import VariableDetail, VariableList, VariableSummary
 
@@ -87,6 +87,19 @@ def render_detail(detail: VariableDetail) -> str:
     return "\n".join(lines)
 
 
+async def _inspect(
+    ctx: ToolContext, inspect: Callable[[KernelService, str], Awaitable[VariableInspection]]
+) -> tuple[TaskKernel, VariableInspection]:
+    """The task's kernel and what `inspect` (given the service and the kernel's
+    id) found in it; a kernel that cannot be had or inspected is a ToolError."""
+    service = kernel_service(ctx)
+    try:
+        kernel = await service.kernel_for_task(ctx.task_id, ctx.workspace)
+        return kernel, await inspect(service, kernel.kernel_id)
+    except KernelError as exc:
+        raise ToolError(exc.message) from None
+
+
 def _failure(found: VariableInspection) -> ToolError:
     return ToolError(found.message or "The kernel could not be inspected.")
 
@@ -114,14 +127,11 @@ class ListVariablesTool(Tool):
     category: ClassVar[ToolCategory] = ToolCategory.READ
 
     async def execute(self, ctx: ToolContext, args: Mapping[str, Any]) -> ToolResult:
-        service = kernel_service(ctx)
-        try:
-            kernel = await service.kernel_for_task(ctx.task_id, ctx.workspace)
-            found = await service.list_variables(
-                kernel.kernel_id, include_private=bool(args.get("include_private", False))
-            )
-        except KernelError as exc:
-            raise ToolError(exc.message) from None
+        private = bool(args.get("include_private", False))
+        kernel, found = await _inspect(
+            ctx,
+            lambda service, kernel_id: service.list_variables(kernel_id, include_private=private),
+        )
         if found.listing is None:
             raise _failure(found)
         header = f"[variables in kernel {kernel.name}]"
@@ -158,12 +168,9 @@ class DescribeVariableTool(Tool):
                 f"{name!r} is not a variable name: give one name as list_variables shows it "
                 "(a Python identifier, no expressions or attributes)."
             )
-        service = kernel_service(ctx)
-        try:
-            kernel = await service.kernel_for_task(ctx.task_id, ctx.workspace)
-            found = await service.describe_variable(kernel.kernel_id, name)
-        except KernelError as exc:
-            raise ToolError(exc.message) from None
+        kernel, found = await _inspect(
+            ctx, lambda service, kernel_id: service.describe_variable(kernel_id, name)
+        )
         if found.detail is None:
             raise _failure(found)
         header = f"[{name} in kernel {kernel.name}]"

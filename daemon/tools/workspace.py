@@ -318,7 +318,11 @@ class Workspace:
         )
 
     @staticmethod
-    def _os_error(path: str, exc: OSError) -> ToolError:
+    def _os_error(path: str, exc: OSError | ValueError) -> ToolError:
+        """The error the model gets for what the OS refused of `path` (a ValueError:
+        a path it cannot take, such as one with a NUL byte)."""
+        if isinstance(exc, ValueError):
+            return ToolError(f"{path!r} is not a valid file path: {exc}.")
         reason = exc.strerror or type(exc).__name__
         return ToolError(f"{path!r} cannot be used: {reason}.")
 
@@ -412,9 +416,7 @@ class Workspace:
         except ToolError:
             raise
         except (OSError, ValueError) as exc:
-            if isinstance(exc, OSError):
-                raise self._os_error(path, exc) from None
-            raise ToolError(f"{path!r} is not a valid file path: {exc}.") from None
+            raise self._os_error(path, exc) from None
         return lexical, target
 
     def _check_missing(self, path: str, target: _Target) -> None:
@@ -508,9 +510,7 @@ class Workspace:
             except ToolError:
                 raise
             except (OSError, ValueError) as exc:
-                if isinstance(exc, OSError):
-                    raise self._os_error(path, exc) from None
-                raise ToolError(f"{path!r} is not a valid file path: {exc}.") from None
+                raise self._os_error(path, exc) from None
             finally:
                 os.close(target.parent_fd)
         raise ToolError(f"{path!r} keeps changing while it is opened; try again later.")

@@ -25,7 +25,7 @@ from hdsp.daemon.checkpoints import CheckpointService
 from hdsp.daemon.checkpoints import open_notebooks as open_module
 from hdsp.daemon.config import CheckpointSettings
 from hdsp.daemon.store import Journal, Store
-from hdsp.protocol import DocumentEdit
+from hdsp.protocol import CheckpointInfo, DocumentEdit
 from tests.support.shared_notebook_host import SharedNotebookHost
 
 _v4: Any = nbformat.v4
@@ -67,6 +67,14 @@ class Setup:
 
     def ops(self) -> list[tuple[str, str]]:
         return [(r.edit.op, r.path) for r in self.host.requests]
+
+    async def checkpoint_then_saved_agent_cell(self) -> CheckpointInfo:
+        """Checkpoint "one" of plots.ipynb, then a cell the agent inserted in the
+        open document, which the user saved."""
+        first = await self.service.save("t", self.workspace, "one")
+        _agent_inserts(self.host, "x = 2")
+        self.host.save(self.workspace / "plots.ipynb")
+        return first
 
 
 @asynccontextmanager
@@ -164,9 +172,7 @@ async def test_an_open_notebook_whose_file_lags_behind_is_saved_by_a_restore(
     # undid the agent's cell by hand, unsaved): the restore has the host save it.
     _write(ws / "plots.ipynb", "a = 1")
     async with _open(tmp_path) as s:
-        first = await s.service.save("t", ws, "one")
-        _agent_inserts(s.host, "x = 2")
-        s.host.save(ws / "plots.ipynb")  # (the user saved the agent's cell)
+        first = await s.checkpoint_then_saved_agent_cell()
         del s.host.ynb.ycells[1]  # (and then took it out, unsaved)
         restored = await s.service.restore_files("t", ws, first, None)
         assert restored.open_notebooks == ["plots.ipynb"]
@@ -178,9 +184,7 @@ async def test_a_host_that_does_not_save_leaves_the_file_to_the_daemon_with_a_no
 ) -> None:
     _write(ws / "plots.ipynb", "a = 1")
     async with _open(tmp_path) as s:
-        first = await s.service.save("t", ws, "one")
-        _agent_inserts(s.host, "x = 2")
-        s.host.save(ws / "plots.ipynb")  # (the user saved the agent's cell)
+        first = await s.checkpoint_then_saved_agent_cell()
         s.host.saves = False
         restored = await s.service.restore_files("t", ws, first, None)
         assert restored.open_notebooks == []

@@ -34,6 +34,10 @@ from hdsp.protocol import (
     KernelStatus,
     encode,
 )
+from tests.daemon.kernels.kernel_checks import (
+    check_a_loop_is_interrupted_at_its_time_limit,
+    check_input_is_answered_by_the_callback,
+)
 from tests.fakes.tcp_proxy import TcpProxy
 from tests.support.daemon_process import short_tmp_dir
 from tests.support.kernel_helpers import Collected, EventRecorder, running_service, tiny_png
@@ -146,12 +150,7 @@ async def test_a_loop_is_interrupted_through_rest_at_its_time_limit(
 ) -> None:
     async with gateway_service(server, tmp_path) as (svc, _):
         info = await svc.start_kernel()
-        await svc.execute(info.kernel_id, "x = 41")
-        r = await svc.execute(info.kernel_id, "while True:\n    pass", time_limit=1)
-        assert (r.status, r.kernel_restarted) == ("timeout", False)
-        assert r.outputs[-1].ename == "KeyboardInterrupt"
-        after = await svc.execute(info.kernel_id, "x + 1")
-    assert after.outputs[0].data == {"text/plain": "42"}  # interrupted, not restarted
+        await check_a_loop_is_interrupted_at_its_time_limit(svc, info.kernel_id)
 
 
 @pytest.mark.slow
@@ -207,21 +206,9 @@ async def test_a_kernel_that_dies_ends_its_execution_and_its_server_brings_it_ba
 
 
 async def test_input_is_answered_by_the_callback(server: KernelServer, tmp_path: Path) -> None:
-    prompts: list[tuple[str, bool]] = []
-
-    async def answer(prompt: str, password: bool) -> str:
-        prompts.append((prompt, password))
-        return "Ada"
-
     async with gateway_service(server, tmp_path) as (svc, _):
         info = await svc.start_kernel()
-        r = await svc.execute(
-            info.kernel_id, "name = input('Your name? ')\nprint('hello', name)", on_input=answer
-        )
-        no_input = await svc.execute(info.kernel_id, "input()")
-    assert prompts == [("Your name? ", False)]
-    assert r.outputs[-1].text == "hello Ada\n"
-    assert no_input.status == "error" and no_input.outputs[-1].ename == "StdinNotImplementedError"
+        await check_input_is_answered_by_the_callback(svc, info.kernel_id)
 
 
 async def test_attach_by_id_lists_and_detaches_without_shutting_down(
@@ -352,30 +339,37 @@ async def test_a_websocket_cut_mid_cell_loses_no_output(
     assert r.connection_dropped
 
 
+class _Culled:
+    """An `on_culled` callback that keeps what it was told: (task id, note) each."""
+
+    def __init__(self) -> None:
+        self.told: list[tuple[str, str]] = []
+
+    async def __call__(self, task_id: str, note: str) -> None:
+        self.told.append((task_id, note))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", _kinds())
 async def test_a_kernel_the_server_culls_is_reported_and_a_new_one_starts(
     kind: ServerKind, tmp_path: Path
 ) -> None:
     root = short_tmp_dir()
-    culled: list[tuple[str, str]] = []
-
-    async def on_culled(task_id: str, note: str) -> None:
-        culled.append((task_id, note))
+    culled = _Culled()
 
     try:
         with KernelServer(kind, root, cull=2) as culling:
-            async with gateway_service(culling, tmp_path, on_culled=on_culled) as (svc, rec):
+            async with gateway_service(culling, tmp_path, on_culled=culled) as (svc, rec):
                 first = await svc.kernel_for_task("t1", tmp_path)
                 await svc.execute(first.kernel_id, "x = 1")
                 await rec.wait_for(
                     lambda e: isinstance(e, KernelShutdown) and e.payload[0] == first.kernel_id
                 )
-                assert [task for task, _ in culled] == ["t1"]
-                assert "shut down there" in culled[0][1]
+                assert [task for task, _ in culled.told] == ["t1"]
+                assert "shut down there" in culled.told[0][1]
                 again = await svc.kernel_for_task("t1", tmp_path)
                 assert again.kernel_id != first.kernel_id
-                assert again.notes == [culled[0][1]]
+                assert again.notes == [culled.told[0][1]]
                 r = await svc.execute(again.kernel_id, "x")
                 assert r.status == "error" and r.outputs[-1].ename == "NameError"
     finally:
@@ -423,15 +417,12 @@ async def test_a_server_that_restarts_without_the_kernel_is_reported_when_the_li
     # same port has no such kernel: the task is told, and its next code runs in
     # a new kernel there.
     root = short_tmp_dir()
-    culled: list[tuple[str, str]] = []
-
-    async def on_culled(task_id: str, note: str) -> None:
-        culled.append((task_id, note))
+    culled = _Culled()
 
     try:
         first_server = KernelServer("kernelgateway", root)
         with first_server:
-            async with gateway_service(first_server, tmp_path, on_culled=on_culled) as (svc, rec):
+            async with gateway_service(first_server, tmp_path, on_culled=culled) as (svc, rec):
                 first = await svc.kernel_for_task("t1", tmp_path)
                 await svc.execute(first.kernel_id, "x = 1")
                 first_server.stop()
@@ -441,7 +432,7 @@ async def test_a_server_that_restarts_without_the_kernel_is_reported_when_the_li
                     await rec.wait_for(
                         lambda e: isinstance(e, KernelShutdown) and e.payload[0] == first.kernel_id
                     )
-                    assert [task for task, _ in culled] == ["t1"]
+                    assert [task for task, _ in culled.told] == ["t1"]
                     again = await svc.kernel_for_task("t1", tmp_path)
                     assert again.kernel_id != first.kernel_id
                     r = await svc.execute(again.kernel_id, "x")

@@ -4,17 +4,19 @@ task to the next, and one started under other sandbox settings is never used."""
 
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
 import pytest
 
 from hdsp.daemon.config.settings import SandboxSettings
+from hdsp.daemon.kernels import KernelService
 from hdsp.daemon.memory import memory_short
 from hdsp.daemon.paths import Paths
 from hdsp.daemon.sandbox import Sandbox
 from hdsp.protocol import KernelStarted
 from tests.support.daemon_process import short_tmp_dir
-from tests.support.kernel_helpers import kernel_dir, running_service
+from tests.support.kernel_helpers import EventRecorder, kernel_dir, running_service
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -30,14 +32,22 @@ def sandbox(tmp_path: Path, settings: list[SandboxSettings]) -> Sandbox:
     )
 
 
-async def test_a_spare_kernel_carries_nothing_from_one_task_to_the_next(tmp_path: Path) -> None:
-    settings = [SandboxSettings()]
-    work = kernel_dir(tmp_path)
-    async with running_service(
+def _pooled(
+    tmp_path: Path, settings: list[SandboxSettings]
+) -> AbstractAsyncContextManager[tuple[KernelService, EventRecorder]]:
+    """A kernel service that keeps one spare, sandboxed under `settings[0]`
+    (a spare started under other settings is not taken)."""
+    return running_service(
         launcher=sandbox(tmp_path, settings),
         pool_size=lambda: 1,
         launch_profile=lambda: settings[0].model_dump_json(),
-    ) as (svc, recorder):
+    )
+
+
+async def test_a_spare_kernel_carries_nothing_from_one_task_to_the_next(tmp_path: Path) -> None:
+    settings = [SandboxSettings()]
+    work = kernel_dir(tmp_path)
+    async with _pooled(tmp_path, settings) as (svc, recorder):
         svc.prewarm_for_task("t1", work)
         first = await svc.kernel_for_task("t1", work)
         assert svc.pool.taken == 1
@@ -66,11 +76,7 @@ async def test_a_spare_kernel_carries_nothing_from_one_task_to_the_next(tmp_path
 async def test_a_spare_started_under_other_sandbox_settings_is_not_used(tmp_path: Path) -> None:
     settings = [SandboxSettings()]
     work = kernel_dir(tmp_path)
-    async with running_service(
-        launcher=sandbox(tmp_path, settings),
-        pool_size=lambda: 1,
-        launch_profile=lambda: settings[0].model_dump_json(),
-    ) as (svc, _):
+    async with _pooled(tmp_path, settings) as (svc, _):
         svc.prewarm_for_task("t1", work)
         settings[0] = SandboxSettings(network=True)
         task = await svc.kernel_for_task("t1", work)

@@ -7,10 +7,8 @@ from __future__ import annotations
 import base64
 import json
 import os
-import shutil
 import signal
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
@@ -38,6 +36,10 @@ from hdsp.protocol import (
     KernelStatus,
     encode,
     is_durable,
+)
+from tests.daemon.kernels.kernel_checks import (
+    check_a_loop_is_interrupted_at_its_time_limit,
+    check_input_is_answered_by_the_callback,
 )
 from tests.support.daemon_process import short_tmp_dir
 from tests.support.kernel_helpers import (
@@ -243,12 +245,7 @@ async def test_a_chatty_loop_is_coalesced_into_a_few_updates_a_second(tmp_path: 
 async def test_an_infinite_loop_is_interrupted_at_its_time_limit(tmp_path: Path) -> None:
     async with running_service() as (svc, _):
         info = await svc.start_kernel(cwd=str(kernel_dir(tmp_path)))
-        await svc.execute(info.kernel_id, "x = 41")
-        r = await svc.execute(info.kernel_id, "while True:\n    pass", time_limit=1)
-        assert (r.status, r.kernel_restarted) == ("timeout", False)
-        assert r.outputs[-1].ename == "KeyboardInterrupt"
-        after = await svc.execute(info.kernel_id, "x + 1")
-    assert after.outputs[0].data == {"text/plain": "42"}  # interrupted, not restarted
+        await check_a_loop_is_interrupted_at_its_time_limit(svc, info.kernel_id)
 
 
 async def test_a_kernel_that_ignores_interrupts_is_restarted_after_the_grace(
@@ -326,22 +323,9 @@ async def test_a_killed_kernel_is_reported_dead_and_can_be_restarted(tmp_path: P
 
 
 async def test_input_is_answered_by_the_callback(tmp_path: Path) -> None:
-    prompts: list[tuple[str, bool]] = []
-
-    async def answer(prompt: str, password: bool) -> str:
-        prompts.append((prompt, password))
-        return "Ada"
-
     async with running_service() as (svc, _):
         info = await svc.start_kernel(cwd=str(kernel_dir(tmp_path)))
-        r = await svc.execute(
-            info.kernel_id, "name = input('Your name? ')\nprint('hello', name)", on_input=answer
-        )
-        # Without a callback the code cannot read input, and says so.
-        no_input = await svc.execute(info.kernel_id, "input()")
-    assert prompts == [("Your name? ", False)]
-    assert r.outputs[-1].text == "hello Ada\n"
-    assert no_input.status == "error" and no_input.outputs[-1].ename == "StdinNotImplementedError"
+        await check_input_is_answered_by_the_callback(svc, info.kernel_id)
 
 
 async def test_executions_queue_per_kernel_and_kernels_run_side_by_side(tmp_path: Path) -> None:
@@ -380,25 +364,6 @@ async def test_executions_queue_per_kernel_and_kernels_run_side_by_side(tmp_path
         final = await svc.execute(a.kernel_id, "seq")
     assert order == [0, 1, 2]
     assert final.outputs[0].data == {"text/plain": "[0, 1, 2]"}
-
-
-@pytest.fixture
-async def notebook_kernel(tmp_path: Path) -> AsyncIterator[AsyncKernelManager]:
-    """A kernel started outside hdsp (as JupyterLab starts a notebook's), for the
-    service to attach to; shut down after the test."""
-    root = short_tmp_dir()
-    km = AsyncKernelManager(
-        kernel_name="python3",
-        transport="ipc",
-        ip=str(root / "nb"),
-        connection_file=str(root / "kernel-nb.json"),
-    )
-    await km.start_kernel(cwd=str(kernel_dir(tmp_path)))
-    try:
-        yield km
-    finally:
-        await km.shutdown_kernel(now=True)
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def _renamed_copy(connection_file: str, kernel_name: str) -> str:

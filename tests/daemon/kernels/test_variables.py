@@ -7,9 +7,7 @@ the user's namespace, no execution count, no history, no events."""
 from __future__ import annotations
 
 import re
-import shutil
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +18,6 @@ from jupyter_client.manager import AsyncKernelManager
 from hdsp.daemon.kernels import KernelService
 from hdsp.daemon.kernels.variables import InspectionLimits, is_variable_name, probe_code
 from hdsp.protocol import KernelState, KernelStatus, VariableSummary
-from tests.support.daemon_process import short_tmp_dir
 from tests.support.kernel_helpers import kernel_dir, running_service
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
@@ -311,24 +308,6 @@ async def test_a_busy_kernel_is_reported_at_once_and_nothing_waits_or_is_interru
         assert result[0].status == "ok"
         found = await svc.list_variables(kid)
         assert found.listing is not None and "done" in by_name(found.listing.variables)
-
-
-@pytest.fixture
-async def notebook_kernel(tmp_path: Path) -> AsyncIterator[AsyncKernelManager]:
-    """A kernel started outside hdsp, as JupyterLab starts a notebook's."""
-    root = short_tmp_dir()
-    km = AsyncKernelManager(
-        kernel_name="python3",
-        transport="ipc",
-        ip=str(root / "nb"),
-        connection_file=str(root / "kernel-nb.json"),
-    )
-    await km.start_kernel(cwd=str(kernel_dir(tmp_path)))
-    try:
-        yield km
-    finally:
-        await km.shutdown_kernel(now=True)
-        shutil.rmtree(root, ignore_errors=True)
 
 
 async def test_a_notebook_cell_running_elsewhere_makes_the_kernel_busy(

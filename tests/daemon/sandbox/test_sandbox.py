@@ -39,6 +39,26 @@ def text_of(result: ToolResult) -> str:
     return "".join(getattr(block, "text", "") for block in result.content)
 
 
+def _marker() -> str:
+    """An argument of `sleep` no other process has: a test finds its processes by it."""
+    return f"303.{uuid.uuid4().int % 10**9}"
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    """The home directory the sandboxed processes are given."""
+    path = tmp_path / "home"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def ctx(tmp_path: Path) -> RecordingContext:
+    """A task whose workspace is tmp/ws."""
+    (tmp_path / "ws").mkdir()
+    return RecordingContext(tmp_path / "ws")
+
+
 def make_sandbox(
     root: Path, home: Path, interpreter: list[Path] | None = None, **settings: object
 ) -> Sandbox:
@@ -186,12 +206,10 @@ async def test_a_workspace_under_a_hidden_directory_stays_usable(tmp_path: Path)
     assert (ws / "f").read_text() == "w\n"
 
 
-async def test_a_timeout_kills_the_whole_namespace_setsid_included(tmp_path: Path) -> None:
-    home = tmp_path / "home"
-    home.mkdir()
-    (tmp_path / "ws").mkdir()
-    marker = f"303.{uuid.uuid4().int % 10**9}"
-    ctx = RecordingContext(tmp_path / "ws")
+async def test_a_timeout_kills_the_whole_namespace_setsid_included(
+    tmp_path: Path, home: Path, ctx: RecordingContext
+) -> None:
+    marker = _marker()
     tool = ExecuteCommand(sandbox=make_sandbox(tmp_path, home), kill_grace=1)
     command = f"setsid sleep {marker} & trap '' TERM; sleep {marker}"
     with anyio.fail_after(20):
@@ -200,12 +218,10 @@ async def test_a_timeout_kills_the_whole_namespace_setsid_included(tmp_path: Pat
     assert processes_mentioning(f"sleep {marker}") == []
 
 
-async def test_cancelling_a_sandboxed_command_leaves_nothing(tmp_path: Path) -> None:
-    home = tmp_path / "home"
-    home.mkdir()
-    (tmp_path / "ws").mkdir()
-    marker = f"303.{uuid.uuid4().int % 10**9}"
-    ctx = RecordingContext(tmp_path / "ws")
+async def test_cancelling_a_sandboxed_command_leaves_nothing(
+    tmp_path: Path, home: Path, ctx: RecordingContext
+) -> None:
+    marker = _marker()
     tool = ExecuteCommand(sandbox=make_sandbox(tmp_path, home), update_interval=0.01)
 
     def started(message: ClineMessage) -> bool:
@@ -272,7 +288,7 @@ async def test_a_sandboxed_kernel_is_interrupted_by_message_and_restarted(
 
 
 async def test_a_sandboxed_kernels_children_die_with_it(tmp_path: Path) -> None:
-    marker = f"303.{uuid.uuid4().int % 10**9}"
+    marker = _marker()
     async with running_service(launcher=kernel_sandbox(tmp_path)) as (svc, _):
         info = await svc.start_kernel(cwd=str(kernel_dir(tmp_path)))
         code = f"import subprocess\nsubprocess.Popen(['sleep', '{marker}'], start_new_session=True)"
@@ -285,7 +301,7 @@ async def test_a_sandboxed_kernels_children_die_with_it(tmp_path: Path) -> None:
 
 
 async def test_a_python_under_tmp_runs_in_the_sandbox_and_its_neighbours_stay_hidden(
-    tmp_path: Path,
+    tmp_path: Path, home: Path, ctx: RecordingContext
 ) -> None:
     """The sandbox's /tmp is a new, empty one: a daemon whose venv (or checkout)
     lies under the host's /tmp could not start a kernel. Its interpreter is shown
@@ -293,10 +309,6 @@ async def test_a_python_under_tmp_runs_in_the_sandbox_and_its_neighbours_stay_hi
     venv = tmp_path / "venv"
     await anyio.run_process([sys.executable, "-m", "venv", "--without-pip", str(venv)])
     (tmp_path / "beside").write_text("not for the sandbox")
-    home = tmp_path / "home"
-    home.mkdir()
-    (tmp_path / "ws").mkdir()
-    ctx = RecordingContext(tmp_path / "ws")
     command = (
         f"{venv}/bin/python -c 'print(\"ran\", 6 * 7)'; cat {tmp_path}/beside; "
         f"touch {venv}/written && echo wrote"

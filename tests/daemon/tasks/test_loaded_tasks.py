@@ -8,6 +8,8 @@ No daemon process: a real SQLite store and journal (tests/support/task_parts).
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -16,21 +18,28 @@ from hdsp.daemon.store import insert_task
 from hdsp.daemon.tasks.errors import TaskNotFound
 from hdsp.daemon.tasks.loaded import LoadedTasks
 from hdsp.protocol import HistoryItem, TaskState
-from tests.support.task_parts import TASK_ID, Parts, open_parts
+from tests.support.task_parts import TASK_ID, open_parts
 
 pytestmark = pytest.mark.timeout(30)
 
 
-async def _insert(parts: Parts, task_id: str, number: int) -> None:
-    item = HistoryItem(
-        id=task_id,
-        number=number,
-        ts=number,
-        task=f"task {number}",
-        workspace=str(parts.workspace),
-        state=TaskState.IDLE,
-    )
-    await parts.journal.write(insert_task(item))
+@asynccontextmanager
+async def _two_tasks(tmp_path: Path, max_idle_loaded: int) -> AsyncIterator[LoadedTasks]:
+    """The loaded tasks of a store that holds TASK_ID and "task-2", both idle,
+    keeping at most `max_idle_loaded` idle tasks loaded."""
+    async with open_parts(tmp_path) as parts:
+        item = HistoryItem(
+            id="task-2",
+            number=2,
+            ts=2,
+            task="task 2",
+            workspace=str(parts.workspace),
+            state=TaskState.IDLE,
+        )
+        await parts.journal.write(insert_task(item))
+        loaded = LoadedTasks(parts.deps)
+        loaded.max_idle_loaded = max_idle_loaded
+        yield loaded
 
 
 async def test_a_lease_loads_the_task_and_settles_it_when_the_block_ends(
@@ -70,10 +79,7 @@ async def test_a_lease_of_a_task_that_is_not_stored_is_refused(tmp_path: Path) -
 async def test_idle_tasks_beyond_the_limit_leave_and_come_back_with_their_counters(
     tmp_path: Path,
 ) -> None:
-    async with open_parts(tmp_path) as parts:
-        await _insert(parts, "task-2", 2)
-        loaded = LoadedTasks(parts.deps)
-        loaded.max_idle_loaded = 1
+    async with _two_tasks(tmp_path, max_idle_loaded=1) as loaded:
         async with loaded.lease(TASK_ID) as first:
             first.context_tokens = 1234
             first.calls.mistakes = 2
@@ -88,10 +94,7 @@ async def test_idle_tasks_beyond_the_limit_leave_and_come_back_with_their_counte
 
 
 async def test_a_task_in_use_is_not_unloaded(tmp_path: Path) -> None:
-    async with open_parts(tmp_path) as parts:
-        await _insert(parts, "task-2", 2)
-        loaded = LoadedTasks(parts.deps)
-        loaded.max_idle_loaded = 0
+    async with _two_tasks(tmp_path, max_idle_loaded=0) as loaded:
         async with loaded.lease(TASK_ID):
             async with loaded.lease("task-2"):
                 pass
@@ -101,10 +104,7 @@ async def test_a_task_in_use_is_not_unloaded(tmp_path: Path) -> None:
 
 
 async def test_a_forgotten_task_leaves_no_counters_behind(tmp_path: Path) -> None:
-    async with open_parts(tmp_path) as parts:
-        await _insert(parts, "task-2", 2)
-        loaded = LoadedTasks(parts.deps)
-        loaded.max_idle_loaded = 0
+    async with _two_tasks(tmp_path, max_idle_loaded=0) as loaded:
         async with loaded.lease(TASK_ID) as task:
             task.context_tokens = 99
         assert TASK_ID not in loaded  # unloaded at once (no idle task is kept)

@@ -37,16 +37,21 @@ _ARGS: Mapping[str, Any] = {
 }
 
 
-class Peek(Tool):
+class _NoteTool(Tool):
+    """A tool of a note (`text`) that keeps the arguments of its runs."""
+
+    parameters: ClassVar[Mapping[str, Any]] = _ARGS
+
+    def __init__(self) -> None:
+        self.runs: list[Mapping[str, Any]] = []
+
+
+class Peek(_NoteTool):
     """A read-only tool: approved without asking; it says what it read."""
 
     name: ClassVar[str] = "peek"
     description: ClassVar[str] = "Read a note."
-    parameters: ClassVar[Mapping[str, Any]] = _ARGS
     category: ClassVar[ToolCategory] = ToolCategory.READ
-
-    def __init__(self) -> None:
-        self.runs: list[Mapping[str, Any]] = []
 
     async def execute(self, ctx: ToolContext, args: Mapping[str, Any]) -> ToolResult:
         self.runs.append(args)
@@ -58,16 +63,12 @@ class Peek(Tool):
         return ToolResult.text(f"note {args['text']}")
 
 
-class Scribble(Tool):
+class Scribble(_NoteTool):
     """A write tool: a person approves each call."""
 
     name: ClassVar[str] = "scribble"
     description: ClassVar[str] = "Write a note."
-    parameters: ClassVar[Mapping[str, Any]] = _ARGS
     category: ClassVar[ToolCategory] = ToolCategory.WRITE
-
-    def __init__(self) -> None:
-        self.runs: list[Mapping[str, Any]] = []
 
     async def execute(self, ctx: ToolContext, args: Mapping[str, Any]) -> ToolResult:
         self.runs.append(args)

@@ -26,7 +26,6 @@ from hdsp.daemon.tools import (
     ReadFile,
     SearchFiles,
     ToolError,
-    ToolResult,
     Workspace,
     WriteToFile,
 )
@@ -38,6 +37,7 @@ from hdsp.daemon.tools.notebook_tools import (
     ReadNotebook,
     RunCell,
 )
+from tests.daemon.tools.tool_results import names_in, text_of
 from tests.support.tool_context import RecordingContext
 
 
@@ -53,15 +53,6 @@ def read_raw(path: bytes) -> bytes | None:
             return f.read()
     except FileNotFoundError:
         return None
-
-
-def names_in(directory: Path) -> list[str]:
-    return sorted(p.name for p in directory.iterdir())
-
-
-def text_of(result: ToolResult) -> str:
-    assert not result.is_error
-    return "".join(getattr(block, "text", "") for block in result.content)
 
 
 @pytest.fixture

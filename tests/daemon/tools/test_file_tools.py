@@ -17,20 +17,11 @@ from hdsp.daemon.tools import (
     ReadFile,
     SearchFiles,
     ToolError,
-    ToolResult,
     WriteToFile,
     default_tools,
 )
+from tests.daemon.tools.tool_results import names_in, text_of
 from tests.support.tool_context import RecordingContext
-
-
-def names_in(directory: Path) -> list[str]:
-    return sorted(p.name for p in directory.iterdir())
-
-
-def text_of(result: ToolResult) -> str:
-    assert not result.is_error
-    return "".join(getattr(block, "text", "") for block in result.content)
 
 
 @pytest.fixture

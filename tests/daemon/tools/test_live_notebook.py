@@ -8,7 +8,7 @@ pycrdt document), answering through the same request/reply the daemon uses.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import anyio
 import nbformat
@@ -64,22 +64,36 @@ def _notebook(path: Path, *sources: str) -> bytes:
     return path.read_bytes()
 
 
-async def _open(tmp_path: Path, tg: TaskGroup, *sources: str) -> tuple[SharedNotebookHost, bytes]:
+class _Read(NamedTuple):
+    host: SharedNotebookHost
+    on_disk: bytes
+    tools: Tools
+    ctx: RecordingContext
+    listing: str
+
+
+async def _open_and_read(
+    tmp_path: Path, tg: TaskGroup, *sources: str, kernels: Any = None
+) -> _Read:
+    """`open.ipynb` of `sources` open in a host (served in `tg`), and read
+    through the tools by a task whose kernels are `kernels` (none when not given)."""
     path = tmp_path / "open.ipynb"
     on_disk = _notebook(path, *sources)
     host = SharedNotebookHost(path)
     absolute = str(path.resolve())
     host.hosts.declare("rtc-1", "rtc", [absolute], 60.0)
     tg.start_soon(host.serve)
-    return host, on_disk
+    tools = Tools(host.hosts)
+    ctx = RecordingContext(tmp_path, services=None if kernels is None else {"kernels": kernels})
+    listing = _text(await tools.read.execute(ctx, {"path": "open.ipynb"}))
+    return _Read(host, on_disk, tools, ctx, listing)
 
 
 async def test_edits_go_to_the_open_document_and_never_to_the_file(tmp_path: Path) -> None:
     async with anyio.create_task_group() as tg:
-        host, on_disk = await _open(tmp_path, tg, "import pandas as pd", "df = pd.DataFrame()")
-        tools = Tools(host.hosts)
-        ctx = RecordingContext(tmp_path)
-        listing = _text(await tools.read.execute(ctx, {"path": "open.ipynb"}))
+        host, on_disk, tools, ctx, listing = await _open_and_read(
+            tmp_path, tg, "import pandas as pd", "df = pd.DataFrame()"
+        )
         assert "open in JupyterLab (the shared document)" in listing
         assert "## Cell 1 [code]\ndf = pd.DataFrame()" in listing
 
@@ -145,15 +159,13 @@ async def test_a_display_updated_from_a_later_cell_changes_where_it_was_made(
     document: `h.update(...)` in a later cell rewrites the display where `h`
     was made, and leaves that cell's execution count."""
     async with running_service() as (svc, _), anyio.create_task_group() as tg:
-        host, on_disk = await _open(
+        host, on_disk, tools, ctx, _ = await _open_and_read(
             tmp_path,
             tg,
             "h = display('first', display_id=True)\nprint('made')",
             "h.update('second')",
+            kernels=svc,
         )
-        tools = Tools(host.hosts)
-        ctx = RecordingContext(tmp_path, services={"kernels": svc})
-        await tools.read.execute(ctx, {"path": "open.ipynb"})
         await tools.run.execute(ctx, {"path": "open.ipynb", "index": 0})
         made = host.ynb.get_cell(0)
         assert made["outputs"][0]["data"]["text/plain"] == "'first'"
@@ -170,10 +182,7 @@ async def test_a_display_updated_from_a_later_cell_changes_where_it_was_made(
 
 async def test_a_cell_the_user_changed_since_the_read_is_a_conflict(tmp_path: Path) -> None:
     async with anyio.create_task_group() as tg:
-        host, _ = await _open(tmp_path, tg, "df.x.plot()")
-        tools = Tools(host.hosts)
-        ctx = RecordingContext(tmp_path)
-        await tools.read.execute(ctx, {"path": "open.ipynb"})
+        host, _, tools, ctx, _ = await _open_and_read(tmp_path, tg, "df.x.plot()")
         # The user types into the cell while the agent prepares its edit.
         host.ynb.set_cell(0, source="df.x.plot(kind='bar')  # mine")
         with pytest.raises(ToolError) as caught:
@@ -196,10 +205,7 @@ async def test_a_cell_the_user_changed_since_the_read_is_a_conflict(tmp_path: Pa
 
 async def test_a_notebook_closed_mid_task_is_edited_in_its_file(tmp_path: Path) -> None:
     async with anyio.create_task_group() as tg:
-        host, _ = await _open(tmp_path, tg, "a = 1")
-        tools = Tools(host.hosts)
-        ctx = RecordingContext(tmp_path)
-        await tools.read.execute(ctx, {"path": "open.ipynb"})
+        host, _, tools, ctx, _ = await _open_and_read(tmp_path, tg, "a = 1")
         await tools.insert.execute(ctx, {"path": "open.ipynb", "source": "b = 2"})
         host.save(tmp_path / "open.ipynb")
         host.open = False  # the user closes it; the host has not withdrawn it yet
@@ -220,10 +226,7 @@ async def test_a_notebook_closed_mid_task_is_edited_in_its_file(tmp_path: Path) 
 
 async def test_a_host_that_does_not_answer_is_forgotten(tmp_path: Path) -> None:
     async with anyio.create_task_group() as tg:
-        host, _ = await _open(tmp_path, tg, "a = 1")
-        tools = Tools(host.hosts)
-        ctx = RecordingContext(tmp_path)
-        await tools.read.execute(ctx, {"path": "open.ipynb"})
+        host, _, tools, ctx, _ = await _open_and_read(tmp_path, tg, "a = 1")
         host.silent = True
         tools.insert.answer_limit = 0.5
         done = await tools.insert.execute(ctx, {"path": "open.ipynb", "source": "b = 2"})
@@ -241,12 +244,8 @@ async def test_a_host_that_does_not_answer_is_forgotten(tmp_path: Path) -> None:
 
 async def test_run_cell_streams_its_outputs_into_the_open_document(tmp_path: Path) -> None:
     async with running_service() as (svc, _), anyio.create_task_group() as tg:
-        host, on_disk = await _open(
-            tmp_path, tg, "print('one')\nimport time; time.sleep(0.3)\nprint('two')\n6 * 7"
-        )
-        tools = Tools(host.hosts)
-        ctx = RecordingContext(tmp_path, services={"kernels": svc})
-        await tools.read.execute(ctx, {"path": "open.ipynb"})
+        code = "print('one')\nimport time; time.sleep(0.3)\nprint('two')\n6 * 7"
+        host, on_disk, tools, ctx, _ = await _open_and_read(tmp_path, tg, code, kernels=svc)
         result = await tools.run.execute(ctx, {"path": "open.ipynb", "index": 0})
         assert "are in cell 0 of open.ipynb, open in JupyterLab" in _text(result)
         cell = host.ynb.get_cell(0)
@@ -273,12 +272,8 @@ async def test_run_cell_streams_its_outputs_into_the_open_document(tmp_path: Pat
 
 async def test_a_run_stopped_midway_keeps_its_outputs_and_ends_running(tmp_path: Path) -> None:
     async with running_service() as (svc, _), anyio.create_task_group() as tg:
-        host, _ = await _open(
-            tmp_path, tg, "print('started', flush=True)\nimport time\ntime.sleep(60)"
-        )
-        tools = Tools(host.hosts)
-        ctx = RecordingContext(tmp_path, services={"kernels": svc})
-        await tools.read.execute(ctx, {"path": "open.ipynb"})
+        code = "print('started', flush=True)\nimport time\ntime.sleep(60)"
+        host, _, tools, ctx, _ = await _open_and_read(tmp_path, tg, code, kernels=svc)
         stop = anyio.CancelScope()
 
         async def run() -> None:
@@ -305,10 +300,8 @@ async def test_a_run_stopped_midway_keeps_its_outputs_and_ends_running(tmp_path:
 
 async def test_a_run_that_fails_is_a_tool_error_and_ends_running(tmp_path: Path) -> None:
     async with anyio.create_task_group() as tg:
-        host, _ = await _open(tmp_path, tg, "x = 1")
-        tools = Tools(host.hosts)
-        ctx = RecordingContext(tmp_path)  # (a daemon that runs no kernels)
-        await tools.read.execute(ctx, {"path": "open.ipynb"})
+        # (a daemon that runs no kernels)
+        host, _, tools, ctx, _ = await _open_and_read(tmp_path, tg, "x = 1")
         # The model is told what happened (not an exception group from inside).
         with pytest.raises(ToolError, match="runs no kernels"):
             await tools.run.execute(ctx, {"path": "open.ipynb", "index": 0})

@@ -28,11 +28,10 @@ from typing import Any
 import anyio
 import nbformat
 import pytest
-from jupyter_client.manager import AsyncKernelManager
-from nbclient import NotebookClient
 
 from hdsp.daemon.tools.kernel_output import strip_ansi
 from hdsp.daemon.tools.notebook_tools import NotebookTracker, ReadNotebook, RunCell
+from tests.daemon.tools.nbclient_runs import run_with_nbclient
 from tests.support.daemon_process import short_tmp_dir
 from tests.support.kernel_helpers import running_service
 from tests.support.nbclient_files import NbclientFilesUnavailable, nbclient_test_files
@@ -144,30 +143,6 @@ def _skipped(cell: Any) -> bool:
     return "skip-execution" in cell.get("metadata", {}).get("tags", [])
 
 
-async def _run_with_nbclient(nb: Any, folder: Path, root: Path, cell_limit: float) -> None:
-    km = AsyncKernelManager(
-        kernel_name="python3",
-        transport="ipc",
-        ip=str(root / "nbclient"),
-        connection_file=str(root / "kernel-nbclient.json"),
-    )
-    client = NotebookClient(
-        nb,
-        km=km,
-        timeout=int(cell_limit),
-        interrupt_on_timeout=True,
-        allow_errors=True,
-        resources={"metadata": {"path": str(folder)}},
-    )
-    try:
-        await client.async_execute()
-    finally:
-        # nbclient leaves a kernel manager it was given (and its client) to its caller.
-        if client.kc is not None:
-            client.kc.stop_channels()
-        await km.shutdown_kernel(now=True)
-
-
 async def _run_with_hdsp(name: str, workspace: Path, cell_limit: float, route: str) -> Any:
     """The notebook after run_cell ran its code cells in order: its file (route
     "file"), or the open document (route "open"), which leaves the file alone."""
@@ -212,7 +187,7 @@ async def test_every_cell_ends_with_the_outputs_nbclient_gives(
     root = short_tmp_dir()
     try:
         theirs = _nbf.read(str(theirs_dir / name), as_version=4)
-        await _run_with_nbclient(theirs, theirs_dir, root, timeout)
+        await run_with_nbclient(theirs, theirs_dir, root, cell_limit=timeout)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     ours = await _run_with_hdsp(name, ours_dir, timeout, route)

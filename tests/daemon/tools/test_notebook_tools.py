@@ -15,8 +15,6 @@ from typing import Any
 
 import nbformat
 import pytest
-from jupyter_client.manager import AsyncKernelManager
-from nbclient import NotebookClient
 
 from hdsp.daemon.conversation import ImageBlock, TextBlock
 from hdsp.daemon.tools import ToolError
@@ -30,6 +28,7 @@ from hdsp.daemon.tools.notebook_tools import (
     RunCell,
     notebook_output,
 )
+from tests.daemon.tools.nbclient_runs import run_with_nbclient
 from tests.support.daemon_process import short_tmp_dir
 from tests.support.kernel_helpers import running_service, tiny_png
 from tests.support.tool_context import RecordingContext
@@ -309,23 +308,8 @@ async def test_outputs_match_nbclient_cell_by_cell(tmp_path: Path) -> None:
                 _v4.new_markdown_cell(s) if s.startswith("# markdown") else _v4.new_code_cell(s)
                 for s in sources
             ]
-            km = AsyncKernelManager(
-                kernel_name="python3",
-                transport="ipc",
-                ip=str(root / f"peer{n}"),
-                connection_file=str(root / f"kernel-peer{n}.json"),
-            )
             theirs = _nbf.reads(_nbf.writes(nb), as_version=4)
-            client = NotebookClient(
-                theirs, km=km, allow_errors=True, resources={"metadata": {"path": str(tmp_path)}}
-            )
-            try:
-                await client.async_execute()
-            finally:
-                # nbclient leaves a kernel manager it was given (and its client) to us.
-                if client.kc is not None:
-                    client.kc.stop_channels()
-                await km.shutdown_kernel(now=True)
+            await run_with_nbclient(theirs, tmp_path, root, name=f"peer{n}")
 
             async with running_service() as (svc, _):
                 kernel = await svc.start_kernel(cwd=str(tmp_path))
