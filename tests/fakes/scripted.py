@@ -19,7 +19,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from types import FrameType, TracebackType
+from types import FrameType
 from typing import Any, Generic, Self, TypeVar
 
 import anyio.to_thread
@@ -198,12 +198,7 @@ class ScriptedServer(ChatCompletionsServer, Generic[R]):
         self.start()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
         if exc is None:
             self.close()
             return
