@@ -1,13 +1,12 @@
 """What every provider does the same, run against each one and its wire-level fake:
 an unreachable server, cancellation (the HTTP connection is closed, promptly),
-leaving a reply early, and how many connections stay open after a burst."""
+leaving a reply early, and how many connections stay open after a burst. The
+fixtures (`kind`, `fake`, `provider`) are in conftest.py."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractContextManager, AsyncExitStack
-from dataclasses import dataclass
+from contextlib import AsyncExitStack
 from typing import Any
 
 import anyio
@@ -15,67 +14,15 @@ import pytest
 
 from hdsp.daemon.conversation import Chunk, TextDelta
 from hdsp.daemon.llm import NetworkError, Provider
-from hdsp.daemon.llm.anthropic import AnthropicProvider
-from hdsp.daemon.llm.openai_compat import OpenAICompatibleProvider
 from hdsp.daemon.llm.sdk import CONNECTION_LIMITS
-from tests.fakes import anthropic_server, openai_server
 from tests.support.provider_helpers import REQUEST, collect, text_of
 
-
-@dataclass(frozen=True)
-class Kind:
-    """A provider, its fake server and the fake's scripted replies."""
-
-    fake: Callable[[], Any]
-    provider: Callable[[str], Provider]
-    reply: Any
+from .provider_kinds import Kind
 
 
-KINDS = {
-    "anthropic": Kind(
-        anthropic_server.FakeAnthropic,
-        lambda url: AnthropicProvider("claude-test", "sk-ant-test", url),
-        anthropic_server.Reply,
-    ),
-    "openai": Kind(
-        openai_server.FakeOpenAI,
-        lambda url: OpenAICompatibleProvider("gpt-test", url, "sk-test"),
-        openai_server.Reply,
-    ),
-}
-
-
-@pytest.fixture(params=sorted(KINDS))
-def kind(request: pytest.FixtureRequest) -> Kind:
-    return KINDS[request.param]
-
-
-@pytest.fixture
-def fake(kind: Kind) -> Any:
-    server: AbstractContextManager[Any] = kind.fake()
-    with server as running:
-        yield running
-
-
-@pytest.fixture
-async def provider(kind: Kind, fake: Any) -> AsyncIterator[Provider]:
-    provider = kind.provider(fake.base_url)
-    try:
-        yield provider
-    finally:
-        await provider.aclose()
-
-
-async def test_a_server_that_is_not_there_is_a_network_error(kind: Kind) -> None:
-    server: AbstractContextManager[Any] = kind.fake()
-    with server as gone:
-        base_url = gone.base_url
-    provider = kind.provider(base_url)
-    try:
-        with pytest.raises(NetworkError, match="Could not connect"):
-            await collect(provider)
-    finally:
-        await provider.aclose()
+async def test_a_server_that_is_not_there_is_a_network_error(unreachable: Provider) -> None:
+    with pytest.raises(NetworkError, match="Could not connect"):
+        await collect(unreachable)
 
 
 async def test_cancelling_a_hung_stream_returns_promptly_and_disconnects(
