@@ -547,14 +547,11 @@ async def test_429_is_rate_limited_with_retry_after(
     fake: FakeAnthropic, provider: AnthropicProvider
 ) -> None:
     fake.script(Reply.status(429, retry_after=2.5))
-
-    with pytest.raises(RateLimited) as caught:
-        await collect(provider)
-
-    assert caught.value.retryable
-    assert caught.value.retry_after == 2.5
-    assert caught.value.status_code == 429
-    assert fake.base_url in caught.value.message
+    _, error = await collect_until_error(provider, RateLimited)
+    assert error.retryable
+    assert error.retry_after == 2.5
+    assert error.status_code == 429
+    assert fake.base_url in error.message
 
 
 @pytest.mark.parametrize(
@@ -564,11 +561,8 @@ async def test_429_is_rate_limited_with_retry_after(
 )
 async def test_overloaded(fake: FakeAnthropic, provider: AnthropicProvider, reply: Reply) -> None:
     fake.script(reply)
-
-    with pytest.raises(Overloaded) as caught:
-        await collect(provider)
-
-    assert caught.value.retryable
+    _, error = await collect_until_error(provider, Overloaded)
+    assert error.retryable
 
 
 @pytest.mark.parametrize("status", [500, 502, 503, 504])
@@ -576,12 +570,9 @@ async def test_5xx_is_a_server_error(
     fake: FakeAnthropic, provider: AnthropicProvider, status: int
 ) -> None:
     fake.script(Reply.status(status))
-
-    with pytest.raises(ServerError) as caught:
-        await collect(provider)
-
-    assert caught.value.retryable
-    assert caught.value.status_code == status
+    _, error = await collect_until_error(provider, ServerError)
+    assert error.retryable
+    assert error.status_code == status
 
 
 @pytest.mark.parametrize(
@@ -600,11 +591,8 @@ async def test_exactly_one_http_request_per_call(
 ) -> None:
     # Had the SDK retried by itself, the second reply would have succeeded.
     fake.script(reply, Reply.text("A retry would have seen this."))
-
-    with pytest.raises(ProviderError) as caught:
-        await collect(provider)
-
-    assert caught.value.retryable
+    _, error = await collect_until_error(provider, ProviderError)
+    assert error.retryable
     assert len(fake.requests) == 1
     assert fake.pending == 1
 
@@ -614,11 +602,7 @@ async def test_a_rejected_key_is_an_authentication_failure(
     fake: FakeAnthropic, provider: AnthropicProvider, status: int
 ) -> None:
     fake.script(Reply.status(status))
-
-    with pytest.raises(AuthenticationFailed) as caught:
-        await collect(provider)
-
-    error = caught.value
+    _, error = await collect_until_error(provider, AuthenticationFailed)
     assert not error.retryable
     assert error.status_code == status
     assert fake.base_url in error.message
@@ -664,12 +648,9 @@ async def test_context_window_exceeded(
     fake: FakeAnthropic, provider: AnthropicProvider, reply: Reply
 ) -> None:
     fake.script(reply)
-
-    with pytest.raises(ContextWindowExceeded) as caught:
-        await collect(provider)
-
-    assert not caught.value.retryable
-    assert "Condense" in caught.value.message
+    _, error = await collect_until_error(provider, ContextWindowExceeded)
+    assert not error.retryable
+    assert "Condense" in error.message
 
 
 @pytest.mark.parametrize(
@@ -681,11 +662,8 @@ async def test_other_4xx_are_invalid_requests(
     fake: FakeAnthropic, provider: AnthropicProvider, reply: Reply
 ) -> None:
     fake.script(reply)
-
-    with pytest.raises(InvalidRequest) as caught:
-        await collect(provider)
-
-    assert not caught.value.retryable
+    _, error = await collect_until_error(provider, InvalidRequest)
+    assert not error.retryable
 
 
 @pytest.mark.parametrize(
@@ -704,12 +682,9 @@ async def test_an_account_without_credit_is_not_retried(
     fake: FakeAnthropic, provider: AnthropicProvider, reply: Reply
 ) -> None:
     fake.script(reply)
-
-    with pytest.raises(RateLimited) as caught:
-        await collect(provider)
-
-    assert not caught.value.retryable
-    assert "credit" in caught.value.message
+    _, error = await collect_until_error(provider, RateLimited)
+    assert not error.retryable
+    assert "credit" in error.message
 
 
 async def test_a_stream_cut_midway_raises_network_error_from_the_iteration(

@@ -388,25 +388,19 @@ async def test_429_is_rate_limited_with_retry_after(
     fake: FakeOpenAI, provider: OpenAICompatibleProvider, reply: Reply, seconds: float | None
 ) -> None:
     fake.script(reply)
-
-    with pytest.raises(RateLimited) as caught:
-        await collect(provider)
-
-    assert caught.value.retryable
-    assert caught.value.retry_after == seconds
-    assert caught.value.status_code == 429
-    assert fake.base_url in caught.value.message
+    _, error = await collect_until_error(provider, RateLimited)
+    assert error.retryable
+    assert error.retry_after == seconds
+    assert error.status_code == 429
+    assert fake.base_url in error.message
 
 
 async def test_429_out_of_quota_is_not_retryable(
     fake: FakeOpenAI, provider: OpenAICompatibleProvider
 ) -> None:
     fake.script(Reply.status(429, "You exceeded your quota.", error_code="insufficient_quota"))
-
-    with pytest.raises(RateLimited) as caught:
-        await collect(provider)
-
-    assert not caught.value.retryable
+    _, error = await collect_until_error(provider, RateLimited)
+    assert not error.retryable
 
 
 async def test_500_is_a_server_error_after_exactly_one_request(
@@ -414,11 +408,8 @@ async def test_500_is_a_server_error_after_exactly_one_request(
 ) -> None:
     # Had the SDK retried by itself, the second reply would have succeeded.
     fake.script(Reply.status(500), Reply.text("A retry would have seen this."))
-
-    with pytest.raises(ServerError) as caught:
-        await collect(provider)
-
-    assert caught.value.retryable
+    _, error = await collect_until_error(provider, ServerError)
+    assert error.retryable
     assert len(fake.requests) == 1
     assert fake.pending == 1
 
@@ -432,11 +423,8 @@ async def test_overloaded(
     fake: FakeOpenAI, provider: OpenAICompatibleProvider, reply: Reply
 ) -> None:
     fake.script(reply)
-
-    with pytest.raises(Overloaded) as caught:
-        await collect(provider)
-
-    assert caught.value.retryable
+    _, error = await collect_until_error(provider, Overloaded)
+    assert error.retryable
 
 
 async def test_503_without_overload_is_a_server_error(
@@ -453,11 +441,7 @@ async def test_a_rejected_key_is_an_authentication_failure(
     fake: FakeOpenAI, provider: OpenAICompatibleProvider, status: int
 ) -> None:
     fake.script(Reply.status(status))
-
-    with pytest.raises(AuthenticationFailed) as caught:
-        await collect(provider)
-
-    error = caught.value
+    _, error = await collect_until_error(provider, AuthenticationFailed)
     assert not error.retryable
     assert error.status_code == status
     assert fake.base_url in error.message
@@ -489,11 +473,8 @@ async def test_context_length_exceeded(
     fake: FakeOpenAI, provider: OpenAICompatibleProvider
 ) -> None:
     fake.script(Reply.context_length_exceeded())
-
-    with pytest.raises(ContextWindowExceeded) as caught:
-        await collect(provider)
-
-    assert not caught.value.retryable
+    _, error = await collect_until_error(provider, ContextWindowExceeded)
+    assert not error.retryable
 
 
 @pytest.mark.parametrize(
@@ -505,11 +486,8 @@ async def test_other_4xx_are_invalid_requests(
     fake: FakeOpenAI, provider: OpenAICompatibleProvider, reply: Reply
 ) -> None:
     fake.script(reply)
-
-    with pytest.raises(InvalidRequest) as caught:
-        await collect(provider)
-
-    assert not caught.value.retryable
+    _, error = await collect_until_error(provider, InvalidRequest)
+    assert not error.retryable
 
 
 async def test_a_stream_cut_midway_raises_network_error_from_the_iteration(
