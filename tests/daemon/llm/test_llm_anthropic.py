@@ -113,16 +113,6 @@ async def test_cumulative_usage_in_message_delta_counts_once(
     ]
 
 
-async def test_consecutive_replies_reuse_the_connection(
-    fake: FakeAnthropic, provider: AnthropicProvider
-) -> None:
-    fake.script(Reply.text("one"), Reply.text("two"))
-
-    assert text_of(await collect(provider)) == "one"
-    assert text_of(await collect(provider)) == "two"
-    assert fake.disconnects == 0
-
-
 async def test_thinking_streams_as_reasoning_then_its_signature(
     fake: FakeAnthropic, provider: AnthropicProvider
 ) -> None:
@@ -301,12 +291,6 @@ async def test_fields_missing_null_or_of_the_wrong_type_count_as_absent(
         UsageChunk(input_tokens=10, output_tokens=5),
         StopChunk(reason="end_turn"),
     ]
-
-
-async def test_an_empty_script_gets_the_default_reply(
-    fake: FakeAnthropic, provider: AnthropicProvider
-) -> None:
-    assert "default reply" in text_of(await collect(provider))
 
 
 # ---- the request on the wire -------------------------------------------------------
@@ -709,17 +693,6 @@ async def test_a_stream_that_ends_without_message_stop_is_a_network_error(
 
     assert text_of(chunks) == "Half a rep"
     assert not any(isinstance(chunk, StopChunk) for chunk in chunks)
-
-
-async def test_malformed_sse_is_a_network_error(
-    fake: FakeAnthropic, provider: AnthropicProvider
-) -> None:
-    fake.script(Reply.malformed_sse())
-
-    chunks, error = await collect_until_error(provider, NetworkError)
-
-    assert text_of(chunks) == "Hell"
-    assert "malformed" in error.message
 
 
 @pytest.mark.parametrize(

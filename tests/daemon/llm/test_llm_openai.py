@@ -103,16 +103,6 @@ async def test_fields_of_the_wrong_type_or_null_count_as_absent(
     assert chunks[-1] == StopChunk(reason="end_turn")
 
 
-async def test_consecutive_replies_on_one_provider(
-    fake: FakeOpenAI, provider: OpenAICompatibleProvider
-) -> None:
-    fake.script(Reply.text("one"), Reply.text("two"))
-
-    assert text_of(await collect(provider)) == "one"
-    assert text_of(await collect(provider)) == "two"
-    assert fake.disconnects == 0
-
-
 @pytest.mark.parametrize("key", ["reasoning_content", "reasoning"])
 async def test_reasoning_deltas_come_before_the_text(
     fake: FakeOpenAI,
@@ -245,12 +235,6 @@ async def test_finish_reasons_are_mapped(
     chunks = await collect(provider)
 
     assert chunks[-1] == StopChunk(reason=stop)
-
-
-async def test_an_empty_script_gets_the_default_reply(
-    fake: FakeOpenAI, provider: OpenAICompatibleProvider
-) -> None:
-    assert "default reply" in text_of(await collect(provider))
 
 
 # ---- the request on the wire -------------------------------------------------------
@@ -510,17 +494,6 @@ async def test_a_stream_that_ends_without_finish_reason_is_a_network_error(
     chunks, _ = await collect_until_error(provider, NetworkError)
 
     assert text_of(chunks) == "Half a rep"
-
-
-async def test_malformed_sse_is_a_network_error(
-    fake: FakeOpenAI, provider: OpenAICompatibleProvider
-) -> None:
-    fake.script(Reply.malformed_sse())
-
-    chunks, error = await collect_until_error(provider, NetworkError)
-
-    assert text_of(chunks) == "Hell"
-    assert "malformed" in error.message
 
 
 async def test_an_error_event_midstream_is_a_server_error(

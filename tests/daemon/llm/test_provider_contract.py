@@ -1,7 +1,8 @@
 """What every provider does the same, run against each one and its wire-level fake:
-an unreachable server, cancellation (the HTTP connection is closed, promptly),
-leaving a reply early, and how many connections stay open after a burst. The
-fixtures (`kind`, `fake`, `provider`) are in conftest.py."""
+consecutive replies, the fake's default reply, a malformed stream, an unreachable
+server, cancellation (the HTTP connection is closed, promptly), leaving a reply
+early, and how many connections stay open after a burst. The fixtures (`kind`,
+`fake`, `provider`) are in conftest.py."""
 
 from __future__ import annotations
 
@@ -15,9 +16,32 @@ import pytest
 from hdsp.daemon.conversation import Chunk, TextDelta
 from hdsp.daemon.llm import NetworkError, Provider
 from hdsp.daemon.llm.sdk import CONNECTION_LIMITS
-from tests.support.provider_helpers import REQUEST, collect, text_of
+from tests.support.provider_helpers import REQUEST, collect, collect_until_error, text_of
 
 from .provider_kinds import Kind
+
+
+async def test_consecutive_replies_reuse_the_connection(
+    kind: Kind, fake: Any, provider: Provider
+) -> None:
+    fake.script(kind.reply.text("one"), kind.reply.text("two"))
+
+    assert text_of(await collect(provider)) == "one"
+    assert text_of(await collect(provider)) == "two"
+    assert fake.disconnects == 0
+
+
+async def test_an_empty_script_gets_the_default_reply(fake: Any, provider: Provider) -> None:
+    assert "default reply" in text_of(await collect(provider))
+
+
+async def test_malformed_sse_is_a_network_error(kind: Kind, fake: Any, provider: Provider) -> None:
+    fake.script(kind.reply.malformed_sse())
+
+    chunks, error = await collect_until_error(provider, NetworkError)
+
+    assert text_of(chunks) == "Hell"
+    assert "malformed" in error.message
 
 
 async def test_a_server_that_is_not_there_is_a_network_error(unreachable: Provider) -> None:
