@@ -87,9 +87,9 @@ from .errors import (
     Overloaded,
     ProviderError,
     RateLimited,
-    ServerError,
     context_window_exceeded,
-    server_text,
+    failed_midway,
+    server_said,
     status_error,
 )
 from .images import ANTHROPIC_LIMITS, ImageLimits
@@ -353,19 +353,12 @@ class AnthropicProvider(SdkProvider[AsyncAnthropic, anthropic.AnthropicError]):
             return AuthenticationFailed(
                 f"{where} refused the key in the middle of the reply ({detail}); {self._key_hint}."
             )
-        return ServerError(
-            f"{where} reported an error in the middle of the reply ({detail}). The "
-            "partial reply was discarded; retrying usually helps."
-        )
+        return failed_midway(where, detail)
 
 
 def _error_message(exc: anthropic.APIStatusError) -> str:
-    """What the server said: the error's ``message`` in the API's JSON, else its
-    body as it came (a proxy's text or HTML page, another JSON shape), made fit
-    to show; the SDK's "Error code: N" only when the body said nothing."""
-    message = exc.api_message
-    said = server_text(message if isinstance(message, str) and message else exc.body)
-    return said or exc.message
+    """What the server said (:func:`server_said`)."""
+    return server_said(exc.api_message, exc.body, exc.message)
 
 
 # ---- requests ----------------------------------------------------------------

@@ -77,9 +77,9 @@ from .errors import (
     Overloaded,
     ProviderError,
     RateLimited,
-    ServerError,
     context_window_exceeded,
-    server_text,
+    failed_midway,
+    server_said,
     status_error,
 )
 from .images import OPENAI_LIMITS, ImageLimits
@@ -315,20 +315,15 @@ class OpenAICompatibleProvider(SdkProvider[AsyncOpenAI, openai.OpenAIError]):
             return RateLimited(f"{where} is rate-limiting requests ({detail}). Retry later.")
         if "overload" in kind or "overload" in detail.lower():
             return Overloaded(f"{where} is overloaded ({detail}). Retry in a little while.")
-        return ServerError(
-            f"{where} reported an error in the middle of the reply ({detail}). The "
-            "partial reply was discarded; retrying usually helps."
-        )
+        return failed_midway(where, detail)
 
 
 def _error_message(exc: openai.APIError) -> str:
-    """What the server said: the error's ``message`` in OpenAI's JSON, else its
-    body as it came (a proxy's text or HTML page, another JSON shape), made fit
-    to show; the SDK's "Error code: N" only when the body said nothing."""
+    """What the server said (:func:`server_said`): the error's ``message`` in
+    OpenAI's JSON is one level down in the body the SDK kept."""
     body = exc.body
     message = body.get("message") if isinstance(body, dict) else None
-    said = server_text(message if isinstance(message, str) and message else body)
-    return said or exc.message
+    return server_said(message, body, exc.message)
 
 
 def _is_context_window(code: str | None, message: str) -> bool:
