@@ -1,6 +1,6 @@
 """Fixtures of the tests that run against every provider and its fake
-(:mod:`.provider_kinds`). A module of one provider's tests defines its own
-`fake` and `provider`, which take the place of these."""
+(:mod:`.provider_kinds`). A module of one provider's tests sets `kind` to that
+provider's."""
 
 from __future__ import annotations
 

@@ -13,7 +13,10 @@ from hdsp.daemon.llm.anthropic import AnthropicProvider
 from hdsp.daemon.llm.openai_compat import OpenAICompatibleProvider
 from tests.fakes import anthropic_server, openai_server
 
-__all__ = ["KINDS", "Kind"]
+__all__ = ["ANTHROPIC_KEY", "KINDS", "Kind"]
+
+#: The key of the Anthropic provider of KINDS (the fake checks that one is sent).
+ANTHROPIC_KEY = "sk-ant-test-not-a-real-key"
 
 
 @dataclass(frozen=True)
@@ -28,7 +31,7 @@ class Kind:
 KINDS = {
     "anthropic": Kind(
         anthropic_server.FakeAnthropic,
-        lambda url, t: AnthropicProvider("claude-test", "sk-ant-test", url, timeouts=t),
+        lambda url, t: AnthropicProvider("claude-test", ANTHROPIC_KEY, url, timeouts=t),
         anthropic_server.Reply,
     ),
     "openai": Kind(

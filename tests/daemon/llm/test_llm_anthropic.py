@@ -6,7 +6,6 @@ fake, and it refuses what the real API refuses (see tests/fakes/anthropic_server
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
@@ -49,7 +48,9 @@ from tests.fakes.anthropic_server import (
 )
 from tests.support.provider_helpers import REQUEST, collect, collect_until_error, text_of
 
-KEY = "sk-ant-test-not-a-real-key"
+from .provider_kinds import ANTHROPIC_KEY, KINDS, Kind
+
+KEY = ANTHROPIC_KEY
 EPHEMERAL = {"type": "ephemeral"}
 
 
@@ -58,18 +59,9 @@ _PNG = "iVBORw0KGgoAAAANSUhEUgAAAAIAAAACCAIAAAD91JpzAAAAFklEQVR4nGP8z8DAwMDAxMDA
 
 
 @pytest.fixture
-def fake() -> Iterator[FakeAnthropic]:
-    with FakeAnthropic() as fake:
-        yield fake
-
-
-@pytest.fixture
-async def provider(fake: FakeAnthropic) -> AsyncIterator[AnthropicProvider]:
-    provider = AnthropicProvider("claude-test", KEY, fake.base_url)
-    try:
-        yield provider
-    finally:
-        await provider.aclose()
+def kind() -> Kind:
+    """conftest.py's `fake` and `provider`, of Anthropic's kind."""
+    return KINDS["anthropic"]
 
 
 def breakpoints(body: dict[str, Any]) -> list[dict[str, Any]]:

@@ -6,7 +6,6 @@ The real `openai` SDK and its HTTP stack run unmodified; only the server is fake
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
 from typing import Literal
 
 import pytest
@@ -43,23 +42,16 @@ from hdsp.daemon.llm.openai_compat import OpenAICompatibleProvider, is_reasoning
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall, Usage
 from tests.support.provider_helpers import REQUEST, collect, collect_until_error, text_of
 
+from .provider_kinds import KINDS, Kind
+
 #: A real 2 x 2 PNG (images are read before they are sent).
 _PNG = "iVBORw0KGgoAAAANSUhEUgAAAAIAAAACCAIAAAD91JpzAAAAFklEQVR4nGP8z8DAwMDAxMDAwMDAAAANHQEDasKb6QAAAABJRU5ErkJggg=="
 
 
 @pytest.fixture
-def fake() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as fake:
-        yield fake
-
-
-@pytest.fixture
-async def provider(fake: FakeOpenAI) -> AsyncIterator[OpenAICompatibleProvider]:
-    provider = OpenAICompatibleProvider(model="gpt-test", base_url=fake.base_url, api_key="sk-test")
-    try:
-        yield provider
-    finally:
-        await provider.aclose()
+def kind() -> Kind:
+    """conftest.py's `fake` and `provider`, of the OpenAI-compatible kind."""
+    return KINDS["openai"]
 
 
 # ---- replies -------------------------------------------------------------------
