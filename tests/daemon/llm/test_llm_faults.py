@@ -13,8 +13,8 @@ from typing import Any
 import anyio
 import pytest
 
-from hdsp.daemon.conversation import StreamTimeouts
-from hdsp.daemon.llm import NetworkError, Provider, ServerError
+from hdsp.daemon.conversation import Chunk, StreamTimeouts
+from hdsp.daemon.llm import NetworkError, Provider, ProviderError, ServerError
 from hdsp.daemon.llm.errors import SERVER_TEXT_LIMIT, server_text
 from hdsp.daemon.llm.sdk import http_timeout
 from tests.support.provider_helpers import REQUEST, collect, collect_until_error, text_of
@@ -33,14 +33,20 @@ def timeouts() -> StreamTimeouts:
 # ---- silence ------------------------------------------------------------------
 
 
+async def silenced(provider: Provider) -> tuple[list[Chunk], ProviderError, float]:
+    """The NetworkError a silence ends a reply with, the chunks that came before it,
+    and the seconds it took."""
+    started = time.monotonic()
+    with anyio.fail_after(10):
+        chunks, error = await collect_until_error(provider, NetworkError)
+    return chunks, error, time.monotonic() - started
+
+
 async def test_a_server_that_accepts_and_never_answers_fails_at_the_first_byte_bound(
     kind: Kind, fake: Any, provider: Provider
 ) -> None:
     fake.script(kind.reply.accept_and_hang(), kind.reply.text("after the silence"))
-    started = time.monotonic()
-    with anyio.fail_after(10):
-        chunks, error = await collect_until_error(provider, NetworkError)
-    waited = time.monotonic() - started
+    chunks, error, waited = await silenced(provider)
     assert chunks == [] and error.retryable
     assert "accepted the request but sent nothing for 0.6 s" in error.message
     assert "first_byte_timeout" in error.message
@@ -54,10 +60,7 @@ async def test_a_reply_that_stops_midway_fails_at_the_idle_bound(
     kind: Kind, fake: Any, provider: Provider
 ) -> None:
     fake.script(kind.reply.hang(), kind.reply.text("whole this time"))
-    started = time.monotonic()
-    with anyio.fail_after(10):
-        chunks, error = await collect_until_error(provider, NetworkError)
-    waited = time.monotonic() - started
+    chunks, error, waited = await silenced(provider)
     assert text_of(chunks)  # what came before the silence
     assert "nothing for 0.4 s" in error.message and "idle_timeout" in error.message
     assert SHORT.idle <= waited < SHORT.idle + 2
