@@ -37,7 +37,8 @@ Each request takes the next scripted reply; with none left it gets
 streamed one (``.cut_after(n)`` (FIN), ``.reset_after(n)`` (TCP RST),
 ``.end_after(n)`` (a clean end, mid-reply), ``.unframed_after(n)`` (broken chunked
 framing), ``.hang_after(n)``, ``.malformed_after(n)``, ``.error_after(n)``,
-``.slow_first_byte(s)``, ``.without_stop()``, ``.with_stop_reason(r)``), where
+``.slow_first_byte(s)``, ``.paced(s)``, ``.held_after(n, gate)``, ``.without_stop()``,
+``.with_stop_reason(r)``: those they share are :class:`tests.fakes.scripted.ScriptedReply`'s), where
 ``n`` counts the SSE events sent first (``message_start`` is event 0).
 
 Like the real API, the fake refuses (400, 401) a request without a key, without
