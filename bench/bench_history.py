@@ -12,17 +12,11 @@ from pathlib import Path
 
 import anyio
 
-from hdsp.daemon.store import Journal, Store, insert_task
-from hdsp.protocol import (
-    ClineMessage,
-    HistoryItem,
-    MessageEvent,
-    MessagePayload,
-    TaskCreated,
-    TaskState,
-)
+from hdsp.daemon.store import Journal, Store
+from hdsp.protocol import ClineMessage, MessageEvent
 
 from .harness import Figure, Result
+from .journal_tasks import create_task, message_created, task_item
 
 __all__ = ["run"]
 
@@ -30,8 +24,7 @@ _TEXT = "The mean of column x is 4.2; here is how it was computed. " * 4
 
 
 def _message(task_id: str, ts: int) -> MessageEvent:
-    msg = ClineMessage(ts=ts, type="say", say="text", text=_TEXT)
-    return MessageEvent(payload=(MessagePayload(task_id, "created", msg),))
+    return message_created(task_id, ClineMessage(ts=ts, type="say", say="text", text=_TEXT))
 
 
 async def _publish(topic: bytes, body: bytes) -> None:
@@ -50,10 +43,7 @@ async def _hdsp_costs(
             # Warm up on another task first: message 100 of the measured task is then
             # appended by a warm daemon, as message 10,000 is.
             for number, task_id in enumerate(("warm-up", "t"), start=1):
-                item = HistoryItem(
-                    id=task_id, number=number, ts=1, task="bench", state=TaskState.IDLE
-                )
-                await journal.emit(TaskCreated(payload=(task_id,)), insert_task(item))
+                await create_task(journal, task_item(task_id, number=number))
             for i in range(1, 1001):
                 await journal.emit(_message("warm-up", i))
                 await journal.flush()

@@ -21,6 +21,7 @@ from __future__ import annotations
 import sqlite3
 import statistics
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio
@@ -28,22 +29,14 @@ import zmq
 import zmq.asyncio
 
 from hdsp.daemon.server.publishing import EventPublisher
-from hdsp.daemon.store import Journal, Store, insert_task
+from hdsp.daemon.store import Journal, Store
 from hdsp.daemon.store.sqlite import SqliteDatabase
-from hdsp.protocol import (
-    ClineMessage,
-    HistoryItem,
-    MessageEvent,
-    MessagePayload,
-    TaskCreated,
-    TaskEvent,
-    TaskState,
-    encode,
-)
+from hdsp.protocol import ClineMessage, HistoryItem, TaskEvent, encode
 
 from .harness import Figure, Result
+from .journal_tasks import create_task, message_created, task_item
 
-__all__ = ["BATCH", "TASK", "item", "journal_rate", "rows_of", "run"]
+__all__ = ["BATCH", "TASK", "Rounds", "item", "journal_rate", "rows_of", "run"]
 
 TASK = "bench-journal"
 TEXT = "The mean of column x is 4.2; here is how it was computed. " * 3
@@ -55,7 +48,7 @@ def _message(i: int) -> ClineMessage:
 
 
 def item() -> HistoryItem:
-    return HistoryItem(id=TASK, number=1, ts=1, task="journal", state=TaskState.IDLE)
+    return task_item(TASK, task="journal")
 
 
 async def journal_rate(path: Path | str, endpoint: str, n: int) -> tuple[float, float]:
@@ -73,12 +66,11 @@ async def journal_rate(path: Path | str, endpoint: str, n: int) -> tuple[float, 
             journal = Journal(store, events.publish, publish_batch=events.publish_batch)
             async with anyio.create_task_group() as tg:
                 await tg.start(journal.run)
-                await journal.emit(TaskCreated(payload=(TASK,)), insert_task(item()))
+                await create_task(journal, item())
                 await journal.flush()
                 t0, cpu0 = time.perf_counter(), time.process_time()
                 for i in range(n):
-                    payload = MessagePayload(TASK, "created", _message(i))
-                    await journal.emit(MessageEvent(payload=(payload,)))
+                    await journal.emit(message_created(TASK, _message(i)))
                 await journal.flush()
                 elapsed, cpu = time.perf_counter() - t0, time.process_time() - cpu0
                 await journal.aclose()
@@ -95,7 +87,7 @@ def rows_of(n: int) -> tuple[list[tuple[int, str, int, bytes]], list[tuple[str, 
     messages: list[tuple[str, int, bytes]] = []
     for i in range(n):
         msg = _message(i)
-        event = MessageEvent(payload=(MessagePayload(TASK, "created", msg),))
+        event = message_created(TASK, msg)
         events.append((i + 2, TASK, now, encode(TaskEvent(data=event, seq=i + 2, prev_seq=i + 1))))
         messages.append((TASK, msg.ts, encode(msg)))
     return events, messages
@@ -133,40 +125,63 @@ def _sqlite_rate(path: Path, n: int) -> tuple[float, float]:
     return n / elapsed, cpu / n
 
 
+@dataclass
+class Rounds:
+    """Each round's rates and CPU per row, the journal's against the baseline's."""
+
+    hdsp: list[float] = field(default_factory=list)
+    raw: list[float] = field(default_factory=list)
+    hdsp_cpu: list[float] = field(default_factory=list)
+    raw_cpu: list[float] = field(default_factory=list)
+
+    def add(self, ours: tuple[float, float], theirs: tuple[float, float]) -> None:
+        """One round: (rows per second, CPU seconds per row) of each side."""
+        (rate, cpu), (raw_rate, raw_cpu) = ours, theirs
+        self.hdsp.append(rate)
+        self.raw.append(raw_rate)
+        self.hdsp_cpu.append(cpu * 1e6)
+        self.raw_cpu.append(raw_cpu * 1e6)
+
+    def result(
+        self, name: str, description: str, baseline: str, ratio: str, target: float
+    ) -> Result:
+        """The rounds as figures, and the median of each round's ratio against `target`.
+
+        Paired: each round's two runs are seconds apart, so that a burst of load on a
+        shared machine falls on one round's pair rather than on one side's median."""
+        result = Result(
+            name=name,
+            description=description,
+            hdsp={
+                "events_per_s": Figure.of(self.hdsp, "ev/s"),
+                # CPU time (all threads) per event: what a loaded machine changes least.
+                "cpu_per_event": Figure.of(self.hdsp_cpu, "µs"),
+            },
+            baseline={
+                baseline: Figure.of(self.raw, "rows/s"),
+                "cpu_per_row": Figure.of(self.raw_cpu, "µs"),
+            },
+        )
+        paired = statistics.median(h / s for h, s in zip(self.hdsp, self.raw, strict=True))
+        result.ratios[ratio] = (paired, target, ">=")
+        return result
+
+
 async def run(runtime_dir: Path, scratch: Path, *, quick: bool) -> Result:
     n = 5_000 if quick else 50_000
     rounds = 6 if quick else 8
-    hdsp: list[float] = []
-    raw: list[float] = []
-    hdsp_cpu: list[float] = []
-    raw_cpu: list[float] = []
+    figures = Rounds()
     for r in range(rounds + 1):  # the first round warms up
-        h, hc = await journal_rate(scratch / f"journal-{r}.sqlite3", f"ipc://{scratch}/jpub", n)
-        s, sc = await anyio.to_thread.run_sync(_sqlite_rate, scratch / f"sqlite-{r}.sqlite3", n)
+        ours = await journal_rate(scratch / f"journal-{r}.sqlite3", f"ipc://{scratch}/jpub", n)
+        theirs = await anyio.to_thread.run_sync(_sqlite_rate, scratch / f"sqlite-{r}.sqlite3", n)
         if r:
-            hdsp.append(h)
-            raw.append(s)
-            hdsp_cpu.append(hc * 1e6)
-            raw_cpu.append(sc * 1e6)
-    result = Result(
-        name="journal commit+publish",
-        description=(
-            "durable message events/s through the Journal (commit, then publish on an XPUB "
-            "socket) vs sqlite3 executemany of the same rows in batches of 1024; the ratio "
-            "is the median of each round's (the two sides run back to back in a round)"
-        ),
-        hdsp={
-            "events_per_s": Figure.of(hdsp, "ev/s"),
-            # CPU time (all threads) per event: what a loaded machine changes least.
-            "cpu_per_event": Figure.of(hdsp_cpu, "µs"),
-        },
-        baseline={
-            "sqlite_batched_insert": Figure.of(raw, "rows/s"),
-            "cpu_per_row": Figure.of(raw_cpu, "µs"),
-        },
+            figures.add(ours, theirs)
+    return figures.result(
+        "journal commit+publish",
+        "durable message events/s through the Journal (commit, then publish on an XPUB "
+        "socket) vs sqlite3 executemany of the same rows in batches of 1024; the ratio "
+        "is the median of each round's (the two sides run back to back in a round)",
+        baseline="sqlite_batched_insert",
+        ratio="journal/sqlite",
+        target=0.8,
     )
-    # Paired: each round's two runs are seconds apart, so that a burst of load on a
-    # shared machine falls on one round's pair rather than on one side's median.
-    paired = statistics.median(h / s for h, s in zip(hdsp, raw, strict=True))
-    result.ratios["journal/sqlite"] = (paired, 0.8, ">=")
-    return result

@@ -22,7 +22,6 @@ the two on fresh databases; the ratio is the median of the rounds' ratios.
 
 from __future__ import annotations
 
-import statistics
 import time
 from pathlib import Path
 
@@ -31,8 +30,8 @@ import psycopg
 
 from tests.support.postgres import PostgresCluster, find_bin_dir
 
-from .bench_journal import BATCH, item, journal_rate, rows_of
-from .harness import Figure, Result
+from .bench_journal import BATCH, Rounds, item, journal_rate, rows_of
+from .harness import Result
 
 __all__ = ["run"]
 
@@ -72,40 +71,24 @@ async def run(runtime_dir: Path, scratch: Path, *, quick: bool) -> Result | list
     n = 5_000 if quick else 50_000
     rounds = 4 if quick else 6
     cluster = PostgresCluster(bin_dir, durable=True)
-    hdsp: list[float] = []
-    raw: list[float] = []
-    hdsp_cpu: list[float] = []
-    raw_cpu: list[float] = []
+    figures = Rounds()
     try:
         await anyio.to_thread.run_sync(cluster.start)
         for r in range(rounds + 1):  # the first round warms up
             ours = cluster.url(await anyio.to_thread.run_sync(cluster.create_database))
-            h, hc = await journal_rate(ours, f"ipc://{scratch}/jpub", n)
+            journal = await journal_rate(ours, f"ipc://{scratch}/jpub", n)
             theirs = cluster.url(await anyio.to_thread.run_sync(cluster.create_database))
-            s, sc = await anyio.to_thread.run_sync(_psycopg_rate, theirs, n)
+            psycopg_rate = await anyio.to_thread.run_sync(_psycopg_rate, theirs, n)
             if r:
-                hdsp.append(h)
-                raw.append(s)
-                hdsp_cpu.append(hc * 1e6)
-                raw_cpu.append(sc * 1e6)
+                figures.add(journal, psycopg_rate)
     finally:
         await anyio.to_thread.run_sync(cluster.stop)
-    result = Result(
-        name=name,
-        description=(
-            "durable message events/s through the Journal on a PostgreSQL store (commit on a "
-            "worker thread, then publish on an XPUB socket) vs psycopg executemany of the same "
-            "rows in transactions of 1024, same server (fsync on); median of each round's ratio"
-        ),
-        hdsp={
-            "events_per_s": Figure.of(hdsp, "ev/s"),
-            "cpu_per_event": Figure.of(hdsp_cpu, "µs"),
-        },
-        baseline={
-            "psycopg_batched_insert": Figure.of(raw, "rows/s"),
-            "cpu_per_row": Figure.of(raw_cpu, "µs"),
-        },
+    return figures.result(
+        name,
+        "durable message events/s through the Journal on a PostgreSQL store (commit on a "
+        "worker thread, then publish on an XPUB socket) vs psycopg executemany of the same "
+        "rows in transactions of 1024, same server (fsync on); median of each round's ratio",
+        baseline="psycopg_batched_insert",
+        ratio="journal/psycopg",
+        target=0.5,
     )
-    paired = statistics.median(h / s for h, s in zip(hdsp, raw, strict=True))
-    result.ratios["journal/psycopg"] = (paired, 0.5, ">=")
-    return result

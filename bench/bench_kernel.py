@@ -61,6 +61,7 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -79,18 +80,24 @@ CODE = "1+1"
 _START = 120.0
 
 
-async def _direct(kc: AsyncKernelClient, n: int) -> list[float]:
-    """jupyter_client alone: send, then read shell and iopub until both are done."""
+async def _executions(
+    kc: AsyncKernelClient,
+    n: int,
+    read_shell: Callable[[], Awaitable[dict[str, Any]]],
+    read_iopub: Callable[[], Awaitable[dict[str, Any]]],
+) -> list[float]:
+    """`n` executions of CODE, each timed from the send until the reply and the
+    idle status of the request have been read (by the two readers given)."""
     samples: list[float] = []
     for _ in range(n):
         t0 = time.perf_counter()
         msg_id = kc.execute(CODE)
         replied = idle = False
         while not replied:
-            reply: dict[str, Any] = await kc.get_shell_msg()
+            reply = await read_shell()
             replied = reply["parent_header"].get("msg_id") == msg_id
         while not idle:
-            msg: dict[str, Any] = await kc.get_iopub_msg()
+            msg = await read_iopub()
             idle = (
                 msg["parent_header"].get("msg_id") == msg_id
                 and msg["msg_type"] == "status"
@@ -98,6 +105,11 @@ async def _direct(kc: AsyncKernelClient, n: int) -> list[float]:
             )
         samples.append(time.perf_counter() - t0)
     return samples
+
+
+async def _direct(kc: AsyncKernelClient, n: int) -> list[float]:
+    """jupyter_client alone: send, then read shell and iopub until both are done."""
+    return await _executions(kc, n, kc.get_shell_msg, kc.get_iopub_msg)
 
 
 async def _lean(kc: AsyncKernelClient, n: int) -> list[float]:
@@ -111,23 +123,7 @@ async def _lean(kc: AsyncKernelClient, n: int) -> list[float]:
         msg: dict[str, Any] = session.deserialize(raw)
         return msg
 
-    samples: list[float] = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        msg_id = kc.execute(CODE)
-        replied = idle = False
-        while not replied:
-            reply = await read(shell)
-            replied = reply["parent_header"].get("msg_id") == msg_id
-        while not idle:
-            msg = await read(iopub)
-            idle = (
-                msg["parent_header"].get("msg_id") == msg_id
-                and msg["msg_type"] == "status"
-                and msg["content"]["execution_state"] == "idle"
-            )
-        samples.append(time.perf_counter() - t0)
-    return samples
+    return await _executions(kc, n, lambda: read(shell), lambda: read(iopub))
 
 
 async def _hdsp(client: Client, kernel_id: str, n: int) -> list[float]:

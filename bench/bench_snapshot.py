@@ -15,18 +15,12 @@ import anyio
 
 from hdsp.client import connect
 from hdsp.daemon.paths import resolve_paths
-from hdsp.daemon.store import Journal, Store, insert_task
-from hdsp.protocol import (
-    ClineMessage,
-    HistoryItem,
-    MessageEvent,
-    MessagePayload,
-    TaskCreated,
-    TaskState,
-)
+from hdsp.daemon.store import Journal, Store
+from hdsp.protocol import ClineMessage
 from tests.support.daemon_process import DaemonProcess, short_tmp_dir
 
 from .harness import Figure, Result
+from .journal_tasks import create_task, message_created, task_item
 
 __all__ = ["run"]
 
@@ -57,11 +51,9 @@ async def _write_history(database: Path, count: int) -> None:
         journal = Journal(store, _publish)
         async with anyio.create_task_group() as tg:
             await tg.start(journal.run)
-            item = HistoryItem(id=TASK, number=1, ts=1, task="a long task", state=TaskState.IDLE)
-            await journal.emit(TaskCreated(payload=(TASK,)), insert_task(item))
+            await create_task(journal, task_item(TASK, task="a long task"))
             for i in range(count):
-                payload = MessagePayload(TASK, "created", _message(i))
-                await journal.emit(MessageEvent(payload=(payload,)))
+                await journal.emit(message_created(TASK, _message(i)))
             await journal.flush()
             await journal.aclose()
 

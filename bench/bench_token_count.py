@@ -17,59 +17,19 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from hdsp.daemon.conversation import (
-    ApiMessage,
-    ModelRequest,
-    TextBlock,
-    ToolResultBlock,
-    ToolSpec,
-    ToolUseBlock,
-)
 from hdsp.daemon.llm.anthropic import AnthropicProvider
 from hdsp.daemon.tasks.budget import ContextBudget
 from tests.fakes.anthropic_server import FakeAnthropic, Reply
+from tests.fakes.sessions import data_science_session
 
 from .harness import Figure, Result
 
 __all__ = ["run"]
 
 
-def _session_request(turns: int) -> ModelRequest:
-    """A data-science exchange of `turns` turns: code, a tool call, a table."""
-    messages = [ApiMessage(role="user", content=[TextBlock(text="Load sales.csv")], ts=1)]
-    for i in range(turns):
-        code = f"df{i} = pd.read_csv('sales.csv')\ndf{i}.groupby('region').sum()"
-        messages.append(
-            ApiMessage(
-                role="assistant",
-                content=[
-                    TextBlock(text=f"Step {i}: grouping by region."),
-                    ToolUseBlock(id=f"toolu_{i}", name="execute_code", input={"code": code}),
-                ],
-                ts=2 * i + 2,
-            )
-        )
-        table = "\n".join(f"region_{r}  {1000 * r + i:>8}  {r * 3.5:.2f}" for r in range(20))
-        messages.append(
-            ApiMessage(
-                role="user",
-                content=[
-                    ToolResultBlock(tool_use_id=f"toolu_{i}", content=[TextBlock(text=table)])
-                ],
-                ts=2 * i + 3,
-            )
-        )
-    tool = ToolSpec(
-        name="execute_code",
-        description="Run Python in the task's kernel.",
-        parameters={"type": "object", "properties": {"code": {"type": "string"}}},
-    )
-    return ModelRequest(system="You are a data scientist.", messages=messages, tools=[tool])
-
-
 async def run(runtime_dir: Path, scratch: Path, *, quick: bool) -> Result:
     repeats = 20 if quick else 200
-    request = _session_request(20)
+    request = data_science_session(20, call_prefix="toolu_")
     with_count: list[float] = []
     without: list[float] = []
     count_alone: list[float] = []

@@ -178,23 +178,16 @@ async def hdspd(data_dir: Path, runtime_dir: Path) -> None:
     from hdsp.daemon.app import Daemon
     from hdsp.daemon.logs import configure_logging
     from hdsp.daemon.paths import resolve_paths
-    from hdsp.daemon.store import insert_task
-    from hdsp.protocol import (
-        ClineMessage,
-        HistoryItem,
-        MessageEvent,
-        MessagePayload,
-        TaskCreated,
-        TaskState,
-    )
+    from hdsp.protocol import ClineMessage
+
+    from .journal_tasks import create_task, message_created, task_item
 
     configure_logging("info", "json")  # to stderr, as hdspd's main() does
     daemon = Daemon(resolve_paths(data_dir, runtime_dir))
     async with anyio.create_task_group() as tg:
         await tg.start(daemon.run)
         journal = daemon.journal
-        item = HistoryItem(id=BENCH_TASK, number=1, ts=1, task="fan-out", state=TaskState.IDLE)
-        await journal.emit(TaskCreated(payload=(BENCH_TASK,)), insert_task(item))
+        await create_task(journal, task_item(BENCH_TASK, task="fan-out"))
         await journal.flush()
         # The daemon warms up on a thread once it is up (the LLM SDKs, jsonschema
         # and the tools' schemas, ...), then freezes its start-up objects: let that
@@ -209,9 +202,7 @@ async def hdspd(data_dir: Path, runtime_dir: Path) -> None:
             for _ in range(int(n)):
                 ts += 1
                 msg = ClineMessage(ts=ts, type="say", say="text", text=text)
-                await journal.emit(
-                    MessageEvent(payload=(MessagePayload(BENCH_TASK, "created", msg),))
-                )
+                await journal.emit(message_created(BENCH_TASK, msg))
             await journal.flush()
             _say(f"sent {journal.head_seq}")
         daemon.request_shutdown("benchmark over")

@@ -106,7 +106,7 @@ async def _journal(n: int) -> None:
     from hdsp.daemon.store import Store
     from hdsp.daemon.store.journal import Journal
 
-    from .bench_journal import _journal_rate
+    from .bench_journal import journal_rate
 
     spent = {"commit": 0.0, "commit_and_publish": 0.0}
     commit, commit_and_publish = Store.commit, Journal._commit_and_publish
@@ -122,10 +122,10 @@ async def _journal(n: int) -> None:
         spent["commit_and_publish"] += time.perf_counter() - t
 
     scratch = Path(tempfile.mkdtemp(prefix="hdsp-profile-"))
-    await _journal_rate(scratch / "warm.sqlite3", f"ipc://{scratch}/warm", n // 4)
+    await journal_rate(scratch / "warm.sqlite3", f"ipc://{scratch}/warm", n // 4)
     Store.commit, Journal._commit_and_publish = timed_commit, timed_batch  # type: ignore[method-assign]
     try:
-        rate, _ = await _journal_rate(scratch / "timed.sqlite3", f"ipc://{scratch}/timed", n)
+        rate, _ = await journal_rate(scratch / "timed.sqlite3", f"ipc://{scratch}/timed", n)
     finally:
         Store.commit, Journal._commit_and_publish = commit, commit_and_publish  # type: ignore[method-assign]
     us = {k: v / n * 1e6 for k, v in spent.items()}
@@ -135,7 +135,7 @@ async def _journal(n: int) -> None:
     print(f"  the rest of _commit_and_publish (encode, scrub, publish): {rest:.1f} us/event")
     profile = cProfile.Profile()
     profile.enable()
-    await _journal_rate(scratch / "profiled.sqlite3", f"ipc://{scratch}/profiled", n)
+    await journal_rate(scratch / "profiled.sqlite3", f"ipc://{scratch}/profiled", n)
     profile.disable()
     text = io.StringIO()
     pstats.Stats(profile, stream=text).sort_stats("tottime").print_stats(25)

@@ -35,7 +35,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 import secrets
 from collections.abc import AsyncGenerator, AsyncIterator
@@ -44,7 +43,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast
 
 import anthropic
-import httpx2
 import msgspec
 import structlog
 from anthropic import AsyncAnthropic, AsyncStream
@@ -89,10 +87,9 @@ from .errors import (
     Overloaded,
     ProviderError,
     RateLimited,
-    ServerError,
-    connection_broken,
     context_window_exceeded,
-    server_text,
+    failed_midway,
+    server_said,
     status_error,
 )
 from .images import ANTHROPIC_LIMITS, ImageLimits
@@ -100,9 +97,8 @@ from .models import lookup_model
 from .sdk import (
     DEFAULT_TIMEOUT,
     SdkProvider,
-    SilenceWatch,
     client_options,
-    closing_stream,
+    parse_arguments,
     transport_failure,
 )
 from .sdk import (
@@ -153,7 +149,7 @@ _STOP_REASONS = {
 _CACHEABLE: frozenset[str] = frozenset(("text", "image", "tool_use", "tool_result"))
 
 
-class AnthropicProvider(SdkProvider[AsyncAnthropic]):
+class AnthropicProvider(SdkProvider[AsyncAnthropic, anthropic.AnthropicError]):
     """A Claude model behind Anthropic's Messages API (see module docstring).
 
     `base_url` None means Anthropic itself (or ``ANTHROPIC_BASE_URL``); a proxy
@@ -193,6 +189,7 @@ class AnthropicProvider(SdkProvider[AsyncAnthropic]):
             client=AsyncAnthropic(
                 **client_options(api_key, base_url, anthropic.DefaultAsyncHttpxClient, timeouts)
             ),
+            sdk_error=anthropic.AnthropicError,
             official_host="api.anthropic.com",
             timeouts=timeouts,
         )
@@ -202,12 +199,8 @@ class AnthropicProvider(SdkProvider[AsyncAnthropic]):
 
     @asynccontextmanager
     async def stream(self, request: ModelRequest) -> AsyncGenerator[AsyncIterator[Chunk]]:
-        """Send `request`; the body of the ``async with`` iterates the reply.
-
-        Errors before the first event raise from ``async with``, errors midway from
-        the iteration, all as :class:`ProviderError`. Leaving the block, by
-        exception or cancellation too, closes the HTTP response.
-        """
+        """Send `request`; the body of the ``async with`` iterates the reply
+        (errors and closing: :meth:`SdkProvider._streamed`)."""
         self._require_key()
         max_tokens = request.max_tokens if request.max_tokens is not None else self._info.max_output
         if self._thinking_budget is not None and self._thinking_budget >= max_tokens:
@@ -222,56 +215,30 @@ class AnthropicProvider(SdkProvider[AsyncAnthropic]):
         # from msgspec. Path, headers, auth, timeout and errors are the SDK's, as with
         # create() (which adds nothing else to a streamed request but its tracing
         # span's name, and deprecation warnings for some models).
-        body: dict[str, Any] = {
-            "model": self._model,
-            "max_tokens": max_tokens,
-            "messages": to_anthropic_messages(await self._model_messages(request.messages)),
-            "stream": True,
-        }
-        system = to_anthropic_system(request.system)
-        if system:
-            body["system"] = system
-        if request.tools:
-            body["tools"] = to_anthropic_tools(request.tools)
-        if self._thinking_budget is not None:
-            body["thinking"] = {"type": "enabled", "budget_tokens": self._thinking_budget}
-        async with self._watching() as watch:
-            watch.waiting("first_byte")
-            try:
-                response = await self._client.post(
-                    "/v1/messages",
-                    content=_json.encode(body),
-                    cast_to=Message,
-                    stream=True,
-                    # Each event as its JSON: the SDK's typed models cost tens of µs
-                    # of CPU per event to build, for the few fields the assembler
-                    # reads. The SDK still parses the SSE, skips pings and raises for
-                    # ``event: error``, by the event's name, as it does for create().
-                    stream_cls=AsyncStream[object],
-                )
-            except anthropic.AnthropicError as exc:
-                raise self._translate(exc) from exc
-            finally:
-                watch.answered()
-            async with closing_stream(response, self._chunks(response, watch)) as chunks:
-                yield chunks
+        body = await self._body(request, max_tokens=max_tokens, stream=True)
+
+        async def post() -> AsyncStream[object]:
+            return await self._client.post(
+                "/v1/messages",
+                content=_json.encode(body),
+                cast_to=Message,
+                stream=True,
+                # Each event as its JSON: the SDK's typed models cost tens of µs of
+                # CPU per event to build, for the few fields the assembler reads. The
+                # SDK still parses the SSE, skips pings and raises for ``event:
+                # error``, by the event's name, as it does for create().
+                stream_cls=AsyncStream[object],
+            )
+
+        async with self._streamed(post, _ReplyAssembler()) as chunks:
+            yield chunks
 
     async def count_tokens(self, request: ModelRequest) -> int | None:
         """Anthropic's own counter (``/v1/messages/count_tokens``). None when it
         fails; a server that does not offer it (a proxy) is not asked again."""
         if self._count_unsupported or (self._official and not self._has_key):
             return None
-        body: dict[str, Any] = {
-            "model": self._model,
-            "messages": to_anthropic_messages(await self._model_messages(request.messages)),
-        }
-        system = to_anthropic_system(request.system)
-        if system:
-            body["system"] = system
-        if request.tools:
-            body["tools"] = to_anthropic_tools(request.tools)
-        if self._thinking_budget is not None:
-            body["thinking"] = {"type": "enabled", "budget_tokens": self._thinking_budget}
+        body = await self._body(request)
         try:
             counted = await self._client.post(
                 "/v1/messages/count_tokens",
@@ -289,43 +256,24 @@ class AnthropicProvider(SdkProvider[AsyncAnthropic]):
             return None
         return counted.input_tokens
 
-    async def _chunks(
-        self, response: AsyncStream[object], watch: SilenceWatch
-    ) -> AsyncGenerator[Chunk]:
-        assembler = _ReplyAssembler()
-        while True:
-            watch.waiting()
-            try:
-                event = await response.__anext__()
-            except StopAsyncIteration:
-                break
-            except (anthropic.AnthropicError, httpx2.HTTPError, ValueError) as exc:
-                if assembler.finished:
-                    break  # message_stop came: the reply is whole, whatever follows
-                raise self._midstream(exc) from exc
-            finally:
-                watch.answered()
-            for item in assembler.feed(event):
-                yield item
-        if not assembler.finished:
-            raise self._broken("the stream ended before the model finished its reply")
-        for item in assembler.finish():
-            yield item
+    async def _body(self, request: ModelRequest, **fields: Any) -> dict[str, Any]:
+        """The request's body in its wire form, `fields` (``max_tokens``,
+        ``stream``) among the model's; what a reply and a count both send."""
+        body: dict[str, Any] = {
+            "model": self._model,
+            **fields,
+            "messages": to_anthropic_messages(await self._model_messages(request.messages)),
+        }
+        system = to_anthropic_system(request.system)
+        if system:
+            body["system"] = system
+        if request.tools:
+            body["tools"] = to_anthropic_tools(request.tools)
+        if self._thinking_budget is not None:
+            body["thinking"] = {"type": "enabled", "budget_tokens": self._thinking_budget}
+        return body
 
     # ---- errors --------------------------------------------------------------
-
-    def _broken(self, detail: str) -> NetworkError:
-        return connection_broken(self.base_url, detail)
-
-    def _midstream(self, exc: Exception) -> ProviderError:
-        if isinstance(exc, anthropic.AnthropicError):
-            return self._translate(exc, midstream=True)
-        if isinstance(exc, httpx2.HTTPError):
-            return self._broken(transport_failure(exc))
-        return NetworkError(  # an event whose data is not JSON
-            f"{self.base_url} sent a malformed event stream ({exc}). The reply was "
-            "abandoned; a proxy in between may be mangling the stream."
-        )
 
     def _translate(
         self, exc: anthropic.AnthropicError, *, midstream: bool = False
@@ -405,19 +353,12 @@ class AnthropicProvider(SdkProvider[AsyncAnthropic]):
             return AuthenticationFailed(
                 f"{where} refused the key in the middle of the reply ({detail}); {self._key_hint}."
             )
-        return ServerError(
-            f"{where} reported an error in the middle of the reply ({detail}). The "
-            "partial reply was discarded; retrying usually helps."
-        )
+        return failed_midway(where, detail)
 
 
 def _error_message(exc: anthropic.APIStatusError) -> str:
-    """What the server said: the error's ``message`` in the API's JSON, else its
-    body as it came (a proxy's text or HTML page, another JSON shape), made fit
-    to show; the SDK's "Error code: N" only when the body said nothing."""
-    message = exc.api_message
-    said = server_text(message if isinstance(message, str) and message else exc.body)
-    return said or exc.message
+    """What the server said (:func:`server_said`)."""
+    return server_said(exc.api_message, exc.body, exc.message)
 
 
 # ---- requests ----------------------------------------------------------------
@@ -546,7 +487,7 @@ class _ReplyAssembler:
 
     def __init__(self) -> None:
         #: True once ``message_stop`` arrived: the reply is complete.
-        self.finished = False
+        self.ended = False
         self._stop_reason: str | None = None
         self._usage: dict[str, int] = {}
         #: Open tool calls by content block index (None: an event without one).
@@ -572,10 +513,15 @@ class _ReplyAssembler:
                 self._stop_reason = stop_reason
             self._take_usage(event.get("usage"))
         elif kind == "message_stop":
-            self.finished = True
+            self.ended = True
         # The SDK skips ``ping`` and raises for ``error`` by the SSE event's name;
         # under another name, they are ignored with the types hdsp does not know.
         return []
+
+    @property
+    def complete(self) -> bool:
+        """``message_stop`` is the last event: nothing after it counts."""
+        return self.ended
 
     def finish(self) -> list[Chunk]:
         """Calls left open, the usage and the stop reason, once the reply is complete."""
@@ -680,19 +626,9 @@ def _end(call: _PendingCall) -> ToolCallEnd:
         index=call.index,
         id=call.id,
         name=call.name,
-        arguments=_parse_arguments(raw),
+        arguments=parse_arguments(raw),
         raw_arguments=raw,
     )
-
-
-def _parse_arguments(raw: str) -> dict[str, Any] | None:
-    if not raw.strip():
-        return {}  # a tool without parameters, called with nothing
-    try:
-        parsed = json.loads(raw)
-    except ValueError:
-        return None
-    return parsed if isinstance(parsed, dict) else None
 
 
 def build(recipe: ProviderRecipe) -> AnthropicProvider:

@@ -34,7 +34,6 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, Self
 from urllib.parse import urlsplit
 
@@ -541,12 +540,7 @@ class ChatCompletionsServer:
         self.start()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
 

@@ -50,7 +50,9 @@ __all__ = [
     "ServerError",
     "connection_broken",
     "context_window_exceeded",
+    "failed_midway",
     "retry_after_from_headers",
+    "server_said",
     "server_text",
     "status_error",
 ]
@@ -158,6 +160,14 @@ def connection_broken(where: str, detail: str) -> NetworkError:
     return NetworkError(
         f"The connection to {where} broke in the middle of the reply ({detail}). "
         "The partial reply was discarded; retrying usually helps."
+    )
+
+
+def failed_midway(where: str, detail: str) -> ServerError:
+    """The server at `where` reported an error (`detail`) while a reply was streaming."""
+    return ServerError(
+        f"{where} reported an error in the middle of the reply ({detail}). The "
+        "partial reply was discarded; retrying usually helps."
     )
 
 
@@ -285,6 +295,15 @@ class _PageText(html.parser.HTMLParser):
         if any(tag in self._SKIPPED for tag in self._open):
             return
         (self.title if "title" in self._open else self.text).append(data)
+
+
+def server_said(message: object, body: object, fallback: str) -> str:
+    """What the server said in an error response: `message` (the error's in the
+    API's JSON) if it is text, else its `body` as it came (a proxy's text or HTML
+    page, another JSON shape), made fit to show (:func:`server_text`); `fallback`
+    (the SDK's "Error code: N") only when the body said nothing."""
+    said = server_text(message if isinstance(message, str) and message else body)
+    return said or fallback
 
 
 def server_text(body: object, limit: int = SERVER_TEXT_LIMIT) -> str:

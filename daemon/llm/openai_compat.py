@@ -33,7 +33,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import anyio.to_thread
-import httpx2
 import msgspec
 import openai
 import structlog
@@ -78,23 +77,23 @@ from .errors import (
     Overloaded,
     ProviderError,
     RateLimited,
-    ServerError,
-    connection_broken,
     context_window_exceeded,
-    server_text,
+    failed_midway,
+    server_said,
     status_error,
 )
 from .images import OPENAI_LIMITS, ImageLimits
 from .sdk import (
     DEFAULT_TIMEOUT,
     SdkProvider,
-    SilenceWatch,
     client_options,
-    closing_stream,
     transport_failure,
 )
 from .sdk import (
     json_field as _field,
+)
+from .sdk import (
+    parse_arguments as _parse_arguments,
 )
 from .tokens import count_chat_tokens, encoding_for_model
 
@@ -145,7 +144,7 @@ _STOP_REASONS = {
 }
 
 
-class OpenAICompatibleProvider(SdkProvider[AsyncOpenAI]):
+class OpenAICompatibleProvider(SdkProvider[AsyncOpenAI, openai.OpenAIError]):
     """A model behind an OpenAI-compatible Chat Completions API (see module docstring).
 
     `base_url` None means OpenAI itself (or ``OPENAI_BASE_URL``). `api_key` None
@@ -181,6 +180,7 @@ class OpenAICompatibleProvider(SdkProvider[AsyncOpenAI]):
             client=AsyncOpenAI(
                 **client_options(api_key, base_url, openai.DefaultAsyncHttpxClient, timeouts)
             ),
+            sdk_error=openai.OpenAIError,
             official_host="api.openai.com",
             timeouts=timeouts,
         )
@@ -193,12 +193,8 @@ class OpenAICompatibleProvider(SdkProvider[AsyncOpenAI]):
 
     @asynccontextmanager
     async def stream(self, request: ModelRequest) -> AsyncGenerator[AsyncIterator[Chunk]]:
-        """Send `request`; the body of the ``async with`` iterates the reply.
-
-        Errors before the first chunk raise from ``async with``, errors midway from
-        the iteration, all as :class:`ProviderError`. Leaving the block, by
-        exception or cancellation too, closes the HTTP response.
-        """
+        """Send `request`; the body of the ``async with`` iterates the reply
+        (errors and closing: :meth:`SdkProvider._streamed`)."""
         self._require_key()
         # The body is built here in its wire form, and posted as it is: the SDK's
         # `chat.completions.create()` walks every value of it against its typed
@@ -224,26 +220,22 @@ class OpenAICompatibleProvider(SdkProvider[AsyncOpenAI]):
             body["max_completion_tokens" if official else "max_tokens"] = request.max_tokens
         if self._reasoning_effort:
             body["reasoning_effort"] = self._reasoning_effort
-        async with self._watching() as watch:
-            watch.waiting("first_byte")
-            try:
-                response = await self._client.post(
-                    "/chat/completions",
-                    content=_json.encode(body),
-                    cast_to=ChatCompletion,
-                    stream=True,
-                    # Each chunk as its JSON: the SDK's typed models cost ~64 µs of
-                    # CPU per chunk to build, a third of the daemon's own work in a
-                    # turn, for the few fields the assembler reads.
-                    stream_cls=AsyncStream[object],
-                    options={"security": {"bearer_auth": True}},
-                )
-            except openai.OpenAIError as exc:
-                raise self._translate(exc) from exc
-            finally:
-                watch.answered()
-            async with closing_stream(response, self._chunks(response, watch)) as chunks:
-                yield chunks
+
+        async def post() -> AsyncStream[object]:
+            return await self._client.post(
+                "/chat/completions",
+                content=_json.encode(body),
+                cast_to=ChatCompletion,
+                stream=True,
+                # Each chunk as its JSON: the SDK's typed models cost ~64 µs of CPU
+                # per chunk to build, a third of the daemon's own work in a turn,
+                # for the few fields the assembler reads.
+                stream_cls=AsyncStream[object],
+                options={"security": {"bearer_auth": True}},
+            )
+
+        async with self._streamed(post, _ReplyAssembler()) as chunks:
+            yield chunks
 
     async def count_tokens(self, request: ModelRequest) -> int | None:
         """OpenAI's tokenizer of the model, if it is one of OpenAI's (a local
@@ -264,38 +256,7 @@ class OpenAICompatibleProvider(SdkProvider[AsyncOpenAI]):
 
         return await anyio.to_thread.run_sync(count)
 
-    async def _chunks(
-        self, response: AsyncStream[object], watch: SilenceWatch
-    ) -> AsyncGenerator[Chunk]:
-        assembler = _ReplyAssembler()
-        while True:
-            watch.waiting()
-            try:
-                chunk = await response.__anext__()
-            except StopAsyncIteration:
-                break
-            except openai.OpenAIError as exc:
-                raise self._translate(exc, midstream=True) from exc
-            except httpx2.HTTPError as exc:
-                raise self._broken(transport_failure(exc)) from exc
-            except ValueError as exc:  # an event whose data is not JSON
-                raise NetworkError(
-                    f"{self.base_url} sent a malformed event stream ({exc}). The reply "
-                    "was abandoned; a proxy in between may be mangling the stream."
-                ) from exc
-            finally:
-                watch.answered()
-            for item in assembler.feed(chunk):
-                yield item
-        if assembler.finish_reason is None:
-            raise self._broken("the stream ended before the model finished its reply")
-        for item in assembler.finish():
-            yield item
-
     # ---- errors --------------------------------------------------------------
-
-    def _broken(self, detail: str) -> NetworkError:
-        return connection_broken(self.base_url, detail)
 
     def _translate(self, exc: openai.OpenAIError, *, midstream: bool = False) -> ProviderError:
         where = self.base_url
@@ -354,20 +315,15 @@ class OpenAICompatibleProvider(SdkProvider[AsyncOpenAI]):
             return RateLimited(f"{where} is rate-limiting requests ({detail}). Retry later.")
         if "overload" in kind or "overload" in detail.lower():
             return Overloaded(f"{where} is overloaded ({detail}). Retry in a little while.")
-        return ServerError(
-            f"{where} reported an error in the middle of the reply ({detail}). The "
-            "partial reply was discarded; retrying usually helps."
-        )
+        return failed_midway(where, detail)
 
 
 def _error_message(exc: openai.APIError) -> str:
-    """What the server said: the error's ``message`` in OpenAI's JSON, else its
-    body as it came (a proxy's text or HTML page, another JSON shape), made fit
-    to show; the SDK's "Error code: N" only when the body said nothing."""
+    """What the server said (:func:`server_said`): the error's ``message`` in
+    OpenAI's JSON is one level down in the body the SDK kept."""
     body = exc.body
     message = body.get("message") if isinstance(body, dict) else None
-    said = server_text(message if isinstance(message, str) and message else body)
-    return said or exc.message
+    return server_said(message, body, exc.message)
 
 
 def _is_context_window(code: str | None, message: str) -> bool:
@@ -507,11 +463,19 @@ class _ReplyAssembler:
     missing, counts as absent.
     """
 
+    #: Usage and ``[DONE]`` follow the finish reason: a failure after it counts.
+    complete = False
+
     def __init__(self) -> None:
         self.finish_reason: str | None = None
         self._usage: UsageChunk | None = None
         self._calls: list[_PendingCall] = []
         self._by_server_index: dict[int, _PendingCall] = {}
+
+    @property
+    def ended(self) -> bool:
+        """Choice 0 has its finish reason."""
+        return self.finish_reason is not None
 
     def feed(self, chunk: object) -> list[Chunk]:
         out: list[Chunk] = []
@@ -615,16 +579,6 @@ class _ReplyAssembler:
                 )
             )
         return out
-
-
-def _parse_arguments(raw: str) -> dict[str, Any] | None:
-    if not raw.strip():
-        return {}  # a tool without parameters, called with nothing
-    try:
-        parsed = json.loads(raw)
-    except ValueError:
-        return None
-    return parsed if isinstance(parsed, dict) else None
 
 
 def _items(value: object) -> list[dict[str, Any]]:

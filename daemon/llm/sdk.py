@@ -5,9 +5,10 @@ Imported with those providers, on first use: not with the daemon's start-up.
 
 from __future__ import annotations
 
+import json
 import os
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any, ClassVar, Generic, Literal, Protocol, TypeVar
 
@@ -16,7 +17,7 @@ import httpx2
 
 from hdsp.daemon.conversation import ApiMessage, Chunk, ModelInfo, StreamTimeouts
 
-from .errors import AuthenticationFailed, NetworkError
+from .errors import AuthenticationFailed, NetworkError, ProviderError, connection_broken
 from .images import DEFAULT_LIMITS, ImageLimits, has_images, images_for_model
 
 __all__ = [
@@ -24,12 +25,14 @@ __all__ = [
     "CONNECTION_LIMITS",
     "DEFAULT_TIMEOUT",
     "NO_KEY",
+    "ReplyAssembler",
     "SdkProvider",
     "SilenceWatch",
     "client_options",
     "closing_stream",
     "http_timeout",
     "json_field",
+    "parse_arguments",
     "transport_failure",
 ]
 
@@ -105,13 +108,45 @@ class _Response(Protocol):
     async def close(self) -> None: ...
 
 
+class _EventStream(_Response, Protocol):
+    """A streamed response as the SDKs hand it out: each event's JSON, in turn."""
+
+    async def __anext__(self) -> object: ...
+
+
+class ReplyAssembler(Protocol):
+    """Turns the events of one streamed reply (their JSON) into hdsp chunks."""
+
+    def feed(self, event: object) -> list[Chunk]:
+        """The chunks of one event."""
+        ...
+
+    def finish(self) -> list[Chunk]:
+        """What is left to say once the stream has ended (the usage, the stop)."""
+        ...
+
+    @property
+    def ended(self) -> bool:
+        """The model finished its reply: the stream may end here."""
+        ...
+
+    @property
+    def complete(self) -> bool:
+        """Nothing the stream may still send changes the reply: a failure from
+        here on is ignored."""
+        ...
+
+
 ClientT = TypeVar("ClientT", bound=_SdkClient)
+ErrorT = TypeVar("ErrorT", bound=Exception)
 
 
-class SdkProvider(Generic[ClientT]):
+class SdkProvider(Generic[ClientT, ErrorT]):
     """What the providers built on an official SDK share: the model and its
-    info, the client and where it sends requests, and the refusal to call the
-    vendor's own API without a key (a proxy or local server may need none)."""
+    info, the client and where it sends requests, the refusal to call the
+    vendor's own API without a key (a proxy or local server may need none), and
+    the reading of a streamed reply, whose SDK errors (`sdk_error`, the root of
+    the SDK's tree) the provider's `_translate` turns into :mod:`.errors`."""
 
     def __init__(
         self,
@@ -122,10 +157,12 @@ class SdkProvider(Generic[ClientT]):
         key_hint: str,
         has_key: bool,
         client: ClientT,
+        sdk_error: type[ErrorT],
         official_host: str,
         timeouts: StreamTimeouts,
     ) -> None:
         self._model = model
+        self._sdk_error = sdk_error
         self._timeouts = timeouts
         self._info = info
         #: The profile's name, for messages.
@@ -188,6 +225,67 @@ class SdkProvider(Generic[ClientT]):
                 f"Profile {self.name!r} has no API key, and {self.base_url} needs one: "
                 f"{self._key_hint}."
             )
+
+    @asynccontextmanager
+    async def _streamed(
+        self, post: Callable[[], Awaitable[_EventStream]], assembler: ReplyAssembler
+    ) -> AsyncGenerator[AsyncIterator[Chunk]]:
+        """Send a request by `post`, its reply as `assembler` makes it of the events,
+        under the silence bounds (:meth:`_watching`). Errors before the first event
+        raise from ``async with``, errors midway from the iteration, all as
+        :class:`ProviderError`. Leaving the block, by exception or cancellation
+        too, closes the HTTP response."""
+        async with self._watching() as watch:
+            watch.waiting("first_byte")
+            try:
+                response = await post()
+            except self._sdk_error as exc:
+                raise self._translate(exc) from exc
+            finally:
+                watch.answered()
+            chunks = self._chunks(response, watch, assembler)
+            async with closing_stream(response, chunks) as stream:
+                yield stream
+
+    async def _chunks(
+        self, response: _EventStream, watch: SilenceWatch, assembler: ReplyAssembler
+    ) -> AsyncGenerator[Chunk]:
+        while True:
+            watch.waiting()
+            try:
+                event = await response.__anext__()
+            except StopAsyncIteration:
+                break
+            except (self._sdk_error, httpx2.HTTPError, ValueError) as exc:
+                if assembler.complete:
+                    break  # the reply is whole, whatever follows
+                raise self._midstream(exc) from exc
+            finally:
+                watch.answered()
+            for item in assembler.feed(event):
+                yield item
+        if not assembler.ended:
+            raise self._broken("the stream ended before the model finished its reply")
+        for item in assembler.finish():
+            yield item
+
+    def _translate(self, exc: ErrorT, *, midstream: bool = False) -> ProviderError:
+        """`exc`, an error of the SDK's, in :mod:`.errors`' terms; `midstream`: it
+        came in the middle of a reply."""
+        raise NotImplementedError
+
+    def _midstream(self, exc: Exception) -> ProviderError:
+        if isinstance(exc, self._sdk_error):
+            return self._translate(exc, midstream=True)
+        if isinstance(exc, httpx2.HTTPError):
+            return self._broken(transport_failure(exc))
+        return NetworkError(  # an event whose data is not JSON
+            f"{self.base_url} sent a malformed event stream ({exc}). The reply was "
+            "abandoned; a proxy in between may be mangling the stream."
+        )
+
+    def _broken(self, detail: str) -> NetworkError:
+        return connection_broken(self.base_url, detail)
 
 
 SilencePhase = Literal["first_byte", "idle"]
@@ -290,6 +388,18 @@ def json_field(obj: object, name: str) -> Any:
     read the streams' events as their JSON, and servers and proxies vary: a field
     that is missing, null or of the wrong type counts as absent."""
     return obj.get(name) if isinstance(obj, dict) else None
+
+
+def parse_arguments(raw: str) -> dict[str, Any] | None:
+    """A tool call's arguments, streamed as JSON text: the object, {} for no text
+    at all, None when the text is not a JSON object."""
+    if not raw.strip():
+        return {}  # a tool without parameters, called with nothing
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        return None
+    return parsed if isinstance(parsed, dict) else None
 
 
 def transport_failure(exc: BaseException) -> str:

@@ -37,7 +37,8 @@ Each request takes the next scripted reply; with none left it gets
 streamed one (``.cut_after(n)`` (FIN), ``.reset_after(n)`` (TCP RST),
 ``.end_after(n)`` (a clean end, mid-reply), ``.unframed_after(n)`` (broken chunked
 framing), ``.hang_after(n)``, ``.malformed_after(n)``, ``.error_after(n)``,
-``.slow_first_byte(s)``, ``.without_stop()``, ``.with_stop_reason(r)``), where
+``.slow_first_byte(s)``, ``.paced(s)``, ``.held_after(n, gate)``, ``.without_stop()``,
+``.with_stop_reason(r)``: those they share are :class:`tests.fakes.scripted.ScriptedReply`'s), where
 ``n`` counts the SSE events sent first (``message_start`` is event 0).
 
 Like the real API, the fake refuses (400, 401) a request without a key, without
@@ -55,10 +56,10 @@ import json
 import secrets
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from hdsp.daemon.llm.demo import ChatExchange
-from tests.fakes.scripted import ReceivedRequest, ScriptedServer, serve_from_command_line
+from tests.fakes.scripted import ReceivedRequest, ScriptedReply, ScriptedServer
 
 __all__ = [
     "ContentBlock",
@@ -72,8 +73,6 @@ __all__ = [
     "named_event",
     "validate",
 ]
-
-Fault = Literal["cut", "hang", "malformed", "error_event", "reset", "end", "unframed"]
 
 #: Error types and messages of the real API, by status.
 _ERRORS: dict[int, tuple[str, str]] = {
@@ -169,7 +168,7 @@ def named_event(event_type: str, payload: Mapping[str, Any]) -> bytes:
 
 
 @dataclass(frozen=True)
-class Reply:
+class Reply(ScriptedReply):
     """What the fake answers to one request. Build with the class methods."""
 
     blocks: tuple[ContentBlock, ...] = ()
@@ -178,18 +177,6 @@ class Reply:
     usage: Usage = field(default_factory=lambda: Usage(25, 10))
     #: False: the stream ends after the content blocks, without message_delta/stop.
     finished: bool = True
-    #: Not 200: answer with this status and `error` as the JSON body, no stream.
-    status_code: int = 200
-    error: Mapping[str, Any] | None = None
-    headers: Mapping[str, str] = field(default_factory=dict)
-    #: Not None (with a status that is not 200): the body as this text, not JSON.
-    body_text: str | None = None
-    content_type: str = "text/plain; charset=utf-8"
-    #: Seconds before the status line; None: never (until the client leaves).
-    first_byte_delay: float | None = 0.0
-    fault: Fault | None = None
-    #: How many SSE events go out before the fault.
-    fault_at: int = 0
     error_type: str = "overloaded_error"
     error_message: str = "Overloaded"
 
@@ -325,38 +312,7 @@ class Reply:
         """message_start, a text block with one delta, then nothing until a disconnect."""
         return cls.text("Thinking it over").hang_after(4)
 
-    @classmethod
-    def plain_status(
-        cls,
-        code: int,
-        text: str = "Service Unavailable: the upstream server is restarting.",
-        *,
-        content_type: str = "text/plain; charset=utf-8",
-        retry_after: float | None = None,
-    ) -> Reply:
-        """An HTTP error whose body is not the API's JSON: a proxy's text or HTML page."""
-        headers = {"retry-after": f"{retry_after:g}"} if retry_after is not None else {}
-        return cls(status_code=code, body_text=text, content_type=content_type, headers=headers)
-
-    @classmethod
-    def accept_and_hang(cls) -> Reply:
-        """Read the request, then send nothing at all (not even the status line)
-        until the client leaves or the fake closes."""
-        return cls(first_byte_delay=None)
-
     # ---- modifiers of a streamed reply ------------------------------------------
-
-    def cut_after(self, events: int) -> Reply:
-        """Drop the connection after `events` events, mid-response."""
-        return dataclasses.replace(self, fault="cut", fault_at=events)
-
-    def hang_after(self, events: int) -> Reply:
-        """Send `events` events, then block until the client disconnects or the fake closes."""
-        return dataclasses.replace(self, fault="hang", fault_at=events)
-
-    def malformed_after(self, events: int) -> Reply:
-        """Send `events` events, then one whose data is not JSON, then end the stream."""
-        return dataclasses.replace(self, fault="malformed", fault_at=events)
 
     def error_after(
         self, events: int, error_type: str = "overloaded_error", message: str = "Overloaded"
@@ -365,22 +321,6 @@ class Reply:
         return dataclasses.replace(
             self, fault="error_event", fault_at=events, error_type=error_type, error_message=message
         )
-
-    def reset_after(self, events: int) -> Reply:
-        """Send `events` events, then abort the connection with a TCP RST."""
-        return dataclasses.replace(self, fault="reset", fault_at=events)
-
-    def end_after(self, events: int) -> Reply:
-        """Send `events` events, then end the HTTP response cleanly, mid-reply."""
-        return dataclasses.replace(self, fault="end", fault_at=events)
-
-    def unframed_after(self, events: int) -> Reply:
-        """Send `events` events, then bytes that break the HTTP chunked framing."""
-        return dataclasses.replace(self, fault="unframed", fault_at=events)
-
-    def slow_first_byte(self, seconds: float) -> Reply:
-        """Wait `seconds` before the status line (less if the client leaves)."""
-        return dataclasses.replace(self, first_byte_delay=seconds)
 
     def without_stop(self) -> Reply:
         """End the HTTP response cleanly after the blocks, with no message_delta/message_stop."""
@@ -523,16 +463,10 @@ class FakeAnthropic(ScriptedServer[Reply]):
     endpoint = "/v1/messages"
 
     fake_name = "FakeAnthropic"
+    malformed_event = _MALFORMED_EVENT
 
     def __init__(self, *, port: int = 0, default: Reply | None = None) -> None:
-        super().__init__(
-            port=port,
-            default=(
-                default
-                if default is not None
-                else Reply.text("This is the default reply of hdsp's fake Anthropic server.")
-            ),
-        )
+        super().__init__(port=port, default=default)
 
         #: Whether ``/v1/messages/count_tokens`` answers (a proxy may not have it).
         self.counts_tokens = True
@@ -546,6 +480,9 @@ class FakeAnthropic(ScriptedServer[Reply]):
         self.count_answer: Callable[[dict[str, Any]], int | None] | None = None
 
     # ---- serving ----------------------------------------------------------------
+
+    def default_reply(self) -> Reply:
+        return Reply.text("This is the default reply of hdsp's fake Anthropic server.")
 
     def error_body(self, status: int, message: str, error_type: str) -> object:
         return _error_body(error_type, message)
@@ -586,45 +523,19 @@ class FakeAnthropic(ScriptedServer[Reply]):
             exchange.send_json(reply.status_code, reply.error, {**request_id, **reply.headers})
             return
         events = reply.events(exchange.model)
-        exchange.start_stream({**request_id, **reply.headers})
-        for position in range(len(events) + 1):
-            if reply.fault is not None and position == reply.fault_at:
-                self._fault(exchange, reply)
-                return
-            if position < len(events):
-                exchange.send_raw(events[position])
-        exchange.end_stream()
+        self.send_stream(exchange, reply, events, {**request_id, **reply.headers})
 
-    def _fault(self, exchange: ChatExchange, reply: Reply) -> None:
-        if reply.fault == "cut":
-            exchange.drop()
-        elif reply.fault == "reset":
-            exchange.reset()
-        elif reply.fault == "end":
-            exchange.end_stream()
-        elif reply.fault == "unframed":
-            exchange.send_unframed(b"this is not an HTTP chunk\r\n\r\n")
-        elif reply.fault == "hang":
-            self._pause(exchange, None)
-        elif reply.fault == "malformed":
-            exchange.send_raw(_MALFORMED_EVENT)
-            exchange.end_stream()
-        elif reply.fault == "error_event":
-            payload = {
-                "type": "error",
-                "error": {"type": reply.error_type, "message": reply.error_message},
-            }
-            exchange.send_raw(named_event("error", payload))
-            exchange.end_stream()
+    def send_error_event(self, exchange: ChatExchange, reply: Reply) -> None:
+        payload = {
+            "type": "error",
+            "error": {"type": reply.error_type, "message": reply.error_message},
+        }
+        exchange.send_raw(named_event("error", payload))
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    serve_from_command_line(
-        "python -m tests.fakes.anthropic_server",
-        __doc__.split("\n")[0],
-        lambda port, default: FakeAnthropic(port=port, default=default),
-        Reply.text,
-        argv,
+    FakeAnthropic.serve_from_command_line(
+        "python -m tests.fakes.anthropic_server", __doc__, Reply.text, argv
     )
 
 

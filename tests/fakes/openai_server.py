@@ -41,14 +41,13 @@ Run it by hand, serving default replies: ``python -m tests.fakes.openai_server -
 from __future__ import annotations
 
 import dataclasses
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from hdsp.daemon.llm.demo import ChatExchange, CompletionUsage
 from hdsp.daemon.llm.tokens import count_chat_tokens, encoding_for_model
-from tests.fakes.scripted import ReceivedRequest, ScriptedServer, serve_from_command_line
+from tests.fakes.scripted import ReceivedRequest, ScriptedReply, ScriptedServer
 
 __all__ = [
     "FakeOpenAI",
@@ -61,8 +60,6 @@ __all__ = [
 
 #: Token counts of the final usage chunk: ``Usage(prompt, completion, cached=0)``.
 Usage = CompletionUsage
-
-Fault = Literal["cut", "hang", "malformed", "error_event", "reset", "end", "unframed"]
 
 _ERROR_TYPES = {
     400: ("invalid_request_error", None),
@@ -104,30 +101,13 @@ def _pieces(text: str, size: int) -> list[str]:
 
 
 @dataclass(frozen=True)
-class Reply:
+class Reply(ScriptedReply):
     """What the fake answers to one request. Build with the class methods."""
 
     #: The ``delta`` objects streamed after the role chunk, one chunk each.
     deltas: tuple[Mapping[str, Any], ...] = ()
     finish_reason: str | None = "stop"
     usage: CompletionUsage | None = field(default_factory=lambda: Usage(12, 5))
-    #: Not 200: answer with this status and `error` as the JSON body, no stream.
-    status_code: int = 200
-    error: Mapping[str, Any] | None = None
-    headers: Mapping[str, str] = field(default_factory=dict)
-    #: Not None (with a status that is not 200): the body as this text, not JSON.
-    body_text: str | None = None
-    content_type: str = "text/plain; charset=utf-8"
-    #: Seconds before the status line; None: never (until the client leaves).
-    first_byte_delay: float | None = 0.0
-    #: Seconds between two SSE events (a model that streams at reading pace).
-    event_interval: float = 0.0
-    fault: Fault | None = None
-    #: How many SSE events go out before the fault.
-    fault_at: int = 0
-    #: Not None: after `hold_at` SSE events, wait until the test sets this event.
-    hold: threading.Event | None = None
-    hold_at: int = 0
     error_message: str = _ERROR_MESSAGES[500]
     #: Replace ``{key}`` in the error body's message with the request's API key
     #: (the ``Authorization: Bearer`` value), as some servers quote it back.
@@ -267,69 +247,13 @@ class Reply:
         """The role chunk and one text chunk, then nothing until the client or fake closes."""
         return cls.text("Thinking it over").hang_after(2)
 
-    @classmethod
-    def plain_status(
-        cls,
-        code: int,
-        text: str = "Service Unavailable: the upstream server is restarting.",
-        *,
-        content_type: str = "text/plain; charset=utf-8",
-        retry_after: float | None = None,
-    ) -> Reply:
-        """An HTTP error whose body is not the API's JSON: a proxy's text or HTML page."""
-        headers = {"retry-after": f"{retry_after:g}"} if retry_after is not None else {}
-        return cls(status_code=code, body_text=text, content_type=content_type, headers=headers)
-
-    @classmethod
-    def accept_and_hang(cls) -> Reply:
-        """Read the request, then send nothing at all (not even the status line)
-        until the client leaves or the fake closes."""
-        return cls(first_byte_delay=None)
-
     # ---- modifiers of a streamed reply ------------------------------------------
-
-    def cut_after(self, events: int) -> Reply:
-        """Drop the connection after `events` events, mid-response."""
-        return dataclasses.replace(self, fault="cut", fault_at=events)
-
-    def paced(self, seconds: float) -> Reply:
-        """The same reply with `seconds` between its SSE events."""
-        return dataclasses.replace(self, event_interval=seconds)
-
-    def hang_after(self, events: int) -> Reply:
-        """Send `events` events, then block until the client disconnects or the fake closes."""
-        return dataclasses.replace(self, fault="hang", fault_at=events)
-
-    def malformed_after(self, events: int) -> Reply:
-        """Send `events` events, then one that is not JSON, then end the stream."""
-        return dataclasses.replace(self, fault="malformed", fault_at=events)
 
     def error_after(self, events: int, message: str = _ERROR_MESSAGES[500]) -> Reply:
         """Send `events` events, then an ``{"error": ...}`` event, then end the stream."""
         return dataclasses.replace(
             self, fault="error_event", fault_at=events, error_message=message
         )
-
-    def reset_after(self, events: int) -> Reply:
-        """Send `events` events, then abort the connection with a TCP RST."""
-        return dataclasses.replace(self, fault="reset", fault_at=events)
-
-    def end_after(self, events: int) -> Reply:
-        """Send `events` events, then end the HTTP response cleanly, mid-reply."""
-        return dataclasses.replace(self, fault="end", fault_at=events)
-
-    def unframed_after(self, events: int) -> Reply:
-        """Send `events` events, then bytes that break the HTTP chunked framing."""
-        return dataclasses.replace(self, fault="unframed", fault_at=events)
-
-    def held_after(self, events: int, gate: threading.Event) -> Reply:
-        """Send `events` events, then wait until `gate` is set (the test releases
-        the stream when it has seen what it wanted part-way), then the rest."""
-        return dataclasses.replace(self, hold=gate, hold_at=events)
-
-    def slow_first_byte(self, seconds: float) -> Reply:
-        """Wait `seconds` before the status line (less if the client leaves)."""
-        return dataclasses.replace(self, first_byte_delay=seconds)
 
     def without_usage(self) -> Reply:
         """No usage chunk, even when the request asks for one (as some servers do)."""
@@ -344,18 +268,12 @@ class FakeOpenAI(ScriptedServer[Reply]):
     """The fake server; see the module docstring. Starts on ``with`` or :meth:`start`."""
 
     fake_name = "FakeOpenAI"
+    malformed_event = _MALFORMED_EVENT
 
     def __init__(
         self, *, port: int = 0, default: Reply | None = None, context_window: int | None = None
     ) -> None:
-        super().__init__(
-            port=port,
-            default=(
-                default
-                if default is not None
-                else Reply.text("This is the default reply of hdsp's fake OpenAI server.")
-            ),
-        )
+        super().__init__(port=port, default=default)
         #: Set: the fake is a model with this window. It counts each request's
         #: prompt as OpenAI does (the model's tokenizer, o200k_base for names it does
         #: not know), refuses one that does not fit with the API's
@@ -371,6 +289,9 @@ class FakeOpenAI(ScriptedServer[Reply]):
         self.responder: Callable[[dict[str, Any]], Reply | None] | None = None
 
     # ---- serving ----------------------------------------------------------------
+
+    def default_reply(self) -> Reply:
+        return Reply.text("This is the default reply of hdsp's fake OpenAI server.")
 
     def model_names(self) -> list[str]:
         return ["gpt-test"]
@@ -456,60 +377,16 @@ class FakeOpenAI(ScriptedServer[Reply]):
         events = exchange.reply_events(
             reply.deltas, finish_reason=reply.finish_reason, usage=reply.usage
         )
-        exchange.start_stream(reply.headers)
-        for position in range(len(events) + 1):
-            if reply.fault is not None and position == reply.fault_at:
-                self._fault(exchange, reply)
-                return
-            if reply.hold is not None and position == reply.hold_at:
-                if not self._hold(exchange, reply.hold):
-                    return
-            if position < len(events):
-                if (
-                    position
-                    and reply.event_interval
-                    and not self._pause(exchange, reply.event_interval)
-                ):
-                    return
-                exchange.send_raw(events[position])
-        exchange.end_stream()
+        self.send_stream(exchange, reply, events, reply.headers)
 
-    def _hold(self, exchange: ChatExchange, gate: threading.Event) -> bool:
-        """Wait for `gate`; False (connection dropped) if the client left or the
-        fake closes first. The event is checked every 50 ms between waits that
-        also watch the client's socket."""
-        while not gate.is_set():
-            if not self._pause(exchange, 0.05):
-                return False
-        return True
-
-    def _fault(self, exchange: ChatExchange, reply: Reply) -> None:
-        if reply.fault == "cut":
-            exchange.drop()
-        elif reply.fault == "reset":
-            exchange.reset()
-        elif reply.fault == "end":
-            exchange.end_stream()
-        elif reply.fault == "unframed":
-            exchange.send_unframed(b"this is not an HTTP chunk\r\n\r\n")
-        elif reply.fault == "hang":
-            self._pause(exchange, None)
-        elif reply.fault == "malformed":
-            exchange.send_raw(_MALFORMED_EVENT)
-            exchange.end_stream()
-        elif reply.fault == "error_event":
-            error = {"message": reply.error_message, "type": "server_error", "param": None}
-            exchange.send_event({"error": error | {"code": None}})
-            exchange.end_stream()
+    def send_error_event(self, exchange: ChatExchange, reply: Reply) -> None:
+        error = {"message": reply.error_message, "type": "server_error", "param": None}
+        exchange.send_event({"error": error | {"code": None}})
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    serve_from_command_line(
-        "python -m tests.fakes.openai_server",
-        __doc__.split("\n")[0],
-        lambda port, default: FakeOpenAI(port=port, default=default),
-        Reply.text,
-        argv,
+    FakeOpenAI.serve_from_command_line(
+        "python -m tests.fakes.openai_server", __doc__, Reply.text, argv
     )
 
 

@@ -8,27 +8,118 @@ queued with :meth:`~ScriptedServer.script` and taken one per request (the
 fake's :attr:`~ScriptedServer.default` when none is left), every request
 recorded, disconnects counted, and ways to wait for them (and for open
 connections to fall), from threads or async tests. Subclasses say how a reply
-goes on the wire.
+goes on the wire; :class:`ScriptedReply` holds what their replies share (an
+error answer in place of a stream, delays, and faults midway), and
+:meth:`~ScriptedServer.send_stream` sends a stream as a reply says.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import signal
 import threading
 from collections import deque
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from types import FrameType, TracebackType
-from typing import Any, Generic, Self, TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import Any, ClassVar, Generic, Literal, Self, TypeVar
 
 import anyio.to_thread
 
 from hdsp.daemon.llm.demo import ChatCompletionsServer, ChatExchange
 
-__all__ = ["ReceivedRequest", "ScriptedServer", "serve_from_command_line"]
+__all__ = ["Fault", "ReceivedRequest", "ScriptedReply", "ScriptedServer"]
 
-R = TypeVar("R")
+Fault = Literal["cut", "hang", "malformed", "error_event", "reset", "end", "unframed"]
+
+
+@dataclass(frozen=True)
+class ScriptedReply:
+    """What the replies of every fake share: an answer that is not a stream, the
+    pace of a stream, and the faults and pauses in the middle of one. A fake's
+    ``Reply`` adds its content; the fakes' module docstrings show them in use."""
+
+    #: Not 200: answer with this status and `error` as the JSON body, no stream.
+    status_code: int = 200
+    error: Mapping[str, Any] | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    #: Not None (with a status that is not 200): the body as this text, not JSON.
+    body_text: str | None = None
+    content_type: str = "text/plain; charset=utf-8"
+    #: Seconds before the status line; None: never (until the client leaves).
+    first_byte_delay: float | None = 0.0
+    #: Seconds between two SSE events (a model that streams at reading pace).
+    event_interval: float = 0.0
+    fault: Fault | None = None
+    #: How many SSE events go out before the fault.
+    fault_at: int = 0
+    #: Not None: after `hold_at` SSE events, wait until the test sets this event.
+    hold: threading.Event | None = None
+    hold_at: int = 0
+
+    # ---- whole-reply faults --------------------------------------------------
+
+    @classmethod
+    def plain_status(
+        cls,
+        code: int,
+        text: str = "Service Unavailable: the upstream server is restarting.",
+        *,
+        content_type: str = "text/plain; charset=utf-8",
+        retry_after: float | None = None,
+    ) -> Self:
+        """An HTTP error whose body is not the API's JSON: a proxy's text or HTML page."""
+        headers = {"retry-after": f"{retry_after:g}"} if retry_after is not None else {}
+        return cls(status_code=code, body_text=text, content_type=content_type, headers=headers)
+
+    @classmethod
+    def accept_and_hang(cls) -> Self:
+        """Read the request, then send nothing at all (not even the status line)
+        until the client leaves or the fake closes."""
+        return cls(first_byte_delay=None)
+
+    # ---- modifiers of a streamed reply ------------------------------------------
+
+    def cut_after(self, events: int) -> Self:
+        """Drop the connection after `events` events, mid-response."""
+        return dataclasses.replace(self, fault="cut", fault_at=events)
+
+    def paced(self, seconds: float) -> Self:
+        """The same reply with `seconds` between its SSE events."""
+        return dataclasses.replace(self, event_interval=seconds)
+
+    def hang_after(self, events: int) -> Self:
+        """Send `events` events, then block until the client disconnects or the fake closes."""
+        return dataclasses.replace(self, fault="hang", fault_at=events)
+
+    def malformed_after(self, events: int) -> Self:
+        """Send `events` events, then one whose data is not JSON, then end the stream."""
+        return dataclasses.replace(self, fault="malformed", fault_at=events)
+
+    def reset_after(self, events: int) -> Self:
+        """Send `events` events, then abort the connection with a TCP RST."""
+        return dataclasses.replace(self, fault="reset", fault_at=events)
+
+    def end_after(self, events: int) -> Self:
+        """Send `events` events, then end the HTTP response cleanly, mid-reply."""
+        return dataclasses.replace(self, fault="end", fault_at=events)
+
+    def unframed_after(self, events: int) -> Self:
+        """Send `events` events, then bytes that break the HTTP chunked framing."""
+        return dataclasses.replace(self, fault="unframed", fault_at=events)
+
+    def held_after(self, events: int, gate: threading.Event) -> Self:
+        """Send `events` events, then wait until `gate` is set (the test releases
+        the stream when it has seen what it wanted part-way), then the rest."""
+        return dataclasses.replace(self, hold=gate, hold_at=events)
+
+    def slow_first_byte(self, seconds: float) -> Self:
+        """Wait `seconds` before the status line (less if the client leaves)."""
+        return dataclasses.replace(self, first_byte_delay=seconds)
+
+
+R = TypeVar("R", bound=ScriptedReply)
 
 
 @dataclass(frozen=True)
@@ -52,16 +143,20 @@ class ScriptedServer(ChatCompletionsServer, Generic[R]):
     #: The fake's name in error messages.
     fake_name = "ScriptedServer"
 
-    def __init__(self, *, port: int = 0, default: R) -> None:
+    def __init__(self, *, port: int = 0, default: R | None = None) -> None:
         super().__init__(port=port)
-        #: The reply when the script is empty.
-        self.default = default
+        #: The reply when the script is empty (None given: :meth:`default_reply`).
+        self.default = default if default is not None else self.default_reply()
         self._cond = threading.Condition()
         self._script: deque[R] = deque()
         self._received: list[ReceivedRequest] = []
         self._disconnects = 0
         self._failures: list[BaseException] = []
         self._stopping = False
+
+    def default_reply(self) -> R:
+        """The fake's own reply for a script that is empty, a short text."""
+        raise NotImplementedError
 
     # ---- scripting and inspection -------------------------------------------
 
@@ -157,6 +252,62 @@ class ScriptedServer(ChatCompletionsServer, Generic[R]):
             self._cond.notify_all()
         return reply
 
+    #: The fake's ``malformed`` fault: an SSE event whose data is not JSON.
+    malformed_event: ClassVar[bytes]
+
+    def send_stream(
+        self, exchange: ChatExchange, reply: R, events: Sequence[bytes], headers: Mapping[str, str]
+    ) -> None:
+        """Stream `events` with `headers`, at `reply`'s pace, with its pause and its fault."""
+        exchange.start_stream(headers)
+        for position in range(len(events) + 1):
+            if reply.fault is not None and position == reply.fault_at:
+                self._fault(exchange, reply)
+                return
+            if reply.hold is not None and position == reply.hold_at:
+                if not self._hold(exchange, reply.hold):
+                    return
+            if position < len(events):
+                if (
+                    position
+                    and reply.event_interval
+                    and not self._pause(exchange, reply.event_interval)
+                ):
+                    return
+                exchange.send_raw(events[position])
+        exchange.end_stream()
+
+    def send_error_event(self, exchange: ChatExchange, reply: R) -> None:
+        """The ``error_event`` fault: the API's error event in the middle of a stream."""
+        raise NotImplementedError
+
+    def _fault(self, exchange: ChatExchange, reply: R) -> None:
+        if reply.fault == "cut":
+            exchange.drop()
+        elif reply.fault == "reset":
+            exchange.reset()
+        elif reply.fault == "end":
+            exchange.end_stream()
+        elif reply.fault == "unframed":
+            exchange.send_unframed(b"this is not an HTTP chunk\r\n\r\n")
+        elif reply.fault == "hang":
+            self._pause(exchange, None)
+        elif reply.fault == "malformed":
+            exchange.send_raw(self.malformed_event)
+            exchange.end_stream()
+        elif reply.fault == "error_event":
+            self.send_error_event(exchange, reply)
+            exchange.end_stream()
+
+    def _hold(self, exchange: ChatExchange, gate: threading.Event) -> bool:
+        """Wait for `gate`; False (connection dropped) if the client left or the
+        fake closes first. The event is checked every 50 ms between waits that
+        also watch the client's socket."""
+        while not gate.is_set():
+            if not self._pause(exchange, 0.05):
+                return False
+        return True
+
     def _pause(self, exchange: ChatExchange, seconds: float | None) -> bool:
         """Wait; False (connection dropped) if the client left or the fake closes."""
         result = exchange.wait(seconds)
@@ -182,6 +333,30 @@ class ScriptedServer(ChatCompletionsServer, Generic[R]):
         with self._cond:
             self._failures.append(exc)
 
+    @classmethod
+    def serve_from_command_line(
+        cls, prog: str, doc: str | None, text_reply: Callable[[str], R], argv: Sequence[str] | None
+    ) -> None:
+        """A fake's `main()`: serve default replies (or `--text` to every request)
+        until interrupted or terminated, printing the base URL first. `prog` is how
+        it is run; the first line of `doc` (its module's) says what it is."""
+        parser = argparse.ArgumentParser(prog=prog, description=(doc or "").split("\n")[0])
+        parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0: any free)")
+        parser.add_argument("--text", help="the reply to every request")
+        args = parser.parse_args(argv)
+
+        def stop(signum: int, frame: FrameType | None) -> None:
+            raise KeyboardInterrupt
+
+        signal.signal(signal.SIGTERM, stop)
+        default = text_reply(args.text) if args.text else None
+        with cls(port=args.port, default=default) as fake:
+            print(fake.base_url, flush=True)
+            try:
+                threading.Event().wait()
+            except KeyboardInterrupt:
+                pass
+
     def close(self) -> None:
         with self._cond:
             self._stopping = True
@@ -198,42 +373,10 @@ class ScriptedServer(ChatCompletionsServer, Generic[R]):
         self.start()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if exc is None:
-            self.close()
-            return
+    def __exit__(self, *exc_info: object) -> None:
         try:
             self.close()
         except RuntimeError:
-            pass  # the test's own failure is the one to see
-
-
-def serve_from_command_line(
-    prog: str,
-    description: str,
-    make: Callable[[int, R | None], ScriptedServer[R]],
-    text_reply: Callable[[str], R],
-    argv: Sequence[str] | None = None,
-) -> None:
-    """A fake's `main()`: serve default replies (or `--text` to every request)
-    until interrupted or terminated, printing the base URL first."""
-    parser = argparse.ArgumentParser(prog=prog, description=description)
-    parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0: any free)")
-    parser.add_argument("--text", help="the reply to every request")
-    args = parser.parse_args(argv)
-
-    def stop(signum: int, frame: FrameType | None) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, stop)
-    with make(args.port, text_reply(args.text) if args.text else None) as fake:
-        print(fake.base_url, flush=True)
-        try:
-            threading.Event().wait()
-        except KeyboardInterrupt:
-            pass
+            if exc_info[1] is None:
+                raise
+            # else the test's own failure is the one to see

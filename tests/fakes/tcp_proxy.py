@@ -15,7 +15,7 @@ proxy is down is closed before anything is read from it.
 
 from __future__ import annotations
 
-from types import TracebackType
+from typing import Any
 
 import anyio
 from anyio.abc import SocketListener, SocketStream, TaskGroup
@@ -56,15 +56,10 @@ class TcpProxy:
         self._tg.start_soon(self._listener.serve, self._handle)
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: Any) -> None:
         assert self._tg is not None and self._listener is not None
         self._tg.cancel_scope.cancel()
-        await self._tg.__aexit__(exc_type, exc, tb)
+        await self._tg.__aexit__(*exc_info)
         await self._listener.aclose()
 
     async def _handle(self, client: SocketStream) -> None:

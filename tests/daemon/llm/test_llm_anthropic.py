@@ -6,7 +6,6 @@ fake, and it refuses what the real API refuses (see tests/fakes/anthropic_server
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
@@ -49,7 +48,9 @@ from tests.fakes.anthropic_server import (
 )
 from tests.support.provider_helpers import REQUEST, collect, collect_until_error, text_of
 
-KEY = "sk-ant-test-not-a-real-key"
+from .provider_kinds import ANTHROPIC_KEY, KINDS, Kind
+
+KEY = ANTHROPIC_KEY
 EPHEMERAL = {"type": "ephemeral"}
 
 
@@ -58,18 +59,9 @@ _PNG = "iVBORw0KGgoAAAANSUhEUgAAAAIAAAACCAIAAAD91JpzAAAAFklEQVR4nGP8z8DAwMDAxMDA
 
 
 @pytest.fixture
-def fake() -> Iterator[FakeAnthropic]:
-    with FakeAnthropic() as fake:
-        yield fake
-
-
-@pytest.fixture
-async def provider(fake: FakeAnthropic) -> AsyncIterator[AnthropicProvider]:
-    provider = AnthropicProvider("claude-test", KEY, fake.base_url)
-    try:
-        yield provider
-    finally:
-        await provider.aclose()
+def kind() -> Kind:
+    """conftest.py's `fake` and `provider`, of Anthropic's kind."""
+    return KINDS["anthropic"]
 
 
 def breakpoints(body: dict[str, Any]) -> list[dict[str, Any]]:
@@ -111,16 +103,6 @@ async def test_cumulative_usage_in_message_delta_counts_once(
     assert [chunk for chunk in chunks if isinstance(chunk, UsageChunk)] == [
         UsageChunk(input_tokens=10, output_tokens=7, cache_read_tokens=3, cache_write_tokens=2)
     ]
-
-
-async def test_consecutive_replies_reuse_the_connection(
-    fake: FakeAnthropic, provider: AnthropicProvider
-) -> None:
-    fake.script(Reply.text("one"), Reply.text("two"))
-
-    assert text_of(await collect(provider)) == "one"
-    assert text_of(await collect(provider)) == "two"
-    assert fake.disconnects == 0
 
 
 async def test_thinking_streams_as_reasoning_then_its_signature(
@@ -301,12 +283,6 @@ async def test_fields_missing_null_or_of_the_wrong_type_count_as_absent(
         UsageChunk(input_tokens=10, output_tokens=5),
         StopChunk(reason="end_turn"),
     ]
-
-
-async def test_an_empty_script_gets_the_default_reply(
-    fake: FakeAnthropic, provider: AnthropicProvider
-) -> None:
-    assert "default reply" in text_of(await collect(provider))
 
 
 # ---- the request on the wire -------------------------------------------------------
@@ -547,14 +523,11 @@ async def test_429_is_rate_limited_with_retry_after(
     fake: FakeAnthropic, provider: AnthropicProvider
 ) -> None:
     fake.script(Reply.status(429, retry_after=2.5))
-
-    with pytest.raises(RateLimited) as caught:
-        await collect(provider)
-
-    assert caught.value.retryable
-    assert caught.value.retry_after == 2.5
-    assert caught.value.status_code == 429
-    assert fake.base_url in caught.value.message
+    _, error = await collect_until_error(provider, RateLimited)
+    assert error.retryable
+    assert error.retry_after == 2.5
+    assert error.status_code == 429
+    assert fake.base_url in error.message
 
 
 @pytest.mark.parametrize(
@@ -564,11 +537,8 @@ async def test_429_is_rate_limited_with_retry_after(
 )
 async def test_overloaded(fake: FakeAnthropic, provider: AnthropicProvider, reply: Reply) -> None:
     fake.script(reply)
-
-    with pytest.raises(Overloaded) as caught:
-        await collect(provider)
-
-    assert caught.value.retryable
+    _, error = await collect_until_error(provider, Overloaded)
+    assert error.retryable
 
 
 @pytest.mark.parametrize("status", [500, 502, 503, 504])
@@ -576,12 +546,9 @@ async def test_5xx_is_a_server_error(
     fake: FakeAnthropic, provider: AnthropicProvider, status: int
 ) -> None:
     fake.script(Reply.status(status))
-
-    with pytest.raises(ServerError) as caught:
-        await collect(provider)
-
-    assert caught.value.retryable
-    assert caught.value.status_code == status
+    _, error = await collect_until_error(provider, ServerError)
+    assert error.retryable
+    assert error.status_code == status
 
 
 @pytest.mark.parametrize(
@@ -600,11 +567,8 @@ async def test_exactly_one_http_request_per_call(
 ) -> None:
     # Had the SDK retried by itself, the second reply would have succeeded.
     fake.script(reply, Reply.text("A retry would have seen this."))
-
-    with pytest.raises(ProviderError) as caught:
-        await collect(provider)
-
-    assert caught.value.retryable
+    _, error = await collect_until_error(provider, ProviderError)
+    assert error.retryable
     assert len(fake.requests) == 1
     assert fake.pending == 1
 
@@ -614,11 +578,7 @@ async def test_a_rejected_key_is_an_authentication_failure(
     fake: FakeAnthropic, provider: AnthropicProvider, status: int
 ) -> None:
     fake.script(Reply.status(status))
-
-    with pytest.raises(AuthenticationFailed) as caught:
-        await collect(provider)
-
-    error = caught.value
+    _, error = await collect_until_error(provider, AuthenticationFailed)
     assert not error.retryable
     assert error.status_code == status
     assert fake.base_url in error.message
@@ -664,12 +624,9 @@ async def test_context_window_exceeded(
     fake: FakeAnthropic, provider: AnthropicProvider, reply: Reply
 ) -> None:
     fake.script(reply)
-
-    with pytest.raises(ContextWindowExceeded) as caught:
-        await collect(provider)
-
-    assert not caught.value.retryable
-    assert "Condense" in caught.value.message
+    _, error = await collect_until_error(provider, ContextWindowExceeded)
+    assert not error.retryable
+    assert "Condense" in error.message
 
 
 @pytest.mark.parametrize(
@@ -681,11 +638,8 @@ async def test_other_4xx_are_invalid_requests(
     fake: FakeAnthropic, provider: AnthropicProvider, reply: Reply
 ) -> None:
     fake.script(reply)
-
-    with pytest.raises(InvalidRequest) as caught:
-        await collect(provider)
-
-    assert not caught.value.retryable
+    _, error = await collect_until_error(provider, InvalidRequest)
+    assert not error.retryable
 
 
 @pytest.mark.parametrize(
@@ -704,12 +658,9 @@ async def test_an_account_without_credit_is_not_retried(
     fake: FakeAnthropic, provider: AnthropicProvider, reply: Reply
 ) -> None:
     fake.script(reply)
-
-    with pytest.raises(RateLimited) as caught:
-        await collect(provider)
-
-    assert not caught.value.retryable
-    assert "credit" in caught.value.message
+    _, error = await collect_until_error(provider, RateLimited)
+    assert not error.retryable
+    assert "credit" in error.message
 
 
 async def test_a_stream_cut_midway_raises_network_error_from_the_iteration(
@@ -734,17 +685,6 @@ async def test_a_stream_that_ends_without_message_stop_is_a_network_error(
 
     assert text_of(chunks) == "Half a rep"
     assert not any(isinstance(chunk, StopChunk) for chunk in chunks)
-
-
-async def test_malformed_sse_is_a_network_error(
-    fake: FakeAnthropic, provider: AnthropicProvider
-) -> None:
-    fake.script(Reply.malformed_sse())
-
-    chunks, error = await collect_until_error(provider, NetworkError)
-
-    assert text_of(chunks) == "Hell"
-    assert "malformed" in error.message
 
 
 @pytest.mark.parametrize(

@@ -2,85 +2,51 @@
 providers and their wire-level fakes: silence before the response and in the
 middle of it (the profile's bounds), error pages that are not the API's JSON,
 a reset connection, a refused one; and :func:`server_text`, which makes what a
-server said fit to show."""
+server said fit to show. The fixtures (`kind`, `fake`, `provider`, with the
+short bounds below) are in conftest.py."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from typing import Any
 
 import anyio
 import pytest
 
-from hdsp.daemon.conversation import StreamTimeouts
-from hdsp.daemon.llm import NetworkError, Provider, ServerError
-from hdsp.daemon.llm.anthropic import AnthropicProvider
+from hdsp.daemon.conversation import Chunk, StreamTimeouts
+from hdsp.daemon.llm import NetworkError, Provider, ProviderError, ServerError
 from hdsp.daemon.llm.errors import SERVER_TEXT_LIMIT, server_text
-from hdsp.daemon.llm.openai_compat import OpenAICompatibleProvider
 from hdsp.daemon.llm.sdk import http_timeout
-from tests.fakes import anthropic_server, openai_server
 from tests.support.provider_helpers import REQUEST, collect, collect_until_error, text_of
+
+from .provider_kinds import Kind
 
 #: Short bounds, so that a silence is seen in a fraction of a second.
 SHORT = StreamTimeouts(first_byte=0.6, idle=0.4)
 
 
-@dataclass(frozen=True)
-class Kind:
-    fake: Callable[[], Any]
-    provider: Callable[[str, StreamTimeouts], Provider]
-    reply: Any
-
-
-KINDS = {
-    "anthropic": Kind(
-        anthropic_server.FakeAnthropic,
-        lambda url, t: AnthropicProvider("claude-test", "sk-ant-test", url, timeouts=t),
-        anthropic_server.Reply,
-    ),
-    "openai": Kind(
-        openai_server.FakeOpenAI,
-        lambda url, t: OpenAICompatibleProvider("gpt-test", url, "sk-test", timeouts=t),
-        openai_server.Reply,
-    ),
-}
-
-
-@pytest.fixture(params=sorted(KINDS))
-def kind(request: pytest.FixtureRequest) -> Kind:
-    return KINDS[request.param]
-
-
 @pytest.fixture
-def fake(kind: Kind) -> Any:
-    server: AbstractContextManager[Any] = kind.fake()
-    with server as running:
-        yield running
-
-
-@pytest.fixture
-async def provider(kind: Kind, fake: Any) -> AsyncIterator[Provider]:
-    provider = kind.provider(fake.base_url, SHORT)
-    try:
-        yield provider
-    finally:
-        await provider.aclose()
+def timeouts() -> StreamTimeouts:
+    return SHORT
 
 
 # ---- silence ------------------------------------------------------------------
+
+
+async def silenced(provider: Provider) -> tuple[list[Chunk], ProviderError, float]:
+    """The NetworkError a silence ends a reply with, the chunks that came before it,
+    and the seconds it took."""
+    started = time.monotonic()
+    with anyio.fail_after(10):
+        chunks, error = await collect_until_error(provider, NetworkError)
+    return chunks, error, time.monotonic() - started
 
 
 async def test_a_server_that_accepts_and_never_answers_fails_at_the_first_byte_bound(
     kind: Kind, fake: Any, provider: Provider
 ) -> None:
     fake.script(kind.reply.accept_and_hang(), kind.reply.text("after the silence"))
-    started = time.monotonic()
-    with anyio.fail_after(10):
-        chunks, error = await collect_until_error(provider, NetworkError)
-    waited = time.monotonic() - started
+    chunks, error, waited = await silenced(provider)
     assert chunks == [] and error.retryable
     assert "accepted the request but sent nothing for 0.6 s" in error.message
     assert "first_byte_timeout" in error.message
@@ -94,10 +60,7 @@ async def test_a_reply_that_stops_midway_fails_at_the_idle_bound(
     kind: Kind, fake: Any, provider: Provider
 ) -> None:
     fake.script(kind.reply.hang(), kind.reply.text("whole this time"))
-    started = time.monotonic()
-    with anyio.fail_after(10):
-        chunks, error = await collect_until_error(provider, NetworkError)
-    waited = time.monotonic() - started
+    chunks, error, waited = await silenced(provider)
     assert text_of(chunks)  # what came before the silence
     assert "nothing for 0.4 s" in error.message and "idle_timeout" in error.message
     assert SHORT.idle <= waited < SHORT.idle + 2
@@ -171,15 +134,8 @@ async def test_a_reset_connection_says_so(kind: Kind, fake: Any, provider: Provi
     assert "reset by peer" in error.message
 
 
-async def test_a_refused_connection_says_so(kind: Kind) -> None:
-    server: AbstractContextManager[Any] = kind.fake()
-    with server as gone:
-        base_url = gone.base_url
-    provider = kind.provider(base_url, SHORT)
-    try:
-        _, error = await collect_until_error(provider, NetworkError)
-    finally:
-        await provider.aclose()
+async def test_a_refused_connection_says_so(unreachable: Provider) -> None:
+    _, error = await collect_until_error(unreachable, NetworkError)
     assert "Could not connect" in error.message and "connection refused" in error.message
 
 

@@ -1,13 +1,13 @@
 """What every provider does the same, run against each one and its wire-level fake:
-an unreachable server, cancellation (the HTTP connection is closed, promptly),
-leaving a reply early, and how many connections stay open after a burst."""
+consecutive replies, the fake's default reply, a malformed stream, an unreachable
+server, cancellation (the HTTP connection is closed, promptly), leaving a reply
+early, and how many connections stay open after a burst. The fixtures (`kind`,
+`fake`, `provider`) are in conftest.py."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractContextManager, AsyncExitStack
-from dataclasses import dataclass
+from contextlib import AsyncExitStack
 from typing import Any
 
 import anyio
@@ -15,67 +15,38 @@ import pytest
 
 from hdsp.daemon.conversation import Chunk, TextDelta
 from hdsp.daemon.llm import NetworkError, Provider
-from hdsp.daemon.llm.anthropic import AnthropicProvider
-from hdsp.daemon.llm.openai_compat import OpenAICompatibleProvider
 from hdsp.daemon.llm.sdk import CONNECTION_LIMITS
-from tests.fakes import anthropic_server, openai_server
-from tests.support.provider_helpers import REQUEST, collect, text_of
+from tests.support.provider_helpers import REQUEST, collect, collect_until_error, text_of
+
+from .provider_kinds import Kind
 
 
-@dataclass(frozen=True)
-class Kind:
-    """A provider, its fake server and the fake's scripted replies."""
+async def test_consecutive_replies_reuse_the_connection(
+    kind: Kind, fake: Any, provider: Provider
+) -> None:
+    fake.script(kind.reply.text("one"), kind.reply.text("two"))
 
-    fake: Callable[[], Any]
-    provider: Callable[[str], Provider]
-    reply: Any
-
-
-KINDS = {
-    "anthropic": Kind(
-        anthropic_server.FakeAnthropic,
-        lambda url: AnthropicProvider("claude-test", "sk-ant-test", url),
-        anthropic_server.Reply,
-    ),
-    "openai": Kind(
-        openai_server.FakeOpenAI,
-        lambda url: OpenAICompatibleProvider("gpt-test", url, "sk-test"),
-        openai_server.Reply,
-    ),
-}
+    assert text_of(await collect(provider)) == "one"
+    assert text_of(await collect(provider)) == "two"
+    assert fake.disconnects == 0
 
 
-@pytest.fixture(params=sorted(KINDS))
-def kind(request: pytest.FixtureRequest) -> Kind:
-    return KINDS[request.param]
+async def test_an_empty_script_gets_the_default_reply(fake: Any, provider: Provider) -> None:
+    assert "default reply" in text_of(await collect(provider))
 
 
-@pytest.fixture
-def fake(kind: Kind) -> Any:
-    server: AbstractContextManager[Any] = kind.fake()
-    with server as running:
-        yield running
+async def test_malformed_sse_is_a_network_error(kind: Kind, fake: Any, provider: Provider) -> None:
+    fake.script(kind.reply.malformed_sse())
+
+    chunks, error = await collect_until_error(provider, NetworkError)
+
+    assert text_of(chunks) == "Hell"
+    assert "malformed" in error.message
 
 
-@pytest.fixture
-async def provider(kind: Kind, fake: Any) -> AsyncIterator[Provider]:
-    provider = kind.provider(fake.base_url)
-    try:
-        yield provider
-    finally:
-        await provider.aclose()
-
-
-async def test_a_server_that_is_not_there_is_a_network_error(kind: Kind) -> None:
-    server: AbstractContextManager[Any] = kind.fake()
-    with server as gone:
-        base_url = gone.base_url
-    provider = kind.provider(base_url)
-    try:
-        with pytest.raises(NetworkError, match="Could not connect"):
-            await collect(provider)
-    finally:
-        await provider.aclose()
+async def test_a_server_that_is_not_there_is_a_network_error(unreachable: Provider) -> None:
+    with pytest.raises(NetworkError, match="Could not connect"):
+        await collect(unreachable)
 
 
 async def test_cancelling_a_hung_stream_returns_promptly_and_disconnects(

@@ -9,8 +9,6 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
-from keyring.backend import KeyringBackend
-from keyring.errors import KeyringLocked
 from keyrings.alt.file import PlaintextKeyring
 
 from hdsp.daemon.config import ConfigService, ProfileNotFound, Profiles, SecretStore, SettingsStore
@@ -22,6 +20,7 @@ from hdsp.daemon.llm.models import model_table
 from hdsp.daemon.llm.registry import Providers
 from hdsp.protocol import ProfileData, SaveProfileData
 from tests.fakes.anthropic_server import FakeAnthropic
+from tests.fakes.keyrings import LockedKeyring
 from tests.fakes.openai_server import FakeOpenAI
 
 KEY = "sk-first-key-0123456789abcdefghij"
@@ -32,19 +31,6 @@ REQUEST = ModelRequest(
     messages=[ApiMessage(role="user", content=[TextBlock(text="hi")], ts=1)],
     max_tokens=256,
 )
-
-
-class LockedKeyring(KeyringBackend):
-    priority = 1  # type: ignore[assignment]
-
-    def get_password(self, service: str, username: str) -> str | None:
-        raise KeyringLocked("the collection is locked")
-
-    def set_password(self, service: str, username: str, password: str) -> None:
-        raise KeyringLocked("the collection is locked")
-
-    def delete_password(self, service: str, username: str) -> None:
-        raise KeyringLocked("the collection is locked")
 
 
 @pytest.fixture

@@ -22,9 +22,6 @@ from hdsp.daemon.conversation import (
     ApiMessage,
     ModelRequest,
     TextBlock,
-    ToolResultBlock,
-    ToolSpec,
-    ToolUseBlock,
     UsageChunk,
 )
 from hdsp.daemon.llm.anthropic import AnthropicProvider
@@ -42,6 +39,7 @@ from hdsp.daemon.llm.tokens import (
 from tests.fakes.anthropic_server import FakeAnthropic, Usage, fake_input_tokens
 from tests.fakes.anthropic_server import Reply as AnthropicReply
 from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.fakes.sessions import data_science_session
 from tests.support.provider_helpers import collect
 
 RECORDED = json.loads((Path(__file__).parent / "recorded_usage.json").read_text())
@@ -93,37 +91,6 @@ def test_models_get_their_own_tokenizer_and_unknown_ones_none() -> None:
     assert encoding_for_model("qwen2.5-coder") is None
 
 
-def _session_request(turns: int) -> ModelRequest:
-    """A data-science exchange: code, a tool call, a table of output, per turn."""
-    messages = [ApiMessage(role="user", content=[TextBlock(text="Load sales.csv")], ts=1)]
-    for i in range(turns):
-        code = f"df{i} = pd.read_csv('sales.csv')\ndf{i}.groupby('region').sum()"
-        messages.append(
-            ApiMessage(
-                role="assistant",
-                content=[
-                    TextBlock(text=f"Step {i}: grouping by region."),
-                    ToolUseBlock(id=f"call_{i}", name="execute_code", input={"code": code}),
-                ],
-                ts=2 * i + 2,
-            )
-        )
-        table = "\n".join(f"region_{r}  {1000 * r + i:>8}  {r * 3.5:.2f}" for r in range(20))
-        messages.append(
-            ApiMessage(
-                role="user",
-                content=[ToolResultBlock(tool_use_id=f"call_{i}", content=[TextBlock(text=table)])],
-                ts=2 * i + 3,
-            )
-        )
-    tool = ToolSpec(
-        name="execute_code",
-        description="Run Python in the task's kernel.",
-        parameters={"type": "object", "properties": {"code": {"type": "string"}}},
-    )
-    return ModelRequest(system="You are a data scientist.", messages=messages, tools=[tool])
-
-
 def test_the_estimate_is_within_half_and_calibration_brings_it_close() -> None:
     """The estimate against the tokenizer's count of the same requests (the
     count a provider reports, within the error shown above). Uncalibrated, four
@@ -135,7 +102,7 @@ def test_the_estimate_is_within_half_and_calibration_brings_it_close() -> None:
     calibration = Calibration()
     errors = []
     for turns in (2, 5, 10, 20, 40):
-        request = _session_request(turns)
+        request = data_science_session(turns)
         chat = to_chat_messages(request.system, request.messages)
         reported = count_chat_tokens(encoding, chat)
         estimate = estimate_request_tokens(request)
@@ -168,7 +135,7 @@ async def test_the_openai_counter_matches_the_prompt_tokens_reported(
     reports after it (the fake counts as OpenAI does)."""
     provider = OpenAICompatibleProvider("gpt-4o", fake_openai.base_url, "sk-test")
     try:
-        request = _session_request(8)
+        request = data_science_session(8)
         counted = await provider.count_tokens(request)
         fake_openai.script(Reply.text("ok"))
         chunks = await collect(provider, request)
@@ -182,7 +149,7 @@ async def test_the_openai_counter_matches_the_prompt_tokens_reported(
 async def test_a_local_model_has_no_counter_of_its_own(fake_openai: FakeOpenAI) -> None:
     provider = OpenAICompatibleProvider("llama3.1:8b", fake_openai.base_url, None)
     try:
-        assert await provider.count_tokens(_session_request(1)) is None
+        assert await provider.count_tokens(data_science_session(1)) is None
     finally:
         await provider.aclose()
 
@@ -191,7 +158,7 @@ async def test_anthropic_counts_with_its_count_tokens_endpoint() -> None:
     with FakeAnthropic() as fake:
         provider = AnthropicProvider("claude-sonnet-4-5", "sk-ant-test", fake.base_url)
         try:
-            request = _session_request(3)
+            request = data_science_session(3)
             counted = await provider.count_tokens(request)
             assert len(fake.count_requests) == 1
             body = fake.count_requests[0]
@@ -208,8 +175,8 @@ async def test_a_server_without_count_tokens_is_not_asked_again() -> None:
         fake.counts_tokens = False
         provider = AnthropicProvider("claude-sonnet-4-5", "sk-ant-test", fake.base_url)
         try:
-            assert await provider.count_tokens(_session_request(1)) is None
-            assert await provider.count_tokens(_session_request(1)) is None
+            assert await provider.count_tokens(data_science_session(1)) is None
+            assert await provider.count_tokens(data_science_session(1)) is None
             assert fake.count_requests == []
             # The 404 was asked once: the second call did not reach the server.
         finally:
