@@ -87,14 +87,10 @@ from .sdk import (
     DEFAULT_TIMEOUT,
     SdkProvider,
     client_options,
+    parse_arguments,
     transport_failure,
 )
-from .sdk import (
-    json_field as _field,
-)
-from .sdk import (
-    parse_arguments as _parse_arguments,
-)
+from .sdk import json_field as _field
 from .tokens import count_chat_tokens, encoding_for_model
 
 if TYPE_CHECKING:
@@ -574,7 +570,7 @@ class _ReplyAssembler:
                     index=call.index,
                     id=call.id,
                     name=call.name or "",
-                    arguments=_parse_arguments(raw),
+                    arguments=parse_arguments(raw),
                     raw_arguments=raw,
                 )
             )

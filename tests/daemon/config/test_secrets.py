@@ -11,9 +11,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from keyring.backend import KeyringBackend
 from keyring.backends import fail
-from keyring.errors import KeyringLocked
 from keyrings.alt.file import EncryptedKeyring, PlaintextKeyring
 
 from hdsp.daemon.config.secrets import (
@@ -24,6 +22,7 @@ from hdsp.daemon.config.secrets import (
     SecretStoreUnavailable,
 )
 from hdsp.daemon.logs import redact_text
+from tests.fakes.keyrings import LockedKeyring
 
 KEY = "sk-ant-test-0123456789abcdefghijklmnop"
 OTHER_KEY = "sk-other-test-9876543210zyxwvutsrqpo"
@@ -34,22 +33,6 @@ def keyring_file(tmp_path: Path) -> PlaintextKeyring:
     backend = PlaintextKeyring()
     backend.file_path = str(tmp_path / "keyring_pass.cfg")
     return backend
-
-
-class LockedKeyring(KeyringBackend):
-    """A keyring that is there but locked, as a Secret Service collection is until
-    someone unlocks it."""
-
-    priority = 1  # type: ignore[assignment]
-
-    def get_password(self, service: str, username: str) -> str | None:
-        raise KeyringLocked("the collection is locked")
-
-    def set_password(self, service: str, username: str, password: str) -> None:
-        raise KeyringLocked("the collection is locked")
-
-    def delete_password(self, service: str, username: str) -> None:
-        raise KeyringLocked("the collection is locked")
 
 
 async def test_set_get_delete_in_a_keyring(keyring_file: PlaintextKeyring) -> None:

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from hdsp.daemon.config import ApprovalSettings
 from hdsp.daemon.conversation import TextBlock
-from hdsp.daemon.llm.openai_compat import _parse_arguments
+from hdsp.daemon.llm.sdk import parse_arguments
 from hdsp.daemon.tasks.asks import AskBox
 from hdsp.daemon.tasks.calls import ToolCalls
 from hdsp.daemon.tasks.turn import CallState
@@ -178,7 +178,7 @@ def test_any_arguments_get_a_result_and_bad_ones_the_validation_error(
 ) -> None:
     portal, machine = rig
     name, raw = call_args
-    arguments = _parse_arguments(raw)
+    arguments = parse_arguments(raw)
     call = CallState(id="call-1", name=name, arguments=arguments, raw_arguments=raw)
     portal.call(machine.run, call)
     text = _text(call)
