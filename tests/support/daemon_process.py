@@ -19,7 +19,8 @@ import tempfile
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from types import TracebackType
+
+from tests.support.server_process import ServerProcess
 
 __all__ = ["DaemonProcess", "call_failed", "short_tmp_dir"]
 
@@ -36,18 +37,17 @@ def short_tmp_dir() -> Path:
 _TEST_SETTINGS = {"version": 2, "kernels": {"pool_size": 0}}
 
 
-class DaemonProcess:
+class DaemonProcess(ServerProcess):
     def __init__(
         self, root: Path, env: Mapping[str, str] | None = None, *, cwd: Path | None = None
     ) -> None:
+        super().__init__("hdspd", root / "hdspd.stderr")
         self.root = root
         #: The daemon's working directory (the test's own by default).
         self.cwd = cwd
         self.data_dir = root / "data"
         self.runtime_dir = root / "run"
-        self.stderr_path = root / "hdspd.stderr"
         self.extra_env = dict(env or {})
-        self.proc: subprocess.Popen[bytes] | None = None
         self._notify_path = root / "notify"
         self.starts = 0
         #: The PostgreSQL database the daemon's store is in (None: SQLite).
@@ -97,20 +97,16 @@ class DaemonProcess:
         with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as notify:
             notify.bind(str(self._notify_path))
             env = self.env | {"NOTIFY_SOCKET": str(self._notify_path)}
-            with open(self.stderr_path, "ab") as err:
-                self.proc = subprocess.Popen(
-                    [sys.executable, "-m", "hdsp.daemon", "--log-format", "json", *args],
-                    env=env,
-                    cwd=self.cwd,
-                    stdin=subprocess.DEVNULL,
-                    stdout=err,
-                    stderr=err,
-                    preexec_fn=preexec_fn,
-                )
+            proc = self._spawn(
+                [sys.executable, "-m", "hdsp.daemon", "--log-format", "json", *args],
+                env=env,
+                cwd=self.cwd,
+                preexec_fn=preexec_fn,
+            )
             self.starts += 1
             # Wait for READY=1 or for the daemon to exit (a refusal), whichever
             # comes first: a pidfd is readable once the process has ended.
-            pidfd = os.pidfd_open(self.proc.pid)
+            pidfd = os.pidfd_open(proc.pid)
             try:
                 deadline = time.monotonic() + timeout
                 while (left := deadline - time.monotonic()) > 0:
@@ -123,16 +119,10 @@ class DaemonProcess:
             finally:
                 os.close(pidfd)
             if left > 0:
-                what = f"hdspd exited before it was ready (exit code {self.proc.wait(10)})"
+                what = f"hdspd exited before it was ready (exit code {proc.wait(10)})"
             else:
-                what = f"hdspd did not become ready in {timeout} s (exit code {self.proc.poll()})"
+                what = f"hdspd did not become ready in {timeout} s (exit code {proc.poll()})"
             raise AssertionError(f"{what}:\n{self.stderr()}")
-
-    def stderr(self) -> str:
-        try:
-            return self.stderr_path.read_text(errors="replace")
-        except FileNotFoundError:
-            return ""
 
     def wait_for_log(self, event: str, timeout: float = 30.0) -> None:
         """Wait until the daemon has logged `event` (a JSON log line's "event")."""
@@ -162,25 +152,6 @@ class DaemonProcess:
     def wait(self, timeout: float = 30.0) -> int:
         assert self.proc is not None
         return self.proc.wait(timeout)
-
-    def __enter__(self) -> DaemonProcess:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            try:
-                self.stop(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if exc is not None:
-            sys.stderr.write(f"---- hdspd stderr ----\n{self.stderr()}\n")
 
     def cleanup(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
