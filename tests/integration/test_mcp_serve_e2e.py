@@ -26,7 +26,7 @@ from hdsp.protocol import MessageEvent, Say, TaskAborted
 from tests.fakes.openai_server import FakeOpenAI
 from tests.support.cli_process import cli_env, run_hdsp
 from tests.support.daemon_process import DaemonProcess, short_tmp_dir
-from tests.support.events import collect_turn
+from tests.support.events import collect_turn, wait_for_ask_ts
 from tests.support.scripted_turns import call, done
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]
@@ -484,19 +484,8 @@ async def test_a_call_while_a_person_works_in_the_task_is_refused_clearly(
         fake_openai.script(call("execute_code", code="1"), done())
         head = (await client.status()).head_seq
         await client.send_message(mcp_task.id, "run something")
-        ask = await pending_ask_ts(client, mcp_task.id, head)
+        ask = await wait_for_ask_ts(client, mcp_task.id, head)
         busy = await session.call_tool("execute_code", {"code": "2"})
         assert busy.is_error
         assert "hdsp refused" in text_of(busy) and "working" in text_of(busy)
         await client.respond_to_ask(mcp_task.id, ask, "noButtonClicked")
-
-
-async def pending_ask_ts(client: Client, task_id: str, since: int) -> int:
-    """The ts of the next unanswered ask of `task_id` after `since`."""
-    async with client.events(task_id, since_seq=since) as events:
-        async for event in events:
-            if isinstance(event.data, MessageEvent):
-                m = event.data.payload[0].message
-                if m.type == "ask" and not m.partial and not m.is_answered:
-                    return m.ts
-    raise AssertionError("event stream ended early")

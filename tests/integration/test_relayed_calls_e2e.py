@@ -18,25 +18,14 @@ from hdsp.client import Client, CommandFailed
 from hdsp.protocol import (
     ErrorCode,
     ExecutionOutput,
-    MessageEvent,
     TaskAborted,
     TaskState,
     ToolCallResult,
 )
 from tests.support.daemon_process import DaemonProcess, short_tmp_dir
-from tests.support.events import collect_turn
+from tests.support.events import collect_turn, wait_for_ask_ts
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
-
-
-async def wait_for_ask(client: Client, task_id: str, since: int) -> int:
-    async with client.events(task_id, since_seq=since) as events:
-        async for event in events:
-            if isinstance(event.data, MessageEvent):
-                m = event.data.payload[0].message
-                if m.type == "ask" and not m.partial and not m.is_answered:
-                    return m.ts
-    raise AssertionError("event stream ended early")
 
 
 @dataclass
@@ -63,7 +52,7 @@ async def relayed_call(
             results.append(await client.call_tool(task_id, tool, args))
 
         tg.start_soon(call)
-        yield WaitingCall(head, await wait_for_ask(client, task_id, head), results)
+        yield WaitingCall(head, await wait_for_ask_ts(client, task_id, head), results)
 
 
 async def test_a_created_task_waits_and_refuses_tools_that_steer_it(

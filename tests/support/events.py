@@ -13,7 +13,14 @@ from hdsp.protocol import (
     TaskResumable,
 )
 
-__all__ = ["ENDINGS", "collect_turn", "logged_events", "texts", "wait_for_said"]
+__all__ = [
+    "ENDINGS",
+    "collect_turn",
+    "logged_events",
+    "texts",
+    "wait_for_ask_ts",
+    "wait_for_said",
+]
 
 ENDINGS = (TaskCompleted, TaskAborted, TaskIdle, TaskResumable)
 
@@ -40,6 +47,17 @@ async def wait_for_said(client: Client, task_id: str, since_seq: int, say: str, 
                 m = event.data.payload[0].message
                 if m.say == say and part in (m.text or ""):
                     return
+    raise AssertionError("event stream ended early")
+
+
+async def wait_for_ask_ts(client: Client, task_id: str, since_seq: int) -> int:
+    """The ts of the task's next unanswered ask after `since_seq`, once whole."""
+    async with client.events(task_id, since_seq=since_seq) as events:
+        async for event in events:
+            if isinstance(event.data, MessageEvent):
+                m = event.data.payload[0].message
+                if m.type == "ask" and not m.partial and not m.is_answered:
+                    return m.ts
     raise AssertionError("event stream ended early")
 
 
