@@ -16,7 +16,7 @@ import pytest
 
 from hdsp.client import Client, connect
 from tests.fakes.openai_server import FakeOpenAI
-from tests.support.daemon_process import DaemonProcess, call_failed, short_tmp_dir
+from tests.support.daemon_process import DaemonProcess, call_failed, model_env, short_tmp_dir
 from tests.support.postgres import MISSING, PostgresCluster, find_bin_dir
 
 
@@ -155,14 +155,7 @@ def daemon_process(
     fake_openai: FakeOpenAI, request: pytest.FixtureRequest, store_backend: str
 ) -> Iterator[DaemonProcess]:
     """A daemon process, not started yet, configured to use `fake_openai`."""
-    proc = DaemonProcess(
-        short_tmp_dir(),
-        env={
-            "HDSP_BASE_URL": fake_openai.base_url,
-            "HDSP_MODEL": "gpt-test",
-            "HDSP_API_KEY": "sk-test-not-a-real-key",
-        },
-    )
+    proc = DaemonProcess(short_tmp_dir(), env=model_env(fake_openai.base_url))
     if store_backend == "postgresql":
         # (Set up after the daemon's fixture: dropped only once the daemon is gone.)
         proc.use_store(str(request.getfixturevalue("pg_url")))

@@ -26,7 +26,7 @@ from hdsp.daemon.tasks.budget import SUMMARY_PROMPT
 from hdsp.protocol import Say, TaskCompleted, TaskMessagesDeleted, TaskSnapshot
 from tests.fakes.openai_server import FakeOpenAI, ToolCall
 from tests.fakes.openai_server import Reply as FakeReply
-from tests.support.daemon_process import DaemonProcess, call_failed, short_tmp_dir
+from tests.support.daemon_process import DaemonProcess, call_failed, model_env, short_tmp_dir
 from tests.support.events import collect_turn
 
 MODEL = "gpt-4o-small-window"
@@ -73,14 +73,7 @@ def small_model() -> Iterator[FakeOpenAI]:
 
 @pytest.fixture
 def long_daemon(small_model: FakeOpenAI, request: pytest.FixtureRequest) -> Iterator[DaemonProcess]:
-    proc = DaemonProcess(
-        short_tmp_dir(),
-        env={
-            "HDSP_BASE_URL": small_model.base_url,
-            "HDSP_MODEL": MODEL,
-            "HDSP_API_KEY": "sk-test-not-a-real-key",
-        },
-    )
+    proc = DaemonProcess(short_tmp_dir(), env=model_env(small_model.base_url, MODEL))
     proc.start()
     try:
         yield proc

@@ -11,6 +11,7 @@ and from inside it sees what a task's kernel sees (real daemon, bwrap, ipykernel
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import uuid
@@ -29,7 +30,7 @@ from hdsp.protocol import (
 )
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.openai_server import Reply as FakeReply
-from tests.support.daemon_process import DaemonProcess, short_tmp_dir
+from tests.support.daemon_process import DaemonProcess, model_env, short_tmp_dir
 from tests.support.raw_peer import RawPeer
 from tests.support.scripted_turns import call
 
@@ -54,25 +55,25 @@ def home() -> Iterator[Path]:
     subprocess.run(["rm", "-rf", str(path)], check=True)
 
 
-@pytest.fixture
-def home_daemon(fake_openai: FakeOpenAI, home: Path) -> Iterator[DaemonProcess]:
-    proc = DaemonProcess(
-        short_tmp_dir(),
-        env={
-            "HDSP_BASE_URL": fake_openai.base_url,
-            "HDSP_MODEL": "gpt-test",
-            "HDSP_API_KEY": "sk-test-not-a-real-key",
-            "HOME": str(home),
-        },
-        cwd=home,
-    )
+def daemon_in(home: Path, root: Path, fake_openai: FakeOpenAI) -> Iterator[DaemonProcess]:
+    """hdspd running with `home` as its $HOME and working directory, its own
+    files under `root`; stopped afterwards."""
+    proc = DaemonProcess(root, env={**model_env(fake_openai.base_url), "HOME": str(home)}, cwd=home)
     try:
         proc.start()
         yield proc
     finally:
         if proc.proc is not None and proc.proc.poll() is None:
             proc.stop()
-        proc.cleanup()
+
+
+@pytest.fixture
+def home_daemon(fake_openai: FakeOpenAI, home: Path) -> Iterator[DaemonProcess]:
+    root = short_tmp_dir()
+    try:
+        yield from daemon_in(home, root, fake_openai)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def test_run_works_where_hdsp_runs_and_send_keeps_it(
@@ -221,22 +222,7 @@ def daemon_at_home(fake_openai: FakeOpenAI, home: Path) -> Iterator[DaemonProces
     (home / "project" / "sub").mkdir(parents=True)
     (home / "project" / "to-home").symlink_to(home)
     (home / "project" / "alias").symlink_to(home / "project" / "sub")
-    proc = DaemonProcess(
-        home,
-        env={
-            "HDSP_BASE_URL": fake_openai.base_url,
-            "HDSP_MODEL": "gpt-test",
-            "HDSP_API_KEY": "sk-test-not-a-real-key",
-            "HOME": str(home),
-        },
-        cwd=home,
-    )
-    try:
-        proc.start()
-        yield proc
-    finally:
-        if proc.proc is not None and proc.proc.poll() is None:
-            proc.stop()
+    yield from daemon_in(home, home, fake_openai)
 
 
 async def probe_kernel(daemon: DaemonProcess, client: Client, kernel_id: str) -> str:

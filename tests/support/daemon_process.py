@@ -22,13 +22,23 @@ from pathlib import Path
 
 from tests.support.server_process import ServerProcess
 
-__all__ = ["DaemonProcess", "call_failed", "short_tmp_dir"]
+__all__ = ["DaemonProcess", "call_failed", "model_env", "short_tmp_dir"]
 
 
 def short_tmp_dir() -> Path:
     """A fresh directory with a path short enough for Unix sockets (pytest's
     tmp_path can exceed the 107-byte limit)."""
     return Path(tempfile.mkdtemp(prefix="hdsp-", dir="/tmp"))
+
+
+def model_env(base_url: str, model: str = "gpt-test") -> dict[str, str]:
+    """The environment that points a daemon at the fake OpenAI-compatible
+    server at `base_url`, for `model`, with a key that is not real."""
+    return {
+        "HDSP_BASE_URL": base_url,
+        "HDSP_MODEL": model,
+        "HDSP_API_KEY": "sk-test-not-a-real-key",
+    }
 
 
 #: What a test's daemon starts with unless the test writes its own settings: no
