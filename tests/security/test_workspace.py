@@ -32,6 +32,7 @@ from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.openai_server import Reply as FakeReply
 from tests.support.daemon_process import DaemonProcess, model_env, short_tmp_dir
 from tests.support.raw_peer import RawPeer
+from tests.support.sandbox_probes import probe_code
 from tests.support.scripted_turns import call
 
 
@@ -195,15 +196,7 @@ def test_a_model_cannot_read_the_home_of_a_daemon_started_there(
 SSH_KEY = "-----BEGIN OPENSSH PRIVATE KEY----- kernel-cwd-test-key"
 KEYRING_KEY = "sk-ant-kernel-cwd-keyring-0123456789"
 
-KERNEL_PROBES = """
-import os, pathlib
-def probe(label, action):
-    try:
-        action()
-    except Exception as exc:
-        print(label, "refused:", type(exc).__name__)
-    else:
-        print(label, "ALLOWED")
+KERNEL_PROBES = """\
 probe("ssh", lambda: open(os.path.join(HOME, ".ssh", "id_rsa")).read())
 probe("keyring", lambda: open(KEYRING).read())
 probe("data", lambda: open(os.path.join(DATA, "hdsp.sqlite3"), "rb").read(1))
@@ -232,9 +225,12 @@ async def probe_kernel(daemon: DaemonProcess, client: Client, kernel_id: str) ->
     assert keyring.is_file()  # the daemon keeps a real secret there
     assert (daemon.data_dir / "hdsp.sqlite3").is_file()
     name = f"hdsp-kernel-probe-{uuid.uuid4().hex}"
-    code = (
-        f"HOME = {str(daemon.root)!r}; KEYRING = {str(keyring)!r}; "
-        f"DATA = {str(daemon.data_dir)!r}; NAME = {name!r}\n" + KERNEL_PROBES
+    code = probe_code(
+        KERNEL_PROBES,
+        HOME=str(daemon.root),
+        KEYRING=str(keyring),
+        DATA=str(daemon.data_dir),
+        NAME=name,
     )
     try:
         result = await client.execute_code(kernel_id, code, timeout=30)
