@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from jupyter_client.manager import KernelManager
 
 from hdsp.client import Client, connect
 from tests.fakes.openai_server import FakeOpenAI
@@ -148,6 +149,19 @@ def store_backend() -> str:
     """The daemon's store: "sqlite" unless a module parametrizes it (with
     "postgresql": a database of the session's server, in the daemon's settings)."""
     return "sqlite"
+
+
+@pytest.fixture
+def users_kernel(tmp_path: Path) -> Iterator[KernelManager]:
+    """A kernel hdsp did not start: the stand-in for a notebook's kernel in Lab."""
+    km = KernelManager(connection_file=str(tmp_path / "kernel-users.json"))
+    km.start_kernel(cwd=str(tmp_path))
+    try:
+        yield km
+    finally:
+        if km.has_kernel:
+            km.shutdown_kernel(now=True)
+        km.cleanup_resources()
 
 
 @pytest.fixture
