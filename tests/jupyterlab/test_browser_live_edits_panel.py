@@ -24,13 +24,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import jupyterlab
 import nbformat
 import pytest
 
 from tests.fakes.openai_server import FakeOpenAI
-from tests.jupyterlab.test_browser import Spec, call, done, spec
-from tests.support.daemon_process import DaemonProcess
+from tests.jupyterlab.test_browser import Spec, call, done, galata_lab, spec
+from tests.support.daemon_process import DaemonProcess, call_failed
 from tests.support.jupyter_process import JupyterProcess
 from tests.support.live_edit_scenarios import (
     NOTEBOOK,
@@ -55,32 +54,14 @@ def lab_process(
     daemon_process: DaemonProcess, workspace: Path, request: pytest.FixtureRequest
 ) -> Iterator[JupyterProcess]:
     """test_browser's JupyterLab, as if jupyter-collaboration were not installed."""
-    proc = JupyterProcess(
-        daemon_process.root,
-        hdsp_runtime_dir=daemon_process.runtime_dir,
-        root_dir=workspace,
-        app="lab",
-        collaboration=False,
-        config={
-            "LabServerApp": {
-                "extra_labextensions_path": [str(Path(jupyterlab.__file__).parent / "galata")]
-            },
-            "LabApp": {
-                "expose_app_in_browser": True,
-                "workspaces_dir": str(daemon_process.root / "lab-workspaces"),
-            },
-        },
-    )
+    proc = galata_lab(daemon_process, workspace, collaboration=False)
     try:
         yield proc
         # (Nothing of jupyter-collaboration ran.)
         assert "jupyter_server_ydoc | extension was successfully loaded" not in proc.stderr()
         assert "through their shared documents" not in proc.stderr()
     finally:
-        proc.stop()
-        failed = getattr(request.node, "rep_call", None)
-        if failed is not None and failed.failed:
-            print(f"---- jupyter lab stderr ----\n{proc.stderr()}")
+        proc.finish(show_log=call_failed(request))
 
 
 BUILD_DF = "import pandas as pd\ndf = pd.DataFrame({'x': range(50), 'y': range(50)})\ndf.shape"

@@ -24,13 +24,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import jupyterlab
 import nbformat
 import pytest
 
 from tests.fakes.openai_server import FakeOpenAI
-from tests.jupyterlab.test_browser import UI_TESTS, Spec, browser_tools
-from tests.support.daemon_process import DaemonProcess
+from tests.jupyterlab.test_browser import UI_TESTS, Spec, browser_tools, galata_lab
+from tests.support.daemon_process import DaemonProcess, call_failed
 from tests.support.jupyter_process import JupyterProcess
 from tests.support.live_edit_scenarios import (
     AGENT_EDIT,
@@ -74,32 +73,12 @@ def rtc_lab_process(
     room_autosave: bool,
 ) -> Iterator[JupyterProcess]:
     """JupyterLab as test_browser's `lab_process`, with real-time collaboration on."""
-    config: dict[str, Any] = {
-        "LabServerApp": {
-            "extra_labextensions_path": [str(Path(jupyterlab.__file__).parent / "galata")]
-        },
-        "LabApp": {
-            "expose_app_in_browser": True,
-            "workspaces_dir": str(daemon_process.root / "lab-workspaces"),
-        },
-    }
-    if not room_autosave:
-        config["YDocExtension"] = {"document_save_delay": None}
-    proc = JupyterProcess(
-        daemon_process.root,
-        hdsp_runtime_dir=daemon_process.runtime_dir,
-        root_dir=workspace,
-        app="lab",
-        rtc=True,
-        config=config,
-    )
+    config = {} if room_autosave else {"YDocExtension": {"document_save_delay": None}}
+    proc = galata_lab(daemon_process, workspace, config, rtc=True)
     try:
         yield proc
     finally:
-        proc.stop()
-        failed = getattr(request.node, "rep_call", None)
-        if failed is not None and failed.failed:
-            print(f"---- jupyter lab stderr ----\n{proc.stderr()}")
+        proc.finish(show_log=call_failed(request))
 
 
 class ScenarioSpec(Spec):

@@ -249,10 +249,9 @@ async def test_with_start_daemon_set_the_extension_starts_hdspd_itself(
 ) -> None:
     # The daemon's own environment (its data dir, the fake model), but no daemon.
     hdsp_env = {k: v for k, v in daemon_process.env.items() if k.startswith("HDSP_")}
-    server = JupyterProcess(
-        daemon_process.root,
-        hdsp_runtime_dir=daemon_process.runtime_dir,
-        root_dir=workspace,
+    server = JupyterProcess.beside(
+        daemon_process,
+        workspace,
         config={"HdspExtension": {"start_daemon": True}},
         env=hdsp_env | {"XDG_DATA_HOME": str(daemon_process.root / "xdg-data")},
     )

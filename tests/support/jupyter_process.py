@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from tests.support.daemon_process import DaemonProcess
 from tests.support.server_process import ServerProcess
 
 __all__ = ["JupyterProcess"]
@@ -66,6 +67,12 @@ class JupyterProcess(ServerProcess):
         #: extensions disabled), which `disable_rtc` alone does not quite do.
         self.collaboration = collaboration
         self.info: dict[str, Any] = {}
+
+    @classmethod
+    def beside(cls, daemon: DaemonProcess, root_dir: Path, **options: Any) -> JupyterProcess:
+        """A server (`options` as for the class) that finds `daemon`, its own
+        files under the daemon's root, serving `root_dir`."""
+        return cls(daemon.root, hdsp_runtime_dir=daemon.runtime_dir, root_dir=root_dir, **options)
 
     @property
     def url(self) -> str:

@@ -73,6 +73,13 @@ class ServerProcess:
                 self.proc.kill()
             self.proc.wait()
 
+    def finish(self, *, show_log: bool) -> None:
+        """End a test's server: stop it, and print its log when the test
+        failed (`show_log`)."""
+        self.terminate()
+        if show_log:
+            print(f"---- {self.name} stderr ----\n{self.stderr()}")
+
     def __enter__(self) -> Self:
         self.start()
         return self
