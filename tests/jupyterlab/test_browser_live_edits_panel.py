@@ -22,7 +22,6 @@ import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import nbformat
 import pytest
@@ -40,13 +39,12 @@ from tests.support.live_edit_scenarios import (
     checkpoint_script,
     describe_df_script,
     kernel_hold,
+    write_notebook,
 )
 
 __all__ = ["spec"]  # the fixture, shared with test_browser (with this lab_process)
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
-
-_v4: Any = nbformat.v4
 
 
 @pytest.fixture
@@ -65,17 +63,6 @@ def lab_process(
 
 
 BUILD_DF = "import pandas as pd\ndf = pd.DataFrame({'x': range(50), 'y': range(50)})\ndf.shape"
-
-
-def write_notebook(path: Path, *sources: str) -> None:
-    nb = _v4.new_notebook()
-    nb.metadata["kernelspec"] = {
-        "name": "python3",
-        "display_name": "Python 3",
-        "language": "python",
-    }
-    nb.cells = [_v4.new_code_cell(s) for s in sources]
-    nbformat.write(nb, str(path))
 
 
 def tool_results(fake: FakeOpenAI, request: int) -> list[str]:

@@ -48,6 +48,7 @@ from tests.support.live_edit_scenarios import (
     insert_and_run_script,
     kernel_hold,
     tool_results,
+    write_notebook,
 )
 
 # Slow: the story of the panel route's tests, which `make test` runs; CI runs
@@ -55,7 +56,6 @@ from tests.support.live_edit_scenarios import (
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(300)]
 
 SPEC = "live-edits-rtc.spec.ts"
-_v4: Any = nbformat.v4
 
 
 @pytest.fixture
@@ -105,7 +105,7 @@ def spec(
     daemon: DaemonProcess, rtc_lab_process: JupyterProcess, tmp_path: Path, workspace: Path
 ) -> Iterator[ScenarioSpec]:
     browser_tools()
-    _write_user_notebook(workspace / NOTEBOOK)
+    write_notebook(workspace / NOTEBOOK, *USER_CELLS)
     rtc_lab_process.start()
     runner = ScenarioSpec(rtc_lab_process, tmp_path, workspace)
     runner.env |= {
@@ -121,17 +121,6 @@ def spec(
         if runner.proc is not None and runner.proc.poll() is None:
             runner.proc.kill()
             runner.proc.communicate()
-
-
-def _write_user_notebook(path: Path) -> None:
-    nb = _v4.new_notebook()
-    nb.metadata["kernelspec"] = {
-        "name": "python3",
-        "display_name": "Python 3",
-        "language": "python",
-    }
-    nb.cells = [_v4.new_code_cell(s) for s in USER_CELLS]
-    nbformat.write(nb, str(path))
 
 
 def _wait(condition: object, what: str, proc: ScenarioSpec, timeout: float = 60) -> None:
