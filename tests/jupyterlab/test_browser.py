@@ -153,6 +153,12 @@ class Spec:
         assert self.proc.returncode == 0, f"the spec failed:\n{out}"
         return out
 
+    def kill(self) -> None:
+        """End Playwright if it still runs (a test that failed mid-spec)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.communicate()
+
     def run(self, spec: str) -> str:
         self.start(spec)
         return self.finish()
@@ -166,9 +172,7 @@ def spec(lab_process: JupyterProcess, tmp_path: Path, workspace: Path) -> Iterat
     try:
         yield runner
     finally:
-        if runner.proc is not None and runner.proc.poll() is None:
-            runner.proc.kill()
-            runner.proc.communicate()
+        runner.kill()
 
 
 def test_harness_jupyterlab_loads_and_the_page_reaches_the_extension(

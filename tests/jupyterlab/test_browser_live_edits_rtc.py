@@ -118,9 +118,7 @@ def spec(
     try:
         yield runner
     finally:
-        if runner.proc is not None and runner.proc.poll() is None:
-            runner.proc.kill()
-            runner.proc.communicate()
+        runner.kill()
 
 
 def _wait(condition: object, what: str, proc: ScenarioSpec, timeout: float = 60) -> None:
