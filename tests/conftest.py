@@ -152,6 +152,16 @@ def store_backend() -> str:
 
 
 @pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    """A task's workspace, `ws` in the test's tmp_path, with a small data.csv (a
+    module whose tasks need other files defines its own)."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "data.csv").write_text("x,y\n1,2\n")
+    return ws
+
+
+@pytest.fixture
 def users_kernel(tmp_path: Path) -> Iterator[KernelManager]:
     """A kernel hdsp did not start: the stand-in for a notebook's kernel in Lab."""
     km = KernelManager(connection_file=str(tmp_path / "kernel-users.json"))

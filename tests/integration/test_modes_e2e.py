@@ -54,14 +54,6 @@ EXPECTED_TOOLS = {
 }
 
 
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    (ws / "data.csv").write_text("x,y\n1,2\n")
-    return ws
-
-
 def write_modes_file(workspace: Path, text: str) -> Path:
     """The workspace's own modes file, `.hdsp/modes.yaml`, holding `text`."""
     path = workspace / ".hdsp" / "modes.yaml"
