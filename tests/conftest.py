@@ -13,10 +13,11 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from jupyter_client.manager import KernelManager
 
 from hdsp.client import Client, connect
 from tests.fakes.openai_server import FakeOpenAI
-from tests.support.daemon_process import DaemonProcess, call_failed, short_tmp_dir
+from tests.support.daemon_process import DaemonProcess, call_failed, model_env, short_tmp_dir
 from tests.support.postgres import MISSING, PostgresCluster, find_bin_dir
 
 
@@ -151,18 +152,34 @@ def store_backend() -> str:
 
 
 @pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    """A task's workspace, `ws` in the test's tmp_path, with a small data.csv (a
+    module whose tasks need other files defines its own)."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "data.csv").write_text("x,y\n1,2\n")
+    return ws
+
+
+@pytest.fixture
+def users_kernel(tmp_path: Path) -> Iterator[KernelManager]:
+    """A kernel hdsp did not start: the stand-in for a notebook's kernel in Lab."""
+    km = KernelManager(connection_file=str(tmp_path / "kernel-users.json"))
+    km.start_kernel(cwd=str(tmp_path))
+    try:
+        yield km
+    finally:
+        if km.has_kernel:
+            km.shutdown_kernel(now=True)
+        km.cleanup_resources()
+
+
+@pytest.fixture
 def daemon_process(
     fake_openai: FakeOpenAI, request: pytest.FixtureRequest, store_backend: str
 ) -> Iterator[DaemonProcess]:
     """A daemon process, not started yet, configured to use `fake_openai`."""
-    proc = DaemonProcess(
-        short_tmp_dir(),
-        env={
-            "HDSP_BASE_URL": fake_openai.base_url,
-            "HDSP_MODEL": "gpt-test",
-            "HDSP_API_KEY": "sk-test-not-a-real-key",
-        },
-    )
+    proc = DaemonProcess(short_tmp_dir(), env=model_env(fake_openai.base_url))
     if store_backend == "postgresql":
         # (Set up after the daemon's fixture: dropped only once the daemon is gone.)
         proc.use_store(str(request.getfixturevalue("pg_url")))

@@ -41,14 +41,6 @@ from tests.support.events import collect_turn
 from tests.support.scripted_turns import ask_or_end
 
 
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    (ws / "data.csv").write_text("x,y\n1,2\n")
-    return ws
-
-
 def read_in_two_agents(body: dict[str, Any]) -> Reply | None:
     """lead calls b and c in one reply; each reads data.csv, then finishes."""
     name, results = agent_of(body), results_in(body)

@@ -30,7 +30,7 @@ from hdsp.protocol import (
 from tests.fakes.openai_server import FakeOpenAI
 from tests.support.daemon_process import DaemonProcess
 from tests.support.events import collect_turn
-from tests.support.scripted_turns import call, done, start
+from tests.support.scripted_turns import call, done, run_task
 
 # Real git, a real daemon (two for the kill -9) and kernels: slow on a loaded machine.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
@@ -115,8 +115,7 @@ async def test_a_task_s_changes_are_diffed_and_restored_byte_for_byte(
         call("write_to_file", path="vendor/lib/lib.py", content="VERSION = 2\n"),
         done(),
     )
-    task_id, head = await start(client, "change things", workspace, **ALLOW)
-    events = await collect_turn(client, task_id, head, until=(TaskCompleted,))
+    task_id, events = await run_task(client, "change things", workspace, **ALLOW)
     saved = [e.data for e in events if isinstance(e.data, CheckpointSaved)]
     said = [
         e.data.payload[0].message
@@ -192,8 +191,7 @@ async def test_history_restore_rewinds_to_the_checkpoint_s_message(
         call("write_to_file", path="two.txt", content="2\n"),
         done(),
     )
-    task_id, head = await start(client, "two files", workspace, **ALLOW)
-    await collect_turn(client, task_id, head, until=(TaskCompleted,))
+    task_id, _ = await run_task(client, "two files", workspace, **ALLOW)
     first, second = (await client.list_checkpoints(task_id)).checkpoints
     assert first.message_ts is not None and second.message_ts is not None
 
@@ -291,8 +289,7 @@ async def test_kernel_state_comes_back_by_replay_and_a_failing_cell_stops_it(
         call("execute_code", code="df.loc[len(df)] = [3, 'z']\ndf['a'] *= 10\nprint(df)"),
         done(),
     )
-    task_id, head = await start(client, "build df", workspace, **ALLOW)
-    await collect_turn(client, task_id, head, until=(TaskCompleted,))
+    task_id, _ = await run_task(client, "build df", workspace, **ALLOW)
     cps = (await client.list_checkpoints(task_id)).checkpoints
     assert [c.executions for c in cps] == [0, 1, 2, 3]
 
@@ -342,8 +339,7 @@ async def test_checkpoints_survive_a_kill_9_and_restore_after_it(
         done(),
     )
     async with connect(daemon.runtime_dir) as client:
-        task_id, head = await start(client, "overwrite", workspace, **ALLOW)
-        await collect_turn(client, task_id, head, until=(TaskCompleted,))
+        task_id, _ = await run_task(client, "overwrite", workspace, **ALLOW)
     daemon.kill()
     daemon.start()
     async with connect(daemon.runtime_dir) as client:
@@ -366,8 +362,7 @@ async def test_a_replay_ask_pending_at_a_kill_9_is_asked_again_and_the_replay_co
         done(),
     )
     async with connect(daemon.runtime_dir) as client:
-        task_id, head = await start(client, "build df", workspace, **ALLOW)
-        await collect_turn(client, task_id, head, until=(TaskCompleted,))
+        task_id, _ = await run_task(client, "build df", workspace, **ALLOW)
         result = await client.request(
             RestoreCheckpoint(
                 data=RestoreCheckpointData(
@@ -424,8 +419,7 @@ async def test_checkpoints_off_in_the_settings_take_none(
 ) -> None:
     await client.update_settings({"checkpoints": {"enabled": False}})
     fake_openai.script(call("write_to_file", path="x.txt", content="x"), done())
-    task_id, head = await start(client, "write", workspace, **ALLOW)
-    events = await collect_turn(client, task_id, head, until=(TaskCompleted,))
+    task_id, events = await run_task(client, "write", workspace, **ALLOW)
     assert not [e for e in events if isinstance(e.data, CheckpointSaved)]
     listing = await client.list_checkpoints(task_id)
     assert listing.checkpoints == [] and not listing.enabled
@@ -442,8 +436,7 @@ async def test_a_cell_marked_no_replay_is_skipped_with_a_note(
         call("execute_code", code="x += 1"),
         done(),
     )
-    task_id, head = await start(client, "count", workspace, **ALLOW)
-    await collect_turn(client, task_id, head, until=(TaskCompleted,))
+    task_id, _ = await run_task(client, "count", workspace, **ALLOW)
     result, cells = await _restore_with_kernel(client, task_id, 3)
     assert [c.get("skip") for c in cells] == [None, "skipped: marked `# hdsp: no-replay`"]
     assert result.kernel is not None and result.kernel.failed_at is None
@@ -469,8 +462,7 @@ async def test_the_daemon_s_own_folders_inside_the_workspace_are_never_checkpoin
         done(),
     )
     async with connect(daemon.runtime_dir) as client:
-        task_id, head = await start(client, "write twice", workspace, **ALLOW)
-        await collect_turn(client, task_id, head, until=(TaskCompleted,))
+        task_id, _ = await run_task(client, "write twice", workspace, **ALLOW)
         first, second = (await client.list_checkpoints(task_id)).checkpoints
         assert first.changed == [".hdspignore"] and second.changed == ["one.txt"]
         result = await client.restore_checkpoint(task_id, 1)

@@ -26,7 +26,7 @@ from hdsp.daemon.tasks.budget import SUMMARY_PROMPT
 from hdsp.protocol import Say, TaskCompleted, TaskMessagesDeleted, TaskSnapshot
 from tests.fakes.openai_server import FakeOpenAI, ToolCall
 from tests.fakes.openai_server import Reply as FakeReply
-from tests.support.daemon_process import DaemonProcess, call_failed, short_tmp_dir
+from tests.support.daemon_process import DaemonProcess, call_failed, model_env, short_tmp_dir
 from tests.support.events import collect_turn
 
 MODEL = "gpt-4o-small-window"
@@ -73,14 +73,7 @@ def small_model() -> Iterator[FakeOpenAI]:
 
 @pytest.fixture
 def long_daemon(small_model: FakeOpenAI, request: pytest.FixtureRequest) -> Iterator[DaemonProcess]:
-    proc = DaemonProcess(
-        short_tmp_dir(),
-        env={
-            "HDSP_BASE_URL": small_model.base_url,
-            "HDSP_MODEL": MODEL,
-            "HDSP_API_KEY": "sk-test-not-a-real-key",
-        },
-    )
+    proc = DaemonProcess(short_tmp_dir(), env=model_env(small_model.base_url, MODEL))
     proc.start()
     try:
         yield proc
@@ -88,7 +81,9 @@ def long_daemon(small_model: FakeOpenAI, request: pytest.FixtureRequest) -> Iter
         proc.finish(show_log=call_failed(request))
 
 
-def _workspace(tmp_path: Path) -> Path:
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    """The task's workspace: the sales files it reads."""
     ws = tmp_path / "ws"
     ws.mkdir()
     for n in range(FILES):
@@ -188,9 +183,8 @@ def _session_figures(model: FakeOpenAI, api: list[ApiMessage]) -> dict[str, Any]
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 async def test_a_200_turn_session_on_a_small_window_is_condensed_not_refused(
-    long_daemon: DaemonProcess, small_model: FakeOpenAI, tmp_path: Path
+    long_daemon: DaemonProcess, small_model: FakeOpenAI, workspace: Path
 ) -> None:
-    workspace = _workspace(tmp_path)
     async with connect(long_daemon.runtime_dir, name="test") as client:
         await _small_window(client)
         head = (await client.status()).head_seq
@@ -271,9 +265,8 @@ async def test_a_200_turn_session_on_a_small_window_is_condensed_not_refused(
 
 
 async def test_a_steered_message_joins_the_running_turn_and_survives_kill_9(
-    daemon: DaemonProcess, fake_openai: FakeOpenAI, tmp_path: Path
+    daemon: DaemonProcess, fake_openai: FakeOpenAI, workspace: Path
 ) -> None:
-    workspace = _workspace(tmp_path)
     steered = threading.Event()
     seen: list[int] = []
 
@@ -333,15 +326,18 @@ async def _turn(client: Client, task_id: str, text: str) -> None:
         await collect_turn(client, task_id, head, until=(TaskCompleted,))
 
 
-async def _three_steps(client: Client, workspace: Path) -> tuple[str, TaskSnapshot]:
-    """A task that read a file in its first turn and in each of three more."""
+async def _three_steps(client: Client, workspace: Path) -> tuple[str, TaskSnapshot, int]:
+    """A task that read a file in its first turn and in each of three more: its
+    id, its snapshot, and the ts of its message of step 2 (what the tests edit,
+    fork at and delete)."""
     head = (await client.status()).head_seq
     task_id = (await client.start_task("Analyse the sales files.", workspace=workspace)).task_id
     with anyio.fail_after(60):
         await collect_turn(client, task_id, head, until=(TaskCompleted,))
     for turn in range(1, 4):
         await _turn(client, task_id, f"Step {turn}: read it again.")
-    return task_id, await client.get_task(task_id)
+    snap = await client.get_task(task_id)
+    return task_id, snap, _feedback(snap.messages)["Step 2: read it again."]
 
 
 def _feedback(messages: list[Any]) -> dict[str, int]:
@@ -350,9 +346,8 @@ def _feedback(messages: list[Any]) -> dict[str, int]:
 
 @pytest.mark.slow
 async def test_rewind_across_a_summary_brings_back_what_it_hid_and_survives_kill_9(
-    long_daemon: DaemonProcess, small_model: FakeOpenAI, tmp_path: Path
+    long_daemon: DaemonProcess, small_model: FakeOpenAI, workspace: Path
 ) -> None:
-    workspace = _workspace(tmp_path)
     async with connect(long_daemon.runtime_dir, name="test") as client:
         await _small_window(client)
         head = (await client.status()).head_seq
@@ -404,12 +399,10 @@ async def test_rewind_across_a_summary_brings_back_what_it_hid_and_survives_kill
 
 @pytest.mark.slow
 async def test_edit_and_fork_are_durable_across_kill_9(
-    long_daemon: DaemonProcess, small_model: FakeOpenAI, tmp_path: Path
+    long_daemon: DaemonProcess, small_model: FakeOpenAI, workspace: Path
 ) -> None:
-    workspace = _workspace(tmp_path)
     async with connect(long_daemon.runtime_dir, name="test") as client:
-        task_id, snap = await _three_steps(client, workspace)
-        ts2 = _feedback(snap.messages)["Step 2: read it again."]
+        task_id, snap, ts2 = await _three_steps(client, workspace)
         # Fork at step 2's message: the new task has the history up to it.
         fork = await client.fork_task(task_id, ts2)
         forked = await client.get_task(fork.task_id)
@@ -446,12 +439,10 @@ def _texts_sent(history: list[ApiMessage]) -> list[str]:
 
 @pytest.mark.slow
 async def test_deleting_a_message_is_announced_keeps_the_history_valid_and_survives_kill_9(
-    long_daemon: DaemonProcess, small_model: FakeOpenAI, tmp_path: Path
+    long_daemon: DaemonProcess, small_model: FakeOpenAI, workspace: Path
 ) -> None:
-    workspace = _workspace(tmp_path)
     async with connect(long_daemon.runtime_dir, name="test") as client:
-        task_id, snap = await _three_steps(client, workspace)
-        step2 = _feedback(snap.messages)["Step 2: read it again."]
+        task_id, snap, step2 = await _three_steps(client, workspace)
         before = _api_history(long_daemon, task_id)
         head = (await client.status()).head_seq
         ref = await client.delete_message(task_id, step2)
@@ -501,15 +492,13 @@ def _paired_on_the_wire(messages: list[dict[str, Any]]) -> bool:
 
 @pytest.mark.slow
 async def test_deleting_a_tool_call_takes_its_result_and_survives_kill_9(
-    long_daemon: DaemonProcess, small_model: FakeOpenAI, tmp_path: Path
+    long_daemon: DaemonProcess, small_model: FakeOpenAI, workspace: Path
 ) -> None:
     """The model's call of step 2 (it read sales_2.csv) is deleted from one of its
     messages: the call, its result and every message of it go, the model is
     never sent them again, and every call it is sent keeps its result."""
-    workspace = _workspace(tmp_path)
     async with connect(long_daemon.runtime_dir, name="test") as client:
-        task_id, snap = await _three_steps(client, workspace)
-        step2 = _feedback(snap.messages)["Step 2: read it again."]
+        task_id, snap, step2 = await _three_steps(client, workspace)
         result = next(m for m in snap.messages if m.say == Say.TOOL_RESULT and m.ts > step2)
         call = result.tool_use_id
         assert call is not None
@@ -549,9 +538,8 @@ async def test_deleting_a_tool_call_takes_its_result_and_survives_kill_9(
 
 @pytest.mark.slow
 async def test_queued_and_steered_messages_survive_kill_9_and_are_delivered(
-    daemon: DaemonProcess, fake_openai: FakeOpenAI, tmp_path: Path
+    daemon: DaemonProcess, fake_openai: FakeOpenAI, workspace: Path
 ) -> None:
-    workspace = _workspace(tmp_path)
     held = threading.Event()
 
     def model(body: dict[str, Any]) -> FakeReply:
@@ -604,12 +592,11 @@ async def test_queued_and_steered_messages_survive_kill_9_and_are_delivered(
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 async def test_the_profiles_threshold_decides_and_a_failed_summary_falls_back_to_truncation(
-    long_daemon: DaemonProcess, small_model: FakeOpenAI, tmp_path: Path
+    long_daemon: DaemonProcess, small_model: FakeOpenAI, workspace: Path
 ) -> None:
     """A profile that condenses at 50% of the window: the first reduction comes
     well below the default 80%; the model fails to summarise, so the task says so,
     truncates instead, and goes on; nothing is refused for its length."""
-    workspace = _workspace(tmp_path)
 
     def no_summaries(body: dict[str, Any]) -> FakeReply:
         if SUMMARY_PROMPT[:60] in _last_user_text(body):

@@ -38,7 +38,7 @@ from tests.support.events import collect_turn, wait_for_said
 from tests.support.host_processes import processes_mentioning
 from tests.support.mcp_servers import BAD_SERVER, everything_server, free_port, venv_script
 from tests.support.model_requests import image_urls, tool_results
-from tests.support.scripted_turns import ask_or_end, call, done, next_ask, start
+from tests.support.scripted_turns import ask_or_end, call, done, next_ask, run_task, start
 
 pytestmark = pytest.mark.slow
 
@@ -256,8 +256,7 @@ async def _echo_and_progress_over_http(
         call("mcp__web__trigger-long-running-operation", duration=1, steps=2),
         done(),
     )
-    task_id, head = await start(client, "echo", workspace)
-    events = await collect_turn(client, task_id, head, until=(TaskCompleted,))
+    _, events = await run_task(client, "echo", workspace)
     assert isinstance(events[-1].data, TaskCompleted)
     assert "hello over http" in tool_results(fake_openai, 1)[-1]
     assert "completed" in tool_results(fake_openai, 2)[-1]
@@ -284,8 +283,7 @@ async def test_cancelling_the_task_cancels_the_call_and_keeps_the_server(
     listing = await client.list_mcp_servers(str(workspace))
     assert listing.servers[0].state == "connected" and listing.servers[0].restarts == 0
     fake_openai.script(call("mcp__every__echo", message="still here"), done())
-    task_id, head = await start(client, "echo", workspace)
-    await collect_turn(client, task_id, head, until=(TaskCompleted,))
+    task_id, _ = await run_task(client, "echo", workspace)
     assert "still here" in tool_results(fake_openai, 2)[-1]
 
 
@@ -310,8 +308,7 @@ async def test_cancelling_the_task_cancels_the_call_on_the_server(
     await client.cancel_task(task_id)
     await collect_turn(client, task_id, head, until=(TaskAborted, TaskCompleted))
     fake_openai.script(call("mcp__bad__was_hang_cancelled"), done())
-    task_id, head = await start(client, "was it cancelled", workspace)
-    await collect_turn(client, task_id, head, until=(TaskCompleted,))
+    task_id, _ = await run_task(client, "was it cancelled", workspace)
     assert "hang was cancelled" in tool_results(fake_openai, 2)[-1]
     (status,) = (await client.list_mcp_servers(str(workspace))).servers
     assert status.state == "connected" and status.restarts == 0
@@ -327,8 +324,7 @@ async def test_what_a_server_says_reaches_the_terminal_escaped(
         {"bad": {"command": sys.executable, "args": [str(BAD_SERVER)], "alwaysAllow": ["shout"]}},
     )
     fake_openai.script(call("mcp__bad__shout"), done())
-    task_id, head = await start(client, "shout", workspace)
-    await collect_turn(client, task_id, head, until=(TaskCompleted,))
+    task_id, _ = await run_task(client, "shout", workspace)
     assert "\x1b]52;c;aGk=\x07" in tool_results(fake_openai, 1)[-1]  # the model gets it as is
     shown = await run_hdsp(daemon.runtime_dir, "show", task_id, "--full")
     assert shown.returncode == 0, shown.stderr
@@ -386,8 +382,7 @@ async def test_a_server_that_crashes_mid_call_gives_a_clear_error_and_is_restart
     restarted = await wait_for_server(client, head, "bad", "connected", restarts=1)
     assert restarted.restarts == 1
     fake_openai.script(call("mcp__bad__ping"), call("mcp__bad__picture"), done())
-    task_id, head = await start(client, "ping", workspace)
-    await collect_turn(client, task_id, head, until=(TaskCompleted,))
+    task_id, _ = await run_task(client, "ping", workspace)
     assert "pong" in tool_results(fake_openai, 3)[-1]
     # An image result reaches the model as an image.
     (url,) = image_urls(fake_openai.requests[4])
@@ -442,8 +437,7 @@ async def test_a_server_that_never_starts_has_a_clear_status_and_tasks_go_on(
         assert failed.error and why in failed.error
     # A task still runs, with the tools of the server that works.
     fake_openai.script(done())
-    task_id, head = await start(client, "hello", workspace)
-    await collect_turn(client, task_id, head, until=(TaskCompleted,))
+    await run_task(client, "hello", workspace)
     names = set(offered(fake_openai, 0))
     assert "mcp__time__get_current_time" in names
     assert not any(
@@ -476,15 +470,13 @@ async def test_workspace_servers_run_only_once_trusted_as_written(
     assert status.state == "untrusted" and status.scope == "workspace"
     assert "hdsp mcp trust wstime" in (status.error or "")
     fake_openai.script(done())
-    task_id, head = await start(client, "hello", workspace)
-    await collect_turn(client, task_id, head, until=(TaskCompleted,))
+    await run_task(client, "hello", workspace)
     assert not any(n.startswith("mcp__") for n in offered(fake_openai, 0))
     # Trusted: it starts, and the next task is offered its tools.
     trusted = await client.trust_mcp_server("wstime", str(workspace))
     assert trusted.state == "connected"
     fake_openai.script(done())
-    task_id, head = await start(client, "hello", workspace)
-    await collect_turn(client, task_id, head, until=(TaskCompleted,))
+    await run_task(client, "hello", workspace)
     assert "mcp__wstime__get_current_time" in offered(fake_openai, 1)
     # A change to its definition (here: one more argument) is not trusted.
     server["args"] = ["--local-timezone", "Etc/UTC"]
@@ -492,8 +484,7 @@ async def test_workspace_servers_run_only_once_trusted_as_written(
     (status,) = (await client.list_mcp_servers(str(workspace))).servers
     assert status.state == "untrusted"
     fake_openai.script(done())
-    task_id, head = await start(client, "hello", workspace)
-    await collect_turn(client, task_id, head, until=(TaskCompleted,))
+    await run_task(client, "hello", workspace)
     assert not any(n.startswith("mcp__") for n in offered(fake_openai, 2))
 
 
@@ -616,8 +607,7 @@ async def test_a_call_past_its_timeout_is_cancelled_with_a_clear_error(
         call("mcp__every__echo", message="after the timeout"),
         done(),
     )
-    task_id, head = await start(client, "slow", workspace)
-    await collect_turn(client, task_id, head, until=(TaskCompleted,))
+    await run_task(client, "slow", workspace)
     error = tool_results(fake_openai, 1)[-1]
     assert "did not finish trigger-long-running-operation within 1 s" in error
     assert "after the timeout" in tool_results(fake_openai, 2)[-1]
@@ -651,14 +641,12 @@ async def test_an_http_server_that_restarts_gets_a_new_session(
     await configure(client, {"web": allow_all(url=url)})
     async with http_everything(everything, port):
         fake_openai.script(call("mcp__web__echo", message="first"), done())
-        task_id, head = await start(client, "echo", workspace)
-        await collect_turn(client, task_id, head, until=(TaskCompleted,))
+        await run_task(client, "echo", workspace)
         assert "first" in tool_results(fake_openai, 1)[-1]
     # The server went away and came back: it no longer knows hdsp's session.
     async with http_everything(everything, port):
         fake_openai.script(call("mcp__web__echo", message="second"), done())
-        task_id, head = await start(client, "echo", workspace)
-        await collect_turn(client, task_id, head, until=(TaskCompleted,))
+        await run_task(client, "echo", workspace)
         assert "Echo: second" in tool_results(fake_openai, 3)[-1]
 
 
@@ -683,8 +671,7 @@ async def test_a_stdio_server_gets_its_secret_and_no_key_of_hdspd(
     env = {"MY_SETTING": "on", "MY_TOKEN": "${secret:mcp-token}"}
     await configure(client, {"every": {"command": everything, "args": ["stdio"], "env": env}})
     fake_openai.script(call("mcp__every__get-env"), done())
-    task_id, head = await start(client, "env", workspace, always_allow_mcp=True)
-    await collect_turn(client, task_id, head, until=(TaskCompleted,))
+    await run_task(client, "env", workspace, always_allow_mcp=True)
     env = tool_results(fake_openai, 1)[-1]
     assert '"MY_SETTING": "on"' in env and '"PATH"' in env
     assert "HDSP_API_KEY" not in env and "HDSP_BASE_URL" not in env
@@ -710,8 +697,7 @@ async def test_a_servers_new_tools_are_offered_after_it_says_they_changed(
     await collect_turn(client, task_id, head, until=(TaskCompleted,))
     assert "mcp__bad__extra" not in offered(fake_openai, 0)
     fake_openai.script(done())
-    task_id, head = await start(client, "again", workspace)
-    await collect_turn(client, task_id, head, until=(TaskCompleted,))
+    task_id, _ = await run_task(client, "again", workspace)
     assert "mcp__bad__extra" in offered(fake_openai, 2)
 
 

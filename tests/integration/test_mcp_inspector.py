@@ -15,8 +15,8 @@ import anyio
 import pytest
 
 from hdsp.client import Client
-from hdsp.protocol import MessageEvent
 from tests.support.daemon_process import DaemonProcess, short_tmp_dir
+from tests.support.events import next_unanswered_ask
 from tests.support.npm_locked import TESTS_DIR, install_locked
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
@@ -82,14 +82,8 @@ async def test_the_inspector_lists_and_calls_hdsps_tools(
             )
 
         tg.start_soon(call)
-        async with client.events(since_seq=head) as events:
-            async for event in events:
-                if isinstance(event.data, MessageEvent):
-                    p = event.data.payload[0]
-                    m = p.message
-                    if m.type == "ask" and not m.partial and not m.is_answered:
-                        await client.respond_to_ask(p.task_id, m.ts, "yesButtonClicked")
-                        break
+        task_id, ask = await next_unanswered_ask(client, head)
+        await client.respond_to_ask(task_id, ask.ts, "yesButtonClicked")
     done = result[0]
     assert done.returncode == 0, done.stderr.decode()
     answer = json.loads(done.stdout)

@@ -22,11 +22,11 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from hdsp.client import Client
-from hdsp.protocol import MessageEvent, Say, TaskAborted
+from hdsp.protocol import Say, TaskAborted
 from tests.fakes.openai_server import FakeOpenAI
 from tests.support.cli_process import cli_env, run_hdsp
 from tests.support.daemon_process import DaemonProcess, short_tmp_dir
-from tests.support.events import collect_turn
+from tests.support.events import collect_turn, next_unanswered_ask, wait_for_ask_ts
 from tests.support.scripted_turns import call, done
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]
@@ -58,21 +58,13 @@ async def mcp_session(
 async def approve_next(client: Client, since_seq: int, *, by_cli: Path | None = None) -> str:
     """Wait for the next ask and approve it: through `hdsp answer` when `by_cli`
     names the runtime dir, else through `client`. Returns the ask's task id."""
-    async with client.events(since_seq=since_seq) as events:
-        async for event in events:
-            if not isinstance(event.data, MessageEvent):
-                continue
-            payload = event.data.payload[0]
-            message = payload.message
-            if message.type != "ask" or message.partial or message.is_answered:
-                continue
-            if by_cli is not None:
-                done = await run_hdsp(by_cli, "answer", payload.task_id, "--yes")
-                assert done.returncode == 0, done.stderr
-            else:
-                await client.respond_to_ask(payload.task_id, message.ts, "yesButtonClicked")
-            return payload.task_id
-    raise AssertionError("event stream ended early")
+    task_id, ask = await next_unanswered_ask(client, since_seq)
+    if by_cli is not None:
+        done = await run_hdsp(by_cli, "answer", task_id, "--yes")
+        assert done.returncode == 0, done.stderr
+    else:
+        await client.respond_to_ask(task_id, ask.ts, "yesButtonClicked")
+    return task_id
 
 
 def text_of(result: types.CallToolResult) -> str:
@@ -216,14 +208,8 @@ async def test_a_denied_change_does_not_happen(daemon: DaemonProcess, client: Cl
         async with anyio.create_task_group() as tg:
 
             async def deny() -> None:
-                async with client.events(since_seq=head) as events:
-                    async for event in events:
-                        if isinstance(event.data, MessageEvent):
-                            p = event.data.payload[0]
-                            m = p.message
-                            if m.type == "ask" and not m.partial and not m.is_answered:
-                                await client.respond_to_ask(p.task_id, m.ts, "noButtonClicked")
-                                return
+                task_id, ask = await next_unanswered_ask(client, head)
+                await client.respond_to_ask(task_id, ask.ts, "noButtonClicked")
 
             tg.start_soon(deny)
             code = f"open({str(marker)!r}, 'w').write('x')"
@@ -484,19 +470,8 @@ async def test_a_call_while_a_person_works_in_the_task_is_refused_clearly(
         fake_openai.script(call("execute_code", code="1"), done())
         head = (await client.status()).head_seq
         await client.send_message(mcp_task.id, "run something")
-        ask = await pending_ask_ts(client, mcp_task.id, head)
+        ask = await wait_for_ask_ts(client, mcp_task.id, head)
         busy = await session.call_tool("execute_code", {"code": "2"})
         assert busy.is_error
         assert "hdsp refused" in text_of(busy) and "working" in text_of(busy)
         await client.respond_to_ask(mcp_task.id, ask, "noButtonClicked")
-
-
-async def pending_ask_ts(client: Client, task_id: str, since: int) -> int:
-    """The ts of the next unanswered ask of `task_id` after `since`."""
-    async with client.events(task_id, since_seq=since) as events:
-        async for event in events:
-            if isinstance(event.data, MessageEvent):
-                m = event.data.payload[0].message
-                if m.type == "ask" and not m.partial and not m.is_answered:
-                    return m.ts
-    raise AssertionError("event stream ended early")

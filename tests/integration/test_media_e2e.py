@@ -40,6 +40,26 @@ def _rss(pid: int) -> int:
     raise AssertionError("no VmRSS")
 
 
+async def _rss_after_each_turn(
+    daemon: DaemonProcess, workspace: Path, first: str, then: list[str]
+) -> list[int]:
+    """Run a task that may run code: `first` starts it, each of `then` is a
+    turn more. The daemon's resident memory after each turn, in bytes."""
+    assert daemon.proc is not None
+    rss = []
+    async with connect(daemon.runtime_dir) as client:
+        head = (await client.status()).head_seq
+        ref = await client.start_task(first, workspace=workspace, approvals=_RUN_CODE)
+        await collect_turn(client, ref.task_id, head)
+        rss.append(_rss(daemon.proc.pid))
+        for text in then:
+            head = (await client.status()).head_seq
+            await client.send_message(ref.task_id, text)
+            await collect_turn(client, ref.task_id, head)
+            rss.append(_rss(daemon.proc.pid))
+    return rss
+
+
 async def test_a_30_mb_png_reaches_the_model_scaled_and_is_not_stored_whole(
     daemon: DaemonProcess, fake_openai: FakeOpenAI, tmp_path: Path
 ) -> None:
@@ -106,18 +126,7 @@ async def test_the_memory_a_big_plot_took_is_given_back_when_its_turn_ends(
             for r in (call("execute_code", code=_BIG_PNG), FakeReply.text("Seen."))
         ],
     )
-    assert daemon.proc is not None
-    rss = []
-    async with connect(daemon.runtime_dir) as client:
-        head = (await client.status()).head_seq
-        ref = await client.start_task("Plot", workspace=tmp_path, approvals=_RUN_CODE)
-        await collect_turn(client, ref.task_id, head)
-        rss.append(_rss(daemon.proc.pid))
-        for _ in range(2):
-            head = (await client.status()).head_seq
-            await client.send_message(ref.task_id, "Now the big plot")
-            await collect_turn(client, ref.task_id, head)
-            rss.append(_rss(daemon.proc.pid))
+    rss = await _rss_after_each_turn(daemon, tmp_path, "Plot", ["Now the big plot"] * 2)
     print("RSS after each turn (MB):", [round(r / 1e6) for r in rss])
     # Before: 155 -> 200 -> 270..290 MB, nothing of the plots referenced any more
     # but the peak kept (glibc keeps freed heap). Now each turn's end gives a
@@ -170,18 +179,7 @@ async def test_cells_printing_100_mb_leave_the_daemon_s_memory_bounded(
             for r in (call("execute_code", code=f"{big}  # {i}"), FakeReply.text("Done."))
         ],
     )
-    assert daemon.proc is not None
-    rss = []
-    async with connect(daemon.runtime_dir) as client:
-        head = (await client.status()).head_seq
-        ref = await client.start_task("Print", workspace=tmp_path, approvals=_RUN_CODE)
-        await collect_turn(client, ref.task_id, head)
-        rss.append(_rss(daemon.proc.pid))
-        for _ in range(4):
-            head = (await client.status()).head_seq
-            await client.send_message(ref.task_id, "Now print a lot")
-            await collect_turn(client, ref.task_id, head)
-            rss.append(_rss(daemon.proc.pid))
+    rss = await _rss_after_each_turn(daemon, tmp_path, "Print", ["Now print a lot"] * 4)
     tool = [m for m in fake_openai.requests[-1]["messages"] if m["role"] == "tool"][-1]
     cut = re.findall(r"\[\.\.\..*?\]", str(tool["content"]))
     assert cut and "left out of 100,000,003 ..." in cut[0], cut

@@ -76,19 +76,38 @@ class Fault:
     midstream: bool = False
 
 
+def _midstream(name: str, fault: str, cause: str) -> Fault:
+    """The streamed reply broken after its first part by the `Reply` method
+    named `fault` (`hang_after`, `reset_after`, ...)."""
+    return Fault(
+        name, lambda kind: getattr(_streamed(kind), fault)(_SO_FAR[kind]), cause, midstream=True
+    )
+
+
 def _by_kind(oai: Callable[[], Any], ant: Callable[[], Any]) -> Callable[[str], Any]:
     return lambda kind: oai() if kind == "oai" else ant()
+
+
+def _status(code: int, **kwargs: Any) -> Callable[[str], Any]:
+    """An HTTP error status, from either API."""
+    return _by_kind(lambda: OAI.status(code, **kwargs), lambda: ANT.status(code, **kwargs))
+
+
+def _tool_call(name: str, arguments: str) -> Callable[[str], Any]:
+    """A call of the tool `name` with `arguments` (JSON text), from either API."""
+    return _by_kind(
+        lambda: OAI.tool_calls([ToolCall(name, arguments)]),
+        lambda: ANT.tool_use([ToolUse(name, arguments)]),
+    )
 
 
 FAULTS = [
     Fault(
         "429 with retry-after",
-        _by_kind(
-            lambda: OAI.status(429, retry_after=0.1), lambda: ANT.status(429, retry_after=0.1)
-        ),
+        _status(429, retry_after=0.1),
         "rate-limiting requests",
     ),
-    Fault("500", _by_kind(lambda: OAI.status(500), lambda: ANT.status(500)), "HTTP 500"),
+    Fault("500", _status(500), "HTTP 500"),
     Fault(
         "503 plain text",
         _by_kind(
@@ -103,36 +122,23 @@ FAULTS = [
         _by_kind(OAI.accept_and_hang, ANT.accept_and_hang),
         f"accepted the request but sent nothing for {SILENCE:g} s",
     ),
-    Fault(
+    _midstream(
         "hang mid-stream",
-        lambda kind: _streamed(kind).hang_after(_SO_FAR[kind]),
+        "hang_after",
         f"stopped in the middle of the reply: nothing for {SILENCE:g} s",
-        midstream=True,
     ),
-    Fault(
+    _midstream(
         "broken SSE framing",
-        lambda kind: _streamed(kind).unframed_after(_SO_FAR[kind]),
+        "unframed_after",
         "broke in the middle of the reply (RemoteProtocolError: illegal chunk header",
-        midstream=True,
     ),
-    Fault(
-        "TCP reset mid-stream",
-        lambda kind: _streamed(kind).reset_after(_SO_FAR[kind]),
-        "connection reset by peer",
-        midstream=True,
-    ),
-    Fault(
+    _midstream("TCP reset mid-stream", "reset_after", "connection reset by peer"),
+    _midstream(
         "clean close mid-stream",
-        lambda kind: _streamed(kind).end_after(_SO_FAR[kind]),
+        "end_after",
         "the stream ended before the model finished its reply",
-        midstream=True,
     ),
-    Fault(
-        "malformed chunk",
-        lambda kind: _streamed(kind).malformed_after(_SO_FAR[kind]),
-        "sent a malformed event stream",
-        midstream=True,
-    ),
+    _midstream("malformed chunk", "malformed_after", "sent a malformed event stream"),
     Fault(
         "error event mid-stream",
         lambda kind: (
@@ -151,25 +157,19 @@ FAULTS = [
     ),
     Fault(
         "401",
-        _by_kind(lambda: OAI.status(401), lambda: ANT.status(401)),
+        _status(401),
         "API key",
         route="ask",
     ),
     Fault(
         "bad tool JSON",
-        _by_kind(
-            lambda: OAI.tool_calls([ToolCall("read_file", '{"path": "a.csv"')]),
-            lambda: ANT.tool_use([ToolUse("read_file", '{"path": "a.csv"')]),
-        ),
+        _tool_call("read_file", '{"path": "a.csv"'),
         """not valid JSON, or not a JSON object: '{"path": "a.csv"'""",
         route="tool",
     ),
     Fault(
         "unknown tool",
-        _by_kind(
-            lambda: OAI.tool_calls([ToolCall("no_such_tool", "{}")]),
-            lambda: ANT.tool_use([ToolUse("no_such_tool", "{}")]),
-        ),
+        _tool_call("no_such_tool", "{}"),
         "there is no tool named 'no_such_tool'",
         route="tool",
     ),

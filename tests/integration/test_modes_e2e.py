@@ -5,6 +5,7 @@ task's mode offers and allows, builds its system prompt, stores its todo list.""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -53,12 +54,36 @@ EXPECTED_TOOLS = {
 }
 
 
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    (ws / "data.csv").write_text("x,y\n1,2\n")
-    return ws
+def write_modes_file(workspace: Path, text: str) -> Path:
+    """The workspace's own modes file, `.hdsp/modes.yaml`, holding `text`."""
+    path = workspace / ".hdsp" / "modes.yaml"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def write_commands(
+    daemon: DaemonProcess,
+    workspace: Path,
+    *,
+    project: Mapping[str, str],
+    user: Mapping[str, str],
+) -> None:
+    """Slash command files, by file name: `project`'s in the workspace's
+    `.hdsp/commands`, `user`'s in the user's own (global) commands directory."""
+    for folder, files in (
+        (workspace / ".hdsp" / "commands", project),
+        (daemon.root / "xdg-config" / "hdsp" / "commands", user),
+    ):
+        folder.mkdir(parents=True)
+        for name, text in files.items():
+            (folder / name).write_text(text)
+
+
+def last_message_text(request: dict[str, Any]) -> str:
+    """The text of the last message the model was sent."""
+    content = request["messages"][-1]["content"]
+    return content if isinstance(content, str) else str(content[0]["text"])
 
 
 def offered(request: dict[str, Any]) -> set[str]:
@@ -78,6 +103,13 @@ async def run_task(
     head = (await client.status()).head_seq
     ref = await client.start_task(text, workspace=workspace, mode=mode, approvals=approvals or None)
     return ref.task_id, await collect_turn(client, ref.task_id, head, until=(TaskCompleted,))
+
+
+async def send_turn(client: Client, task_id: str, text: str) -> list[Any]:
+    """Send the task a message; its events until it completes again."""
+    head = (await client.status()).head_seq
+    await client.send_message(task_id, text)
+    return await collect_turn(client, task_id, head, until=(TaskCompleted,))
 
 
 @pytest.mark.slow
@@ -204,14 +236,14 @@ async def test_custom_modes_from_settings_and_the_workspace_file(
             ]
         }
     )
-    (workspace / ".hdsp").mkdir()
-    (workspace / ".hdsp" / "modes.yaml").write_text(
+    write_modes_file(
+        workspace,
         "customModes:\n"
         "  - slug: charts\n"
         "    name: Charts\n"
         "    roleDefinition: You draw charts.\n"
         "    groups: [read, kernel]\n"
-        "    customInstructions: Label every axis.\n"
+        "    customInstructions: Label every axis.\n",
     )
     modes = {m.slug: m for m in (await client.get_modes(workspace)).modes}
     assert modes["reviewer"].source == "global" and modes["reviewer"].file_regex == r"\.md$"
@@ -238,14 +270,13 @@ async def test_a_workspace_file_cannot_widen_a_built_in_mode(
 ) -> None:
     # A cloned repository's modes file redefines ask to run commands and write:
     # the task in ask mode keeps ask's read-only tools, and the listing says why.
-    (workspace / ".hdsp").mkdir()
-    path = workspace / ".hdsp" / "modes.yaml"
-    path.write_text(
+    path = write_modes_file(
+        workspace,
         "customModes:\n"
         "  - slug: ask\n"
         "    name: Ask\n"
         "    roleDefinition: You run whatever the user asks.\n"
-        "    groups: [read, edit, command]\n"
+        "    groups: [read, edit, command]\n",
     )
     listed = await client.get_modes(workspace)
     ask = next(m for m in listed.modes if m.slug == "ask")
@@ -267,9 +298,8 @@ async def test_a_workspace_file_cannot_widen_a_built_in_mode(
 async def test_a_malformed_modes_file_names_path_line_and_problem(
     client: Client, workspace: Path
 ) -> None:
-    (workspace / ".hdsp").mkdir()
-    path = workspace / ".hdsp" / "modes.yaml"
-    path.write_text(
+    path = write_modes_file(
+        workspace,
         "customModes:\n"
         "  - slug: good\n"
         "    name: Good\n"
@@ -280,7 +310,7 @@ async def test_a_malformed_modes_file_names_path_line_and_problem(
         "    roleDefinition: broken\n"
         "    groups:\n"
         "      - read\n"
-        "      - shell\n"
+        "      - shell\n",
     )
     listed = await client.get_modes(workspace)
     assert "good" in {m.slug for m in listed.modes}
@@ -458,9 +488,7 @@ async def test_todo_list_tool_event_user_edit_and_restart(
         assert snap.item.todos is not None
         assert [i.status for i in snap.item.todos] == ["completed", "completed", "pending"]
         fake_openai.script(done())
-        head = (await again.status()).head_seq
-        await again.send_message(task_id, "go on")
-        await collect_turn(again, task_id, head, until=(TaskCompleted,))
+        await send_turn(again, task_id, "go on")
     sent = json.dumps(fake_openai.requests[-1]["messages"])
     assert "The user edited the todo list" in sent and "- [x] clean it" in sent
 
@@ -521,15 +549,15 @@ ROO_COMMANDS_RESPONSE = {
 async def test_get_modes_and_get_commands_answer_in_roo_s_shapes(
     daemon: DaemonProcess, client: Client, workspace: Path
 ) -> None:
-    commands = workspace / ".hdsp" / "commands"
-    commands.mkdir(parents=True)
-    (commands / "profile.md").write_text(
-        "---\ndescription: Profile a data set\nargument-hint: <csv>\nmode: analyst\n---\n"
-        "Profile $ARGUMENTS.\n"
+    write_commands(
+        daemon,
+        workspace,
+        project={
+            "profile.md": "---\ndescription: Profile a data set\nargument-hint: <csv>\n"
+            "mode: analyst\n---\nProfile $ARGUMENTS.\n"
+        },
+        user={"tidy.md": "Tidy the notebook.\n"},
     )
-    global_dir = daemon.root / "xdg-config" / "hdsp" / "commands"
-    global_dir.mkdir(parents=True)
-    (global_dir / "tidy.md").write_text("Tidy the notebook.\n")
     head = (await client.status()).head_seq
     modes = await client.get_modes(workspace)
     listed = await client.get_commands(workspace)
@@ -578,26 +606,23 @@ def _encode(value: Any) -> bytes:
 async def test_a_slash_command_expands_with_its_arguments(
     daemon: DaemonProcess, client: Client, fake_openai: FakeOpenAI, workspace: Path
 ) -> None:
-    commands = workspace / ".hdsp" / "commands"
-    commands.mkdir(parents=True)
-    (commands / "profile.md").write_text(
-        "---\ndescription: Profile a data set\nargument-hint: <csv>\nmode: ask\n---\n"
-        "Profile $ARGUMENTS: describe column $2 of $1.\n"
+    write_commands(
+        daemon,
+        workspace,
+        project={
+            "profile.md": "---\ndescription: Profile a data set\nargument-hint: <csv>\n"
+            "mode: ask\n---\nProfile $ARGUMENTS: describe column $2 of $1.\n"
+        },
+        user={"tidy.md": "Tidy the notebook.\n"},
     )
-    global_dir = daemon.root / "xdg-config" / "hdsp" / "commands"
-    global_dir.mkdir(parents=True)
-    (global_dir / "tidy.md").write_text("Tidy the notebook.\n")
     fake_openai.script(done(), done())
     task_id, _ = await run_task(client, "/profile data.csv price", workspace)
-    sent = fake_openai.requests[0]["messages"][-1]
-    text = sent["content"] if isinstance(sent["content"], str) else sent["content"][0]["text"]
+    text = last_message_text(fake_openai.requests[0])
     assert text == "Profile data.csv price: describe column price of data.csv."
     assert (await client.get_task(task_id)).item.mode == "ask"
     assert offered(fake_openai.requests[0]) == ALWAYS | READ
     # A global command with no $ARGUMENTS gets the arguments appended.
-    head = (await client.status()).head_seq
-    await client.send_message(task_id, "/tidy keep the plots")
-    await collect_turn(client, task_id, head, until=(TaskCompleted,))
+    await send_turn(client, task_id, "/tidy keep the plots")
     last = fake_openai.requests[1]["messages"][-1]
     assert last["role"] == "user" and "Tidy the notebook.\n\nkeep the plots" in str(last["content"])
     # A prompt that names no command goes as it is.
@@ -609,13 +634,15 @@ async def test_a_slash_command_expands_with_its_arguments(
 async def test_a_workspace_command_cannot_widen_the_task_s_mode(
     daemon: DaemonProcess, client: Client, fake_openai: FakeOpenAI, workspace: Path
 ) -> None:
-    commands = workspace / ".hdsp" / "commands"
-    commands.mkdir(parents=True)
-    (commands / "summarise.md").write_text("---\nmode: code\n---\nSummarise $ARGUMENTS.\n")
-    (commands / "look.md").write_text("---\nmode: ask\n---\nLook at $1.\n")
-    global_dir = daemon.root / "xdg-config" / "hdsp" / "commands"
-    global_dir.mkdir(parents=True)
-    (global_dir / "build.md").write_text("---\nmode: code\n---\nBuild it.\n")
+    write_commands(
+        daemon,
+        workspace,
+        project={
+            "summarise.md": "---\nmode: code\n---\nSummarise $ARGUMENTS.\n",
+            "look.md": "---\nmode: ask\n---\nLook at $1.\n",
+        },
+        user={"build.md": "---\nmode: code\n---\nBuild it.\n"},
+    )
 
     # Chosen: ask. The workspace's command asks for code: the task stays in ask,
     # and the model and the user read why.
@@ -623,29 +650,22 @@ async def test_a_workspace_command_cannot_widen_the_task_s_mode(
     task_id, _ = await run_task(client, "/summarise data.csv", workspace, mode="ask")
     assert (await client.get_task(task_id)).item.mode == "ask"
     assert offered(fake_openai.requests[0]) == ALWAYS | READ
-    sent = fake_openai.requests[0]["messages"][-1]
-    text = sent["content"] if isinstance(sent["content"], str) else sent["content"][0]["text"]
+    text = last_message_text(fake_openai.requests[0])
     assert text.startswith("Summarise data.csv.\n\n[hdsp: /summarise (.hdsp/commands/summarise.md")
     assert "asks for code mode, which would add the tool groups edit, command" in text
     assert "call switch_mode (the user decides)" in text
 
     # The same in a later message.
     fake_openai.script(done("summarised it"))
-    head = (await client.status()).head_seq
-    await client.send_message(task_id, "/summarise it")
-    events = await collect_turn(client, task_id, head, until=(TaskCompleted,))
+    events = await send_turn(client, task_id, "/summarise it")
     assert not any(isinstance(e.data, TaskModeSwitched) for e in events)
     assert offered(fake_openai.requests[1]) == ALWAYS | READ
 
     # A user's own (global) command switches; a workspace command may narrow.
     fake_openai.script(done("built"), done("looked"))
-    head = (await client.status()).head_seq
-    await client.send_message(task_id, "/build")
-    await collect_turn(client, task_id, head, until=(TaskCompleted,))
+    await send_turn(client, task_id, "/build")
     assert (await client.get_task(task_id)).item.mode == "code"
-    head = (await client.status()).head_seq
-    await client.send_message(task_id, "/look data.csv")
-    await collect_turn(client, task_id, head, until=(TaskCompleted,))
+    await send_turn(client, task_id, "/look data.csv")
     assert (await client.get_task(task_id)).item.mode == "ask"
     assert offered(fake_openai.requests[3]) == ALWAYS | READ
 
@@ -658,11 +678,10 @@ async def test_a_modes_file_rewritten_mid_task_does_not_widen_the_task(
     # kernel may write the workspace) rewrites the modes file to give that mode
     # edit and command. The task keeps what it entered with; a person switching
     # it to the mode again gives it the mode as the file now says.
-    (workspace / ".hdsp").mkdir()
-    path = workspace / ".hdsp" / "modes.yaml"
-    path.write_text(
+    path = write_modes_file(
+        workspace,
         "customModes:\n  - slug: charts\n    name: Charts\n    roleDefinition: You draw.\n"
-        "    groups: [read, kernel]\n"
+        "    groups: [read, kernel]\n",
     )
     wider = path.read_text().replace("[read, kernel]", "[read, kernel, edit, command]")
     fake_openai.script(
@@ -690,9 +709,7 @@ async def test_a_modes_file_rewritten_mid_task_does_not_widen_the_task(
         "command",
     ]
     fake_openai.script(done("again"))
-    head = (await client.status()).head_seq
-    await client.send_message(task_id, "go on")
-    await collect_turn(client, task_id, head, until=(TaskCompleted,))
+    await send_turn(client, task_id, "go on")
     assert offered(fake_openai.requests[-1]) == ALWAYS | READ | KERNEL | EDIT | {"execute_command"}
 
 
@@ -711,9 +728,7 @@ async def test_a_bad_custom_mode_in_the_settings_is_refused_saying_what_is_wrong
 async def test_a_modes_file_nested_without_end_is_a_problem_not_a_crash(
     client: Client, fake_openai: FakeOpenAI, workspace: Path
 ) -> None:
-    (workspace / ".hdsp").mkdir()
-    path = workspace / ".hdsp" / "modes.yaml"
-    path.write_text("customModes: " + "[" * 50_000 + "]" * 50_000 + "\n")
+    path = write_modes_file(workspace, "customModes: " + "[" * 50_000 + "]" * 50_000 + "\n")
     listed = await client.get_modes(workspace)
     assert listed.problems == [f"{path}:1: nested more than 20 levels deep"]
     # A task in that workspace runs in its built-in mode.

@@ -8,7 +8,6 @@ in a kernel of its own."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -44,19 +43,6 @@ def _run_code(code: str) -> FakeReply:
 def _tool_result(fake: FakeOpenAI, request: int) -> str:
     messages = fake.requests[request]["messages"]
     return json.dumps([m for m in messages if m["role"] == "tool"][-1]["content"])
-
-
-@pytest.fixture
-def users_kernel(tmp_path: Path) -> Iterator[KernelManager]:
-    """A kernel hdsp did not start: the stand-in for a notebook's kernel in Lab."""
-    km = KernelManager(connection_file=str(tmp_path / "kernel-users.json"))
-    km.start_kernel(cwd=str(tmp_path))
-    try:
-        yield km
-    finally:
-        if km.has_kernel:
-            km.shutdown_kernel(now=True)
-        km.cleanup_resources()
 
 
 def user_runs(km: KernelManager, code: str) -> None:

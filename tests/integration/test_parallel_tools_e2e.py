@@ -9,7 +9,6 @@ import json
 from pathlib import Path
 
 import anyio
-import pytest
 
 from hdsp.client import Client
 from hdsp.protocol import Ask, ClineMessage, MessageEvent, Say, TaskCompleted
@@ -17,14 +16,6 @@ from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
 from tests.support.events import collect_turn
 from tests.support.model_requests import tool_results
 from tests.support.scripted_turns import done, start
-
-
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    (ws / "data.csv").write_text("x,y\n1,2\n")
-    return ws
 
 
 def calls(*pairs: tuple[str, dict[str, object]]) -> Reply:

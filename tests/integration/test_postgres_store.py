@@ -17,12 +17,12 @@ import pytest
 from psycopg import sql
 
 from hdsp.client import CommandFailed, connect
-from hdsp.protocol import ErrorCode, StorageHealth, StorageState, TaskCompleted
+from hdsp.protocol import ErrorCode, StorageState, TaskCompleted
 from tests.fakes.openai_server import FakeOpenAI
 from tests.support.daemon_process import DaemonProcess, short_tmp_dir
-from tests.support.events import collect_turn, logged_events
+from tests.support.events import collect_turn
 from tests.support.postgres import PASSWORD_USER, PostgresCluster
-from tests.support.storage_reports import assert_seen_is_logged, follow, refused
+from tests.support.storage_reports import assert_service_resumes, follow, refused
 from tests.support.stored_database import check_database, rows
 
 pytestmark = pytest.mark.parametrize("store_backend", ["postgresql"])
@@ -56,19 +56,9 @@ async def test_a_lost_server_refuses_new_work_and_service_resumes_by_itself(
         assert "could not read its PostgreSQL database" in unread.value.message
 
         postgres.cut_off(daemon.store_url, allow=True)
-        with anyio.fail_after(20):
-            back = await f.reports.receive()
-        assert back.state is StorageState.OK
-        # The task that waited in the journal goes on, and new work is taken.
-        with anyio.fail_after(30):
-            await collect_turn(c, waiting.task_id, 0, until=(TaskCompleted,))
-            after = await c.start_task("after the server came back")
-            await collect_turn(c, after.task_id, 0, until=(TaskCompleted,))
-        assert (await c.status()).storage == StorageHealth()
-        head = (await c.status()).head_seq
-        with anyio.fail_after(20):
-            await f.wait_seq(head)
-        checked = assert_seen_is_logged(f.seen, await logged_events(c))
+        head, checked = await assert_service_resumes(
+            c, f, waiting.task_id, "after the server came back"
+        )
     assert [r[0] for r in rows(daemon.store_url, "SELECT seq FROM events ORDER BY seq")] == list(
         range(1, head + 1)
     )

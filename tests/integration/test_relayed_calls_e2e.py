@@ -6,25 +6,53 @@ approval runs only once a person says yes."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
 import anyio
 import pytest
 
 from hdsp.client import Client, CommandFailed
-from hdsp.protocol import ErrorCode, ExecutionOutput, MessageEvent, TaskAborted, TaskState
+from hdsp.protocol import (
+    ErrorCode,
+    ExecutionOutput,
+    TaskAborted,
+    TaskState,
+    ToolCallResult,
+)
 from tests.support.daemon_process import DaemonProcess, short_tmp_dir
-from tests.support.events import collect_turn
+from tests.support.events import collect_turn, wait_for_ask_ts
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
 
-async def wait_for_ask(client: Client, task_id: str, since: int) -> int:
-    async with client.events(task_id, since_seq=since) as events:
-        async for event in events:
-            if isinstance(event.data, MessageEvent):
-                m = event.data.payload[0].message
-                if m.type == "ask" and not m.partial and not m.is_answered:
-                    return m.ts
-    raise AssertionError("event stream ended early")
+@dataclass
+class WaitingCall:
+    #: The head seq before the call.
+    head: int
+    #: The ts of the ask it waits on.
+    ask: int
+    #: Its result, once the `relayed_call` block has ended.
+    results: list[ToolCallResult] = field(default_factory=list)
+
+
+@asynccontextmanager
+async def relayed_call(
+    client: Client, task_id: str, tool: str, args: dict[str, Any]
+) -> AsyncIterator[WaitingCall]:
+    """A relayed call of `tool`, made in the background and waiting for
+    approval; the block answers the ask, and ends once the call has."""
+    head = (await client.status()).head_seq
+    results: list[ToolCallResult] = []
+    async with anyio.create_task_group() as tg:
+
+        async def call() -> None:
+            results.append(await client.call_tool(task_id, tool, args))
+
+        tg.start_soon(call)
+        yield WaitingCall(head, await wait_for_ask_ts(client, task_id, head), results)
 
 
 async def test_a_created_task_waits_and_refuses_tools_that_steer_it(
@@ -73,22 +101,14 @@ async def test_a_write_waits_for_a_person_and_a_no_leaves_the_file_alone(
 ) -> None:
     workspace = short_tmp_dir()
     ref = await client.create_task("relay", workspace=workspace)
-    head = (await client.status()).head_seq
-    results = []
-    async with anyio.create_task_group() as tg:
-
-        async def write() -> None:
-            args = {"path": "out.txt", "content": "written\n"}
-            results.append(await client.call_tool(ref.task_id, "write_to_file", args))
-
-        tg.start_soon(write)
-        ts = await wait_for_ask(client, ref.task_id, head)
+    args = {"path": "out.txt", "content": "written\n"}
+    async with relayed_call(client, ref.task_id, "write_to_file", args) as write:
         # While the call waits, the task is busy: a second call is refused.
         with pytest.raises(CommandFailed) as busy:
             await client.call_tool(ref.task_id, "read_file", {"path": "out.txt"})
         assert busy.value.code == ErrorCode.TASK_BUSY
-        await client.respond_to_ask(ref.task_id, ts, "noButtonClicked", "not now")
-    assert results[0].status == "denied" and results[0].is_error
+        await client.respond_to_ask(ref.task_id, write.ask, "noButtonClicked", "not now")
+    assert write.results[0].status == "denied" and write.results[0].is_error
     assert not (workspace / "out.txt").exists()
 
 
@@ -97,37 +117,19 @@ async def test_cancelling_the_task_stops_a_relayed_run(
 ) -> None:
     workspace = short_tmp_dir()
     ref = await client.create_task("relay", workspace=workspace)
-    head = (await client.status()).head_seq
-    results = []
-    async with anyio.create_task_group() as tg:
-
-        async def run() -> None:
-            code = (
-                "import time\nfor i in range(600):\n    print(i, flush=True)\n    time.sleep(0.1)"
-            )
-            results.append(await client.call_tool(ref.task_id, "execute_code", {"code": code}))
-
-        tg.start_soon(run)
-        ts = await wait_for_ask(client, ref.task_id, head)
-        await client.respond_to_ask(ref.task_id, ts, "yesButtonClicked")
-        async with client.events(ref.task_id, since_seq=head) as events:
+    code = "import time\nfor i in range(600):\n    print(i, flush=True)\n    time.sleep(0.1)"
+    async with relayed_call(client, ref.task_id, "execute_code", {"code": code}) as run:
+        await client.respond_to_ask(ref.task_id, run.ask, "yesButtonClicked")
+        async with client.events(ref.task_id, since_seq=run.head) as events:
             async for event in events:
                 if isinstance(event.data, ExecutionOutput):
                     break
         await client.cancel_task(ref.task_id)
-    assert results[0].status == "cancelled"
-    ended = await collect_turn(client, ref.task_id, head, until=(TaskAborted,))
+    assert run.results[0].status == "cancelled"
+    ended = await collect_turn(client, ref.task_id, run.head, until=(TaskAborted,))
     assert isinstance(ended[-1].data, TaskAborted)
     # The kernel was interrupted and lives: the next call runs at once (approved).
-    head = (await client.status()).head_seq
-    again = []
-    async with anyio.create_task_group() as tg:
-
-        async def count() -> None:
-            again.append(await client.call_tool(ref.task_id, "execute_code", {"code": "i"}))
-
-        tg.start_soon(count)
-        ts = await wait_for_ask(client, ref.task_id, head)
-        await client.respond_to_ask(ref.task_id, ts, "yesButtonClicked")
-    assert again[0].status == "done"
-    assert int(again[0].text.splitlines()[-1].removeprefix("Out[2]: ")) < 590
+    async with relayed_call(client, ref.task_id, "execute_code", {"code": "i"}) as again:
+        await client.respond_to_ask(ref.task_id, again.ask, "yesButtonClicked")
+    assert again.results[0].status == "done"
+    assert int(again.results[0].text.splitlines()[-1].removeprefix("Out[2]: ")) < 590

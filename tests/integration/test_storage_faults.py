@@ -22,15 +22,14 @@ import pytest
 from hdsp.client import connect
 from hdsp.protocol import (
     MessageEvent,
-    StorageHealth,
     StorageState,
     TaskCompleted,
 )
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.openai_server import Reply as FakeReply
 from tests.support.daemon_process import DaemonProcess
-from tests.support.events import collect_turn, logged_events
-from tests.support.storage_reports import assert_seen_is_logged, follow, refused
+from tests.support.events import collect_turn
+from tests.support.storage_reports import assert_service_resumes, follow, refused
 
 pytestmark = pytest.mark.slow
 
@@ -150,19 +149,7 @@ async def test_a_full_disk_refuses_new_work_and_service_resumes_by_itself(
         assert first.task_id in [t.id for t in (await c.list_tasks()).tasks]
         assert (await c.replay(0)).events
         disk.free()
-        with anyio.fail_after(20):
-            back = await f.reports.receive()
-        assert back.state is StorageState.OK
-        # The task that waited in the journal goes on, and new work is taken.
-        with anyio.fail_after(30):
-            await collect_turn(c, big.task_id, 0, until=(TaskCompleted,))
-            after = await c.start_task("after the disk was freed")
-            await collect_turn(c, after.task_id, 0, until=(TaskCompleted,))
-        assert (await c.status()).storage == StorageHealth()
-        head = (await c.status()).head_seq
-        with anyio.fail_after(20):
-            await f.wait_seq(head)
-        checked = assert_seen_is_logged(f.seen, await logged_events(c))
+        _, checked = await assert_service_resumes(c, f, big.task_id, "after the disk was freed")
     print(f"disk full ({disk.name}): {checked} events seen and found in the log")
 
 

@@ -12,7 +12,7 @@ import pytest
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest, HTTPResponse
 from tornado.websocket import WebSocketClientConnection, websocket_connect
 
-from tests.support.daemon_process import DaemonProcess
+from tests.support.daemon_process import DaemonProcess, call_failed
 from tests.support.jupyter_process import JupyterProcess
 
 
@@ -29,16 +29,11 @@ def jupyter_process(
     daemon_process: DaemonProcess, workspace: Path, request: pytest.FixtureRequest
 ) -> Iterator[JupyterProcess]:
     """A Jupyter server, not started yet, that finds `daemon_process`."""
-    proc = JupyterProcess(
-        daemon_process.root, hdsp_runtime_dir=daemon_process.runtime_dir, root_dir=workspace
-    )
+    proc = JupyterProcess.beside(daemon_process, workspace)
     try:
         yield proc
     finally:
-        proc.stop()
-        failed = getattr(request.node, "rep_call", None)
-        if failed is not None and failed.failed:
-            print(f"---- jupyter server stderr ----\n{proc.stderr()}")
+        proc.finish(show_log=call_failed(request))
 
 
 @pytest.fixture

@@ -20,8 +20,9 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import jupyterlab
 import pytest
@@ -31,7 +32,7 @@ from hdsp.daemon.tasks.budget import SUMMARY_PROMPT
 from tests.fakes.openai_server import FakeOpenAI, ToolCall
 from tests.fakes.openai_server import Reply as FakeReply
 from tests.support.cli_process import cli_env
-from tests.support.daemon_process import DaemonProcess
+from tests.support.daemon_process import DaemonProcess, call_failed
 from tests.support.jupyter_process import JupyterProcess
 from tests.support.terminal import Terminal
 
@@ -56,16 +57,15 @@ def browser_tools() -> None:
         )
 
 
-@pytest.fixture
-def lab_process(
-    daemon_process: DaemonProcess, workspace: Path, request: pytest.FixtureRequest
-) -> Iterator[JupyterProcess]:
-    """JupyterLab as Galata expects it (its in-page helpers, the app exposed), with
-    the token kept: the specs send it as an Authorization header."""
-    proc = JupyterProcess(
-        daemon_process.root,
-        hdsp_runtime_dir=daemon_process.runtime_dir,
-        root_dir=workspace,
+def galata_lab(
+    daemon: DaemonProcess, root_dir: Path, config: Mapping[str, Any] | None = None, **options: Any
+) -> JupyterProcess:
+    """JupyterLab beside `daemon` as Galata expects it (its in-page helpers, the
+    app exposed), with the token kept: the specs send it as an Authorization
+    header. `config` adds sections; `options` as for JupyterProcess."""
+    return JupyterProcess.beside(
+        daemon,
+        root_dir,
         app="lab",
         config={
             "LabServerApp": {
@@ -73,17 +73,24 @@ def lab_process(
             },
             "LabApp": {
                 "expose_app_in_browser": True,
-                "workspaces_dir": str(daemon_process.root / "lab-workspaces"),
+                "workspaces_dir": str(daemon.root / "lab-workspaces"),
             },
+            **(config or {}),
         },
+        **options,
     )
+
+
+@pytest.fixture
+def lab_process(
+    daemon_process: DaemonProcess, workspace: Path, request: pytest.FixtureRequest
+) -> Iterator[JupyterProcess]:
+    """JupyterLab for the specs."""
+    proc = galata_lab(daemon_process, workspace)
     try:
         yield proc
     finally:
-        proc.stop()
-        failed = getattr(request.node, "rep_call", None)
-        if failed is not None and failed.failed:
-            print(f"---- jupyter lab stderr ----\n{proc.stderr()}")
+        proc.finish(show_log=call_failed(request))
 
 
 class Spec:
@@ -146,6 +153,12 @@ class Spec:
         assert self.proc.returncode == 0, f"the spec failed:\n{out}"
         return out
 
+    def kill(self) -> None:
+        """End Playwright if it still runs (a test that failed mid-spec)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.communicate()
+
     def run(self, spec: str) -> str:
         self.start(spec)
         return self.finish()
@@ -159,9 +172,7 @@ def spec(lab_process: JupyterProcess, tmp_path: Path, workspace: Path) -> Iterat
     try:
         yield runner
     finally:
-        if runner.proc is not None and runner.proc.poll() is None:
-            runner.proc.kill()
-            runner.proc.communicate()
+        runner.kill()
 
 
 def test_harness_jupyterlab_loads_and_the_page_reaches_the_extension(

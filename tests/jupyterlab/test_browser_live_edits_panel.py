@@ -22,15 +22,13 @@ import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import jupyterlab
 import nbformat
 import pytest
 
 from tests.fakes.openai_server import FakeOpenAI
-from tests.jupyterlab.test_browser import Spec, call, done, spec
-from tests.support.daemon_process import DaemonProcess
+from tests.jupyterlab.test_browser import Spec, call, done, galata_lab, spec
+from tests.support.daemon_process import DaemonProcess, call_failed
 from tests.support.jupyter_process import JupyterProcess
 from tests.support.live_edit_scenarios import (
     NOTEBOOK,
@@ -41,13 +39,12 @@ from tests.support.live_edit_scenarios import (
     checkpoint_script,
     describe_df_script,
     kernel_hold,
+    write_notebook,
 )
 
 __all__ = ["spec"]  # the fixture, shared with test_browser (with this lab_process)
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
-
-_v4: Any = nbformat.v4
 
 
 @pytest.fixture
@@ -55,46 +52,17 @@ def lab_process(
     daemon_process: DaemonProcess, workspace: Path, request: pytest.FixtureRequest
 ) -> Iterator[JupyterProcess]:
     """test_browser's JupyterLab, as if jupyter-collaboration were not installed."""
-    proc = JupyterProcess(
-        daemon_process.root,
-        hdsp_runtime_dir=daemon_process.runtime_dir,
-        root_dir=workspace,
-        app="lab",
-        collaboration=False,
-        config={
-            "LabServerApp": {
-                "extra_labextensions_path": [str(Path(jupyterlab.__file__).parent / "galata")]
-            },
-            "LabApp": {
-                "expose_app_in_browser": True,
-                "workspaces_dir": str(daemon_process.root / "lab-workspaces"),
-            },
-        },
-    )
+    proc = galata_lab(daemon_process, workspace, collaboration=False)
     try:
         yield proc
         # (Nothing of jupyter-collaboration ran.)
         assert "jupyter_server_ydoc | extension was successfully loaded" not in proc.stderr()
         assert "through their shared documents" not in proc.stderr()
     finally:
-        proc.stop()
-        failed = getattr(request.node, "rep_call", None)
-        if failed is not None and failed.failed:
-            print(f"---- jupyter lab stderr ----\n{proc.stderr()}")
+        proc.finish(show_log=call_failed(request))
 
 
 BUILD_DF = "import pandas as pd\ndf = pd.DataFrame({'x': range(50), 'y': range(50)})\ndf.shape"
-
-
-def write_notebook(path: Path, *sources: str) -> None:
-    nb = _v4.new_notebook()
-    nb.metadata["kernelspec"] = {
-        "name": "python3",
-        "display_name": "Python 3",
-        "language": "python",
-    }
-    nb.cells = [_v4.new_code_cell(s) for s in sources]
-    nbformat.write(nb, str(path))
 
 
 def tool_results(fake: FakeOpenAI, request: int) -> list[str]:

@@ -24,13 +24,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import jupyterlab
 import nbformat
 import pytest
 
 from tests.fakes.openai_server import FakeOpenAI
-from tests.jupyterlab.test_browser import UI_TESTS, Spec, browser_tools
-from tests.support.daemon_process import DaemonProcess
+from tests.jupyterlab.test_browser import UI_TESTS, Spec, browser_tools, galata_lab
+from tests.support.daemon_process import DaemonProcess, call_failed
 from tests.support.jupyter_process import JupyterProcess
 from tests.support.live_edit_scenarios import (
     AGENT_EDIT,
@@ -49,6 +48,7 @@ from tests.support.live_edit_scenarios import (
     insert_and_run_script,
     kernel_hold,
     tool_results,
+    write_notebook,
 )
 
 # Slow: the story of the panel route's tests, which `make test` runs; CI runs
@@ -56,7 +56,6 @@ from tests.support.live_edit_scenarios import (
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(300)]
 
 SPEC = "live-edits-rtc.spec.ts"
-_v4: Any = nbformat.v4
 
 
 @pytest.fixture
@@ -74,32 +73,12 @@ def rtc_lab_process(
     room_autosave: bool,
 ) -> Iterator[JupyterProcess]:
     """JupyterLab as test_browser's `lab_process`, with real-time collaboration on."""
-    config: dict[str, Any] = {
-        "LabServerApp": {
-            "extra_labextensions_path": [str(Path(jupyterlab.__file__).parent / "galata")]
-        },
-        "LabApp": {
-            "expose_app_in_browser": True,
-            "workspaces_dir": str(daemon_process.root / "lab-workspaces"),
-        },
-    }
-    if not room_autosave:
-        config["YDocExtension"] = {"document_save_delay": None}
-    proc = JupyterProcess(
-        daemon_process.root,
-        hdsp_runtime_dir=daemon_process.runtime_dir,
-        root_dir=workspace,
-        app="lab",
-        rtc=True,
-        config=config,
-    )
+    config = {} if room_autosave else {"YDocExtension": {"document_save_delay": None}}
+    proc = galata_lab(daemon_process, workspace, config, rtc=True)
     try:
         yield proc
     finally:
-        proc.stop()
-        failed = getattr(request.node, "rep_call", None)
-        if failed is not None and failed.failed:
-            print(f"---- jupyter lab stderr ----\n{proc.stderr()}")
+        proc.finish(show_log=call_failed(request))
 
 
 class ScenarioSpec(Spec):
@@ -126,7 +105,7 @@ def spec(
     daemon: DaemonProcess, rtc_lab_process: JupyterProcess, tmp_path: Path, workspace: Path
 ) -> Iterator[ScenarioSpec]:
     browser_tools()
-    _write_user_notebook(workspace / NOTEBOOK)
+    write_notebook(workspace / NOTEBOOK, *USER_CELLS)
     rtc_lab_process.start()
     runner = ScenarioSpec(rtc_lab_process, tmp_path, workspace)
     runner.env |= {
@@ -139,20 +118,7 @@ def spec(
     try:
         yield runner
     finally:
-        if runner.proc is not None and runner.proc.poll() is None:
-            runner.proc.kill()
-            runner.proc.communicate()
-
-
-def _write_user_notebook(path: Path) -> None:
-    nb = _v4.new_notebook()
-    nb.metadata["kernelspec"] = {
-        "name": "python3",
-        "display_name": "Python 3",
-        "language": "python",
-    }
-    nb.cells = [_v4.new_code_cell(s) for s in USER_CELLS]
-    nbformat.write(nb, str(path))
+        runner.kill()
 
 
 def _wait(condition: object, what: str, proc: ScenarioSpec, timeout: float = 60) -> None:

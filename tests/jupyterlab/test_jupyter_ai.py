@@ -49,10 +49,9 @@ async def test_the_hdsp_persona_answers_in_jupyter_ais_chat(
     assert written.returncode == 0, written.stderr
     (personas / "hdsp_persona.py").write_text(written.stdout)
     fake_openai.script(FakeReply.text("Hello from hdsp, answering in Jupyter AI."))
-    lab = JupyterProcess(
-        daemon.root,
-        hdsp_runtime_dir=daemon.runtime_dir,
-        root_dir=root,
+    lab = JupyterProcess.beside(
+        daemon,
+        root,
         app="lab",
         python=python,
         hdsp_extension=False,

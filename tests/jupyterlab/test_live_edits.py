@@ -10,6 +10,7 @@ extension switched off writes the file (no host holds the notebook)."""
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -160,6 +161,25 @@ async def _requests(fake: FakeOpenAI, count: int) -> None:
         ) from None
 
 
+def _script_held_edit(fake: FakeOpenAI, edit: FakeReply) -> threading.Event:
+    """Script the model to read the notebook, then `edit` it, held until the
+    gate returned is set, then finish."""
+    gate = threading.Event()
+    fake.script(call("read_notebook", path=NOTEBOOK), edit.held_after(0, gate), done())
+    return gate
+
+
+async def _agent_has_read(
+    lab: Lab, jupyter: JupyterProcess, ynb: YNotebook, fake: FakeOpenAI, text: str
+) -> None:
+    """Once the open one-cell notebook has synced and is declared, start a task
+    with `text`, and wait until the agent has read the notebook."""
+    await until(lambda: len(ynb.ycells) == 1, "the document synced")
+    await _wait_declared(jupyter, 1)
+    await _start_task(lab, text)
+    await _requests(fake, 2)
+
+
 def _sources(ynb: YNotebook) -> list[str]:
     return [str(c["source"]) for c in ynb.ycells]
 
@@ -214,21 +234,12 @@ async def test_an_inserted_cell_runs_in_the_open_notebook_and_the_saved_file_mat
 async def test_a_cell_the_user_edits_while_the_agent_prepares_is_a_conflict(
     rtc_lab: Lab, jupyter_process: JupyterProcess, fake_openai: FakeOpenAI, workspace: Path
 ) -> None:
-    lab, jupyter = rtc_lab, jupyter_process
-    import threading
-
     _write_notebook(workspace / NOTEBOOK, "df_x = [1, 2]\nprint(df_x)")
-    gate = threading.Event()
-    fake_openai.script(
-        call("read_notebook", path=NOTEBOOK),
-        call("edit_cell", path=NOTEBOOK, index=0, source="print('agent')").held_after(0, gate),
-        done(),
+    gate = _script_held_edit(
+        fake_openai, call("edit_cell", path=NOTEBOOK, index=0, source="print('agent')")
     )
-    async with open_in_lab(lab, NOTEBOOK) as ynb:
-        await until(lambda: len(ynb.ycells) == 1, "the document synced")
-        await _wait_declared(jupyter, 1)
-        await _start_task(lab, "change the cell")
-        await _requests(fake_openai, 2)  # the agent has read the notebook
+    async with open_in_lab(rtc_lab, NOTEBOOK) as ynb:
+        await _agent_has_read(rtc_lab, jupyter_process, ynb, fake_openai, "change the cell")
         ynb.set_cell(0, source="print('mine')")  # the user types meanwhile
         await anyio.lowlevel.checkpoint()  # (the change goes out with the provider's next turn)
         gate.set()
@@ -242,23 +253,12 @@ async def test_a_cell_the_user_edits_while_the_agent_prepares_is_a_conflict(
 async def test_a_notebook_closed_mid_task_is_edited_in_its_file(
     rtc_lab: Lab, jupyter_process: JupyterProcess, fake_openai: FakeOpenAI, workspace: Path
 ) -> None:
-    lab, jupyter = rtc_lab, jupyter_process
-    import threading
-
     _write_notebook(workspace / NOTEBOOK, "a = 1")
-    gate = threading.Event()
-    fake_openai.script(
-        call("read_notebook", path=NOTEBOOK),
-        call("insert_cell", path=NOTEBOOK, source="b = 2").held_after(0, gate),
-        done(),
-    )
-    async with open_in_lab(lab, NOTEBOOK) as ynb:
-        await until(lambda: len(ynb.ycells) == 1, "the document synced")
-        await _wait_declared(jupyter, 1)
-        await _start_task(lab, "add a cell")
-        await _requests(fake_openai, 2)
+    gate = _script_held_edit(fake_openai, call("insert_cell", path=NOTEBOOK, source="b = 2"))
+    async with open_in_lab(rtc_lab, NOTEBOOK) as ynb:
+        await _agent_has_read(rtc_lab, jupyter_process, ynb, fake_openai, "add a cell")
     # The window closed; the extension withdraws the notebook.
-    await _wait_declared(jupyter, 0)
+    await _wait_declared(jupyter_process, 0)
     gate.set()
     await _requests(fake_openai, 3)
     result = _tool_results(fake_openai)[-1]
@@ -266,7 +266,7 @@ async def test_a_notebook_closed_mid_task_is_edited_in_its_file(
     saved = nbformat.read(str(workspace / NOTEBOOK), as_version=4)
     assert [c.source for c in saved.cells] == ["a = 1", "b = 2"]
     # Opened again, the notebook shows the agent's cell.
-    async with open_in_lab(lab, NOTEBOOK) as ynb:
+    async with open_in_lab(rtc_lab, NOTEBOOK) as ynb:
         await until(lambda: _sources(ynb) == ["a = 1", "b = 2"], "the reopened notebook")
 
 

@@ -249,10 +249,9 @@ async def test_with_start_daemon_set_the_extension_starts_hdspd_itself(
 ) -> None:
     # The daemon's own environment (its data dir, the fake model), but no daemon.
     hdsp_env = {k: v for k, v in daemon_process.env.items() if k.startswith("HDSP_")}
-    server = JupyterProcess(
-        daemon_process.root,
-        hdsp_runtime_dir=daemon_process.runtime_dir,
-        root_dir=workspace,
+    server = JupyterProcess.beside(
+        daemon_process,
+        workspace,
         config={"HdspExtension": {"start_daemon": True}},
         env=hdsp_env | {"XDG_DATA_HOME": str(daemon_process.root / "xdg-data")},
     )
@@ -380,6 +379,17 @@ async def user_runs(connection_file: Path, code: str) -> None:
         kc.stop_channels()
 
 
+async def start_session(lab: Lab, path: str) -> str:
+    """What JupyterLab does when it opens the notebook at `path`: a session with
+    a kernel, started by Jupyter. The kernel's id."""
+    response = await lab.fetch(
+        "api/sessions",
+        body={"path": path, "type": "notebook", "name": "", "kernel": {"name": "python3"}},
+    )
+    assert response.code == 201, response.body
+    return str(json.loads(response.body)["kernel"]["id"])
+
+
 async def test_a_prompt_about_an_open_notebook_runs_in_that_notebooks_kernel(
     lab: Lab, fake_openai: FakeOpenAI, workspace: Path, jupyter: JupyterProcess
 ) -> None:
@@ -387,12 +397,7 @@ async def test_a_prompt_about_an_open_notebook_runs_in_that_notebooks_kernel(
         json.dumps({"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5})
     )
     # JupyterLab opens the notebook: a session with its kernel, started by Jupyter.
-    response = await lab.fetch(
-        "api/sessions",
-        body={"path": "nb.ipynb", "type": "notebook", "name": "", "kernel": {"name": "python3"}},
-    )
-    assert response.code == 201, response.body
-    jupyter_kernel = json.loads(response.body)["kernel"]["id"]
+    jupyter_kernel = await start_session(lab, "nb.ipynb")
     connection_file = jupyter.runtime_dir / f"kernel-{jupyter_kernel}.json"
     await user_runs(connection_file, "the_users_value = 6 * 7")
 
@@ -461,17 +466,7 @@ async def test_the_page_may_name_its_notebooks_jupyter_kernel_but_only_one_of_th
     fake_openai.script(done("one"), done("two"))
     (await connected_socket(lab)).close()  # the extension is linked to hdspd
     # The session still has the notebook's old path (a rename it has not followed).
-    response = await lab.fetch(
-        "api/sessions",
-        body={
-            "path": "Untitled.ipynb",
-            "type": "notebook",
-            "name": "",
-            "kernel": {"name": "python3"},
-        },
-    )
-    assert response.code == 201, response.body
-    jupyter_kernel = json.loads(response.body)["kernel"]["id"]
+    jupyter_kernel = await start_session(lab, "Untitled.ipynb")
 
     def start(kernel: str) -> dict[str, Any]:
         context = {"notebook": "renamed.ipynb", "outline": []}
@@ -509,12 +504,7 @@ async def test_lab_restarting_or_shutting_the_notebooks_kernel_is_told_and_hdsp_
     (workspace / "nb.ipynb").write_text(
         json.dumps({"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5})
     )
-    response = await lab.fetch(
-        "api/sessions",
-        body={"path": "nb.ipynb", "type": "notebook", "name": "", "kernel": {"name": "python3"}},
-    )
-    assert response.code == 201, response.body
-    jupyter_kernel = json.loads(response.body)["kernel"]["id"]
+    jupyter_kernel = await start_session(lab, "nb.ipynb")
     fake_openai.script(done("attached"))
     context = {"notebook": "nb.ipynb", "cell": {"index": 0}, "outline": []}
     code, body = await lab.command(

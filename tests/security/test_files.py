@@ -38,14 +38,6 @@ def _mode(path: Path) -> int:
 
 
 @pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    (ws / "data.csv").write_text("x,y\n1,2\n")
-    return ws
-
-
-@pytest.fixture
 def umask_077() -> Iterator[None]:
     """The test process's umask, which a daemon started now inherits, is 077."""
     saved = os.umask(0o077)

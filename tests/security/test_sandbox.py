@@ -27,6 +27,7 @@ from tests.fakes.openai_server import Reply as FakeReply
 from tests.support.daemon_process import DaemonProcess
 from tests.support.events import collect_turn
 from tests.support.host_processes import processes_mentioning
+from tests.support.sandbox_probes import probe_code
 from tests.support.scripted_turns import call, done
 
 pytestmark = [pytest.mark.timeout(90), pytest.mark.slow]
@@ -163,15 +164,7 @@ async def test_a_command_cannot_reach_secrets_or_write_outside(
         assert secret not in got
 
 
-KERNEL_PROBES = """
-import os, pathlib
-def probe(label, action):
-    try:
-        action()
-    except Exception as exc:
-        print(label, "refused:", type(exc).__name__)
-    else:
-        print(label, "ALLOWED")
+KERNEL_PROBES = """\
 probe("ssh", lambda: open(os.path.expanduser("~/.ssh/id_rsa")).read())
 probe("config", lambda: open(os.path.expanduser("~/.config/tool/credentials")).read())
 probe("keyring", lambda: open(KEYRING).read())
@@ -191,9 +184,11 @@ async def test_kernel_code_cannot_reach_secrets_or_write_outside(
     keyring_file: Path,
     workspace: Path,
 ) -> None:
-    code = (
-        f"KEYRING = {str(keyring_file)!r}; HOME = {str(home)!r}; "
-        f"DAEMON = {daemon.proc.pid if daemon.proc else 0}\n" + KERNEL_PROBES
+    code = probe_code(
+        KERNEL_PROBES,
+        KEYRING=str(keyring_file),
+        HOME=str(home),
+        DAEMON=daemon.proc.pid if daemon.proc else 0,
     )
     await run_task(client, fake_openai, workspace, call("execute_code", code=code), done())
     result = tool_result(fake_openai, 1)

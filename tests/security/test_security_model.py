@@ -30,7 +30,6 @@ import os
 import shutil
 import sys
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -113,19 +112,6 @@ async def test_a_shell_commands_proc_shows_only_its_own_processes(
     # bwrap's init, the shell, the substitution's subshell and cat: no hdspd, no kernel.
     shown = set(line.split()[1:])
     assert shown and shown <= {"bwrap", "sh", "cat"}, line
-
-
-@pytest.fixture
-def users_kernel(tmp_path: Path) -> Iterator[KernelManager]:
-    """A kernel hdsp did not start: the stand-in for a notebook's."""
-    km = KernelManager(connection_file=str(tmp_path / "kernel-users.json"))
-    km.start_kernel(cwd=str(tmp_path))
-    try:
-        yield km
-    finally:
-        if km.has_kernel:
-            km.shutdown_kernel(now=True)
-        km.cleanup_resources()
 
 
 async def test_an_attached_kernel_runs_outside_the_sandbox_with_its_starters_access(

@@ -11,6 +11,7 @@ and from inside it sees what a task's kernel sees (real daemon, bwrap, ipykernel
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import uuid
@@ -29,8 +30,9 @@ from hdsp.protocol import (
 )
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.openai_server import Reply as FakeReply
-from tests.support.daemon_process import DaemonProcess, short_tmp_dir
+from tests.support.daemon_process import DaemonProcess, model_env, short_tmp_dir
 from tests.support.raw_peer import RawPeer
+from tests.support.sandbox_probes import probe_code
 from tests.support.scripted_turns import call
 
 
@@ -54,25 +56,25 @@ def home() -> Iterator[Path]:
     subprocess.run(["rm", "-rf", str(path)], check=True)
 
 
-@pytest.fixture
-def home_daemon(fake_openai: FakeOpenAI, home: Path) -> Iterator[DaemonProcess]:
-    proc = DaemonProcess(
-        short_tmp_dir(),
-        env={
-            "HDSP_BASE_URL": fake_openai.base_url,
-            "HDSP_MODEL": "gpt-test",
-            "HDSP_API_KEY": "sk-test-not-a-real-key",
-            "HOME": str(home),
-        },
-        cwd=home,
-    )
+def daemon_in(home: Path, root: Path, fake_openai: FakeOpenAI) -> Iterator[DaemonProcess]:
+    """hdspd running with `home` as its $HOME and working directory, its own
+    files under `root`; stopped afterwards."""
+    proc = DaemonProcess(root, env={**model_env(fake_openai.base_url), "HOME": str(home)}, cwd=home)
     try:
         proc.start()
         yield proc
     finally:
         if proc.proc is not None and proc.proc.poll() is None:
             proc.stop()
-        proc.cleanup()
+
+
+@pytest.fixture
+def home_daemon(fake_openai: FakeOpenAI, home: Path) -> Iterator[DaemonProcess]:
+    root = short_tmp_dir()
+    try:
+        yield from daemon_in(home, root, fake_openai)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def test_run_works_where_hdsp_runs_and_send_keeps_it(
@@ -194,15 +196,7 @@ def test_a_model_cannot_read_the_home_of_a_daemon_started_there(
 SSH_KEY = "-----BEGIN OPENSSH PRIVATE KEY----- kernel-cwd-test-key"
 KEYRING_KEY = "sk-ant-kernel-cwd-keyring-0123456789"
 
-KERNEL_PROBES = """
-import os, pathlib
-def probe(label, action):
-    try:
-        action()
-    except Exception as exc:
-        print(label, "refused:", type(exc).__name__)
-    else:
-        print(label, "ALLOWED")
+KERNEL_PROBES = """\
 probe("ssh", lambda: open(os.path.join(HOME, ".ssh", "id_rsa")).read())
 probe("keyring", lambda: open(KEYRING).read())
 probe("data", lambda: open(os.path.join(DATA, "hdsp.sqlite3"), "rb").read(1))
@@ -221,22 +215,7 @@ def daemon_at_home(fake_openai: FakeOpenAI, home: Path) -> Iterator[DaemonProces
     (home / "project" / "sub").mkdir(parents=True)
     (home / "project" / "to-home").symlink_to(home)
     (home / "project" / "alias").symlink_to(home / "project" / "sub")
-    proc = DaemonProcess(
-        home,
-        env={
-            "HDSP_BASE_URL": fake_openai.base_url,
-            "HDSP_MODEL": "gpt-test",
-            "HDSP_API_KEY": "sk-test-not-a-real-key",
-            "HOME": str(home),
-        },
-        cwd=home,
-    )
-    try:
-        proc.start()
-        yield proc
-    finally:
-        if proc.proc is not None and proc.proc.poll() is None:
-            proc.stop()
+    yield from daemon_in(home, home, fake_openai)
 
 
 async def probe_kernel(daemon: DaemonProcess, client: Client, kernel_id: str) -> str:
@@ -246,9 +225,12 @@ async def probe_kernel(daemon: DaemonProcess, client: Client, kernel_id: str) ->
     assert keyring.is_file()  # the daemon keeps a real secret there
     assert (daemon.data_dir / "hdsp.sqlite3").is_file()
     name = f"hdsp-kernel-probe-{uuid.uuid4().hex}"
-    code = (
-        f"HOME = {str(daemon.root)!r}; KEYRING = {str(keyring)!r}; "
-        f"DATA = {str(daemon.data_dir)!r}; NAME = {name!r}\n" + KERNEL_PROBES
+    code = probe_code(
+        KERNEL_PROBES,
+        HOME=str(daemon.root),
+        KEYRING=str(keyring),
+        DATA=str(daemon.data_dir),
+        NAME=name,
     )
     try:
         result = await client.execute_code(kernel_id, code, timeout=30)

@@ -19,9 +19,10 @@ import tempfile
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from types import TracebackType
 
-__all__ = ["DaemonProcess", "call_failed", "short_tmp_dir"]
+from tests.support.server_process import ServerProcess
+
+__all__ = ["DaemonProcess", "call_failed", "model_env", "short_tmp_dir"]
 
 
 def short_tmp_dir() -> Path:
@@ -30,24 +31,33 @@ def short_tmp_dir() -> Path:
     return Path(tempfile.mkdtemp(prefix="hdsp-", dir="/tmp"))
 
 
+def model_env(base_url: str, model: str = "gpt-test") -> dict[str, str]:
+    """The environment that points a daemon at the fake OpenAI-compatible
+    server at `base_url`, for `model`, with a key that is not real."""
+    return {
+        "HDSP_BASE_URL": base_url,
+        "HDSP_MODEL": model,
+        "HDSP_API_KEY": "sk-test-not-a-real-key",
+    }
+
+
 #: What a test's daemon starts with unless the test writes its own settings: no
 #: spare kernels (each task's start would start one beside the test, a second of
 #: CPU each; tests/daemon/kernels/test_kernel_pool.py tests the pool).
 _TEST_SETTINGS = {"version": 2, "kernels": {"pool_size": 0}}
 
 
-class DaemonProcess:
+class DaemonProcess(ServerProcess):
     def __init__(
         self, root: Path, env: Mapping[str, str] | None = None, *, cwd: Path | None = None
     ) -> None:
+        super().__init__("hdspd", root / "hdspd.stderr")
         self.root = root
         #: The daemon's working directory (the test's own by default).
         self.cwd = cwd
         self.data_dir = root / "data"
         self.runtime_dir = root / "run"
-        self.stderr_path = root / "hdspd.stderr"
         self.extra_env = dict(env or {})
-        self.proc: subprocess.Popen[bytes] | None = None
         self._notify_path = root / "notify"
         self.starts = 0
         #: The PostgreSQL database the daemon's store is in (None: SQLite).
@@ -97,20 +107,16 @@ class DaemonProcess:
         with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as notify:
             notify.bind(str(self._notify_path))
             env = self.env | {"NOTIFY_SOCKET": str(self._notify_path)}
-            with open(self.stderr_path, "ab") as err:
-                self.proc = subprocess.Popen(
-                    [sys.executable, "-m", "hdsp.daemon", "--log-format", "json", *args],
-                    env=env,
-                    cwd=self.cwd,
-                    stdin=subprocess.DEVNULL,
-                    stdout=err,
-                    stderr=err,
-                    preexec_fn=preexec_fn,
-                )
+            proc = self._spawn(
+                [sys.executable, "-m", "hdsp.daemon", "--log-format", "json", *args],
+                env=env,
+                cwd=self.cwd,
+                preexec_fn=preexec_fn,
+            )
             self.starts += 1
             # Wait for READY=1 or for the daemon to exit (a refusal), whichever
             # comes first: a pidfd is readable once the process has ended.
-            pidfd = os.pidfd_open(self.proc.pid)
+            pidfd = os.pidfd_open(proc.pid)
             try:
                 deadline = time.monotonic() + timeout
                 while (left := deadline - time.monotonic()) > 0:
@@ -123,16 +129,10 @@ class DaemonProcess:
             finally:
                 os.close(pidfd)
             if left > 0:
-                what = f"hdspd exited before it was ready (exit code {self.proc.wait(10)})"
+                what = f"hdspd exited before it was ready (exit code {proc.wait(10)})"
             else:
-                what = f"hdspd did not become ready in {timeout} s (exit code {self.proc.poll()})"
+                what = f"hdspd did not become ready in {timeout} s (exit code {proc.poll()})"
             raise AssertionError(f"{what}:\n{self.stderr()}")
-
-    def stderr(self) -> str:
-        try:
-            return self.stderr_path.read_text(errors="replace")
-        except FileNotFoundError:
-            return ""
 
     def wait_for_log(self, event: str, timeout: float = 30.0) -> None:
         """Wait until the daemon has logged `event` (a JSON log line's "event")."""
@@ -162,25 +162,6 @@ class DaemonProcess:
     def wait(self, timeout: float = 30.0) -> int:
         assert self.proc is not None
         return self.proc.wait(timeout)
-
-    def __enter__(self) -> DaemonProcess:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            try:
-                self.stop(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if exc is not None:
-            sys.stderr.write(f"---- hdspd stderr ----\n{self.stderr()}\n")
 
     def cleanup(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)

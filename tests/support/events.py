@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from hdsp.client import Client
 from hdsp.protocol import (
+    ClineMessage,
     Event,
     MessageEvent,
     TaskAborted,
@@ -13,7 +14,15 @@ from hdsp.protocol import (
     TaskResumable,
 )
 
-__all__ = ["ENDINGS", "collect_turn", "logged_events", "texts", "wait_for_said"]
+__all__ = [
+    "ENDINGS",
+    "collect_turn",
+    "logged_events",
+    "next_unanswered_ask",
+    "texts",
+    "wait_for_ask_ts",
+    "wait_for_said",
+]
 
 ENDINGS = (TaskCompleted, TaskAborted, TaskIdle, TaskResumable)
 
@@ -41,6 +50,27 @@ async def wait_for_said(client: Client, task_id: str, since_seq: int, say: str, 
                 if m.say == say and part in (m.text or ""):
                     return
     raise AssertionError("event stream ended early")
+
+
+async def next_unanswered_ask(
+    client: Client, since_seq: int, task_id: str | None = None
+) -> tuple[str, ClineMessage]:
+    """The next unanswered ask after `since_seq`, once whole, of `task_id` or
+    of any task: its task's id and the ask."""
+    async with client.events(task_id, since_seq=since_seq) as events:
+        async for event in events:
+            if isinstance(event.data, MessageEvent):
+                payload = event.data.payload[0]
+                m = payload.message
+                if m.type == "ask" and not m.partial and not m.is_answered:
+                    return payload.task_id, m
+    raise AssertionError("event stream ended early")
+
+
+async def wait_for_ask_ts(client: Client, task_id: str, since_seq: int) -> int:
+    """The ts of the task's next unanswered ask after `since_seq`, once whole."""
+    _, ask = await next_unanswered_ask(client, since_seq, task_id)
+    return ask.ts
 
 
 def texts(events: list[TaskEvent], say: str = "text") -> list[str]:

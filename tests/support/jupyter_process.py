@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
-import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import Any
+
+from tests.support.daemon_process import DaemonProcess
+from tests.support.server_process import ServerProcess
 
 __all__ = ["JupyterProcess"]
 
@@ -27,7 +27,7 @@ EXTENSION = "hdsp.client.jupyterlab"
 COLLABORATION_LABEXTENSIONS = ("@jupyter/collaboration-extension", "@jupyter/docprovider-extension")
 
 
-class JupyterProcess:
+class JupyterProcess(ServerProcess):
     def __init__(
         self,
         root: Path,
@@ -43,6 +43,7 @@ class JupyterProcess:
         python: str | Path = sys.executable,
         hdsp_extension: bool = True,
     ) -> None:
+        super().__init__(f"jupyter {app}", root / f"jupyter-{app}.stderr")
         self.root = root
         #: The interpreter that runs Jupyter (another venv's, for Jupyter AI).
         self.python = python
@@ -53,7 +54,6 @@ class JupyterProcess:
         self.app = app
         self.config_dir = root / "jupyter-config"
         self.runtime_dir = root / "jupyter-runtime"
-        self.stderr_path = root / f"jupyter-{app}.stderr"
         self.token = os.urandom(16).hex()
         self.extra_config = dict(config or {})
         self.extra_env = dict(env or {})
@@ -66,8 +66,13 @@ class JupyterProcess:
         #: not installed (its server extension not loaded, its JupyterLab
         #: extensions disabled), which `disable_rtc` alone does not quite do.
         self.collaboration = collaboration
-        self.proc: subprocess.Popen[bytes] | None = None
         self.info: dict[str, Any] = {}
+
+    @classmethod
+    def beside(cls, daemon: DaemonProcess, root_dir: Path, **options: Any) -> JupyterProcess:
+        """A server (`options` as for the class) that finds `daemon`, its own
+        files under the daemon's root, serving `root_dir`."""
+        return cls(daemon.root, hdsp_runtime_dir=daemon.runtime_dir, root_dir=root_dir, **options)
 
     @property
     def url(self) -> str:
@@ -111,38 +116,32 @@ class JupyterProcess:
         )
         env.update(self.extra_env)
         module = "jupyterlab" if self.app == "lab" else "jupyter_server"
-        with open(self.stderr_path, "ab") as err:
-            self.proc = subprocess.Popen(
-                [
-                    str(self.python),
-                    "-m",
-                    module,
-                    "--no-browser",
-                    "--ip=127.0.0.1",
-                    "--port=0",
-                    "--port-retries=0",
-                    f"--IdentityProvider.token={self.token}",
-                    f"--ServerApp.root_dir={self.root_dir}",
-                    # (CI runs as root; Jupyter refuses that unless told.)
-                    *(["--allow-root"] if os.geteuid() == 0 else []),
-                    *self.args,
-                ],
-                env=env,
-                cwd=self.root_dir,
-                stdin=subprocess.DEVNULL,
-                stdout=err,
-                stderr=err,
-            )
-        info_file = self.runtime_dir / f"jpserver-{self.proc.pid}.json"
+        proc = self._spawn(
+            [
+                str(self.python),
+                "-m",
+                module,
+                "--no-browser",
+                "--ip=127.0.0.1",
+                "--port=0",
+                "--port-retries=0",
+                f"--IdentityProvider.token={self.token}",
+                f"--ServerApp.root_dir={self.root_dir}",
+                # (CI runs as root; Jupyter refuses that unless told.)
+                *(["--allow-root"] if os.geteuid() == 0 else []),
+                *self.args,
+            ],
+            env=env,
+            cwd=self.root_dir,
+        )
+        info_file = self.runtime_dir / f"jpserver-{proc.pid}.json"
         deadline = time.monotonic() + timeout
         # Jupyter creates the file, then writes it: wait until it holds its JSON.
         while not _written(info_file):
-            if self.proc.poll() is not None:
-                raise AssertionError(
-                    f"jupyter {self.app} exited ({self.proc.returncode}):\n{self.stderr()}"
-                )
+            if proc.poll() is not None:
+                raise AssertionError(f"{self.name} exited ({proc.returncode}):\n{self.stderr()}")
             if time.monotonic() > deadline:
-                raise AssertionError(f"jupyter {self.app} did not start:\n{self.stderr()}")
+                raise AssertionError(f"{self.name} did not start:\n{self.stderr()}")
             time.sleep(0.05)  # the server writes the file as it starts
         self.info = json.loads(info_file.read_text())
         # The file is written just before the server binds its port (on its loop's
@@ -152,41 +151,13 @@ class JupyterProcess:
                 socket.create_connection((self.info["hostname"], self.info["port"]), 5).close()
                 return
             except ConnectionRefusedError:
-                if self.proc.poll() is not None or time.monotonic() > deadline:
-                    raise AssertionError(
-                        f"jupyter {self.app} does not listen:\n{self.stderr()}"
-                    ) from None
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise AssertionError(f"{self.name} does not listen:\n{self.stderr()}") from None
                 time.sleep(0.05)
 
-    def stderr(self) -> str:
-        try:
-            return self.stderr_path.read_text(errors="replace")
-        except FileNotFoundError:
-            return ""
-
-    def stop(self, timeout: float = 30.0) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-
-    def __enter__(self) -> JupyterProcess:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-        if exc is not None:
-            sys.stderr.write(f"---- jupyter {self.app} stderr ----\n{self.stderr()}\n")
+    def stop(self) -> None:
+        """SIGTERM, then SIGKILL if it has not exited in 30 s."""
+        self.terminate()
 
 
 def _written(info_file: Path) -> bool:

@@ -17,18 +17,16 @@ the server's culling of idle kernels (every second, connected ones too).
 from __future__ import annotations
 
 import os
-import signal
 import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
-from types import TracebackType
 from typing import Literal
 
 import httpx2
 
 from tests.support.cached_venv import cached_venv
+from tests.support.server_process import ServerProcess
 
 __all__ = [
     "ENTERPRISE_GATEWAY",
@@ -68,8 +66,11 @@ def _free_port() -> int:
         return port
 
 
-class KernelServer:
+class KernelServer(ServerProcess):
     """One Jupyter server of `kind`, on 127.0.0.1 with a random token."""
+
+    stop_timeout = 10.0
+    own_session = True
 
     def __init__(
         self,
@@ -84,6 +85,7 @@ class KernelServer:
         """`json_only`: Jupyter Server speaks only the JSON WebSocket protocol
         (not v1); `port` and `token`: those of a server started before (a
         server that restarts), else new ones."""
+        super().__init__(kind, root / f"{kind}.stderr")
         self.kind = kind
         self.root = root
         self.root_dir = root / "kernels"
@@ -91,8 +93,6 @@ class KernelServer:
         self.json_only = json_only
         self.token = token if token is not None else os.urandom(24).hex()
         self.port = port
-        self.stderr_path = root / f"{kind}.stderr"
-        self.proc: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
@@ -172,23 +172,12 @@ class KernelServer:
             PYDEVD_DISABLE_FILE_VALIDATION="1",
             PYTHONUNBUFFERED="1",
         )
-        with open(self.stderr_path, "ab") as err:
-            self.proc = subprocess.Popen(
-                self._command(python),
-                env=env,
-                cwd=self.root_dir,
-                stdin=subprocess.DEVNULL,
-                stdout=err,
-                stderr=err,
-                start_new_session=True,
-            )
+        proc = self._spawn(self._command(python), env=env, cwd=self.root_dir)
         headers = {"Authorization": f"token {self.token}"} if self.token else {}
         deadline = time.monotonic() + timeout
         while True:
-            if self.proc.poll() is not None:
-                raise AssertionError(
-                    f"{self.kind} exited ({self.proc.returncode}):\n{self.stderr()}"
-                )
+            if proc.poll() is not None:
+                raise AssertionError(f"{self.kind} exited ({proc.returncode}):\n{self.stderr()}")
             try:
                 answer = httpx2.get(f"{self.url}api/kernelspecs", headers=headers, timeout=5)
                 if answer.status_code == 200:
@@ -199,32 +188,6 @@ class KernelServer:
                 raise AssertionError(f"{self.kind} did not answer:\n{self.stderr()}")
             time.sleep(0.1)  # the server is starting
 
-    def stderr(self) -> str:
-        try:
-            return self.stderr_path.read_text(errors="replace")
-        except FileNotFoundError:
-            return ""
-
-    def stop(self, timeout: float = 10.0) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
-
-    def __enter__(self) -> KernelServer:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-        if exc is not None:
-            sys.stderr.write(f"---- {self.kind} stderr ----\n{self.stderr()}\n")
+    def stop(self) -> None:
+        """SIGTERM, then SIGKILL for it and its kernels if it has not exited in 10 s."""
+        self.terminate()

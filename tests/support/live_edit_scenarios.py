@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import nbformat
 
 from hdsp.client import connect
 from hdsp.protocol import KernelList, ListKernels
@@ -52,7 +53,23 @@ __all__ = [
     "insert_and_run_script",
     "kernel_hold",
     "tool_results",
+    "write_notebook",
 ]
+
+_v4: Any = nbformat.v4
+
+
+def write_notebook(path: Path, *sources: str) -> None:
+    """A notebook of code cells with `sources`, for the Python 3 kernel."""
+    nb = _v4.new_notebook()
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    nb.cells = [_v4.new_code_cell(s) for s in sources]
+    nbformat.write(nb, str(path))
+
 
 #: The notebook the user makes in the browser (in the workspace's root).
 NOTEBOOK = "plots.ipynb"

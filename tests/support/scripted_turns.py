@@ -9,12 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from hdsp.client import Client
-from hdsp.protocol import Ask, ClineMessage, MessageEvent, TaskInteractive
+from hdsp.protocol import Ask, ClineMessage, MessageEvent, TaskCompleted, TaskEvent, TaskInteractive
 from tests.fakes.openai_server import Reply, ToolCall
 
-from .events import ENDINGS
+from .events import ENDINGS, collect_turn
 
-__all__ = ["ask_or_end", "call", "done", "next_ask", "start"]
+__all__ = ["ask_or_end", "call", "done", "next_ask", "run_task", "start"]
 
 
 def call(name: str, **args: Any) -> Reply:
@@ -33,6 +33,15 @@ async def start(client: Client, text: str, workspace: Path, **approvals: Any) ->
     head = (await client.status()).head_seq
     ref = await client.start_task(text, workspace=workspace, approvals=approvals or None)
     return ref.task_id, head
+
+
+async def run_task(
+    client: Client, text: str, workspace: Path, **approvals: Any
+) -> tuple[str, list[TaskEvent]]:
+    """Start a task as `start` does and wait until its turn completes; returns
+    its id and the turn's events."""
+    task_id, head = await start(client, text, workspace, **approvals)
+    return task_id, await collect_turn(client, task_id, head, until=(TaskCompleted,))
 
 
 async def ask_or_end(client: Client, task_id: str, since: int) -> ClineMessage | None:

@@ -12,9 +12,17 @@ import anyio
 import pytest
 
 from hdsp.client import Client, CommandFailed, connect
-from hdsp.protocol import ErrorCode, StorageChanged, StorageHealth, TaskEvent
+from hdsp.protocol import (
+    ErrorCode,
+    StorageChanged,
+    StorageHealth,
+    StorageState,
+    TaskCompleted,
+    TaskEvent,
+)
+from tests.support.events import collect_turn, logged_events
 
-__all__ = ["Follower", "assert_seen_is_logged", "follow", "refused"]
+__all__ = ["Follower", "assert_seen_is_logged", "assert_service_resumes", "follow", "refused"]
 
 
 class Follower:
@@ -65,6 +73,27 @@ def assert_seen_is_logged(seen: list[TaskEvent], log: dict[int, TaskEvent]) -> i
         assert log.get(e.seq) == e, f"seq {e.seq} was published but is not in the log as seen"
     assert seqs == list(range(1, len(seqs) + 1)), "the subscriber's events have gaps"
     return len(durable)
+
+
+async def assert_service_resumes(
+    c: Client, f: Follower, waiting_task_id: str, new_work: str
+) -> tuple[int, int]:
+    """Once the storage is back: the daemon reports it OK, the task that waited
+    in the journal goes on, new work (a task `new_work`) is taken, the health is
+    clean again, and what `f` saw is the log. The head seq then, and how many
+    events were checked."""
+    with anyio.fail_after(20):
+        back = await f.reports.receive()
+    assert back.state is StorageState.OK
+    with anyio.fail_after(30):
+        await collect_turn(c, waiting_task_id, 0, until=(TaskCompleted,))
+        after = await c.start_task(new_work)
+        await collect_turn(c, after.task_id, 0, until=(TaskCompleted,))
+    assert (await c.status()).storage == StorageHealth()
+    head = (await c.status()).head_seq
+    with anyio.fail_after(20):
+        await f.wait_seq(head)
+    return head, assert_seen_is_logged(f.seen, await logged_events(c))
 
 
 async def refused(call: Callable[[], object]) -> CommandFailed:
