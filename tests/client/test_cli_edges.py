@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import pexpect
 import pytest
 
 from hdsp.client import Client
@@ -20,43 +19,17 @@ from hdsp.client.exit_codes import ExitCode
 from hdsp.client.sync import connect
 from hdsp.daemon.llm.demo import DEMO_NOTE, demo_tool_call
 from hdsp.protocol import MAX_PROMPT_BYTES, ErrorCode, TaskAborted, TaskIdle, TaskState
+from tests.client.test_cli_pty import PROMPT, finish, say, spawn, write_call
 from tests.fakes.openai_server import FakeOpenAI, ToolCall
 from tests.fakes.openai_server import Reply as FakeReply
 from tests.support.cli_process import cli_env, run_hdsp
 from tests.support.daemon_process import DaemonProcess
 from tests.support.events import ENDINGS, collect_turn
 
-ENTER = "\r"
-PROMPT = "you>"
-
-
-def write_call(path: str) -> FakeReply:
-    return FakeReply.tool_calls(
-        [ToolCall("write_to_file", json.dumps({"path": path, "content": "a note\n"}))]
-    )
-
 
 def refused() -> FakeReply:
     """A request the model server refuses for good (not retried by itself)."""
     return FakeReply.status(400, "The request is not valid.")
-
-
-def spawn(daemon: DaemonProcess, *args: str) -> pexpect.spawn:
-    return pexpect.spawn(
-        sys.executable,
-        ["-m", "hdsp.client", *args],
-        env=cli_env(daemon.runtime_dir),
-        encoding="utf-8",
-        codec_errors="replace",
-        timeout=30,
-        dimensions=(50, 200),
-    )
-
-
-def finish(child: pexpect.spawn) -> int:
-    child.expect(pexpect.EOF)
-    child.close()
-    return int(child.exitstatus) if child.signalstatus is None else 128 + child.signalstatus
 
 
 def hdsp(daemon: DaemonProcess, *args: str) -> subprocess.CompletedProcess[str]:
@@ -166,8 +139,7 @@ def test_chat_ctrl_c_at_an_approval_prompt_cancels_the_turn_and_stays(
     fake_openai.script(write_call("n.txt"), FakeReply.text("still here"))
     child = spawn(daemon, "chat", "--workspace", str(tmp_path))
     child.expect_exact(PROMPT)
-    child.send("write n.txt" + ENTER)
-    child.expect_exact("[y]es")
+    say(child, "write n.txt", "[y]es")
     child.sendintr()
     child.expect_exact("nothing was approved")
     child.expect_exact(PROMPT)
@@ -175,9 +147,7 @@ def test_chat_ctrl_c_at_an_approval_prompt_cancels_the_turn_and_stays(
         (item,) = client.list_tasks().tasks
         assert item.state == TaskState.ABORTED
     assert not (tmp_path / "n.txt").exists()
-    child.send("go on" + ENTER)  # the chat goes on with the same task
-    child.expect_exact("still here")
-    child.expect_exact(PROMPT)
+    say(child, "go on", "still here", PROMPT)  # the chat goes on with the same task
     child.sendeof()
     assert finish(child) == ExitCode.OK
 

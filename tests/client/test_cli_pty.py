@@ -47,6 +47,13 @@ def finish(child: pexpect.spawn) -> int:
     return int(child.exitstatus)
 
 
+def say(child: pexpect.spawn, line: str, *shown: str) -> None:
+    """Type `line` and Enter, then wait for each of `shown` in turn."""
+    child.send(line + ENTER)
+    for text in shown:
+        child.expect_exact(text)
+
+
 def run(daemon: DaemonProcess, *args: str, cwd: Path | None = None) -> tuple[int, str]:
     """A command to its end on a terminal: exit code and what it showed."""
     child = spawn(daemon, *args, cwd=cwd)
@@ -108,38 +115,22 @@ def test_chat_streams_replies_answers_asks_and_takes_slash_commands(
     )
     child = spawn(daemon, "chat", "--workspace", str(tmp_path))
     child.expect_exact(PROMPT)
-    child.send("/help" + ENTER)
-    child.expect_exact("/condense")
-    child.expect_exact(PROMPT)
-    child.send("/mode plan" + ENTER)
-    child.expect_exact("/mode is not available yet")
-    child.expect_exact(PROMPT)
-    child.send("/profile" + ENTER)
-    child.expect_exact("/profile is not available yet")
-    child.expect_exact(PROMPT)
+    say(child, "/help", "/condense", PROMPT)
+    say(child, "/mode plan", "/mode is not available yet", PROMPT)
+    say(child, "/profile", "/profile is not available yet", PROMPT)
 
-    child.send("hello" + ENTER)
-    child.expect_exact("Hello from the model.")
-    child.expect_exact(PROMPT)
+    say(child, "hello", "Hello from the model.", PROMPT)
 
     # An ask in between: Enter alone does not approve, y does.
-    child.send("write n.txt" + ENTER)
-    child.expect_exact("[y]es")
-    child.send(ENTER)
-    child.expect_exact("Enter alone does neither")
-    child.send("y" + ENTER)
-    child.expect_exact("Result: wrote it")
-    child.expect_exact(PROMPT)
+    say(child, "write n.txt", "[y]es")
+    say(child, "", "Enter alone does neither")
+    say(child, "y", "Result: wrote it", PROMPT)
     assert (tmp_path / "n.txt").read_text() == "a note\n"
 
     # Esc Enter makes a new line; Enter sends both lines as one message.
-    child.send("line one\x1b" + ENTER + "line two" + ENTER)
-    child.expect_exact("got two lines")
-    child.expect_exact(PROMPT)
+    say(child, "line one\x1b" + ENTER + "line two", "got two lines", PROMPT)
     # The up arrow brings the last message back.
-    child.send("\x1b[A" + ENTER)
-    child.expect_exact("again")
-    child.expect_exact(PROMPT)
+    say(child, "\x1b[A", "again", PROMPT)
 
     def text(content: object) -> str:
         if isinstance(content, str):
@@ -152,13 +143,10 @@ def test_chat_streams_replies_answers_asks_and_takes_slash_commands(
     assert sum("line one\nline two" in u for u in users) == 2, users
 
     # /condense asks the model for a summary at once.
-    child.send("/condense" + ENTER)
-    child.expect_exact("Condensed: ")
-    child.expect_exact(PROMPT)
+    say(child, "/condense", "Condensed: ", PROMPT)
     assert len(fake_openai.requests) == 6
 
-    child.send("/quit" + ENTER)
-    child.expect_exact("Left the chat; `hdsp chat ")
+    say(child, "/quit", "Left the chat; `hdsp chat ")
     assert finish(child) == ExitCode.OK
 
 
@@ -170,18 +158,13 @@ def test_chat_ctrl_c_cancels_the_turn_and_comes_back_to_the_prompt(
     fake_openai.script(FakeReply.text("first"), FakeReply.hang(), FakeReply.text("after"))
     child = spawn(daemon, "chat", "--workspace", str(tmp_path))
     child.expect_exact(PROMPT)
-    child.send("start" + ENTER)
-    child.expect_exact("first")
-    child.expect_exact(PROMPT)
-    child.send("wait forever" + ENTER)
+    say(child, "start", "first", PROMPT)
     # The request is on: the model server answers nothing.
-    child.expect_exact("Thin")  # FakeReply.hang: one chunk, then nothing
+    say(child, "wait forever", "Thin")  # FakeReply.hang: one chunk, then nothing
     child.sendintr()
     child.expect_exact("Cancelling the agent's turn")
     child.expect_exact(PROMPT)
-    child.send("go on" + ENTER)
-    child.expect_exact("after")
-    child.expect_exact(PROMPT)
+    say(child, "go on", "after", PROMPT)
     child.sendeof()
     assert finish(child) == ExitCode.OK
 
@@ -199,11 +182,9 @@ def test_chat_on_a_task_that_waits_answers_its_ask_first(
     child = spawn(daemon, "chat", task_id[:8])
     child.expect_exact("> write w.txt")  # the history so far
     child.expect_exact("[y]es")
-    child.send("y" + ENTER)
-    child.expect_exact("Result: wrote w.txt")
-    child.expect_exact(PROMPT)
+    say(child, "y", "Result: wrote w.txt", PROMPT)
     assert (tmp_path / "w.txt").exists()
-    child.send("/quit" + ENTER)
+    say(child, "/quit")
     assert finish(child) == ExitCode.OK
 
 
@@ -248,9 +229,7 @@ def test_run_asks_an_agents_approval_here_labelled_with_the_agent(
     child.expect_exact("a.txt")
     child.expect_exact("[y]es")
     assert not (tmp_path / "a.txt").exists()
-    child.send("y" + ENTER)
-    child.expect_exact("Approved: the ask of writer.")
-    child.expect_exact("lead: wrote a.txt")
+    say(child, "y", "Approved: the ask of writer.", "lead: wrote a.txt")
     assert finish(child) == ExitCode.OK
     assert (tmp_path / "a.txt").read_text() == "a note\n"
 
@@ -326,8 +305,7 @@ def test_the_readme_walkthrough(
     child = spawn(daemon, "attach", short)
     child.expect_exact("notes.md")
     child.expect_exact("[y]es")
-    child.send("y" + ENTER)
-    child.expect_exact("Result: wrote notes.md")
+    say(child, "y", "Result: wrote notes.md")
     assert finish(child) == ExitCode.OK
     assert (ws / "notes.md").read_text() == "a note\n"
 
@@ -347,11 +325,8 @@ def test_the_readme_walkthrough(
     fake_openai.script(FakeReply.text("Hello at the prompt."))
     child = spawn(daemon, "chat", cwd=ws)
     child.expect_exact(PROMPT)
-    child.send("hello" + ENTER)
-    child.expect_exact("Hello at the prompt.")
-    child.expect_exact(PROMPT)
-    child.send("/quit" + ENTER)
-    child.expect_exact("Left the chat; `hdsp chat ")
+    say(child, "hello", "Hello at the prompt.", PROMPT)
+    say(child, "/quit", "Left the chat; `hdsp chat ")
     assert finish(child) == ExitCode.OK
 
     # hdsp answer 3f2a --yes   approve what it waits for (--no "why" denies)

@@ -14,7 +14,7 @@ import pytest
 
 from hdsp.client import connect
 from hdsp.protocol import ActiveCell, PromptContext, TaskInteractive
-from tests.client.test_cli_pty import ENTER, PROMPT, finish, spawn
+from tests.client.test_cli_pty import PROMPT, finish, say, spawn
 from tests.fakes.openai_server import FakeOpenAI, ToolCall
 from tests.fakes.openai_server import Reply as FakeReply
 from tests.support.daemon_process import DaemonProcess
@@ -133,14 +133,9 @@ def test_chat_sends_its_notebook_and_cell_with_each_message_and_answer(
     )
     child = spawn(daemon, "chat", "--notebook", "sales.ipynb", "--cell", "1", cwd=ws)
     child.expect_exact(PROMPT)
-    child.send("why is it slow?" + ENTER)
-    child.expect_exact("first reply")
-    child.expect_exact(PROMPT)
-    child.send("plot it" + ENTER)
-    child.expect_exact("Which column?")
-    child.send("the x column" + ENTER)
-    child.expect_exact("noted")
-    child.expect_exact(PROMPT)
+    say(child, "why is it slow?", "first reply", PROMPT)
+    say(child, "plot it", "Which column?")
+    say(child, "the x column", "noted", PROMPT)
     child.sendeof()
     assert finish(child) == 0
 
