@@ -1,0 +1,38 @@
+"""Fixtures of the client tests."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+
+import anyio
+import pytest
+
+from hdsp.daemon.paths import resolve_paths
+from hdsp.daemon.store import Journal, Store
+from tests.support.daemon_process import DaemonProcess
+
+
+@pytest.fixture
+def stored_journal(
+    daemon_process: DaemonProcess,
+) -> Callable[[], AbstractAsyncContextManager[Journal]]:
+    """Opens the journal of `daemon_process`'s store before the daemon starts:
+    what a test writes there, the daemon finds once it starts."""
+
+    @asynccontextmanager
+    async def open_journal() -> AsyncIterator[Journal]:
+        paths = resolve_paths(daemon_process.data_dir, daemon_process.runtime_dir)
+        paths.database.parent.mkdir(parents=True, exist_ok=True)
+
+        async def publish(topic: bytes, body: bytes) -> None:
+            pass  # (no daemon runs yet: nobody to tell)
+
+        async with Store.open(paths.database) as store:
+            journal = Journal(store, publish)
+            async with anyio.create_task_group() as tg:
+                await tg.start(journal.run)
+                yield journal
+                await journal.aclose()
+
+    return open_journal
