@@ -62,24 +62,14 @@ async def run_resume(cli: Console, client: Client) -> int:
 
 
 async def run_condense(cli: Console, client: Client) -> int:
-    short = cli.args.task[:8]
-    return await _simple(
-        cli,
-        client,
-        client.condense_task,
-        f"; see `hdsp show {short}` for the summary and the tokens it saved",
-    )
+    done = f"; see `hdsp show {cli.args.task[:8]}` for the summary and the tokens it saved"
+    return await _simple(cli, client, client.condense_task, done)
 
 
 async def run_close(cli: Console, client: Client) -> int:
     short = cli.args.task[:8]
-    return await _simple(
-        cli,
-        client,
-        client.close_task,
-        f"; closed: stopped, its kernel and memory released; the history stays "
-        f"(`hdsp show {short}`)",
-    )
+    done = "; closed: stopped, its kernel and memory released; the history stays"
+    return await _simple(cli, client, client.close_task, f"{done} (`hdsp show {short}`)")
 
 
 def add_lifecycle_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
