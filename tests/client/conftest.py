@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from pathlib import Path
 
 import anyio
 import pytest
@@ -11,6 +12,15 @@ import pytest
 from hdsp.daemon.paths import resolve_paths
 from hdsp.daemon.store import Journal, Store
 from tests.support.daemon_process import DaemonProcess
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    """The workspace of the tasks under test: an empty directory (a module's own
+    `workspace` fixture may fill it)."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    return ws
 
 
 @pytest.fixture

@@ -49,11 +49,9 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    (ws / "data.csv").write_text("x,y\n1,2\n")
-    return ws
+def workspace(workspace: Path) -> Path:
+    (workspace / "data.csv").write_text("x,y\n1,2\n")
+    return workspace
 
 
 class Adapter:

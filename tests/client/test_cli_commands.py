@@ -30,16 +30,11 @@ from tests.fakes.openai_server import Reply as FakeReply
 from tests.support.cli_process import cli_env, run_hdsp
 from tests.support.daemon_process import DaemonProcess
 from tests.support.events import ENDINGS, collect_turn
+from tests.support.scripted_turns import call, done
 
 
 def write_call(path: str, content: str = "hi\n") -> FakeReply:
-    return FakeReply.tool_calls(
-        [ToolCall("write_to_file", json.dumps({"path": path, "content": content}))]
-    )
-
-
-def done(result: str = "ok") -> FakeReply:
-    return FakeReply.tool_calls([ToolCall("attempt_completion", json.dumps({"result": result}))])
+    return call("write_to_file", path=path, content=content)
 
 
 async def start(client: Client, text: str, workspace: Path, **kwargs: object) -> tuple[str, int]:
@@ -139,7 +134,7 @@ async def test_show_marks_auto_approved_writes_folds_long_diffs_and_shows_retrie
         FakeReply.status(500, retry_after=0),
         write_call("long.txt", long),
         command,
-        done(),
+        done("ok"),
     )
     approvals = {
         "always_allow_write": True,

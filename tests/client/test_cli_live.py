@@ -24,9 +24,10 @@ from typing import Any
 
 import pytest
 
-from tests.fakes.openai_server import FakeOpenAI, ToolCall
+from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.openai_server import Reply as OAI
 from tests.support.daemon_process import DaemonProcess, short_tmp_dir
+from tests.support.scripted_turns import call
 from tests.support.terminal import Terminal, cli_env
 
 pytestmark = pytest.mark.slow
@@ -71,13 +72,6 @@ def live_daemon(fake: FakeOpenAI) -> Iterator[DaemonProcess]:
     finally:
         daemon.stop()
         daemon.cleanup()
-
-
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    return ws
 
 
 def hdsp(
@@ -281,10 +275,6 @@ def test_the_status_line_shows_the_tokens_and_cost_so_far(
 
 
 # ---- asks: Ctrl-C, and the world moving while one waits (items 3, 5, 8) ----------
-
-
-def call(name: str, **args: Any) -> OAI:
-    return OAI.tool_calls([ToolCall(name, json.dumps(args))])
 
 
 def state_of(daemon: DaemonProcess, task_id: str) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from tests.fakes.openai_server import FakeOpenAI, ToolCall
 from tests.fakes.openai_server import Reply as FakeReply
 from tests.support.cli_process import cli_env
 from tests.support.daemon_process import DaemonProcess
+from tests.support.scripted_turns import call, done
 
 ENTER = "\r"  # what the Enter key sends on a terminal
 PROMPT = "you>"  # (prompt_toolkit draws the space after it by moving the cursor)
@@ -62,13 +63,7 @@ def run(daemon: DaemonProcess, *args: str, cwd: Path | None = None) -> tuple[int
 
 
 def write_call(path: str) -> FakeReply:
-    return FakeReply.tool_calls(
-        [ToolCall("write_to_file", json.dumps({"path": path, "content": "a note\n"}))]
-    )
-
-
-def done(result: str) -> FakeReply:
-    return FakeReply.tool_calls([ToolCall("attempt_completion", json.dumps({"result": result}))])
+    return call("write_to_file", path=path, content="a note\n")
 
 
 def wait_for(
