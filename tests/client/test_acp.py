@@ -9,7 +9,7 @@ import json
 import os
 import sys
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -97,6 +97,22 @@ def _adapter_log_on_failure(tmp_path: Path, request: pytest.FixtureRequest) -> A
 async def _only_task(client: Client) -> str:
     (item,) = (await client.list_tasks()).tasks
     return item.id
+
+
+def _texts(content: Iterable[object] | None) -> list[str]:
+    """The text of each text block among a tool call's `content`."""
+    return [
+        c.content.text
+        for c in content or []
+        if isinstance(c, ContentToolCallContent) and isinstance(c.content, TextContentBlock)
+    ]
+
+
+def _session_record(tmp_path: Path, session_id: str) -> dict[str, Any]:
+    """What the adapter keeps of a session (under its state dir)."""
+    path = tmp_path / "state" / "hdsp" / "acp-sessions" / f"{session_id}.json"
+    record: dict[str, Any] = json.loads(path.read_text())
+    return record
 
 
 async def _in_the_kernel(client: Client, code: str) -> dict[str, Any]:
@@ -234,14 +250,11 @@ async def test_cancel_mid_cell_interrupts_the_kernel_and_ends_cancelled(
             ask.choose("allow_once")
 
             def running() -> bool:
-                for u in tool_updates(a.host.updates):
-                    for c in u.content or []:
-                        if isinstance(c, ContentToolCallContent) and isinstance(
-                            c.content, TextContentBlock
-                        ):
-                            if "running" in c.content.text:  # (the output, not the code)
-                                return True
-                return False
+                return any(
+                    "running" in text  # (the output, not the code)
+                    for u in tool_updates(a.host.updates)
+                    for text in _texts(u.content)
+                )
 
             await a.host.wait_for(running)
             await a.conn.cancel(session_id=session.session_id)
@@ -403,9 +416,7 @@ async def test_allow_always_on_a_write_covers_that_path_in_this_session_only(
     # hdsp's own settings are untouched: another session (or client) is asked.
     settings = await client.get_settings()
     assert settings.settings["approvals"].get("always_allow_write") in (False, None)
-    record = json.loads(
-        (tmp_path / "state" / "hdsp" / "acp-sessions" / f"{session.session_id}.json").read_text()
-    )
+    record = _session_record(tmp_path, session.session_id)
     assert record["alwaysAllowed"] == ["path:write_to_file:a.txt"]
     assert record["taskId"] == snapshot.item.id
 
@@ -429,11 +440,7 @@ async def test_allow_always_on_code_covers_that_very_code_only(
             # The same code again runs without asking; other code asks (before:
             # one "always" approved every later execution of the session).
             other = await a.host.next_permission()
-            shown = [
-                c.content.text
-                for c in other.tool_call.content or []
-                if isinstance(c, ContentToolCallContent) and isinstance(c.content, TextContentBlock)
-            ]
+            shown = _texts(other.tool_call.content)
             assert any("n = 2" in text for text in shown), shown
             other.choose("reject_once")
         assert result["stop"] == "end_turn"
@@ -497,12 +504,7 @@ async def test_the_todo_list_is_the_plan_and_a_command_shows_its_output_like_a_t
         call_id = ask.tool_call.tool_call_id
         updates = tool_updates(a.host.updates, call_id)
         assert [u.status for u in updates if u.status][-1] == "completed"
-        shown = [
-            c.content.text
-            for u in updates
-            for c in u.content or []
-            if isinstance(c, ContentToolCallContent) and isinstance(c.content, TextContentBlock)
-        ]
+        shown = [text for u in updates for text in _texts(u.content)]
         assert any(
             text.startswith("```console\n") and "hello from the shell" in text for text in shown
         ), shown
@@ -637,10 +639,8 @@ async def test_the_hosts_mcp_servers_are_the_tasks_in_hdspds_memory_only(
     # database or log, not in the adapter's session record.
     settings = await client.get_settings()
     assert settings.settings.get("mcp", {}).get("servers", {}) == {}
-    record = (
-        tmp_path / "state" / "hdsp" / "acp-sessions" / f"{session.session_id}.json"
-    ).read_text()
-    assert json.loads(record)["mcpServers"][0]["env"] == ["PROBE_TOKEN", "PROBE_REF"]
+    record = _session_record(tmp_path, session.session_id)
+    assert record["mcpServers"][0]["env"] == ["PROBE_TOKEN", "PROBE_REF"]
     written = [tmp_path / "acp.stderr", daemon.stderr_path, *daemon.data_dir.rglob("*")]
     for path in written:
         if path.is_file():
