@@ -8,7 +8,6 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
@@ -19,8 +18,8 @@ from hdsp.client.exit_codes import ExitCode
 from hdsp.client.sync import connect
 from hdsp.daemon.llm.demo import DEMO_NOTE, demo_tool_call
 from hdsp.protocol import MAX_PROMPT_BYTES, ErrorCode, TaskAborted, TaskIdle, TaskState
-from tests.client.test_cli_pty import PROMPT, finish, say, spawn, write_call
-from tests.fakes.openai_server import FakeOpenAI, ToolCall
+from tests.client.test_cli_pty import PROMPT, finish, lead_calls_a_writer, say, spawn, write_call
+from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.openai_server import Reply as FakeReply
 from tests.support.cli_process import cli_env, run_hdsp
 from tests.support.daemon_process import DaemonProcess
@@ -95,20 +94,6 @@ async def test_run_off_a_terminal_exits_4_at_the_retry_ask_and_status_agrees_wit
 # ---- an agent's ask, off a terminal ---------------------------------------------
 
 
-def _lead_calls_a_writer(body: dict[str, Any]) -> FakeReply | None:
-    agent = str(body["messages"][0]["content"]).split('"')[1]
-    results = [m["content"] for m in body["messages"] if m["role"] == "tool"]
-    if agent == "lead" and not results:
-        return FakeReply.tool_calls(
-            [ToolCall("call_agent", json.dumps({"agent_name": "writer", "message": "write"}))]
-        )
-    if agent == "lead":
-        return FakeReply.tool_calls([ToolCall("finish", json.dumps({"message": "lead done"}))])
-    if not results:
-        return write_call("a.txt")
-    return FakeReply.tool_calls([ToolCall("finish", json.dumps({"message": "wrote a.txt"}))])
-
-
 async def test_run_off_a_terminal_exits_4_when_an_agent_it_calls_waits_on_an_approval(
     daemon: DaemonProcess, fake_openai: FakeOpenAI, client: Client, tmp_path: Path
 ) -> None:
@@ -117,7 +102,7 @@ async def test_run_off_a_terminal_exits_4_when_an_agent_it_calls_waits_on_an_app
             daemon.runtime_dir, "agent", "add", name, f"The {name}.", "--groups", groups
         )
         assert r.returncode == ExitCode.OK, r.stderr
-    fake_openai.responder = _lead_calls_a_writer
+    fake_openai.responder = lead_calls_a_writer
     args = ("run", "--agent", "lead", "--auto-approve", "subtasks", "--workspace", str(tmp_path))
     r = await run_hdsp(daemon.runtime_dir, *args, "Write a.txt")
     assert r.returncode == ExitCode.WAITING, r.stderr

@@ -9,6 +9,7 @@ import re
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 import pexpect
 import pytest
@@ -16,8 +17,9 @@ import pytest
 from hdsp.client.exit_codes import ExitCode
 from hdsp.client.sync import connect
 from hdsp.protocol import MessageEvent, TaskAborted, TaskCompleted, TaskIdle, TaskInteractive
-from tests.fakes.openai_server import FakeOpenAI, ToolCall
+from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.openai_server import Reply as FakeReply
+from tests.integration.test_agents_e2e import agent_of, results_in
 from tests.support.cli_process import cli_env
 from tests.support.daemon_process import DaemonProcess
 from tests.support.scripted_turns import call, done
@@ -64,6 +66,19 @@ def run(daemon: DaemonProcess, *args: str, cwd: Path | None = None) -> tuple[int
 
 def write_call(path: str) -> FakeReply:
     return call("write_to_file", path=path, content="a note\n")
+
+
+def lead_calls_a_writer(body: dict[str, Any]) -> FakeReply | None:
+    """The model of two agents: lead calls writer, whose write of a.txt asks;
+    then lead finishes with what writer returned."""
+    results = results_in(body)
+    if agent_of(body) == "lead":
+        if not results:
+            return call("call_agent", agent_name="writer", message="write")
+        return call("finish", message=f"lead: {results[0]}")
+    if not results:
+        return write_call("a.txt")
+    return call("finish", message="wrote a.txt")
 
 
 def wait_for(
@@ -192,22 +207,7 @@ def test_run_asks_an_agents_approval_here_labelled_with_the_agent(
         code, shown = run(daemon, "agent", "add", name, f"The {name}.", "--groups", groups)
         assert code == ExitCode.OK, shown
 
-    def respond(body: dict[str, object]) -> FakeReply | None:
-        agent = str(body["messages"][0]["content"]).split('"')[1]  # type: ignore[index]
-        results = [m["content"] for m in body["messages"] if m["role"] == "tool"]  # type: ignore[attr-defined,index]
-        if agent == "lead" and not results:
-            return FakeReply.tool_calls(
-                [ToolCall("call_agent", json.dumps({"agent_name": "writer", "message": "write"}))]
-            )
-        if agent == "lead":
-            return FakeReply.tool_calls(
-                [ToolCall("finish", json.dumps({"message": f"lead: {results[0]}"}))]
-            )
-        if not results:
-            return write_call("a.txt")
-        return FakeReply.tool_calls([ToolCall("finish", json.dumps({"message": "wrote a.txt"}))])
-
-    fake_openai.responder = respond
+    fake_openai.responder = lead_calls_a_writer
     child = spawn(
         daemon,
         "run",
