@@ -18,7 +18,15 @@ from hdsp.client.exit_codes import ExitCode
 from hdsp.client.sync import connect
 from hdsp.daemon.llm.demo import DEMO_NOTE, demo_tool_call
 from hdsp.protocol import MAX_PROMPT_BYTES, ErrorCode, TaskAborted, TaskIdle, TaskState
-from tests.client.test_cli_pty import PROMPT, finish, lead_calls_a_writer, say, spawn, write_call
+from tests.client.test_cli_pty import (
+    PROMPT,
+    chat_at_prompt,
+    finish,
+    lead_calls_a_writer,
+    say,
+    spawn,
+    write_call,
+)
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.openai_server import Reply as FakeReply
 from tests.support.cli_process import cli_env, run_hdsp
@@ -122,8 +130,7 @@ def test_chat_ctrl_c_at_an_approval_prompt_cancels_the_turn_and_stays(
     daemon: DaemonProcess, fake_openai: FakeOpenAI, tmp_path: Path
 ) -> None:
     fake_openai.script(write_call("n.txt"), FakeReply.text("still here"))
-    child = spawn(daemon, "chat", "--workspace", str(tmp_path))
-    child.expect_exact(PROMPT)
+    child = chat_at_prompt(daemon, "--workspace", str(tmp_path))
     say(child, "write n.txt", "[y]es")
     child.sendintr()
     child.expect_exact("nothing was approved")

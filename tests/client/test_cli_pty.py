@@ -41,6 +41,13 @@ def spawn(daemon: DaemonProcess, *args: str, cwd: Path | None = None) -> pexpect
     )
 
 
+def chat_at_prompt(daemon: DaemonProcess, *args: str, cwd: Path | None = None) -> pexpect.spawn:
+    """`hdsp chat ARGS` on a terminal, once it shows its first prompt."""
+    child = spawn(daemon, "chat", *args, cwd=cwd)
+    child.expect_exact(PROMPT)
+    return child
+
+
 def finish(child: pexpect.spawn) -> int:
     """Wait for the command to end; its exit code (128+N for a signal)."""
     child.expect(pexpect.EOF)
@@ -123,8 +130,7 @@ def test_chat_streams_replies_answers_asks_and_takes_slash_commands(
         FakeReply.text("again"),
         FakeReply.text("Summary: the user said hello and a note was written to n.txt."),
     )
-    child = spawn(daemon, "chat", "--workspace", str(tmp_path))
-    child.expect_exact(PROMPT)
+    child = chat_at_prompt(daemon, "--workspace", str(tmp_path))
     say(child, "/help", "/condense", PROMPT)
     say(child, "/mode plan", "/mode is not available yet", PROMPT)
     say(child, "/profile", "/profile is not available yet", PROMPT)
@@ -166,8 +172,7 @@ def test_chat_ctrl_c_cancels_the_turn_and_comes_back_to_the_prompt(
     daemon: DaemonProcess, fake_openai: FakeOpenAI, tmp_path: Path
 ) -> None:
     fake_openai.script(FakeReply.text("first"), FakeReply.hang(), FakeReply.text("after"))
-    child = spawn(daemon, "chat", "--workspace", str(tmp_path))
-    child.expect_exact(PROMPT)
+    child = chat_at_prompt(daemon, "--workspace", str(tmp_path))
     say(child, "start", "first", PROMPT)
     # The request is on: the model server answers nothing.
     say(child, "wait forever", "Thin")  # FakeReply.hang: one chunk, then nothing
@@ -318,8 +323,7 @@ def test_the_readme_walkthrough(
 
     # hdsp chat   a conversation at a prompt (hdsp chat 3f2a: an existing task)
     fake_openai.script(FakeReply.text("Hello at the prompt."))
-    child = spawn(daemon, "chat", cwd=ws)
-    child.expect_exact(PROMPT)
+    child = chat_at_prompt(daemon, cwd=ws)
     say(child, "hello", "Hello at the prompt.", PROMPT)
     say(child, "/quit", "Left the chat; `hdsp chat ")
     assert finish(child) == ExitCode.OK

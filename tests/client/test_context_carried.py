@@ -14,7 +14,7 @@ import pytest
 
 from hdsp.client import connect
 from hdsp.protocol import ActiveCell, PromptContext, TaskInteractive
-from tests.client.test_cli_pty import PROMPT, finish, say, spawn
+from tests.client.test_cli_pty import PROMPT, chat_at_prompt, finish, say, spawn
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.openai_server import Reply as FakeReply
 from tests.support.daemon_process import DaemonProcess
@@ -126,8 +126,7 @@ def test_chat_sends_its_notebook_and_cell_with_each_message_and_answer(
         call("ask_followup_question", question="Which column?"),
         FakeReply.text("noted"),
     )
-    child = spawn(daemon, "chat", "--notebook", "sales.ipynb", "--cell", "1", cwd=ws)
-    child.expect_exact(PROMPT)
+    child = chat_at_prompt(daemon, "--notebook", "sales.ipynb", "--cell", "1", cwd=ws)
     say(child, "why is it slow?", "first reply", PROMPT)
     say(child, "plot it", "Which column?")
     say(child, "the x column", "noted", PROMPT)
