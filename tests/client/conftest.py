@@ -6,11 +6,11 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 
-import anyio
 import pytest
 
 from hdsp.daemon.paths import resolve_paths
 from hdsp.daemon.store import Journal, Store
+from tests.daemon.store.journals import running_journal
 from tests.support.daemon_process import DaemonProcess
 
 
@@ -38,11 +38,7 @@ def stored_journal(
         async def publish(topic: bytes, body: bytes) -> None:
             pass  # (no daemon runs yet: nobody to tell)
 
-        async with Store.open(paths.database) as store:
-            journal = Journal(store, publish)
-            async with anyio.create_task_group() as tg:
-                await tg.start(journal.run)
-                yield journal
-                await journal.aclose()
+        async with Store.open(paths.database) as store, running_journal(store, publish) as journal:
+            yield journal
 
     return open_journal
