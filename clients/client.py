@@ -25,7 +25,6 @@ from typing import Any, TypeVar, cast
 
 import anyio
 import anyio.lowlevel
-import msgspec
 import zmq
 import zmq.asyncio
 from anyio.abc import TaskGroup
@@ -61,11 +60,11 @@ from .errors import (
     ConnectionLost,
     DaemonNotRunning,
     NotAuthenticated,
-    ProtocolError,
     RemoteConfigError,
 )
 from .event_stream import STREAM_BUFFER, EventStream
 from .remotes import ClientKeys, Remote, load_client_keys, resolve_remote
+from .replies import result_of
 
 __all__ = ["Client", "EventStream", "connect"]
 
@@ -444,18 +443,7 @@ class Client(TaskRequests, KernelRequests, DaemonRequests):
                     f"hdspd went away and was not back after {waited:.3g} s ({name} was {sent})."
                 )
             raise ConnectionLost(f"hdspd did not answer {name} within {waited:.3g} s.")
-        if not reply.ok:
-            if reply.error is None:
-                raise ProtocolError("The daemon sent an error reply without an error.")
-            raise CommandFailed.from_info(reply.error)
-        try:
-            if isinstance(reply.result, msgspec.Raw):  # decoded once, into its type
-                result: R = msgspec.json.decode(reply.result, type=spec.result)
-            else:
-                result = msgspec.convert(reply.result, spec.result, from_attributes=False)
-        except msgspec.DecodeError as exc:
-            raise ProtocolError(f"Unreadable result of {name}: {exc}") from exc
-        return result
+        return result_of(reply, command)
 
     async def _exchange(self, command: CommandBase[Any]) -> Reply | None:
         """Send once and wait for the reply; None when the daemon went away first."""

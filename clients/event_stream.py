@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import AsyncIterator
-from types import TracebackType
 from typing import TYPE_CHECKING
 
 import anyio
@@ -76,12 +75,7 @@ class EventStream:
         """Events this stream holds that the reader has not taken yet."""
         return len(self._ready) + self._receive.statistics().current_buffer_used
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         self._close()
 
     def _close(self) -> None:

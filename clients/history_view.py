@@ -29,7 +29,14 @@ from .context_line import context_line
 from .escape import escape_controls
 from .todo_view import todo_markdown
 
-__all__ = ["FOLDED_NOTE", "FOLD_LINES", "HistoryView", "replay_lines", "usage_line"]
+__all__ = [
+    "FOLDED_NOTE",
+    "FOLD_LINES",
+    "HistoryView",
+    "json_object",
+    "replay_lines",
+    "usage_line",
+]
 
 #: Output longer than this many lines is folded to its head and tail.
 FOLD_LINES = 20
@@ -74,8 +81,10 @@ def _token_change(info: dict[str, Any]) -> str:
     return ""
 
 
-def _json_object(text: str) -> dict[str, Any] | None:
-    if not text.startswith("{"):
+def json_object(text: str | None) -> dict[str, Any] | None:
+    """`text` read as a JSON object (what a message's text holds for a tool call,
+    an ask or a record); None when it is not one."""
+    if not text or not text.startswith("{"):
         return None
     try:
         data = json.loads(text)
@@ -300,12 +309,12 @@ class HistoryView:
             if problem:
                 self._write(f"  {status}", _DIM)
         elif say == "api_req_retried":
-            info = _json_object(text) or {}
+            info = json_object(text) or {}
             attempt, delay = info.get("attempt"), info.get("delay")
             after = f" after {delay:.1f} s" if isinstance(delay, int | float) else ""
             self._write(f"retried the request (attempt {attempt}{after})", _YELLOW)
         elif say == "sliding_window_truncation":
-            info = m.context_truncation or _json_object(text) or {}
+            info = m.context_truncation or json_object(text) or {}
             removed = info.get("messagesRemoved", "some")
             self._write(
                 f"context truncated: the {removed} oldest messages were left out of the "
@@ -313,7 +322,7 @@ class HistoryView:
                 _YELLOW,
             )
         elif say == "condense_context":
-            info = m.context_condense or _json_object(text) or {}
+            info = m.context_condense or json_object(text) or {}
             if m.partial:
                 self._write("condensing the context...", _DIM)
             else:
@@ -341,7 +350,7 @@ class HistoryView:
             self._write(f"[{say}] {text}".rstrip(), _DIM)
 
     def _tool(self, text: str, how: str | None) -> None:
-        data = _json_object(text)
+        data = json_object(text)
         if data is None or "tool" not in data:
             self._write(f"tool: {text}" + (f"  ({how})" if how else ""), _DIM)
             return
@@ -377,7 +386,7 @@ class HistoryView:
         """What ask `m` wants (the lines above how it was answered): printed by a
         prompt before it asks, so that the screen holds the ask once."""
         text = m.text or ""
-        data = _json_object(text)
+        data = json_object(text)
         kind = m.ask or ""
         if kind == "command":
             where = f" in {m.cwd}" if m.cwd else ""

@@ -16,7 +16,6 @@ import time
 from pathlib import Path
 from typing import Any, TypeVar
 
-import msgspec
 import zmq
 
 from hdsp.protocol import (
@@ -31,13 +30,13 @@ from hdsp.protocol import (
     TaskCommand,
     __version__,
     command_name,
-    command_spec,
     decode_control_frame,
     encode,
 )
 
 from .discovery import find_daemon
 from .errors import CommandFailed, ConnectionLost, DaemonNotRunning, ProtocolError
+from .replies import result_of
 
 __all__ = ["local_daemon", "request_once"]
 
@@ -90,18 +89,7 @@ def request_once(
         if reply is None:
             raise ConnectionLost(f"hdspd did not answer {what} within {reply_timeout:g} s.")
         assert isinstance(reply, Reply)
-        if not reply.ok:
-            if reply.error is None:
-                raise ProtocolError("The daemon sent an error reply without an error.")
-            raise CommandFailed.from_info(reply.error)
-        try:
-            result: R = msgspec.json.decode(
-                reply.result if isinstance(reply.result, msgspec.Raw) else encode(reply.result),
-                type=command_spec(command).result,
-            )
-        except msgspec.DecodeError as exc:
-            raise ProtocolError(f"Unreadable result of {what}: {exc}") from exc
-        return result
+        return result_of(reply, command)
     finally:
         sock.close()
         ctx.term()

@@ -13,7 +13,6 @@ Code and output are put in a fence longer than any run of backticks inside them.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
@@ -50,7 +49,7 @@ from unidiff.patch import PatchSet
 
 from hdsp.protocol import CellOutput, ClineMessage, TodoItem, ToolResultText
 
-from ..history_view import kernel_output_text, replay_lines
+from ..history_view import json_object, kernel_output_text, replay_lines
 
 __all__ = [
     "PERMISSION_ASKS",
@@ -140,16 +139,6 @@ def inline_code(text: str) -> str:
     return f"{ticks}{pad}{text}{pad}{ticks}"
 
 
-def _json_object(text: str | None) -> dict[str, Any] | None:
-    if not text or not text.startswith("{"):
-        return None
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return None
-    return data if isinstance(data, dict) else None
-
-
 def _text(text: str) -> ContentToolCallContent:
     return ContentToolCallContent(type="content", content=TextContentBlock(type="text", text=text))
 
@@ -216,7 +205,7 @@ def tool_call_of_ask(
             [],
             None,
         )
-    data = _json_object(text)
+    data = json_object(text)
     if data is None or not isinstance(data.get("tool"), str):
         title = "Use an MCP server" if m.ask == "use_mcp_server" else "A tool call"
         return call_id, title, "other", [_text(fenced(text))] if text else [], [], None
@@ -406,7 +395,7 @@ class UpdateTranslator:
             who = f" by {m.answered_by}" if m.answered_by else ""
             return updates + self._call_failed(call_id, f"Denied{who}.")
         if m.ask == "followup":
-            data = _json_object(m.text) or {}
+            data = json_object(m.text) or {}
             question = str(data.get("question", m.text or ""))
             suggestions = [
                 str(s.get("answer", "")) for s in data.get("suggest", []) if isinstance(s, dict)

@@ -6,6 +6,7 @@ wait for Enter before it could say so. :func:`read_line` waits for the line on
 the event loop instead, so that cancelling its scope ends it at once; what the
 person had typed but not entered is discarded (it answered an ask that is
 gone), and the line is ended so that what comes next starts on its own line.
+:func:`typed_answer` reads the line as the answer it gives.
 """
 
 from __future__ import annotations
@@ -14,7 +15,24 @@ import os
 import sys
 import termios
 
-__all__ = ["read_line"]
+__all__ = ["read_line", "typed_answer"]
+
+
+def typed_answer(line: str, *, followup: bool = False) -> tuple[str, str | None]:
+    """The answer (askResponse, text) that `line`, typed at an ask's prompt,
+    gives: y or yes approves, n or no denies, `n WHY` denies saying why, and any
+    other line answers in words. To a `followup` question only a bare y/yes/n/no
+    is a verdict: any other line is the answer."""
+    lowered = line.lower()
+    if followup and lowered not in ("y", "yes", "n", "no"):
+        return "messageResponse", line
+    if lowered in ("y", "yes"):
+        return "yesButtonClicked", None
+    if lowered in ("n", "no"):
+        return "noButtonClicked", None
+    if lowered.startswith(("n ", "no ")):
+        return "noButtonClicked", line.split(" ", 1)[1]
+    return "messageResponse", line
 
 
 async def read_line(prompt: str) -> str:

@@ -34,6 +34,7 @@ from ..errors import CommandFailed
 from ..escape import escape_controls
 from ..exit_codes import ExitCode
 from ..history_view import HistoryView
+from .ask_prompt import typed_answer
 from .console import Console, use_color
 from .context_flags import add_context_arguments, prompt_context
 from .render import Renderer
@@ -256,18 +257,7 @@ class Chat:
             if line or not renderer.needs_explicit_yes(ask):
                 break
             self.note("Type y to approve or n to deny (Enter alone does neither).")
-        lowered = line.lower()
-        text: str | None
-        if ask.ask == "followup" and lowered not in ("y", "yes", "n", "no"):
-            response, text = "messageResponse", line
-        elif lowered in ("y", "yes"):
-            response, text = "yesButtonClicked", None
-        elif lowered in ("n", "no"):
-            response, text = "noButtonClicked", None
-        elif lowered.startswith(("n ", "no ")):
-            response, text = "noButtonClicked", line.split(" ", 1)[1]
-        else:
-            response, text = "messageResponse", line
+        response, text = typed_answer(line, followup=ask.ask == "followup")
         try:
             # (An answer in words is a message: it carries the chat's context.)
             context = self.context if response == "messageResponse" else None

@@ -20,7 +20,7 @@ from hdsp.protocol import (
 from ..exit_codes import ExitCode
 from ..history_view import replay_lines
 from .ask_prompt import read_line
-from .console import Console
+from .console import Console, print_result
 from .task_ids import add_task_argument, resolve_task_id
 
 if TYPE_CHECKING:
@@ -173,11 +173,7 @@ async def run_restore(cli: Console, client: Client) -> int:
             tg.start_soon(_answer_replay_ask, cli, client, task_id)
         tg.start_soon(restore)
     assert result is not None
-    if a.json:
-        cli.out_raw(encode(result).decode())
-    else:
-        for line in _result_lines(result):
-            cli.out(line)
+    print_result(cli, result, _result_lines(result))
     replay = result.kernel
     failed = replay is not None and (replay.failed_at is not None or not replay.approved)
     return ExitCode.FAILED if failed else ExitCode.OK

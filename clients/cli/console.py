@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Protocol, TextIO
+
+from hdsp.protocol import encode
 
 if TYPE_CHECKING:
     from ..client import Client
 
-__all__ = ["Console", "Handler", "use_color"]
+__all__ = ["Console", "Handler", "print_result", "use_color"]
 
 
 class Console(Protocol):
@@ -29,6 +31,16 @@ class Console(Protocol):
 
 
 Handler = Callable[["Console", "Client"], Awaitable[int]]
+
+
+def print_result(cli: Console, value: object, lines: Iterable[str]) -> None:
+    """What a command prints of its result: `value` as one line of JSON under
+    --json, else `lines` for a person."""
+    if cli.args.json:
+        cli.out_raw(encode(value).decode())
+    else:
+        for line in lines:
+            cli.out(line)
 
 
 def use_color(stream: TextIO) -> bool:

@@ -56,7 +56,7 @@ from ..client import Client
 from ..errors import ClientError, CommandFailed, NotAuthenticated
 from ..escape import escape_controls
 from ..exit_codes import ExitCode
-from .ask_prompt import read_line
+from .ask_prompt import read_line, typed_answer
 from .live import LiveView
 
 __all__ = ["TaskFollower"]
@@ -426,16 +426,7 @@ class TaskFollower:
 
     async def _answer(self, prompt: _Prompt, line: str) -> None:
         ask = prompt.ask
-        lower = line.lower()
-        text: str | None = None
-        if lower in ("y", "yes"):
-            response = "yesButtonClicked"
-        elif lower in ("n", "no"):
-            response = "noButtonClicked"
-        elif lower.startswith(("n ", "no ")):
-            response, text = "noButtonClicked", line.split(" ", 1)[1]
-        else:
-            response, text = "messageResponse", line
+        response, text = typed_answer(line)
         try:
             await self.client.respond_to_ask(prompt.task_id, ask.ts, response, text)
             if prompt.agent is not None:  # (its answer shows in its own task's history)

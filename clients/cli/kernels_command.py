@@ -12,7 +12,7 @@ from hdsp.protocol import ErrorCode, KernelInfo, RemoteKernelList, encode
 
 from ..errors import CommandFailed
 from ..exit_codes import ExitCode
-from .console import Console
+from .console import Console, print_result
 
 if TYPE_CHECKING:
     from ..client import Client
@@ -73,11 +73,7 @@ async def run_kernels(cli: Console, client: Client) -> int:
     action = a.action or "list"
     if action == "list" and getattr(a, "on_server", False):
         remote = await client.list_remote_kernels(a.profile_name)
-        if a.json:
-            cli.out_raw(encode(remote).decode())
-        else:
-            for line in _remote_lines(remote):
-                cli.out(line)
+        print_result(cli, remote, _remote_lines(remote))
         return ExitCode.OK
     if action == "list":
         listing = await client.list_kernels()
@@ -104,10 +100,7 @@ async def run_kernels(cli: Console, client: Client) -> int:
                 ErrorCode.INVALID_REQUEST,
                 "The current directory no longer exists; cd somewhere or pass --cwd DIR.",
             ) from None
-        if a.json:
-            cli.out_raw(encode(info).decode())
-        else:
-            cli.out(f"started {_line(info)}")
+        print_result(cli, info, [f"started {_line(info)}"])
         return ExitCode.OK
     if action == "attach":
         if (a.connection_file is None) == (a.server_kernel is None):
@@ -119,10 +112,7 @@ async def run_kernels(cli: Console, client: Client) -> int:
         info = await client.attach_kernel(
             a.connection_file, remote_kernel_id=a.server_kernel, profile=a.profile_name
         )
-        if a.json:
-            cli.out_raw(encode(info).decode())
-        else:
-            cli.out(f"attached {_line(info)}")
+        print_result(cli, info, [f"attached {_line(info)}"])
         return ExitCode.OK
     kernel = await _find(client, a.kernel)
     calls = {
@@ -135,10 +125,7 @@ async def run_kernels(cli: Console, client: Client) -> int:
     }
     call, done = calls[action]
     ref = await call(kernel.kernel_id)
-    if a.json:
-        cli.out_raw(encode(ref).decode())
-    else:
-        cli.out(f"{ref.kernel_id}: {done}; now {ref.status}")
+    print_result(cli, ref, [f"{ref.kernel_id}: {done}; now {ref.status}"])
     return ExitCode.OK
 
 

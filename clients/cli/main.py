@@ -17,7 +17,7 @@ import os
 import sys
 
 from ..acp.command import print_jupyter_ai_persona
-from ..errors import ClientError, CommandFailed, DaemonNotRunning, RemoteConfigError
+from ..errors import ClientError, CommandFailed, RemoteConfigError
 from ..escape import escape_controls
 from ..exit_codes import ExitCode
 from .completion import autocomplete, print_completion
@@ -76,21 +76,15 @@ class _Cli:
             return code
 
     @staticmethod
-    def _failed(error: BaseException) -> int:
-        try:
-            raise error
-        except DaemonNotRunning as exc:
-            print(f"hdsp: {escape_controls(str(exc))}", file=sys.stderr)
-            return ExitCode.UNREACHABLE
-        except RemoteConfigError as exc:
-            print(f"hdsp: {escape_controls(str(exc))}", file=sys.stderr)
+    def _failed(error: ClientError) -> int:
+        """Say what failed; the exit code: a refusal (a remote that cannot be
+        used, a command the daemon refused) is bad usage, the rest is a daemon
+        that cannot be reached."""
+        message = error.message if isinstance(error, CommandFailed) else str(error)
+        print(f"hdsp: {escape_controls(message)}", file=sys.stderr)
+        if isinstance(error, RemoteConfigError | CommandFailed):
             return ExitCode.USAGE
-        except CommandFailed as exc:
-            print(f"hdsp: {escape_controls(exc.message)}", file=sys.stderr)
-            return ExitCode.USAGE
-        except ClientError as exc:
-            print(f"hdsp: {escape_controls(str(exc))}", file=sys.stderr)
-            return ExitCode.UNREACHABLE
+        return ExitCode.UNREACHABLE
 
 
 def _first_leaf(group: BaseExceptionGroup[ClientError]) -> ClientError:

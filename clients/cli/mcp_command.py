@@ -19,7 +19,7 @@ from hdsp.protocol import ErrorCode, McpServerList, McpServerStatus, encode
 from ..errors import CommandFailed
 from ..exit_codes import ExitCode
 from .ask_prompt import read_line
-from .console import Console
+from .console import Console, print_result
 
 if TYPE_CHECKING:
     from ..client import Client
@@ -129,11 +129,7 @@ async def run_tools(cli: Console, client: Client) -> int:
 async def run_restart(cli: Console, client: Client) -> int:
     a = cli.args
     status = await client.restart_mcp_server(a.name, _workspace(a))
-    if a.json:
-        cli.out_raw(encode(status).decode())
-    else:
-        for line in format_server(status):
-            cli.out(line)
+    print_result(cli, status, format_server(status))
     return ExitCode.OK if status.state == "connected" else ExitCode.FAILED
 
 

@@ -21,7 +21,7 @@ from ..errors import ClientError
 from ..escape import escape_controls
 from ..exit_codes import ExitCode
 from ..todo_view import todo_markdown
-from .console import Console
+from .console import Console, print_result
 from .task_ids import add_task_argument, resolve_task_id
 
 if TYPE_CHECKING:
@@ -51,10 +51,7 @@ async def run_modes(cli: Console, client: Client) -> int:
 async def run_mode(cli: Console, client: Client) -> int:
     task_id = await resolve_task_id(client, cli.args.task)
     ref = await client.switch_mode(task_id, cli.args.mode)
-    if cli.args.json:
-        cli.out_raw(encode(ref).decode())
-    else:
-        cli.out(f"{ref.task_id}: now in {cli.args.mode} mode")
+    print_result(cli, ref, [f"{ref.task_id}: now in {cli.args.mode} mode"])
     return ExitCode.OK
 
 
@@ -64,10 +61,7 @@ async def run_prompt(cli: Console, client: Client) -> int:
         shown = await client.get_system_prompt(await resolve_task_id(client, a.task))
     else:
         shown = await client.get_system_prompt(workspace=a.workspace, mode=a.mode)
-    if a.json:
-        cli.out_raw(encode(shown).decode())
-    else:
-        cli.out(shown.text)
+    print_result(cli, shown, [shown.text])
     return ExitCode.OK
 
 

@@ -83,10 +83,7 @@ def run_local_command(args: argparse.Namespace) -> int:
         if args.command == "keys":
             return _keys(args)
         return _remote(args)
-    except RemoteConfigError as exc:
-        print(f"hdsp: {escape_controls(str(exc))}", file=sys.stderr)
-        return ExitCode.USAGE
-    except OSError as exc:
+    except (RemoteConfigError, OSError) as exc:
         print(f"hdsp: {escape_controls(str(exc))}", file=sys.stderr)
         return ExitCode.USAGE
 

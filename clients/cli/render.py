@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import re
 import sys
-from typing import Any, TextIO
+from typing import TextIO
 
 import msgspec
 
@@ -29,7 +29,7 @@ from hdsp.protocol import (
 
 from ..context_line import context_line
 from ..escape import escape_controls
-from ..history_view import HistoryView, kernel_output_text, usage_line
+from ..history_view import HistoryView, json_object, kernel_output_text, usage_line
 from .console import use_color
 
 __all__ = ["Renderer"]
@@ -41,16 +41,6 @@ _SGR = re.compile("\x1b\\[[0-9;]*m")
 
 #: Asks that show what they ask for (the others are a note, or nothing).
 _SHOWN_ASKS = ("command", "tool", "use_mcp_server", "followup", "auto_approval_max_req_reached")
-
-
-def _json_object(text: str) -> dict[str, Any] | None:
-    if not text.startswith("{"):
-        return None
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return None
-    return data if isinstance(data, dict) else None
 
 
 def _indent(text: str, prefix: str) -> str:
@@ -229,7 +219,7 @@ class Renderer:
 
     @staticmethod
     def _tool_line(text: str) -> str:
-        data = _json_object(text)
+        data = json_object(text)
         if data is None or "tool" not in data:
             return f"tool: {text}"
         shown = {k: v for k, v in data.items() if k not in ("tool", "diff", "content")}
@@ -246,7 +236,7 @@ class Renderer:
         self._printed[m.ts] = m.text or ""
         self._finish_line()
         text = m.text or ""
-        data = _json_object(text)
+        data = json_object(text)
         if m.ask == "command":
             where = f" in {m.cwd}" if m.cwd else ""
             body = f"Run this command{where}?\n" + _indent(text, "  $ ").replace("\n  $ ", "\n    ")

@@ -8,11 +8,11 @@ import argparse
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from hdsp.protocol import ErrorCode, TaskRef, TaskState, encode
+from hdsp.protocol import ErrorCode, TaskRef, TaskState
 
 from ..errors import CommandFailed
 from ..exit_codes import ExitCode
-from .console import Console
+from .console import Console, print_result
 from .task_ids import add_task_argument, resolve_task_id
 
 if TYPE_CHECKING:
@@ -22,10 +22,7 @@ __all__ = ["add_history_parsers", "add_lifecycle_parsers"]
 
 
 def _ref_out(cli: Console, ref: TaskRef, done: str) -> int:
-    if cli.args.json:
-        cli.out_raw(encode(ref).decode())
-    else:
-        cli.out(f"{ref.task_id}: {ref.state}{done}")
+    print_result(cli, ref, [f"{ref.task_id}: {ref.state}{done}"])
     return ExitCode.OK
 
 
@@ -62,24 +59,14 @@ async def run_resume(cli: Console, client: Client) -> int:
 
 
 async def run_condense(cli: Console, client: Client) -> int:
-    short = cli.args.task[:8]
-    return await _simple(
-        cli,
-        client,
-        client.condense_task,
-        f"; see `hdsp show {short}` for the summary and the tokens it saved",
-    )
+    done = f"; see `hdsp show {cli.args.task[:8]}` for the summary and the tokens it saved"
+    return await _simple(cli, client, client.condense_task, done)
 
 
 async def run_close(cli: Console, client: Client) -> int:
     short = cli.args.task[:8]
-    return await _simple(
-        cli,
-        client,
-        client.close_task,
-        f"; closed: stopped, its kernel and memory released; the history stays "
-        f"(`hdsp show {short}`)",
-    )
+    done = "; closed: stopped, its kernel and memory released; the history stays"
+    return await _simple(cli, client, client.close_task, f"{done} (`hdsp show {short}`)")
 
 
 def add_lifecycle_parsers(sub: Any, common: argparse.ArgumentParser) -> None:

@@ -10,10 +10,10 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from hdsp.protocol import VariableList, VariableSummary, encode
+from hdsp.protocol import VariableList, VariableSummary
 
 from ..exit_codes import ExitCode
-from .console import Console
+from .console import Console, print_result
 from .task_ids import add_task_argument, resolve_task_id
 
 if TYPE_CHECKING:
@@ -70,11 +70,7 @@ async def run_vars(cli: Console, client: Client) -> int:
     a = cli.args
     task_id = await resolve_task_id(client, a.task)
     listing = await client.list_variables(task_id, include_private=a.all)
-    if a.json:
-        cli.out_raw(encode(listing).decode())
-    else:
-        for line in format_variables(listing):
-            cli.out(line)
+    print_result(cli, listing, format_variables(listing))
     return ExitCode.OK if listing.status in ("ok", "no_kernel") else ExitCode.FAILED
 
 

@@ -55,7 +55,7 @@ from hdsp.protocol import (
 )
 
 from ..client import Client, connect
-from ..errors import ClientError, CommandFailed, DaemonNotRunning
+from ..errors import ClientError, CommandFailed
 from ..escape import escape_controls
 from ..exit_codes import ExitCode
 
@@ -584,9 +584,6 @@ def run_mcp_serve(args: argparse.Namespace) -> int:
     try:
         workspace = Path(args.workspace or os.getcwd()).absolute()
         return anyio.run(_serve, args, workspace, backend="asyncio")
-    except DaemonNotRunning as exc:
-        print(f"hdsp mcp serve: {escape_controls(str(exc))}", file=sys.stderr)
-        return ExitCode.UNREACHABLE
     except ClientError as exc:
         print(f"hdsp mcp serve: {escape_controls(str(exc))}", file=sys.stderr)
         return ExitCode.UNREACHABLE

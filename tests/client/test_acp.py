@@ -9,7 +9,7 @@ import json
 import os
 import sys
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,7 @@ from acp.schema import (
     EnvVariable,
     FileEditToolCallContent,
     McpServerStdio,
+    NewSessionResponse,
     TextContentBlock,
     ToolCallProgress,
     ToolCallStart,
@@ -48,11 +49,9 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    (ws / "data.csv").write_text("x,y\n1,2\n")
-    return ws
+def workspace(workspace: Path) -> Path:
+    (workspace / "data.csv").write_text("x,y\n1,2\n")
+    return workspace
 
 
 class Adapter:
@@ -62,6 +61,10 @@ class Adapter:
         self.host = host
         self.conn = conn
         self.process = process
+
+    async def new_session(self, cwd: Path, *servers: McpServerStdio) -> NewSessionResponse:
+        """A session whose cwd is `cwd`, with the host's MCP `servers`."""
+        return await self.conn.new_session(cwd=str(cwd), mcp_servers=list(servers))
 
 
 @asynccontextmanager
@@ -96,6 +99,31 @@ async def _only_task(client: Client) -> str:
     return item.id
 
 
+def _texts(content: Iterable[object] | None) -> list[str]:
+    """The text of each text block among a tool call's `content`."""
+    return [
+        c.content.text
+        for c in content or []
+        if isinstance(c, ContentToolCallContent) and isinstance(c.content, TextContentBlock)
+    ]
+
+
+def _session_record(tmp_path: Path, session_id: str) -> dict[str, Any]:
+    """What the adapter keeps of a session (under its state dir)."""
+    path = tmp_path / "state" / "hdsp" / "acp-sessions" / f"{session_id}.json"
+    record: dict[str, Any] = json.loads(path.read_text())
+    return record
+
+
+async def _in_the_kernel(client: Client, code: str) -> dict[str, Any]:
+    """What `code` evaluates to in the daemon's one kernel (the task's)."""
+    (kernel,) = (await client.request(ListKernels())).kernels
+    ran: ExecutionResult = await client.request(
+        ExecuteCode(kernel_id=kernel.kernel_id, code=code), timeout=30
+    )
+    return ran.outputs[0].data
+
+
 async def test_a_prompt_streams_thoughts_and_text_and_ends_the_turn(
     daemon: DaemonProcess, client: Client, fake_openai: FakeOpenAI, workspace: Path, tmp_path: Path
 ) -> None:
@@ -105,7 +133,7 @@ async def test_a_prompt_streams_thoughts_and_text_and_ends_the_turn(
         FakeReply.text("Second answer."),
     )
     async with adapter(daemon, tmp_path) as a:
-        session = await a.conn.new_session(cwd=str(workspace), mcp_servers=[])
+        session = await a.new_session(workspace)
         assert session.modes is not None and session.modes.current_mode_id == "code"
         assert {"ask", "code", "analyst"} <= {m.id for m in session.modes.available_modes}
         (model,) = session.config_options or []
@@ -141,7 +169,7 @@ async def test_a_write_asks_the_host_and_allow_and_reject_each_do_their_part(
         done("wrote one file"),
     )
     async with adapter(daemon, tmp_path) as a:
-        session = await a.conn.new_session(cwd=str(workspace), mcp_servers=[])
+        session = await a.new_session(workspace)
         async with _prompting(a, session.session_id, "write two files") as result:
             first = await a.host.next_permission()
             assert first.tool_call.kind == "edit" and first.tool_call.title == "Write `a.txt`"
@@ -215,21 +243,18 @@ async def test_cancel_mid_cell_interrupts_the_kernel_and_ends_cancelled(
     )
     fake_openai.script(call("execute_code", code=code), FakeReply.text("unreachable"))
     async with adapter(daemon, tmp_path) as a:
-        session = await a.conn.new_session(cwd=str(workspace), mcp_servers=[])
+        session = await a.new_session(workspace)
         async with _prompting(a, session.session_id, "loop") as result:
             ask = await a.host.next_permission()
             assert ask.tool_call.kind == "execute"
             ask.choose("allow_once")
 
             def running() -> bool:
-                for u in tool_updates(a.host.updates):
-                    for c in u.content or []:
-                        if isinstance(c, ContentToolCallContent) and isinstance(
-                            c.content, TextContentBlock
-                        ):
-                            if "running" in c.content.text:  # (the output, not the code)
-                                return True
-                return False
+                return any(
+                    "running" in text  # (the output, not the code)
+                    for u in tool_updates(a.host.updates)
+                    for text in _texts(u.content)
+                )
 
             await a.host.wait_for(running)
             await a.conn.cancel(session_id=session.session_id)
@@ -242,11 +267,7 @@ async def test_cancel_mid_cell_interrupts_the_kernel_and_ends_cancelled(
     ]
     assert [c.status for c in cells] == ["cancelled"]
     # Interrupted, not restarted: what the cell defined is still there.
-    (kernel,) = (await client.request(ListKernels())).kernels
-    done_: ExecutionResult = await client.request(
-        ExecuteCode(kernel_id=kernel.kernel_id, code="x + 1"), timeout=30
-    )
-    assert done_.outputs[0].data == {"text/plain": "42"}
+    assert await _in_the_kernel(client, "x + 1") == {"text/plain": "42"}
 
 
 async def test_a_new_adapter_loads_the_session_replays_it_and_the_turn_ends(
@@ -259,7 +280,7 @@ async def test_a_new_adapter_loads_the_session_replays_it_and_the_turn_ends(
     )
     # The first reply is text only: the turn ends; the second prompt's turn writes.
     async with adapter(daemon, tmp_path) as a:
-        session = await a.conn.new_session(cwd=str(workspace), mcp_servers=[])
+        session = await a.new_session(workspace)
         session_id = session.session_id
         first = await a.conn.prompt(session_id=session_id, prompt=[text_block("plan it")])
         assert first.stop_reason == "end_turn"
@@ -296,7 +317,7 @@ async def test_an_answer_from_hdsp_answer_resolves_the_hosts_pending_permission(
 ) -> None:
     fake_openai.script(call("write_to_file", path="c.txt", content="c\n"), done("wrote c"))
     async with adapter(daemon, tmp_path) as a:
-        session = await a.conn.new_session(cwd=str(workspace), mcp_servers=[])
+        session = await a.new_session(workspace)
         async with _prompting(a, session.session_id, "write c") as result:
             pending = await a.host.next_permission()
             task_id = await _only_task(client)
@@ -320,7 +341,7 @@ async def test_modes_profiles_and_a_followup_question_as_a_message_turn(
         done("used column x"),
     )
     async with adapter(daemon, tmp_path) as a:
-        session = await a.conn.new_session(cwd=str(workspace), mcp_servers=[])
+        session = await a.new_session(workspace)
         await a.conn.set_session_mode(session_id=session.session_id, mode_id="ask")
         options = await a.conn.set_config_option(
             config_id="model", session_id=session.session_id, value="default"
@@ -364,7 +385,7 @@ async def test_allow_always_on_a_write_covers_that_path_in_this_session_only(
         done("all done"),
     )
     async with adapter(daemon, tmp_path) as a:
-        session = await a.conn.new_session(cwd=str(workspace), mcp_servers=[])
+        session = await a.new_session(workspace)
         async with _prompting(a, session.session_id, "write and run") as result:
             first = await a.host.next_permission()
             labels = {o.option_id: o.name for o in first.options}
@@ -395,9 +416,7 @@ async def test_allow_always_on_a_write_covers_that_path_in_this_session_only(
     # hdsp's own settings are untouched: another session (or client) is asked.
     settings = await client.get_settings()
     assert settings.settings["approvals"].get("always_allow_write") in (False, None)
-    record = json.loads(
-        (tmp_path / "state" / "hdsp" / "acp-sessions" / f"{session.session_id}.json").read_text()
-    )
+    record = _session_record(tmp_path, session.session_id)
     assert record["alwaysAllowed"] == ["path:write_to_file:a.txt"]
     assert record["taskId"] == snapshot.item.id
 
@@ -412,7 +431,7 @@ async def test_allow_always_on_code_covers_that_very_code_only(
         done("ran"),
     )
     async with adapter(daemon, tmp_path) as a:
-        session = await a.conn.new_session(cwd=str(workspace), mcp_servers=[])
+        session = await a.new_session(workspace)
         async with _prompting(a, session.session_id, "run code") as result:
             first = await a.host.next_permission()
             labels = {o.option_id: o.name for o in first.options}
@@ -421,11 +440,7 @@ async def test_allow_always_on_code_covers_that_very_code_only(
             # The same code again runs without asking; other code asks (before:
             # one "always" approved every later execution of the session).
             other = await a.host.next_permission()
-            shown = [
-                c.content.text
-                for c in other.tool_call.content or []
-                if isinstance(c, ContentToolCallContent) and isinstance(c.content, TextContentBlock)
-            ]
+            shown = _texts(other.tool_call.content)
             assert any("n = 2" in text for text in shown), shown
             other.choose("reject_once")
         assert result["stop"] == "end_turn"
@@ -437,11 +452,7 @@ async def test_allow_always_on_code_covers_that_very_code_only(
         ("yesButtonClicked", "hdsp acp"),
         ("noButtonClicked", "hdsp acp"),
     ]
-    (kernel,) = (await client.request(ListKernels())).kernels
-    seen: ExecutionResult = await client.request(
-        ExecuteCode(kernel_id=kernel.kernel_id, code="n"), timeout=30
-    )
-    assert seen.outputs[0].data == {"text/plain": "1"}
+    assert await _in_the_kernel(client, "n") == {"text/plain": "1"}
 
 
 async def test_a_reply_cut_short_or_filtered_ends_the_turn_with_max_tokens_or_refusal(
@@ -453,7 +464,7 @@ async def test_a_reply_cut_short_or_filtered_ends_the_turn_with_max_tokens_or_re
         FakeReply.text("I can't").with_finish_reason("content_filter"),
     )
     async with adapter(daemon, tmp_path) as a:
-        session = await a.conn.new_session(cwd=str(workspace), mcp_servers=[])
+        session = await a.new_session(workspace)
         response = await a.conn.prompt(session_id=session.session_id, prompt=[text_block("go")])
         assert response.stop_reason == "max_tokens"
         response = await a.conn.prompt(session_id=session.session_id, prompt=[text_block("again")])
@@ -478,7 +489,7 @@ async def test_the_todo_list_is_the_plan_and_a_command_shows_its_output_like_a_t
         done("ran it"),
     )
     async with adapter(daemon, tmp_path) as a:
-        session = await a.conn.new_session(cwd=str(workspace), mcp_servers=[])
+        session = await a.new_session(workspace)
         async with _prompting(a, session.session_id, "plan and run") as result:
             ask = await a.host.next_permission()
             assert ask.tool_call.kind == "execute"
@@ -493,12 +504,7 @@ async def test_the_todo_list_is_the_plan_and_a_command_shows_its_output_like_a_t
         call_id = ask.tool_call.tool_call_id
         updates = tool_updates(a.host.updates, call_id)
         assert [u.status for u in updates if u.status][-1] == "completed"
-        shown = [
-            c.content.text
-            for u in updates
-            for c in u.content or []
-            if isinstance(c, ContentToolCallContent) and isinstance(c.content, TextContentBlock)
-        ]
+        shown = [text for u in updates for text in _texts(u.content)]
         assert any(
             text.startswith("```console\n") and "hello from the shell" in text for text in shown
         ), shown
@@ -564,7 +570,7 @@ async def test_allow_always_stops_at_hdsps_cap_on_automatic_approvals(
         done("five versions"),
     )
     async with adapter(daemon, tmp_path) as a:
-        session = await a.conn.new_session(cwd=str(workspace), mcp_servers=[])
+        session = await a.new_session(workspace)
         async with _prompting(a, session.session_id, "write five versions") as result:
             (await a.host.next_permission()).choose("allow_always")
             # Writes 1 and 2 go without asking; at the cap a person is asked again.
@@ -597,7 +603,7 @@ async def test_the_hosts_mcp_servers_are_the_tasks_in_hdspds_memory_only(
         done("probed"),
     )
     async with adapter(daemon, tmp_path) as a:
-        session = await a.conn.new_session(cwd=str(workspace), mcp_servers=[server])
+        session = await a.new_session(workspace, server)
         async with _prompting(a, session.session_id, "probe") as result:
             for _ in range(2):
                 ask = await a.host.next_permission()
@@ -633,10 +639,8 @@ async def test_the_hosts_mcp_servers_are_the_tasks_in_hdspds_memory_only(
     # database or log, not in the adapter's session record.
     settings = await client.get_settings()
     assert settings.settings.get("mcp", {}).get("servers", {}) == {}
-    record = (
-        tmp_path / "state" / "hdsp" / "acp-sessions" / f"{session.session_id}.json"
-    ).read_text()
-    assert json.loads(record)["mcpServers"][0]["env"] == ["PROBE_TOKEN", "PROBE_REF"]
+    record = _session_record(tmp_path, session.session_id)
+    assert record["mcpServers"][0]["env"] == ["PROBE_TOKEN", "PROBE_REF"]
     written = [tmp_path / "acp.stderr", daemon.stderr_path, *daemon.data_dir.rglob("*")]
     for path in written:
         if path.is_file():

@@ -56,18 +56,8 @@ async def test_agents_are_added_listed_run_and_removed_and_a_tree_shows(
 
     fake_openai.responder = respond
     head = (await client.status()).head_seq
-    r = await run_hdsp(
-        daemon.runtime_dir,
-        "run",
-        "count the rows",
-        "--agent",
-        "lead",
-        "--workspace",
-        str(tmp_path),
-        "--auto-approve",
-        "subtasks",
-        "--detach",
-    )
+    as_lead = ("--agent", "lead", "--workspace", str(tmp_path), "--auto-approve", "subtasks")
+    r = await run_hdsp(daemon.runtime_dir, "run", "count the rows", *as_lead, "--detach")
     assert r.returncode == ExitCode.OK, r.stderr
     root = r.stdout.strip()
     with anyio.fail_after(30):
@@ -89,17 +79,7 @@ async def test_agents_are_added_listed_run_and_removed_and_a_tree_shows(
     assert child[:8] in r.stdout and "returned: there are 2 rows" in r.stdout
 
     # Followed live, the run says when an agent takes a part and when it returns.
-    r = await run_hdsp(
-        daemon.runtime_dir,
-        "run",
-        "count again",
-        "--agent",
-        "lead",
-        "--workspace",
-        str(tmp_path),
-        "--auto-approve",
-        "subtasks",
-    )
+    r = await run_hdsp(daemon.runtime_dir, "run", "count again", *as_lead)
     assert r.returncode == ExitCode.OK, r.stderr
     assert "an agent works on a part: task" in r.stderr and "returned" in r.stderr
     assert "lead: there are 2 rows" in r.stdout

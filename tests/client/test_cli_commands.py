@@ -24,22 +24,17 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 
 from hdsp.client import Client
 from hdsp.client.exit_codes import ExitCode
-from hdsp.protocol import TaskInteractive
+from hdsp.protocol import TaskInteractive, TaskSnapshot
 from tests.fakes.openai_server import FakeOpenAI, ToolCall
 from tests.fakes.openai_server import Reply as FakeReply
 from tests.support.cli_process import cli_env, run_hdsp
 from tests.support.daemon_process import DaemonProcess
 from tests.support.events import ENDINGS, collect_turn
+from tests.support.scripted_turns import call, done
 
 
 def write_call(path: str, content: str = "hi\n") -> FakeReply:
-    return FakeReply.tool_calls(
-        [ToolCall("write_to_file", json.dumps({"path": path, "content": content}))]
-    )
-
-
-def done(result: str = "ok") -> FakeReply:
-    return FakeReply.tool_calls([ToolCall("attempt_completion", json.dumps({"result": result}))])
+    return call("write_to_file", path=path, content=content)
 
 
 async def start(client: Client, text: str, workspace: Path, **kwargs: object) -> tuple[str, int]:
@@ -56,6 +51,23 @@ async def wait_for_ask(client: Client, task_id: str, since: int) -> None:
 async def wait_for_end(client: Client, task_id: str, since: int) -> None:
     with anyio.fail_after(30):
         await collect_turn(client, task_id, since, until=ENDINGS)
+
+
+async def run_to_end(client: Client, text: str, workspace: Path, **kwargs: object) -> str:
+    """A new task, its first turn waited to its end: its id."""
+    task_id, head = await start(client, text, workspace, **kwargs)
+    await wait_for_end(client, task_id, head)
+    return task_id
+
+
+async def two_turns(client: Client, workspace: Path, second: str) -> tuple[str, TaskSnapshot]:
+    """A task that was told "hi", then `second`, each turn to its end: its id and
+    its history."""
+    task_id = await run_to_end(client, "hi", workspace)
+    head = (await client.status()).head_seq
+    await client.send_message(task_id, second)
+    await wait_for_end(client, task_id, head)
+    return task_id, await client.get_task(task_id)
 
 
 @pytest.mark.slow
@@ -122,15 +134,14 @@ async def test_show_marks_auto_approved_writes_folds_long_diffs_and_shows_retrie
         FakeReply.status(500, retry_after=0),
         write_call("long.txt", long),
         command,
-        done(),
+        done("ok"),
     )
     approvals = {
         "always_allow_write": True,
         "always_allow_command": True,
         "allowed_commands": ["seq"],
     }
-    task_id, head = await start(client, "write a long file", tmp_path, approvals=approvals)
-    await wait_for_end(client, task_id, head)
+    task_id = await run_to_end(client, "write a long file", tmp_path, approvals=approvals)
     assert (tmp_path / "long.txt").read_text() == long
 
     r = await run_hdsp(daemon.runtime_dir, "show", task_id[:8])
@@ -169,8 +180,7 @@ async def test_show_gives_each_tool_calls_result_under_it_folded_escaped_and_err
         done("read it"),
     )
     approvals = {"always_allow_command": True, "allowed_commands": ["seq"]}
-    task_id, head = await start(client, "look at the data", tmp_path, approvals=approvals)
-    await wait_for_end(client, task_id, head)
+    task_id = await run_to_end(client, "look at the data", tmp_path, approvals=approvals)
 
     r = await run_hdsp(daemon.runtime_dir, "show", task_id[:8])
     assert r.returncode == ExitCode.OK, r.stderr
@@ -217,8 +227,7 @@ async def test_show_shows_a_truncated_context(
 ) -> None:
     listing = FakeReply.tool_calls([ToolCall("list_files", '{"path": "."}')])
     fake_openai.script(listing, listing, FakeReply.context_length_exceeded(), done("short"))
-    task_id, head = await start(client, "look around", tmp_path)
-    await wait_for_end(client, task_id, head)
+    task_id = await run_to_end(client, "look around", tmp_path)
     r = await run_hdsp(daemon.runtime_dir, "show", task_id[:8])
     assert "context truncated: the 2 oldest messages were left out" in r.stdout, r.stdout
     assert 'tool: list_files {"path": "."}  (auto-approved)' in r.stdout
@@ -228,8 +237,7 @@ async def test_show_escapes_what_the_model_wrote(
     daemon: DaemonProcess, fake_openai: FakeOpenAI, client: Client, tmp_path: Path
 ) -> None:
     fake_openai.script(FakeReply.text("evil \x1b]52;c;aGk=\x07 \x1b[2K\rfake\u202e"))
-    task_id, head = await start(client, "hi", tmp_path)
-    await wait_for_end(client, task_id, head)
+    task_id = await run_to_end(client, "hi", tmp_path)
     r = await run_hdsp(daemon.runtime_dir, "show", task_id[:8])
     assert "\x1b" not in r.stdout and "\r" not in r.stdout and "\u202e" not in r.stdout
     assert "\\x1b]52;c;aGk=\\x07" in r.stdout and "\\u202e" in r.stdout
@@ -240,8 +248,7 @@ async def test_resume_close_cancel_and_config_set_say_what_they_do(
     daemon: DaemonProcess, fake_openai: FakeOpenAI, client: Client, tmp_path: Path
 ) -> None:
     fake_openai.script(FakeReply.text("all done"))
-    task_id, head = await start(client, "hi", tmp_path)
-    await wait_for_end(client, task_id, head)
+    task_id = await run_to_end(client, "hi", tmp_path)
     short = task_id[:8]
     requests = len(fake_openai.requests)
     messages = len((await client.get_task(task_id)).messages)
@@ -274,12 +281,7 @@ async def test_delete_removes_one_message_and_refuses_the_tasks_first(
     daemon: DaemonProcess, fake_openai: FakeOpenAI, client: Client, tmp_path: Path
 ) -> None:
     fake_openai.script(FakeReply.text("first answer"), FakeReply.text("second answer"))
-    task_id, head = await start(client, "hi", tmp_path)
-    await wait_for_end(client, task_id, head)
-    head = (await client.status()).head_seq
-    await client.send_message(task_id, "an aside to forget")
-    await wait_for_end(client, task_id, head)
-    snap = await client.get_task(task_id)
+    task_id, snap = await two_turns(client, tmp_path, "an aside to forget")
     aside = next(m for m in snap.messages if m.text == "an aside to forget")
     answer = next(m for m in snap.messages if m.text == "second answer")
     short = task_id[:8]
@@ -424,8 +426,7 @@ async def test_completion_offers_subcommands_and_task_ids_and_is_silent_without_
         r = await run_hdsp(daemon.runtime_dir, "completion", shell)
         assert r.returncode == 0 and "hdsp" in r.stdout and "_ARGCOMPLETE" in r.stdout
     fake_openai.script(FakeReply.text("hi"))
-    task_id, head = await start(client, "complete me", tmp_path)
-    await wait_for_end(client, task_id, head)
+    task_id = await run_to_end(client, "complete me", tmp_path)
 
     async def complete(runtime_dir: Path, line: str) -> tuple[list[str], float]:
         out = tmp_path / "completions"
@@ -510,12 +511,7 @@ async def test_condense_edit_fork_and_rewind_from_the_command_line(
         FakeReply.text("second answer"),
         FakeReply.text("answer to the edit"),
     )
-    task_id, head = await start(client, "hi", tmp_path)
-    await wait_for_end(client, task_id, head)
-    head = (await client.status()).head_seq
-    await client.send_message(task_id, "a second thought")
-    await wait_for_end(client, task_id, head)
-    snap = await client.get_task(task_id)
+    task_id, snap = await two_turns(client, tmp_path, "a second thought")
     mine = next(m for m in snap.messages if m.text == "a second thought")
     first = next(m for m in snap.messages if m.text == "first answer")
     short = task_id[:8]
@@ -560,8 +556,7 @@ async def test_condense_shows_its_tokens_before_and_after_and_the_summary(
         done("third answer"),
         FakeReply.text("Task: say hi. Decisions: none yet. Open questions: what next."),
     )
-    task_id, head = await start(client, "hi", tmp_path)
-    await wait_for_end(client, task_id, head)
+    task_id = await run_to_end(client, "hi", tmp_path)
     for text in ("and again", "once more"):
         head = (await client.status()).head_seq
         await client.send_message(task_id, text)

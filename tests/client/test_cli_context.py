@@ -34,9 +34,7 @@ def hdsp(runtime: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[st
 
 
 @pytest.fixture
-def ws(tmp_path: Path) -> Path:
-    ws = tmp_path / "ws"
-    ws.mkdir()
+def ws(workspace: Path) -> Path:
     cells: list[dict[str, Any]] = [
         {"cell_type": "markdown", "id": "intro", "metadata": {}, "source": "# Sales\nby region"},
         {
@@ -70,9 +68,9 @@ def ws(tmp_path: Path) -> Path:
         },
     ]
     nb = {"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
-    (ws / "sales.ipynb").write_text(json.dumps(nb))
-    (ws.parent / "outside.ipynb").write_text(json.dumps(nb))
-    return ws
+    (workspace / "sales.ipynb").write_text(json.dumps(nb))
+    (workspace.parent / "outside.ipynb").write_text(json.dumps(nb))
+    return workspace
 
 
 def user_text(fake: FakeOpenAI, request: int) -> str:

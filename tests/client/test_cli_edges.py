@@ -8,10 +8,8 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import anyio
-import pexpect
 import pytest
 
 from hdsp.client import Client
@@ -20,43 +18,25 @@ from hdsp.client.exit_codes import ExitCode
 from hdsp.client.sync import connect
 from hdsp.daemon.llm.demo import DEMO_NOTE, demo_tool_call
 from hdsp.protocol import MAX_PROMPT_BYTES, ErrorCode, TaskAborted, TaskIdle, TaskState
-from tests.fakes.openai_server import FakeOpenAI, ToolCall
+from tests.client.test_cli_pty import (
+    PROMPT,
+    chat_at_prompt,
+    finish,
+    lead_calls_a_writer,
+    say,
+    spawn,
+    write_call,
+)
+from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.openai_server import Reply as FakeReply
 from tests.support.cli_process import cli_env, run_hdsp
 from tests.support.daemon_process import DaemonProcess
 from tests.support.events import ENDINGS, collect_turn
 
-ENTER = "\r"
-PROMPT = "you>"
-
-
-def write_call(path: str) -> FakeReply:
-    return FakeReply.tool_calls(
-        [ToolCall("write_to_file", json.dumps({"path": path, "content": "a note\n"}))]
-    )
-
 
 def refused() -> FakeReply:
     """A request the model server refuses for good (not retried by itself)."""
     return FakeReply.status(400, "The request is not valid.")
-
-
-def spawn(daemon: DaemonProcess, *args: str) -> pexpect.spawn:
-    return pexpect.spawn(
-        sys.executable,
-        ["-m", "hdsp.client", *args],
-        env=cli_env(daemon.runtime_dir),
-        encoding="utf-8",
-        codec_errors="replace",
-        timeout=30,
-        dimensions=(50, 200),
-    )
-
-
-def finish(child: pexpect.spawn) -> int:
-    child.expect(pexpect.EOF)
-    child.close()
-    return int(child.exitstatus) if child.signalstatus is None else 128 + child.signalstatus
 
 
 def hdsp(daemon: DaemonProcess, *args: str) -> subprocess.CompletedProcess[str]:
@@ -122,20 +102,6 @@ async def test_run_off_a_terminal_exits_4_at_the_retry_ask_and_status_agrees_wit
 # ---- an agent's ask, off a terminal ---------------------------------------------
 
 
-def _lead_calls_a_writer(body: dict[str, Any]) -> FakeReply | None:
-    agent = str(body["messages"][0]["content"]).split('"')[1]
-    results = [m["content"] for m in body["messages"] if m["role"] == "tool"]
-    if agent == "lead" and not results:
-        return FakeReply.tool_calls(
-            [ToolCall("call_agent", json.dumps({"agent_name": "writer", "message": "write"}))]
-        )
-    if agent == "lead":
-        return FakeReply.tool_calls([ToolCall("finish", json.dumps({"message": "lead done"}))])
-    if not results:
-        return write_call("a.txt")
-    return FakeReply.tool_calls([ToolCall("finish", json.dumps({"message": "wrote a.txt"}))])
-
-
 async def test_run_off_a_terminal_exits_4_when_an_agent_it_calls_waits_on_an_approval(
     daemon: DaemonProcess, fake_openai: FakeOpenAI, client: Client, tmp_path: Path
 ) -> None:
@@ -144,7 +110,7 @@ async def test_run_off_a_terminal_exits_4_when_an_agent_it_calls_waits_on_an_app
             daemon.runtime_dir, "agent", "add", name, f"The {name}.", "--groups", groups
         )
         assert r.returncode == ExitCode.OK, r.stderr
-    fake_openai.responder = _lead_calls_a_writer
+    fake_openai.responder = lead_calls_a_writer
     args = ("run", "--agent", "lead", "--auto-approve", "subtasks", "--workspace", str(tmp_path))
     r = await run_hdsp(daemon.runtime_dir, *args, "Write a.txt")
     assert r.returncode == ExitCode.WAITING, r.stderr
@@ -164,10 +130,8 @@ def test_chat_ctrl_c_at_an_approval_prompt_cancels_the_turn_and_stays(
     daemon: DaemonProcess, fake_openai: FakeOpenAI, tmp_path: Path
 ) -> None:
     fake_openai.script(write_call("n.txt"), FakeReply.text("still here"))
-    child = spawn(daemon, "chat", "--workspace", str(tmp_path))
-    child.expect_exact(PROMPT)
-    child.send("write n.txt" + ENTER)
-    child.expect_exact("[y]es")
+    child = chat_at_prompt(daemon, "--workspace", str(tmp_path))
+    say(child, "write n.txt", "[y]es")
     child.sendintr()
     child.expect_exact("nothing was approved")
     child.expect_exact(PROMPT)
@@ -175,9 +139,7 @@ def test_chat_ctrl_c_at_an_approval_prompt_cancels_the_turn_and_stays(
         (item,) = client.list_tasks().tasks
         assert item.state == TaskState.ABORTED
     assert not (tmp_path / "n.txt").exists()
-    child.send("go on" + ENTER)  # the chat goes on with the same task
-    child.expect_exact("still here")
-    child.expect_exact(PROMPT)
+    say(child, "go on", "still here", PROMPT)  # the chat goes on with the same task
     child.sendeof()
     assert finish(child) == ExitCode.OK
 

@@ -15,13 +15,11 @@ from hdsp.client.cli.parser import command_of as _command_of
 from tests.support.daemon_process import DaemonProcess
 
 
-def _imported(stderr: str) -> set[str]:
-    return set(re.findall(r"^import time:\s+\d+ \|\s+\d+ \|\s*(\S+)$", stderr, re.M))
-
-
-def test_hdsp_tasks_loads_neither_the_acp_sdk_nor_rich(daemon: DaemonProcess) -> None:
+def _imported(daemon: DaemonProcess, *argv: str) -> set[str]:
+    """The modules `hdsp ARGV` imports (`python -X importtime` tells), once it
+    succeeded."""
     r = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "hdsp.client", "tasks"],
+        [sys.executable, "-X", "importtime", "-m", "hdsp.client", *argv],
         env={"HDSP_RUNTIME_DIR": str(daemon.runtime_dir), "PATH": "/usr/bin:/bin"},
         capture_output=True,
         text=True,
@@ -29,7 +27,11 @@ def test_hdsp_tasks_loads_neither_the_acp_sdk_nor_rich(daemon: DaemonProcess) ->
         stdin=subprocess.DEVNULL,
     )
     assert r.returncode == 0, r.stderr
-    loaded = _imported(r.stderr)
+    return set(re.findall(r"^import time:\s+\d+ \|\s+\d+ \|\s*(\S+)$", r.stderr, re.M))
+
+
+def test_hdsp_tasks_loads_neither_the_acp_sdk_nor_rich(daemon: DaemonProcess) -> None:
+    loaded = _imported(daemon, "tasks")
     assert "hdsp.client.acp.command" in loaded  # the parser's module, and the log read right
     assert not {"acp", "acp.schema", "hdsp.client.acp.agent", "rich", "pydantic"} & loaded
 
@@ -83,16 +85,7 @@ _LOOP_AND_VIEWS = {
 
 @pytest.mark.parametrize("argv", [["--help"], ["tasks"], ["--json", "tasks", "--limit", "2"]])
 def test_hdsp_help_and_tasks_start_no_event_loop(daemon: DaemonProcess, argv: list[str]) -> None:
-    r = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "hdsp.client", *argv],
-        env={"HDSP_RUNTIME_DIR": str(daemon.runtime_dir), "PATH": "/usr/bin:/bin"},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        stdin=subprocess.DEVNULL,
-    )
-    assert r.returncode == 0, r.stderr
-    loaded = _imported(r.stderr)
+    loaded = _imported(daemon, *argv)
     assert "hdsp.client.cli" in loaded  # and the log read right
     assert not _LOOP_AND_VIEWS & loaded
     if argv == ["--help"]:

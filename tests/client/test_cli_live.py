@@ -18,14 +18,16 @@ import re
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.fakes.openai_server import FakeOpenAI, ToolCall
+from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.openai_server import Reply as OAI
 from tests.support.daemon_process import DaemonProcess, short_tmp_dir
+from tests.support.scripted_turns import call
 from tests.support.terminal import Terminal, cli_env
 
 pytestmark = pytest.mark.slow
@@ -72,13 +74,6 @@ def live_daemon(fake: FakeOpenAI) -> Iterator[DaemonProcess]:
         daemon.cleanup()
 
 
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    return ws
-
-
 def hdsp(
     daemon: DaemonProcess, *args: str, cwd: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
@@ -102,14 +97,28 @@ def task_id_of(text: str) -> str:
     raise AssertionError(f"no task line in:\n{text}")
 
 
-def shown_on_terminal(daemon: DaemonProcess, task_id: str) -> list[str]:
-    """`hdsp show TASK` on a terminal of the same size: its screen's lines."""
-    term = Terminal(daemon.runtime_dir, "show", task_id)
+@contextmanager
+def terminal(daemon: DaemonProcess, *args: str, **options: Any) -> Iterator[Terminal]:
+    """`hdsp ARGS` on a terminal (`options` as `Terminal` takes them), closed
+    (the CLI killed if it still runs) on the way out."""
+    term = Terminal(daemon.runtime_dir, *args, **options)
     try:
-        assert term.finish() == 0, term.text
-        return term.lines
+        yield term
     finally:
         term.close()
+
+
+def finished(daemon: DaemonProcess, *args: str, **options: Any) -> Terminal:
+    """`hdsp ARGS` on a terminal, run to its end, which is a success."""
+    with terminal(daemon, *args, **options) as term:
+        assert term.finish() == 0, term.text
+    return term
+
+
+def conversation_in_show(daemon: DaemonProcess, term: Terminal) -> list[str]:
+    """The conversation `hdsp show` shows, on a terminal of the same size, of the
+    task `term` ran."""
+    return conversation(finished(daemon, "show", task_id_of(term.text)).lines)
 
 
 def show_body(text: str) -> str:
@@ -155,17 +164,11 @@ def test_after_a_retry_the_terminal_shows_what_hdsp_show_shows(
     """Item 1 on a terminal: the partial answer of the broken attempt is redrawn
     away, and the final screen is the history's."""
     _script_fault(fake, fault)
-    term = Terminal(live_daemon.runtime_dir, "run", "How many rows are invalid?", cwd=workspace)
-    try:
-        assert term.finish() == 0, term.text
-    finally:
-        term.close()
+    term = finished(live_daemon, "run", "How many rows are invalid?", cwd=workspace)
     screen = term.lines
     assert RIGHT in screen, term.text
     assert "Result: 99" not in term.text, term.text
-    assert conversation(screen) == conversation(
-        shown_on_terminal(live_daemon, task_id_of(term.text))
-    )
+    assert conversation(screen) == conversation_in_show(live_daemon, term)
 
 
 @pytest.mark.parametrize("fault", list(MIDSTREAM))
@@ -225,8 +228,7 @@ def test_the_status_line_counts_down_and_waits_in_place_on_a_terminal(
     fake.script(
         OAI.status(429, retry_after=3), OAI.accept_and_hang(), OAI.text("Answered at last.")
     )
-    term = Terminal(live_daemon.runtime_dir, "run", "Are you there?", cwd=workspace)
-    try:
+    with terminal(live_daemon, "run", "Are you there?", cwd=workspace) as term:
         for marker in ("Retry 1 in", "waiting for the model ("):
             seen: set[str] = set()
 
@@ -238,8 +240,6 @@ def test_the_status_line_counts_down_and_waits_in_place_on_a_terminal(
 
             term.wait_for(moving, f"{marker!r} that changes in place")
         assert term.finish() == 0, term.text
-    finally:
-        term.close()
     final = term.text
     assert "Answered at last." in final
     assert "Retry 1 in" not in final and "waiting for the model" not in final
@@ -267,21 +267,14 @@ def test_the_status_line_shows_the_tokens_and_cost_so_far(
 ) -> None:
     """After the first request, the status line adds what the task used so far."""
     fake.script(call("list_files", path="."), OAI.accept_and_hang(), OAI.text("Listed."))
-    term = Terminal(live_daemon.runtime_dir, "run", "list it", cwd=workspace)
     usage = re.compile(r"waiting for the model \(\d+s\) · [\d,]+ in · [\d,]+ out · \$\d+\.\d{4}")
-    try:
+    with terminal(live_daemon, "run", "list it", cwd=workspace) as term:
         term.wait_for(lambda: usage.search(term.text) is not None, "the usage so far")
         assert term.finish() == 0, term.text
-    finally:
-        term.close()
     assert usage.search(term.text) is None and "Listed." in term.text
 
 
 # ---- asks: Ctrl-C, and the world moving while one waits (items 3, 5, 8) ----------
-
-
-def call(name: str, **args: Any) -> OAI:
-    return OAI.tool_calls([ToolCall(name, json.dumps(args))])
 
 
 def state_of(daemon: DaemonProcess, task_id: str) -> dict[str, Any]:
@@ -299,13 +292,10 @@ def test_ctrl_c_at_an_approval_prompt_cancels_the_task_at_once(
 ) -> None:
     """Item 3: no hang until Enter, no traceback; nothing approved."""
     fake.script(call("write_to_file", path="a.txt", content="hi\n"))
-    term = Terminal(live_daemon.runtime_dir, "run", "write a", cwd=workspace)
-    try:
+    with terminal(live_daemon, "run", "write a", cwd=workspace) as term:
         term.wait_for_text(PROMPT)
         term.ctrl_c()
         assert term.finish(timeout=30) == 1, term.text
-    finally:
-        term.close()
     assert "Cancelling: nothing was approved." in term.text
     assert "Task aborted." in term.text
     assert "Traceback" not in term.text and "ExceptionGroup" not in term.text
@@ -319,15 +309,12 @@ def test_a_prompt_answered_elsewhere_is_taken_down_at_once(
 ) -> None:
     """Item 5: `hdsp answer` from elsewhere; the prompt here goes without an Enter."""
     fake.script(call("write_to_file", path="b.txt", content="hi\n"), OAI.text("Wrote it."))
-    term = Terminal(live_daemon.runtime_dir, "run", "write b", cwd=workspace)
-    try:
+    with terminal(live_daemon, "run", "write b", cwd=workspace) as term:
         term.wait_for_text(PROMPT)
         answer = hdsp(live_daemon, "answer", task_id_of(term.text), "--yes")
         assert answer.returncode == 0, answer.stderr
         term.wait_for_text("The ask was answered elsewhere.")
         assert term.finish(timeout=60) == 0, term.text
-    finally:
-        term.close()
     assert (workspace / "b.txt").read_text() == "hi\n"
     # The final screen keeps the ask, why its prompt went, and what followed.
     final = term.text
@@ -339,14 +326,11 @@ def test_a_prompt_of_a_task_cancelled_elsewhere_is_taken_down(
     live_daemon: DaemonProcess, fake: FakeOpenAI, workspace: Path
 ) -> None:
     fake.script(call("write_to_file", path="c.txt", content="hi\n"))
-    term = Terminal(live_daemon.runtime_dir, "run", "write c", cwd=workspace)
-    try:
+    with terminal(live_daemon, "run", "write c", cwd=workspace) as term:
         term.wait_for_text(PROMPT)
         cancel = hdsp(live_daemon, "cancel", task_id_of(term.text))
         assert cancel.returncode == 0, cancel.stderr
         assert term.finish(timeout=30) == 1, term.text
-    finally:
-        term.close()
     assert "The ask is gone: the task stopped." in term.text
     assert "Task aborted." in term.text
     assert not (workspace / "c.txt").exists()
@@ -360,13 +344,10 @@ def test_ctrl_c_in_attach_detaches_and_the_ask_still_waits(
     run = hdsp(live_daemon, "run", "write d", cwd=workspace)
     assert run.returncode == 4, run.stderr  # ExitCode.WAITING: nobody here to approve
     task_id = task_id_of(run.stderr)
-    term = Terminal(live_daemon.runtime_dir, "attach", task_id[:8], cwd=workspace)
-    try:
+    with terminal(live_daemon, "attach", task_id[:8], cwd=workspace) as term:
         term.wait_for_text(PROMPT)
         term.ctrl_c()
         assert term.finish(timeout=30) == 1, term.text
-    finally:
-        term.close()
     assert "Detached; the task goes on (it waits for an answer)." in term.text
     assert "Traceback" not in term.text
     snapshot = state_of(live_daemon, task_id)
@@ -383,13 +364,10 @@ def _busy_task(daemon: DaemonProcess, fake: FakeOpenAI, workspace: Path) -> str:
     run = hdsp(daemon, "run", "--detach", "--auto-approve", "command", "sleep", cwd=workspace)
     assert run.returncode == 0, run.stderr
     task_id = run.stdout.strip()
-    term = Terminal(daemon.runtime_dir, "attach", task_id, cwd=workspace)
-    try:
+    with terminal(daemon, "attach", task_id, cwd=workspace) as term:
         term.wait_for_text("running a command (")
         term.ctrl_c()
         term.finish(timeout=30)
-    finally:
-        term.close()
     return task_id
 
 
@@ -397,13 +375,10 @@ def test_ctrl_c_in_send_to_a_busy_task_takes_the_message_back(
     live_daemon: DaemonProcess, fake: FakeOpenAI, workspace: Path
 ) -> None:
     task_id = _busy_task(live_daemon, fake, workspace)
-    term = Terminal(live_daemon.runtime_dir, "send", task_id, "and then?", cwd=workspace)
-    try:
+    with terminal(live_daemon, "send", task_id, "and then?", cwd=workspace) as term:
         term.wait_for_text("the message waits until its turn ends")
         term.ctrl_c()
         assert term.finish(timeout=30) == 1, term.text
-    finally:
-        term.close()
     assert "Your message was taken out of the task's queue before its turn" in term.text
     snapshot = state_of(live_daemon, task_id)
     assert snapshot.get("queue", []) == [] and snapshot["state"] == "running"
@@ -414,13 +389,10 @@ def test_send_to_a_task_cancelled_before_the_messages_turn_says_so_and_ends(
     live_daemon: DaemonProcess, fake: FakeOpenAI, workspace: Path
 ) -> None:
     task_id = _busy_task(live_daemon, fake, workspace)
-    term = Terminal(live_daemon.runtime_dir, "send", task_id, "and then?", cwd=workspace)
-    try:
+    with terminal(live_daemon, "send", task_id, "and then?", cwd=workspace) as term:
         term.wait_for_text("the message waits until its turn ends")
         assert hdsp(live_daemon, "cancel", task_id).returncode == 0
         assert term.finish(timeout=30) == 1, term.text
-    finally:
-        term.close()
     assert "The task was aborted before your message's turn" in term.text
     assert [q["text"] for q in state_of(live_daemon, task_id).get("queue", [])] == ["and then?"]
 
@@ -431,8 +403,7 @@ def test_a_prompt_is_taken_down_while_the_daemon_is_away_and_asked_again_after(
     """Item 5: the daemon dies under a prompt; the prompt goes, the screen says
     why, and once the daemon is back the ask (still waiting) is asked again."""
     fake_openai.script(call("write_to_file", path="e.txt", content="hi\n"), OAI.text("Done."))
-    term = Terminal(daemon.runtime_dir, "run", "write e", cwd=workspace)
-    try:
+    with terminal(daemon, "run", "write e", cwd=workspace) as term:
         term.wait_for_text(PROMPT)
         daemon.kill()
         term.wait_for_text("hdspd went away; waiting for it to come back")
@@ -442,8 +413,6 @@ def test_a_prompt_is_taken_down_while_the_daemon_is_away_and_asked_again_after(
         term.wait_for(lambda: PROMPT in term.text.partition(back)[2], "the ask, asked again")
         term.type("y\n")
         assert term.finish(timeout=60) == 0, term.text
-    finally:
-        term.close()
     assert (workspace / "e.txt").read_text() == "hi\n"
     # The ask is on the screen once, the prompts taken down, how it was answered.
     assert term.text.count("write_to_file") == 1 and PROMPT not in term.text, term.text
@@ -458,13 +427,10 @@ def test_a_prompt_of_a_daemon_that_stops_is_taken_down_and_says_how_to_go_on(
     prompt goes at once and the CLI ends with how to go on: answer the ask, which
     waits again once hdspd is back (`hdsp resume` is refused: the task waits)."""
     fake_openai.script(call("write_to_file", path="f.txt", content="hi\n"))
-    term = Terminal(daemon.runtime_dir, "run", "write f", cwd=workspace)
-    try:
+    with terminal(daemon, "run", "write f", cwd=workspace) as term:
         term.wait_for_text(PROMPT)
         daemon.stop()
         assert term.finish(timeout=30) == 1, term.text
-    finally:
-        term.close()
     assert "`hdsp answer" in term.text and "Traceback" not in term.text
     assert "`hdsp resume" not in term.text
 
@@ -474,11 +440,8 @@ def test_the_status_line_shows_a_running_cell_with_its_time_and_output_lines(
 ) -> None:
     code = "import time\nfor i in range(5):\n    print('line', i, flush=True)\n    time.sleep(1)"
     fake.script(call("execute_code", code=code), OAI.text("Counted."))
-    term = Terminal(
-        live_daemon.runtime_dir, "run", "--auto-approve", "execute", "count", cwd=workspace
-    )
     running = re.compile(r"running a cell \((\d+)s, (\d+) output lines?\)")
-    try:
+    with terminal(live_daemon, "run", "--auto-approve", "execute", "count", cwd=workspace) as term:
         seen: set[tuple[int, int]] = set()
 
         def counting() -> bool:
@@ -497,14 +460,10 @@ def test_the_status_line_shows_a_running_cell_with_its_time_and_output_lines(
         assert live.index("line 0") < live.index("line 2") < len(live) - 1, term.text
         assert "line 4" not in term.text
         assert term.finish() == 0, term.text
-    finally:
-        term.close()
     assert "running a cell" not in term.text
     # The cell printed for good once, as `hdsp show` prints it.
     assert term.text.count("line 4") == 1 and "Counted." in term.text
-    assert conversation(term.lines) == conversation(
-        shown_on_terminal(live_daemon, task_id_of(term.text))
-    )
+    assert conversation(term.lines) == conversation_in_show(live_daemon, term)
 
 
 def test_a_running_commands_output_is_drawn_as_it_comes_then_printed_once(
@@ -512,23 +471,16 @@ def test_a_running_commands_output_is_drawn_as_it_comes_then_printed_once(
 ) -> None:
     command = "echo step-one; sleep 1; echo step-two; sleep 1; echo step-three; sleep 1"
     fake.script(call("execute_command", command=command), OAI.text("Stepped."))
-    term = Terminal(
-        live_daemon.runtime_dir, "run", "--auto-approve", "command", "step", cwd=workspace
-    )
-    try:
+    with terminal(live_daemon, "run", "--auto-approve", "command", "step", cwd=workspace) as term:
         term.wait_for(
             lambda: "step-two" in term.lines and "running a command (" in term.text,
             "a running command's output drawn live",
         )
         assert "step-three" not in term.lines
         assert term.finish() == 0, term.text
-    finally:
-        term.close()
     assert "running a command" not in term.text
     assert term.lines.count("  | step-two") == 1 and "Stepped." in term.text
-    assert conversation(term.lines) == conversation(
-        shown_on_terminal(live_daemon, task_id_of(term.text))
-    )
+    assert conversation(term.lines) == conversation_in_show(live_daemon, term)
 
 
 def test_two_quick_ctrl_cs_in_run_never_say_the_cancelled_task_goes_on(
@@ -537,15 +489,10 @@ def test_two_quick_ctrl_cs_in_run_never_say_the_cancelled_task_goes_on(
     """Item 4's second half: the second Ctrl-C detaches from a task that is being
     cancelled, and says so, not that it goes on."""
     fake.script(call("execute_command", command="sleep 60"))
-    term = Terminal(
-        live_daemon.runtime_dir, "run", "--auto-approve", "command", "sleep", cwd=workspace
-    )
-    try:
+    with terminal(live_daemon, "run", "--auto-approve", "command", "sleep", cwd=workspace) as term:
         term.wait_for_text("running a command (")
         term.type("\x03\x03")
         assert term.finish(timeout=30) == 1, term.text
-    finally:
-        term.close()
     assert "Cancelling the task" in term.text
     assert "goes on" not in term.text and "Traceback" not in term.text
     task_id = task_id_of(term.text)
@@ -569,11 +516,7 @@ def test_the_live_region_and_status_line_show_escapes_as_text(
         OAI.text(evil, chunk_size=3).end_after(8),  # a partial answer, drawn live
         OAI.text(evil, chunk_size=3),
     )
-    term = Terminal(live_daemon.runtime_dir, "run", "say it", cwd=workspace)
-    try:
-        assert term.finish() == 0, term.text
-    finally:
-        term.close()
+    term = finished(live_daemon, "run", "say it", cwd=workspace)
     assert b"\x1b]" not in term.output and b"\x07" not in term.output
     assert b"\x1b[1A" in term.output  # the view did redraw
     assert (
@@ -591,15 +534,12 @@ def test_asks_one_after_another_are_each_asked(
         call("write_to_file", path="g2.txt", content="2\n"),
         OAI.text("Both written."),
     )
-    term = Terminal(live_daemon.runtime_dir, "run", "write two", cwd=workspace)
-    try:
+    with terminal(live_daemon, "run", "write two", cwd=workspace) as term:
         term.wait_for_text(PROMPT)
         term.type("y\n")
         term.wait_for(lambda: PROMPT in term.text.partition("g2.txt")[2], "the second ask")
         term.type("y\n")
         assert term.finish() == 0, term.text
-    finally:
-        term.close()
     assert (workspace / "g1.txt").exists() and (workspace / "g2.txt").exists()
     assert "Both written." in term.text and PROMPT not in term.text
     assert term.text.count("ask: allow this?") == 2 and term.text.count("approved by hdsp") == 2
@@ -612,22 +552,17 @@ def test_an_answered_ask_is_shown_once_as_hdsp_show_shows_it(
     shows it once, with who answered, and the prompt line is gone: the screen's
     conversation is `hdsp show`'s."""
     fake.script(call("write_to_file", path="h.txt", content="hi\n"), OAI.text("Wrote h."))
-    term = Terminal(live_daemon.runtime_dir, "run", "write h", cwd=workspace)
-    try:
+    with terminal(live_daemon, "run", "write h", cwd=workspace) as term:
         term.wait_for_text(PROMPT)
         term.type("\n")  # Enter alone: answers nothing, says so
         term.wait_for_text("Enter alone does neither")
         term.type("y\n")
         assert term.finish() == 0, term.text
-    finally:
-        term.close()
     screen = term.lines
     assert (workspace / "h.txt").read_text() == "hi\n"
     assert term.text.count("write_to_file") == 1, term.text
     assert PROMPT not in term.text and "Enter alone does neither" not in term.text
-    assert conversation(screen) == conversation(
-        shown_on_terminal(live_daemon, task_id_of(term.text))
-    )
+    assert conversation(screen) == conversation_in_show(live_daemon, term)
 
 
 def test_show_colours_a_diff_on_a_terminal(
@@ -639,11 +574,7 @@ def test_show_colours_a_diff_on_a_terminal(
     fake.script(call("write_to_file", path="i.txt", content="new\n"), OAI.text("Changed."))
     run = hdsp(live_daemon, "run", "--auto-approve", "write", "change i", cwd=workspace)
     assert run.returncode == 0, run.stderr
-    term = Terminal(live_daemon.runtime_dir, "show", task_id_of(run.stderr), env={"NO_COLOR": ""})
-    try:
-        assert term.finish() == 0, term.text
-    finally:
-        term.close()
+    term = finished(live_daemon, "show", task_id_of(run.stderr), env={"NO_COLOR": ""})
     assert b"\x1b[32m+new\x1b[0m" in term.output and b"\x1b[31m-old\x1b[0m" in term.output
     assert b"\x1b[36m@@" in term.output
     # Without a terminal (or with NO_COLOR), no colour at all.

@@ -19,14 +19,13 @@ from tests.support.scripted_turns import call, done
 
 
 @pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    ws = tmp_path / "ws"
-    (ws / ".hdsp" / "commands").mkdir(parents=True)
-    (ws / ".hdsp" / "commands" / "profile.md").write_text(
+def workspace(workspace: Path) -> Path:
+    (workspace / ".hdsp" / "commands").mkdir(parents=True)
+    (workspace / ".hdsp" / "commands" / "profile.md").write_text(
         "---\ndescription: Profile a data set\nargument-hint: <csv>\n---\nProfile $ARGUMENTS\n"
     )
-    (ws / "AGENTS.md").write_text("Be brief.\x1b[31m\n")
-    return ws
+    (workspace / "AGENTS.md").write_text("Be brief.\x1b[31m\n")
+    return workspace
 
 
 @pytest.mark.slow

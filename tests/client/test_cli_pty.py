@@ -9,6 +9,7 @@ import re
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 import pexpect
 import pytest
@@ -16,10 +17,12 @@ import pytest
 from hdsp.client.exit_codes import ExitCode
 from hdsp.client.sync import connect
 from hdsp.protocol import MessageEvent, TaskAborted, TaskCompleted, TaskIdle, TaskInteractive
-from tests.fakes.openai_server import FakeOpenAI, ToolCall
+from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.openai_server import Reply as FakeReply
+from tests.integration.test_agents_e2e import agent_of, results_in
 from tests.support.cli_process import cli_env
 from tests.support.daemon_process import DaemonProcess
+from tests.support.scripted_turns import call, done
 
 ENTER = "\r"  # what the Enter key sends on a terminal
 PROMPT = "you>"  # (prompt_toolkit draws the space after it by moving the cursor)
@@ -38,6 +41,13 @@ def spawn(daemon: DaemonProcess, *args: str, cwd: Path | None = None) -> pexpect
     )
 
 
+def chat_at_prompt(daemon: DaemonProcess, *args: str, cwd: Path | None = None) -> pexpect.spawn:
+    """`hdsp chat ARGS` on a terminal, once it shows its first prompt."""
+    child = spawn(daemon, "chat", *args, cwd=cwd)
+    child.expect_exact(PROMPT)
+    return child
+
+
 def finish(child: pexpect.spawn) -> int:
     """Wait for the command to end; its exit code (128+N for a signal)."""
     child.expect(pexpect.EOF)
@@ -45,6 +55,13 @@ def finish(child: pexpect.spawn) -> int:
     if child.signalstatus is not None:
         return 128 + int(child.signalstatus)
     return int(child.exitstatus)
+
+
+def say(child: pexpect.spawn, line: str, *shown: str) -> None:
+    """Type `line` and Enter, then wait for each of `shown` in turn."""
+    child.send(line + ENTER)
+    for text in shown:
+        child.expect_exact(text)
 
 
 def run(daemon: DaemonProcess, *args: str, cwd: Path | None = None) -> tuple[int, str]:
@@ -55,13 +72,20 @@ def run(daemon: DaemonProcess, *args: str, cwd: Path | None = None) -> tuple[int
 
 
 def write_call(path: str) -> FakeReply:
-    return FakeReply.tool_calls(
-        [ToolCall("write_to_file", json.dumps({"path": path, "content": "a note\n"}))]
-    )
+    return call("write_to_file", path=path, content="a note\n")
 
 
-def done(result: str) -> FakeReply:
-    return FakeReply.tool_calls([ToolCall("attempt_completion", json.dumps({"result": result}))])
+def lead_calls_a_writer(body: dict[str, Any]) -> FakeReply | None:
+    """The model of two agents: lead calls writer, whose write of a.txt asks;
+    then lead finishes with what writer returned."""
+    results = results_in(body)
+    if agent_of(body) == "lead":
+        if not results:
+            return call("call_agent", agent_name="writer", message="write")
+        return call("finish", message=f"lead: {results[0]}")
+    if not results:
+        return write_call("a.txt")
+    return call("finish", message="wrote a.txt")
 
 
 def wait_for(
@@ -106,40 +130,23 @@ def test_chat_streams_replies_answers_asks_and_takes_slash_commands(
         FakeReply.text("again"),
         FakeReply.text("Summary: the user said hello and a note was written to n.txt."),
     )
-    child = spawn(daemon, "chat", "--workspace", str(tmp_path))
-    child.expect_exact(PROMPT)
-    child.send("/help" + ENTER)
-    child.expect_exact("/condense")
-    child.expect_exact(PROMPT)
-    child.send("/mode plan" + ENTER)
-    child.expect_exact("/mode is not available yet")
-    child.expect_exact(PROMPT)
-    child.send("/profile" + ENTER)
-    child.expect_exact("/profile is not available yet")
-    child.expect_exact(PROMPT)
+    child = chat_at_prompt(daemon, "--workspace", str(tmp_path))
+    say(child, "/help", "/condense", PROMPT)
+    say(child, "/mode plan", "/mode is not available yet", PROMPT)
+    say(child, "/profile", "/profile is not available yet", PROMPT)
 
-    child.send("hello" + ENTER)
-    child.expect_exact("Hello from the model.")
-    child.expect_exact(PROMPT)
+    say(child, "hello", "Hello from the model.", PROMPT)
 
     # An ask in between: Enter alone does not approve, y does.
-    child.send("write n.txt" + ENTER)
-    child.expect_exact("[y]es")
-    child.send(ENTER)
-    child.expect_exact("Enter alone does neither")
-    child.send("y" + ENTER)
-    child.expect_exact("Result: wrote it")
-    child.expect_exact(PROMPT)
+    say(child, "write n.txt", "[y]es")
+    say(child, "", "Enter alone does neither")
+    say(child, "y", "Result: wrote it", PROMPT)
     assert (tmp_path / "n.txt").read_text() == "a note\n"
 
     # Esc Enter makes a new line; Enter sends both lines as one message.
-    child.send("line one\x1b" + ENTER + "line two" + ENTER)
-    child.expect_exact("got two lines")
-    child.expect_exact(PROMPT)
+    say(child, "line one\x1b" + ENTER + "line two", "got two lines", PROMPT)
     # The up arrow brings the last message back.
-    child.send("\x1b[A" + ENTER)
-    child.expect_exact("again")
-    child.expect_exact(PROMPT)
+    say(child, "\x1b[A", "again", PROMPT)
 
     def text(content: object) -> str:
         if isinstance(content, str):
@@ -152,13 +159,10 @@ def test_chat_streams_replies_answers_asks_and_takes_slash_commands(
     assert sum("line one\nline two" in u for u in users) == 2, users
 
     # /condense asks the model for a summary at once.
-    child.send("/condense" + ENTER)
-    child.expect_exact("Condensed: ")
-    child.expect_exact(PROMPT)
+    say(child, "/condense", "Condensed: ", PROMPT)
     assert len(fake_openai.requests) == 6
 
-    child.send("/quit" + ENTER)
-    child.expect_exact("Left the chat; `hdsp chat ")
+    say(child, "/quit", "Left the chat; `hdsp chat ")
     assert finish(child) == ExitCode.OK
 
 
@@ -168,20 +172,14 @@ def test_chat_ctrl_c_cancels_the_turn_and_comes_back_to_the_prompt(
     daemon: DaemonProcess, fake_openai: FakeOpenAI, tmp_path: Path
 ) -> None:
     fake_openai.script(FakeReply.text("first"), FakeReply.hang(), FakeReply.text("after"))
-    child = spawn(daemon, "chat", "--workspace", str(tmp_path))
-    child.expect_exact(PROMPT)
-    child.send("start" + ENTER)
-    child.expect_exact("first")
-    child.expect_exact(PROMPT)
-    child.send("wait forever" + ENTER)
+    child = chat_at_prompt(daemon, "--workspace", str(tmp_path))
+    say(child, "start", "first", PROMPT)
     # The request is on: the model server answers nothing.
-    child.expect_exact("Thin")  # FakeReply.hang: one chunk, then nothing
+    say(child, "wait forever", "Thin")  # FakeReply.hang: one chunk, then nothing
     child.sendintr()
     child.expect_exact("Cancelling the agent's turn")
     child.expect_exact(PROMPT)
-    child.send("go on" + ENTER)
-    child.expect_exact("after")
-    child.expect_exact(PROMPT)
+    say(child, "go on", "after", PROMPT)
     child.sendeof()
     assert finish(child) == ExitCode.OK
 
@@ -199,11 +197,9 @@ def test_chat_on_a_task_that_waits_answers_its_ask_first(
     child = spawn(daemon, "chat", task_id[:8])
     child.expect_exact("> write w.txt")  # the history so far
     child.expect_exact("[y]es")
-    child.send("y" + ENTER)
-    child.expect_exact("Result: wrote w.txt")
-    child.expect_exact(PROMPT)
+    say(child, "y", "Result: wrote w.txt", PROMPT)
     assert (tmp_path / "w.txt").exists()
-    child.send("/quit" + ENTER)
+    say(child, "/quit")
     assert finish(child) == ExitCode.OK
 
 
@@ -216,22 +212,7 @@ def test_run_asks_an_agents_approval_here_labelled_with_the_agent(
         code, shown = run(daemon, "agent", "add", name, f"The {name}.", "--groups", groups)
         assert code == ExitCode.OK, shown
 
-    def respond(body: dict[str, object]) -> FakeReply | None:
-        agent = str(body["messages"][0]["content"]).split('"')[1]  # type: ignore[index]
-        results = [m["content"] for m in body["messages"] if m["role"] == "tool"]  # type: ignore[attr-defined,index]
-        if agent == "lead" and not results:
-            return FakeReply.tool_calls(
-                [ToolCall("call_agent", json.dumps({"agent_name": "writer", "message": "write"}))]
-            )
-        if agent == "lead":
-            return FakeReply.tool_calls(
-                [ToolCall("finish", json.dumps({"message": f"lead: {results[0]}"}))]
-            )
-        if not results:
-            return write_call("a.txt")
-        return FakeReply.tool_calls([ToolCall("finish", json.dumps({"message": "wrote a.txt"}))])
-
-    fake_openai.responder = respond
+    fake_openai.responder = lead_calls_a_writer
     child = spawn(
         daemon,
         "run",
@@ -248,9 +229,7 @@ def test_run_asks_an_agents_approval_here_labelled_with_the_agent(
     child.expect_exact("a.txt")
     child.expect_exact("[y]es")
     assert not (tmp_path / "a.txt").exists()
-    child.send("y" + ENTER)
-    child.expect_exact("Approved: the ask of writer.")
-    child.expect_exact("lead: wrote a.txt")
+    say(child, "y", "Approved: the ask of writer.", "lead: wrote a.txt")
     assert finish(child) == ExitCode.OK
     assert (tmp_path / "a.txt").read_text() == "a note\n"
 
@@ -326,8 +305,7 @@ def test_the_readme_walkthrough(
     child = spawn(daemon, "attach", short)
     child.expect_exact("notes.md")
     child.expect_exact("[y]es")
-    child.send("y" + ENTER)
-    child.expect_exact("Result: wrote notes.md")
+    say(child, "y", "Result: wrote notes.md")
     assert finish(child) == ExitCode.OK
     assert (ws / "notes.md").read_text() == "a note\n"
 
@@ -345,13 +323,9 @@ def test_the_readme_walkthrough(
 
     # hdsp chat   a conversation at a prompt (hdsp chat 3f2a: an existing task)
     fake_openai.script(FakeReply.text("Hello at the prompt."))
-    child = spawn(daemon, "chat", cwd=ws)
-    child.expect_exact(PROMPT)
-    child.send("hello" + ENTER)
-    child.expect_exact("Hello at the prompt.")
-    child.expect_exact(PROMPT)
-    child.send("/quit" + ENTER)
-    child.expect_exact("Left the chat; `hdsp chat ")
+    child = chat_at_prompt(daemon, cwd=ws)
+    say(child, "hello", "Hello at the prompt.", PROMPT)
+    say(child, "/quit", "Left the chat; `hdsp chat ")
     assert finish(child) == ExitCode.OK
 
     # hdsp answer 3f2a --yes   approve what it waits for (--no "why" denies)

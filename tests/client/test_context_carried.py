@@ -14,10 +14,11 @@ import pytest
 
 from hdsp.client import connect
 from hdsp.protocol import ActiveCell, PromptContext, TaskInteractive
-from tests.client.test_cli_pty import ENTER, PROMPT, finish, spawn
-from tests.fakes.openai_server import FakeOpenAI, ToolCall
+from tests.client.test_cli_pty import PROMPT, chat_at_prompt, finish, say, spawn
+from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.openai_server import Reply as FakeReply
 from tests.support.daemon_process import DaemonProcess
+from tests.support.scripted_turns import call
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
@@ -27,14 +28,8 @@ PLOT = '\\"id\\":\\"plot\\"'
 LOAD = '\\"id\\":\\"load\\"'
 
 
-def call(name: str, **args: Any) -> FakeReply:
-    return FakeReply.tool_calls([ToolCall(name, json.dumps(args))])
-
-
 @pytest.fixture
-def ws(tmp_path: Path) -> Path:
-    ws = tmp_path / "ws"
-    ws.mkdir()
+def ws(workspace: Path) -> Path:
     cells = [
         {"cell_type": "code", "id": "load", "metadata": {}, "execution_count": None,
          "source": "df = load()", "outputs": []},
@@ -42,8 +37,8 @@ def ws(tmp_path: Path) -> Path:
          "source": "df.plot()", "outputs": []},
     ]  # fmt: skip
     nb = {"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
-    (ws / "sales.ipynb").write_text(json.dumps(nb))
-    return ws
+    (workspace / "sales.ipynb").write_text(json.dumps(nb))
+    return workspace
 
 
 def context(ws: Path, cell: int) -> PromptContext:
@@ -131,16 +126,10 @@ def test_chat_sends_its_notebook_and_cell_with_each_message_and_answer(
         call("ask_followup_question", question="Which column?"),
         FakeReply.text("noted"),
     )
-    child = spawn(daemon, "chat", "--notebook", "sales.ipynb", "--cell", "1", cwd=ws)
-    child.expect_exact(PROMPT)
-    child.send("why is it slow?" + ENTER)
-    child.expect_exact("first reply")
-    child.expect_exact(PROMPT)
-    child.send("plot it" + ENTER)
-    child.expect_exact("Which column?")
-    child.send("the x column" + ENTER)
-    child.expect_exact("noted")
-    child.expect_exact(PROMPT)
+    child = chat_at_prompt(daemon, "--notebook", "sales.ipynb", "--cell", "1", cwd=ws)
+    say(child, "why is it slow?", "first reply", PROMPT)
+    say(child, "plot it", "Which column?")
+    say(child, "the x column", "noted", PROMPT)
     child.sendeof()
     assert finish(child) == 0
 

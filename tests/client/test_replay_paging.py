@@ -4,13 +4,13 @@ backlog (plus what arrives live)."""
 
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 
 import anyio
 
 from hdsp.client import connect
-from hdsp.daemon.paths import resolve_paths
-from hdsp.daemon.store import Journal, Store, insert_task
+from hdsp.daemon.store import Journal, insert_task
 from hdsp.protocol import (
     ClineMessage,
     HistoryItem,
@@ -26,29 +26,16 @@ EVENTS = 3_500
 TASK = "paging"
 
 
-async def _write_log(database: Path) -> None:
-    database.parent.mkdir(parents=True, exist_ok=True)
-
-    async def publish(topic: bytes, body: bytes) -> None:
-        pass
-
-    async with Store.open(database) as store:
-        journal = Journal(store, publish)
-        async with anyio.create_task_group() as tg:
-            await tg.start(journal.run)
-            item = HistoryItem(id=TASK, number=1, ts=1, task="t", state=TaskState.IDLE)
-            await journal.emit(TaskCreated(payload=(TASK,)), insert_task(item))
-            for i in range(1, EVENTS):
-                msg = ClineMessage(ts=i, type="say", say="text", text=f"message {i}")
-                await journal.emit(MessageEvent(payload=(MessagePayload(TASK, "created", msg),)))
-            await journal.aclose()
-
-
 async def test_a_stream_from_seq_0_pages_through_the_log_as_it_is_read(
     daemon_process: DaemonProcess,
+    stored_journal: Callable[[], AbstractAsyncContextManager[Journal]],
 ) -> None:
-    paths = resolve_paths(daemon_process.data_dir, daemon_process.runtime_dir)
-    await _write_log(paths.database)
+    async with stored_journal() as journal:
+        item = HistoryItem(id=TASK, number=1, ts=1, task="t", state=TaskState.IDLE)
+        await journal.emit(TaskCreated(payload=(TASK,)), insert_task(item))
+        for i in range(1, EVENTS):
+            msg = ClineMessage(ts=i, type="say", say="text", text=f"message {i}")
+            await journal.emit(MessageEvent(payload=(MessagePayload(TASK, "created", msg),)))
     daemon_process.start()
     async with connect(daemon_process.runtime_dir, name="test") as client:
         for task_id in (None, TASK):

@@ -3,15 +3,14 @@ most two tasks, whatever the number of tasks."""
 
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 
-import anyio
 import pytest
 
 from hdsp.client import CommandFailed, connect
 from hdsp.client.cli.task_ids import resolve_task_id
-from hdsp.daemon.paths import resolve_paths
-from hdsp.daemon.store import Journal, Store, insert_task
+from hdsp.daemon.store import Journal, insert_task
 from hdsp.protocol import ErrorCode, HistoryItem, TaskCreated, TaskState
 from tests.support.daemon_process import DaemonProcess
 
@@ -22,26 +21,14 @@ IDS = [
 ]
 
 
-async def _write_tasks(database: Path) -> None:
-    database.parent.mkdir(parents=True, exist_ok=True)
-
-    async def publish(topic: bytes, body: bytes) -> None:
-        pass
-
-    async with Store.open(database) as store:
-        journal = Journal(store, publish)
-        async with anyio.create_task_group() as tg:
-            await tg.start(journal.run)
-            for number, task_id in enumerate(IDS, start=1):
-                item = HistoryItem(
-                    id=task_id, number=number, ts=number, task="t", state=TaskState.IDLE
-                )
-                await journal.emit(TaskCreated(payload=(task_id,)), insert_task(item))
-            await journal.aclose()
-
-
-async def test_a_prefix_resolves_to_its_one_task(daemon_process: DaemonProcess) -> None:
-    await _write_tasks(resolve_paths(daemon_process.data_dir, daemon_process.runtime_dir).database)
+async def test_a_prefix_resolves_to_its_one_task(
+    daemon_process: DaemonProcess,
+    stored_journal: Callable[[], AbstractAsyncContextManager[Journal]],
+) -> None:
+    async with stored_journal() as journal:
+        for number, task_id in enumerate(IDS, start=1):
+            item = HistoryItem(id=task_id, number=number, ts=number, task="t", state=TaskState.IDLE)
+            await journal.emit(TaskCreated(payload=(task_id,)), insert_task(item))
     daemon_process.start()
     async with connect(daemon_process.runtime_dir, name="test") as client:
         assert await resolve_task_id(client, "aaaa1") == IDS[0]
