@@ -176,6 +176,10 @@ class BlobHandler(_LinkHandler):
         self.finish(data)
 
 
+#: How long a socket opened while the extension starts waits for its link.
+LINK_START_WAIT = 10.0
+
+
 class EventsHandler(JupyterHandler, websocket.WebSocketHandler):
     """`hdsp/events?since=SEQ`: the connection's state and the daemon's events, as
     text frames of one JSON object each (CONTRACT.md)."""
@@ -202,6 +206,11 @@ class EventsHandler(JupyterHandler, websocket.WebSocketHandler):
                 raise web.HTTPError(400, "since must be an event's seq (an integer)") from None
             if self._since < 0:
                 raise web.HTTPError(400, "since must be an event's seq (0 or more)")
+        # Jupyter serves requests before it starts its extensions (the port is
+        # bound first): a socket opened in between waits for the link to start,
+        # a few seconds at most, rather than being closed as "starting".
+        with anyio.move_on_after(LINK_START_WAIT):
+            await self.link.wait_started()
 
     @ws_authenticated
     async def get(self, *args: Any, **kwargs: Any) -> None:
