@@ -433,6 +433,18 @@ class ZmqKernelConnection:
                     await published.wait()
                     return
                 wait = min(wait * 2, _HANDSHAKE_RETRY_MAX)
+        except BaseException:
+            # The caller's limit ran out (or the start was cancelled): say how far
+            # the handshake got, which is what tells a slow kernel from a lost
+            # subscription.
+            log.warning(
+                "kernel handshake given up",
+                kernel_id=self._kernel_id,
+                requests=len(sent),
+                replied=replied.is_set(),
+                idle_seen=published.is_set(),
+            )
+            raise
         finally:
             for msg_id in sent:
                 self.forget(msg_id)

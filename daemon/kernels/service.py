@@ -83,7 +83,7 @@ class KernelService:
         heartbeat_misses: int = 3,
         output_interval: float = 0.05,
         startup_timeout: float = 60.0,
-        attach_timeout: float = 10.0,
+        attach_timeout: float = 20.0,
         max_queued: int = 64,
         cull_idle_after: float | None = None,
         launcher: KernelLauncher | None = None,

@@ -14,6 +14,7 @@ from pathlib import Path
 import anyio
 import msgspec
 import pytest
+import structlog
 from jupyter_client.manager import AsyncKernelManager
 
 from hdsp.daemon.conversation import ImageBlock, TextBlock
@@ -442,9 +443,16 @@ async def test_starting_errors_are_explained(tmp_path: Path) -> None:
                 }
             )
         )
-        with pytest.raises(KernelStartFailed, match="did not answer"):
+        with (
+            structlog.testing.capture_logs() as logs,
+            pytest.raises(KernelStartFailed, match="did not answer"),
+        ):
             await svc.attach_kernel(str(stale))
         assert svc.list_kernels() == []
+        # The log says how far the handshake got: nothing came back at all.
+        (given_up,) = [e for e in logs if e["event"] == "kernel handshake given up"]
+        assert given_up["requests"] >= 1
+        assert not given_up["replied"] and not given_up["idle_seen"]
 
 
 async def test_a_kernel_whose_process_exits_at_start_fails_at_once(
