@@ -45,6 +45,13 @@ class _NoteTool(Tool):
     def __init__(self) -> None:
         self.runs: list[Mapping[str, Any]] = []
 
+    async def execute(self, ctx: ToolContext, args: Mapping[str, Any]) -> ToolResult:
+        self.runs.append(args)
+        return await self.answer(ctx, args["text"])
+
+    async def answer(self, ctx: ToolContext, text: str) -> ToolResult:
+        raise NotImplementedError
+
 
 class Peek(_NoteTool):
     """A read-only tool: approved without asking; it says what it read."""
@@ -53,14 +60,13 @@ class Peek(_NoteTool):
     description: ClassVar[str] = "Read a note."
     category: ClassVar[ToolCategory] = ToolCategory.READ
 
-    async def execute(self, ctx: ToolContext, args: Mapping[str, Any]) -> ToolResult:
-        self.runs.append(args)
-        await ctx.say(Say.TEXT, f"peeking at {args['text']}")
-        if args["text"] == "missing":
+    async def answer(self, ctx: ToolContext, text: str) -> ToolResult:
+        await ctx.say(Say.TEXT, f"peeking at {text}")
+        if text == "missing":
             raise ToolError("there is no such note")
-        if args["text"] == "crash":
+        if text == "crash":
             raise RuntimeError("a bug in the tool")
-        return ToolResult.text(f"note {args['text']}")
+        return ToolResult.text(f"note {text}")
 
 
 class Scribble(_NoteTool):
@@ -70,8 +76,7 @@ class Scribble(_NoteTool):
     description: ClassVar[str] = "Write a note."
     category: ClassVar[ToolCategory] = ToolCategory.WRITE
 
-    async def execute(self, ctx: ToolContext, args: Mapping[str, Any]) -> ToolResult:
-        self.runs.append(args)
+    async def answer(self, ctx: ToolContext, text: str) -> ToolResult:
         return ToolResult.text("written")
 
 
