@@ -1,18 +1,19 @@
 """What the journal's tests share: a journal whose writer runs for the length of
-a block, and a publisher that keeps what it published."""
+a block, a publisher that keeps what it published, and tasks created while the
+storage refuses to commit."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 
 import anyio
 
-from hdsp.daemon.store import Journal, Store
+from hdsp.daemon.store import Journal, Store, insert_task
 from hdsp.daemon.store.journal import Publisher
-from hdsp.protocol import TaskEvent, decode_event
+from hdsp.protocol import HistoryItem, StorageHealth, TaskCreated, TaskEvent, decode_event
 
-__all__ = ["Published", "running_journal"]
+__all__ = ["Published", "create_while_refused", "running_journal"]
 
 
 class Published:
@@ -36,3 +37,15 @@ async def running_journal(store: Store, publish: Publisher) -> AsyncIterator[Jou
         await tg.start(journal.run)
         yield journal
         await journal.aclose()
+
+
+async def create_while_refused(
+    store: Store, journal: Journal, tasks: Iterable[HistoryItem]
+) -> StorageHealth:
+    """Emit the creation of each of `tasks` while the storage refuses commits, and
+    wait until the store's monitor reports it; returns the health it reports."""
+    seen = store.monitor.version
+    for task in tasks:
+        await journal.emit(TaskCreated(payload=(task.id,)), insert_task(task))
+    await store.monitor.wait_changed(seen)
+    return store.monitor.health()

@@ -23,7 +23,7 @@ from hdsp.daemon.store import (
 )
 from hdsp.daemon.store.postgres import PostgresDatabase, to_psycopg
 from hdsp.protocol import HistoryItem, StorageState, TaskCreated, TaskState
-from tests.daemon.store.journals import Published, running_journal
+from tests.daemon.store.journals import Published, create_while_refused, running_journal
 from tests.support.pg_proxy import PgProxy
 from tests.support.postgres import PostgresCluster
 from tests.support.stored_database import rows
@@ -65,12 +65,8 @@ async def test_a_lost_server_holds_the_batch_and_commits_it_once_it_answers_agai
             await store.read(store.db.list_tasks, None, 10)  # the reader is connected too
 
             postgres.cut_off(pg_url, allow=False)
-            seen = monitor.version
-            for n in range(2, 5):
-                await journal.emit(TaskCreated(payload=(f"t{n}",)), insert_task(_task(n)))
             with anyio.fail_after(20):
-                await monitor.wait_changed(seen)
-            health = monitor.health()
+                health = await create_while_refused(store, journal, map(_task, range(2, 5)))
             assert health.state is StorageState.FAILING
             assert health.advice is not None and "reconnects and retries" in health.advice
             await journal.flush_for_read()  # a read does not wait for the server
