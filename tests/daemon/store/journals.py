@@ -1,6 +1,6 @@
 """What the journal's tests share: a journal whose writer runs for the length of
-a block, a publisher that keeps what it published, and tasks created while the
-storage refuses to commit."""
+a block, a publisher that keeps what it published, and tasks created (while
+the storage commits, or while it refuses to)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from hdsp.daemon.store import Journal, Store, insert_task
 from hdsp.daemon.store.journal import Publisher
 from hdsp.protocol import HistoryItem, StorageHealth, TaskCreated, TaskEvent, decode_event
 
-__all__ = ["Published", "create_while_refused", "running_journal"]
+__all__ = ["Published", "create_task", "create_while_refused", "running_journal"]
 
 
 class Published:
@@ -39,6 +39,11 @@ async def running_journal(store: Store, publish: Publisher) -> AsyncIterator[Jou
         await journal.aclose()
 
 
+async def create_task(journal: Journal, task: HistoryItem) -> None:
+    """Emit the creation of `task`, with the row that stores it."""
+    await journal.emit(TaskCreated(payload=(task.id,)), insert_task(task))
+
+
 async def create_while_refused(
     store: Store, journal: Journal, tasks: Iterable[HistoryItem]
 ) -> StorageHealth:
@@ -46,6 +51,6 @@ async def create_while_refused(
     wait until the store's monitor reports it; returns the health it reports."""
     seen = store.monitor.version
     for task in tasks:
-        await journal.emit(TaskCreated(payload=(task.id,)), insert_task(task))
+        await create_task(journal, task)
     await store.monitor.wait_changed(seen)
     return store.monitor.health()

@@ -13,12 +13,16 @@ import pytest
 from hdsp.daemon.store import (
     Store,
     StoreCorrupt,
-    insert_task,
     integrity_check,
 )
 from hdsp.daemon.store.sqlite import SqliteDatabase
-from hdsp.protocol import HistoryItem, StorageState, TaskCreated, TaskState
-from tests.daemon.store.journals import Published, create_while_refused, running_journal
+from hdsp.protocol import HistoryItem, StorageState, TaskState
+from tests.daemon.store.journals import (
+    Published,
+    create_task,
+    create_while_refused,
+    running_journal,
+)
 
 
 def _task(n: int, text: str) -> HistoryItem:
@@ -32,7 +36,7 @@ async def test_a_full_database_holds_the_batch_and_commits_it_when_room_returns(
     async with Store.open(tmp_path / "db.sqlite3") as store:
         monitor = store.monitor
         async with running_journal(store, out.publish) as journal:
-            await journal.emit(TaskCreated(payload=("t1",)), insert_task(_task(1, "small")))
+            await create_task(journal, _task(1, "small"))
             await journal.flush()
             assert [e.seq for e in out.events] == [1]
             writer = store.db._writer
