@@ -4,7 +4,7 @@ the storage commits, or while it refuses to)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 
 import anyio
@@ -17,15 +17,21 @@ __all__ = ["Published", "create_task", "create_while_refused", "running_journal"
 
 
 class Published:
-    """Keeps each event published, decoded; `arrived` is set at the first."""
+    """Keeps each event published, decoded, for a test to wait for."""
 
     def __init__(self) -> None:
         self.events: list[TaskEvent] = []
-        self.arrived = anyio.Event()
+        self._changed = anyio.Event()
 
     async def publish(self, topic: bytes, body: bytes) -> None:
         self.events.append(decode_event(body))
-        self.arrived.set()
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    async def wait_for(self, condition: Callable[[], bool]) -> None:
+        """Wait until `condition()` holds, looking again at each event published."""
+        while not condition():
+            await self._changed.wait()
 
 
 @asynccontextmanager
