@@ -9,7 +9,6 @@ import logging
 import os
 import re
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import anyio
@@ -29,20 +28,8 @@ from hdsp.daemon.logs import (
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
-@pytest.fixture(autouse=True)
-def restore_logging() -> Iterator[None]:
-    """Leave the process's logging as the test found it."""
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    for handler in list(root.handlers):
-        if handler not in handlers:
-            root.removeHandler(handler)
-            handler.close()
-    root.setLevel(level)
-    logging.captureWarnings(False)
-    structlog.contextvars.clear_contextvars()
-    structlog.reset_defaults()
+#: Every test leaves the process's logging as it found it (conftest.py).
+pytestmark = pytest.mark.usefixtures("restore_logging")
 
 
 def unique_secret() -> str:

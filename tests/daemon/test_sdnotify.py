@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import io
 import json
-import logging
 import socket
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import structlog
 
 from hdsp.daemon.logs import configure_logging
 from hdsp.daemon.sdnotify import notify, notify_ready, notify_status, notify_stopping
@@ -31,19 +29,10 @@ def systemd_socket(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[
 
 
 @pytest.fixture
-def log_stream() -> Iterator[io.StringIO]:
+def log_stream(restore_logging: None) -> io.StringIO:
     stream = io.StringIO()
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
     configure_logging(level="debug", stream=stream)
-    yield stream
-    for handler in list(root.handlers):
-        if handler not in handlers:
-            root.removeHandler(handler)
-            handler.close()
-    root.setLevel(level)
-    logging.captureWarnings(False)
-    structlog.reset_defaults()
+    return stream
 
 
 def test_ready(systemd_socket: socket.socket) -> None:

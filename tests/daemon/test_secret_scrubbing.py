@@ -16,16 +16,16 @@ from hdsp.daemon.config import ConfigService, Profiles, SecretStore, SettingsSto
 from hdsp.daemon.llm.errors import status_error
 from hdsp.daemon.llm.models import model_table
 from hdsp.daemon.scrubber import REDACTED, SECRET_SHAPES, SecretScrubber, scrubber, url_credentials
-from hdsp.daemon.store import Journal, Store, insert_task
+from hdsp.daemon.store import Journal, Store
 from hdsp.protocol import (
     ClineMessage,
     HistoryItem,
     MessageEvent,
     MessagePayload,
-    TaskCreated,
     TaskState,
     decode_event,
 )
+from tests.daemon.store.journals import create_task
 
 # ---- shapes -------------------------------------------------------------------------
 
@@ -206,7 +206,7 @@ async def test_the_journal_stores_and_publishes_no_secret(tmp_path: Path) -> Non
         async with anyio.create_task_group() as tg:
             await tg.start(journal.run)
             item = HistoryItem(id="t", number=1, ts=1, task=f"use {key}", state=TaskState.IDLE)
-            await journal.emit(TaskCreated(payload=("t",)), insert_task(item))
+            await create_task(journal, item)
             message = ClineMessage(ts=2, type="say", say="text", text=f"the key is {key}")
             await journal.emit(MessageEvent(payload=(MessagePayload("t", "created", message),)))
             partial = ClineMessage(ts=3, type="say", say="text", text=f"{key}", partial=True)

@@ -514,10 +514,7 @@ class FakeAnthropic(ScriptedServer[Reply]):
             status, error_type, message = refused
             exchange.send_json(status, _error_body(error_type, message), request_id)
             return
-        if reply.body_text is not None:
-            exchange.send_text(
-                reply.status_code, reply.body_text, reply.content_type, reply.headers
-            )
+        if self.send_plain_text(exchange, reply):
             return
         if reply.status_code != 200:
             exchange.send_json(reply.status_code, reply.error, {**request_id, **reply.headers})

@@ -347,10 +347,7 @@ class FakeOpenAI(ScriptedServer[Reply]):
             reply = self._take_reply(exchange)
         if reply.first_byte_delay != 0 and not self._pause(exchange, reply.first_byte_delay):
             return
-        if reply.body_text is not None:
-            exchange.send_text(
-                reply.status_code, reply.body_text, reply.content_type, reply.headers
-            )
+        if self.send_plain_text(exchange, reply):
             return
         if reply.status_code != 200:
             error = reply.error

@@ -277,6 +277,14 @@ class ScriptedServer(ChatCompletionsServer, Generic[R]):
                 exchange.send_raw(events[position])
         exchange.end_stream()
 
+    def send_plain_text(self, exchange: ChatExchange, reply: R) -> bool:
+        """Send `reply` if it is a :meth:`ScriptedReply.plain_status` (a body of
+        text, not the API's JSON); whether it was one."""
+        if reply.body_text is None:
+            return False
+        exchange.send_text(reply.status_code, reply.body_text, reply.content_type, reply.headers)
+        return True
+
     def send_error_event(self, exchange: ChatExchange, reply: R) -> None:
         """The ``error_event`` fault: the API's error event in the middle of a stream."""
         raise NotImplementedError

@@ -23,9 +23,11 @@ import pytest
 
 from hdsp.daemon.checkpoints import CheckpointService
 from hdsp.daemon.checkpoints import open_notebooks as open_module
+from hdsp.daemon.checkpoints.service import RestoredFiles
 from hdsp.daemon.config import CheckpointSettings
 from hdsp.daemon.store import Journal, Store
 from hdsp.protocol import CheckpointInfo, DocumentEdit
+from tests.support.live_edit_scenarios import write_notebook
 from tests.support.shared_notebook_host import SharedNotebookHost
 
 _v4: Any = nbformat.v4
@@ -36,20 +38,14 @@ async def _drop(topic: bytes, body: bytes) -> None:
 
 
 def _write(path: Path, *sources: str, trusted: bool = False) -> None:
-    nb = _v4.new_notebook()
-    nb.metadata["kernelspec"] = {
-        "name": "python3",
-        "display_name": "Python 3",
-        "language": "python",
-    }
-    nb.cells = [_v4.new_code_cell(s) for s in sources]
+    write_notebook(path, *sources)
     if trusted:
-        # (What a model could write: a file claiming its cells are trusted.)
-        for cell in nb.cells:
-            cell.metadata["trusted"] = True
+        # (What a model could write: a file claiming its cells are trusted. nbformat
+        # drops the flag as it writes, so it is set in the JSON.)
+        nb = json.loads(path.read_text())
+        for cell in nb["cells"]:
+            cell["metadata"]["trusted"] = True
         path.write_text(json.dumps(nb))
-    else:
-        nbformat.write(nb, str(path))
 
 
 def _sources(path: Path) -> list[str]:
@@ -68,13 +64,9 @@ class Setup:
     def ops(self) -> list[tuple[str, str]]:
         return [(r.edit.op, r.path) for r in self.host.requests]
 
-    async def checkpoint_then_saved_agent_cell(self) -> CheckpointInfo:
-        """Checkpoint "one" of plots.ipynb, then a cell the agent inserted in the
-        open document, which the user saved."""
-        first = await self.service.save("t", self.workspace, "one")
-        _agent_inserts(self.host, "x = 2")
-        self.host.save(self.workspace / "plots.ipynb")
-        return first
+    async def restore(self, info: CheckpointInfo) -> RestoredFiles:
+        """Restore the files of task "t" to checkpoint `info`."""
+        return await self.service.restore_files("t", self.workspace, info, None)
 
 
 @asynccontextmanager
@@ -107,6 +99,20 @@ async def _open(tmp_path: Path, notebook: str = "plots.ipynb") -> AsyncIterator[
 def _agent_inserts(host: SharedNotebookHost, source: str) -> None:
     """An edit the agent made live: in the open document, not in the file."""
     host.ynb.ycells.append(host.ynb.create_ycell({"cell_type": "code", "source": source}))
+
+
+@asynccontextmanager
+async def _checkpoint_then_saved_agent_cell(
+    tmp_path: Path, ws: Path
+) -> AsyncIterator[tuple[Setup, CheckpointInfo]]:
+    """plots.ipynb (`a = 1`) open, its checkpoint "one", then a cell the agent
+    inserted in the open document, which the user saved."""
+    _write(ws / "plots.ipynb", "a = 1")
+    async with _open(tmp_path) as s:
+        first = await s.service.save("t", ws, "one")
+        _agent_inserts(s.host, "x = 2")
+        s.host.save(ws / "plots.ipynb")
+        yield s, first
 
 
 @pytest.fixture
@@ -150,7 +156,7 @@ async def test_a_restore_replaces_the_open_document_and_the_host_saves_it(
         (ws / "data.csv").write_text("overwritten\n")
         await s.service.save("t", ws, "after the agent")
 
-        restored = await s.service.restore_files("t", ws, first, None)
+        restored = await s.restore(first)
         assert restored.files == ["data.csv", "plots.ipynb"]
         assert restored.open_notebooks == ["plots.ipynb"] and restored.notes == []
         # The open document shows the checkpoint's cells, and its save wrote them.
@@ -159,7 +165,7 @@ async def test_a_restore_replaces_the_open_document_and_the_host_saves_it(
         assert (ws / "data.csv").read_text() == "x\n1\n"
         assert [op for op, _ in s.ops()][-1] == "replace"
         # The undo checkpoint kept the agent's unsaved cell: restoring it brings it back.
-        undo = await s.service.restore_files("t", ws, restored.undo, None)
+        undo = await s.restore(restored.undo)
         assert undo.open_notebooks == ["plots.ipynb"]
         assert s.host.sources() == ["a = 1", "b = 2", "df.x.plot()"]
         assert _sources(ws / "plots.ipynb") == ["a = 1", "b = 2", "df.x.plot()"]
@@ -170,11 +176,9 @@ async def test_an_open_notebook_whose_file_lags_behind_is_saved_by_a_restore(
 ) -> None:
     # The open document is the checkpoint's already, its file is not (the user
     # undid the agent's cell by hand, unsaved): the restore has the host save it.
-    _write(ws / "plots.ipynb", "a = 1")
-    async with _open(tmp_path) as s:
-        first = await s.checkpoint_then_saved_agent_cell()
+    async with _checkpoint_then_saved_agent_cell(tmp_path, ws) as (s, first):
         del s.host.ynb.ycells[1]  # (and then took it out, unsaved)
-        restored = await s.service.restore_files("t", ws, first, None)
+        restored = await s.restore(first)
         assert restored.open_notebooks == ["plots.ipynb"]
         assert _sources(ws / "plots.ipynb") == ["a = 1"] == s.host.sources()
 
@@ -182,11 +186,9 @@ async def test_an_open_notebook_whose_file_lags_behind_is_saved_by_a_restore(
 async def test_a_host_that_does_not_save_leaves_the_file_to_the_daemon_with_a_note(
     tmp_path: Path, ws: Path
 ) -> None:
-    _write(ws / "plots.ipynb", "a = 1")
-    async with _open(tmp_path) as s:
-        first = await s.checkpoint_then_saved_agent_cell()
+    async with _checkpoint_then_saved_agent_cell(tmp_path, ws) as (s, first):
         s.host.saves = False
-        restored = await s.service.restore_files("t", ws, first, None)
+        restored = await s.restore(first)
         assert restored.open_notebooks == []
         [note] = restored.notes
         assert (
@@ -212,7 +214,7 @@ async def test_a_host_that_does_not_answer_costs_one_wait_and_the_file_is_used(
         _write(ws / "plots.ipynb", "a = 2")
         second = await s.service.save("t", ws, "two")
         assert second.notes == [] and len(s.host.requests) == asked
-        restored = await s.service.restore_files("t", ws, info, None)
+        restored = await s.restore(info)
         assert restored.open_notebooks == [] and _sources(ws / "plots.ipynb") == ["a = 1"]
 
 
@@ -226,7 +228,7 @@ async def test_a_notebook_not_open_is_checkpointed_and_restored_in_its_file(
         _write(ws / "closed.ipynb", "c = 2")
         second = await s.service.save("t", ws, "two")
         assert second.changed == ["closed.ipynb"]
-        restored = await s.service.restore_files("t", ws, first, None)
+        restored = await s.restore(first)
         assert restored.files == ["closed.ipynb"] and restored.open_notebooks == []
         assert _sources(ws / "closed.ipynb") == ["c = 1"]
         assert all(path != str(ws / "closed.ipynb") for _, path in s.ops())
@@ -245,7 +247,7 @@ async def test_a_restore_sends_no_notebook_into_another_notebooks_document(
         (ws / "a.ipynb").unlink()
         os.symlink("b.ipynb", ws / "a.ipynb")
         await s.service.save("t", ws, "two")
-        restored = await s.service.restore_files("t", ws, first, None)
+        restored = await s.restore(first)
         assert restored.files == ["a.ipynb"] and restored.open_notebooks == []
         assert not (ws / "a.ipynb").is_symlink()
         assert _sources(ws / "a.ipynb") == ["secret = 'a'"]
@@ -276,7 +278,7 @@ async def test_notebooks_declared_outside_the_workspace_or_through_a_link_are_le
         first = await s.service.save("t", ws, "one")
         _write(outside / "theirs.ipynb", "changed = 1")
         await s.service.save("t", ws, "two")
-        await s.service.restore_files("t", ws, first, None)
+        await s.restore(first)
         # Nothing of these was read or written, through the host or on disk.
         assert s.ops() == []
         assert _sources(outside / "theirs.ipynb") == ["changed = 1"]
@@ -296,7 +298,7 @@ async def test_restored_cells_reach_jupyterlab_untrusted_and_checkpoints_keep_no
         assert b'"trusted": true' in (await repo.show(first.commit, "plots.ipynb") or b"")
         s.declare(ws / "plots.ipynb")
         _agent_inserts(s.host, "x = 2")
-        await s.service.restore_files("t", ws, first, None)
+        await s.restore(first)
         [replace] = [r for r in s.host.requests if r.edit.op == "replace"]
         assert replace.edit.notebook is not None
         assert all("trusted" not in c["metadata"] for c in replace.edit.notebook["cells"])
@@ -343,7 +345,7 @@ async def test_a_host_older_than_checkpoints_leaves_the_notebook_to_its_file(
         first = await s.service.save("t", ws, "one")
         assert any("which gave no notebook for it: its file was kept" in n for n in first.notes)
         _write(ws / "plots.ipynb", "a = 2")
-        restored = await s.service.restore_files("t", ws, first, None)
+        restored = await s.restore(first)
         assert restored.open_notebooks == [] and _sources(ws / "plots.ipynb") == ["a = 1"]
         [note] = restored.notes
         assert "plots.ipynb is open in JupyterLab, which did not take the restore" in note
@@ -363,7 +365,7 @@ async def test_an_open_notebook_the_restore_removes_is_said_to_be_still_open(
         _write(ws / "new.ipynb", "n = 1")
         s.declare(ws / "new.ipynb")
         await s.service.save("t", ws, "with it")
-        restored = await s.service.restore_files("t", ws, first, None)
+        restored = await s.restore(first)
         assert restored.files == ["new.ipynb"] and restored.open_notebooks == []
         assert not (ws / "new.ipynb").exists()
         [note] = restored.notes

@@ -37,6 +37,7 @@ from hdsp.protocol import (
 from tests.daemon.kernels.kernel_checks import (
     check_a_loop_is_interrupted_at_its_time_limit,
     check_input_is_answered_by_the_callback,
+    executing,
 )
 from tests.fakes.tcp_proxy import TcpProxy
 from tests.support.daemon_process import short_tmp_dir
@@ -313,26 +314,18 @@ async def test_a_websocket_cut_mid_cell_loses_no_output(
         gateway_service(server, tmp_path, url=proxy.url) as (svc, _),
     ):
         info = await svc.start_kernel()
-        seen = Collected()
-        result = []
-        async with anyio.create_task_group() as tg:
-
-            async def run() -> None:
-                result.append(await svc.execute(info.kernel_id, code, on_output=seen))
-
-            tg.start_soon(run)
-            await seen.first.wait()
+        async with executing(svc, info.kernel_id, code) as run:
             proxy.down()
             # The server noticed: it counts no connection to the kernel.
             while await _connections(server, info.remote_id) != 0:  # noqa: ASYNC110 (its state)
                 await anyio.sleep(0.05)
             flag.write_text("go")
             proxy.up()
-        (r,) = result
+        (r,) = run.results
     expected = "before\n" + "".join(f"during {i}\n" for i in range(200))
     assert r.status == "ok", r
     assert r.outputs[0].text == expected
-    assert seen.text() == expected
+    assert run.output.text() == expected
     assert r.outputs[-1].data == {"text/plain": "'done'"}
     assert proxy.connections >= 2
     # (What the server had sent into the dead link could have been lost: it says so.)

@@ -41,6 +41,7 @@ from hdsp.protocol import (
 from tests.daemon.kernels.kernel_checks import (
     check_a_loop_is_interrupted_at_its_time_limit,
     check_input_is_answered_by_the_callback,
+    executing,
 )
 from tests.support.daemon_process import short_tmp_dir
 from tests.support.kernel_helpers import (
@@ -269,19 +270,9 @@ async def test_cancelling_the_caller_interrupts_the_code(tmp_path: Path) -> None
     async with running_service() as (svc, _):
         info = await svc.start_kernel(cwd=str(kernel_dir(tmp_path)))
         await svc.execute(info.kernel_id, "x = 1")
-        seen = Collected()
-        async with anyio.create_task_group() as tg:
-
-            async def run() -> None:
-                await svc.execute(
-                    info.kernel_id,
-                    "print('looping', flush=True)\nwhile True:\n    pass",
-                    on_output=seen,
-                )
-
-            tg.start_soon(run)
-            await seen.first.wait()
-            tg.cancel_scope.cancel()
+        loop = "print('looping', flush=True)\nwhile True:\n    pass"
+        async with executing(svc, info.kernel_id, loop) as run:
+            run.scope.cancel()
         with anyio.fail_after(10):
             after = await svc.execute(info.kernel_id, "x + 1")
     assert after.outputs[0].data == {"text/plain": "2"}
@@ -290,25 +281,12 @@ async def test_cancelling_the_caller_interrupts_the_code(tmp_path: Path) -> None
 async def test_a_killed_kernel_is_reported_dead_and_can_be_restarted(tmp_path: Path) -> None:
     async with running_service() as (svc, rec):
         info = await svc.start_kernel(cwd=str(kernel_dir(tmp_path)))
-        seen = Collected()
-        async with anyio.create_task_group() as tg:
-            result = []
-
-            async def run() -> None:
-                result.append(
-                    await svc.execute(
-                        info.kernel_id,
-                        "import os\nprint(os.getpid(), flush=True)\nwhile True:\n    pass",
-                        on_output=seen,
-                    )
-                )
-
-            tg.start_soon(run)
-            await seen.first.wait()
-            pid = int(seen.text().split()[0])
+        loop = "import os\nprint(os.getpid(), flush=True)\nwhile True:\n    pass"
+        async with executing(svc, info.kernel_id, loop) as run:
+            pid = int(run.output.text().split()[0])
             killed = time.monotonic()
             os.kill(pid, signal.SIGKILL)
-        assert result[0].status == "died"
+        assert run.results[0].status == "died"
         dead = await rec.wait_for(
             lambda e: isinstance(e, KernelStatus) and e.payload[1] == KernelState.DEAD
         )

@@ -26,6 +26,10 @@ class Kind:
     fake: Callable[[], Any]
     provider: Callable[[str, StreamTimeouts], Provider]
     reply: Any
+    #: The environment variable a rejected key's error message points to.
+    key_variable: str
+    #: Which SSE event of a text reply (counted from 0) carries its first text.
+    text_at: int
 
 
 KINDS = {
@@ -33,10 +37,14 @@ KINDS = {
         anthropic_server.FakeAnthropic,
         lambda url, t: AnthropicProvider("claude-test", ANTHROPIC_KEY, url, timeouts=t),
         anthropic_server.Reply,
+        key_variable="ANTHROPIC_API_KEY",
+        text_at=3,  # after message_start, content_block_start and ping
     ),
     "openai": Kind(
         openai_server.FakeOpenAI,
         lambda url, t: OpenAICompatibleProvider("gpt-test", url, "sk-test", timeouts=t),
         openai_server.Reply,
+        key_variable="HDSP_API_KEY",
+        text_at=1,  # after the role chunk
     ),
 }

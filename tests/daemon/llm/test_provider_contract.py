@@ -1,8 +1,8 @@
 """What every provider does the same, run against each one and its wire-level fake:
-consecutive replies, the fake's default reply, a malformed stream, an unreachable
-server, cancellation (the HTTP connection is closed, promptly), leaving a reply
-early, and how many connections stay open after a burst. The fixtures (`kind`,
-`fake`, `provider`) are in conftest.py."""
+consecutive replies, the fake's default reply, a malformed stream, a stream cut
+midway, a rejected key, an unreachable server, cancellation (the HTTP connection
+is closed, promptly), leaving a reply early, and how many connections stay open
+after a burst. The fixtures (`kind`, `fake`, `provider`) are in conftest.py."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import anyio
 import pytest
 
 from hdsp.daemon.conversation import Chunk, TextDelta
-from hdsp.daemon.llm import NetworkError, Provider
+from hdsp.daemon.llm import AuthenticationFailed, NetworkError, Provider
 from hdsp.daemon.llm.sdk import CONNECTION_LIMITS
 from tests.support.provider_helpers import REQUEST, collect, collect_until_error, text_of
 
@@ -42,6 +42,31 @@ async def test_malformed_sse_is_a_network_error(kind: Kind, fake: Any, provider:
 
     assert text_of(chunks) == "Hell"
     assert "malformed" in error.message
+
+
+async def test_a_stream_cut_midway_raises_network_error_from_the_iteration(
+    kind: Kind, fake: Any, provider: Provider
+) -> None:
+    # Two text deltas, then the cut.
+    fake.script(kind.reply.text("Hello there, world", chunk_size=3).cut_after(kind.text_at + 2))
+
+    chunks, error = await collect_until_error(provider, NetworkError)
+
+    assert text_of(chunks) == "Hello "
+    assert error.retryable
+    assert "broke in the middle" in error.message
+
+
+@pytest.mark.parametrize("status", [401, 403])
+async def test_a_rejected_key_is_an_authentication_failure(
+    kind: Kind, fake: Any, provider: Provider, status: int
+) -> None:
+    fake.script(kind.reply.status(status))
+    _, error = await collect_until_error(provider, AuthenticationFailed)
+    assert not error.retryable
+    assert error.status_code == status
+    assert fake.base_url in error.message
+    assert kind.key_variable in error.message  # what to do about it
 
 
 async def test_a_server_that_is_not_there_is_a_network_error(unreachable: Provider) -> None:

@@ -69,14 +69,8 @@ async def save(config: ConfigService, name: str, **fields: str) -> None:
 async def test_the_profiles_secret_reaches_the_server_and_a_new_one_rebuilds(
     config: ConfigService, providers: Providers, fake_openai: FakeOpenAI
 ) -> None:
-    await save(
-        config,
-        "work",
-        provider="openai-compatible",
-        model="gpt-test",
-        base_url=fake_openai.base_url,
-        secret="work-key",
-    )
+    work = {"provider": "openai-compatible", "base_url": fake_openai.base_url, "secret": "work-key"}
+    await save(config, "work", model="gpt-test", **work)
     await config.set_secret("work-key", KEY)
     first = providers.get("work")
     assert providers.get("work") is first  # cached
@@ -86,14 +80,7 @@ async def test_the_profiles_secret_reaches_the_server_and_a_new_one_rebuilds(
     assert providers.get("work") is not first
     await ask(providers, "work")
 
-    await save(
-        config,
-        "work",
-        provider="openai-compatible",
-        model="gpt-other",
-        base_url=fake_openai.base_url,
-        secret="work-key",
-    )
+    await save(config, "work", model="gpt-other", **work)
     await ask(providers, "work")
 
     received = fake_openai.received

@@ -25,18 +25,15 @@ from hdsp.daemon.sandbox import (
     child_environment,
 )
 from hdsp.daemon.sandbox.sandbox import HIDDEN_IN_HOME
-from hdsp.daemon.tools import ExecuteCommand, ToolResult
+from hdsp.daemon.tools import ExecuteCommand
 from hdsp.protocol import ClineMessage, Say
+from tests.daemon.tools.tool_results import text_in
 from tests.support.daemon_process import short_tmp_dir
 from tests.support.host_processes import processes_mentioning
 from tests.support.kernel_helpers import EventRecorder, kernel_dir, running_service
 from tests.support.tool_context import RecordingContext
 
 pytestmark = pytest.mark.timeout(60)
-
-
-def text_of(result: ToolResult) -> str:
-    return "".join(getattr(block, "text", "") for block in result.content)
 
 
 def _marker() -> str:
@@ -200,7 +197,7 @@ async def test_a_workspace_under_a_hidden_directory_stays_usable(tmp_path: Path)
     result = await tool.execute(
         ctx, {"command": "cat ../secret; echo w > f && cat f; echo $PATH; pwd"}
     )
-    text = text_of(result)
+    text = text_in(result)
     assert "No such file or directory" in text and "hidden" not in text
     assert "\nw\n/usr/local/bin:/usr/bin:/bin\n" in text and text.endswith(str(ws))
     assert (ws / "f").read_text() == "w\n"
@@ -214,7 +211,7 @@ async def test_a_timeout_kills_the_whole_namespace_setsid_included(
     command = f"setsid sleep {marker} & trap '' TERM; sleep {marker}"
     with anyio.fail_after(20):
         result = await tool.execute(ctx, {"command": command, "timeout": 1})
-    assert result.is_error and "timed out after 1 s" in text_of(result)
+    assert result.is_error and "timed out after 1 s" in text_in(result)
     assert processes_mentioning(f"sleep {marker}") == []
 
 
@@ -314,12 +311,12 @@ async def test_a_python_under_tmp_runs_in_the_sandbox_and_its_neighbours_stay_hi
         f"touch {venv}/written && echo wrote"
     )
     shown = ExecuteCommand(sandbox=make_sandbox(tmp_path, home, interpreter=[venv]))
-    text = text_of(await shown.execute(ctx, {"command": command}))
+    text = text_in(await shown.execute(ctx, {"command": command}))
     assert "ran 42" in text, text
     assert "not for the sandbox" not in text and "No such file or directory" in text
     assert "wrote" not in text and "Read-only file system" in text
     hidden = ExecuteCommand(sandbox=make_sandbox(tmp_path, home, interpreter=[]))
-    text = text_of(await hidden.execute(ctx, {"command": f"{venv}/bin/python -V"}))
+    text = text_in(await hidden.execute(ctx, {"command": f"{venv}/bin/python -V"}))
     assert "Python 3" not in text and f"{venv}/bin/python: not found" in text
 
 
@@ -342,7 +339,7 @@ async def test_a_command_in_tmp_itself_sees_the_runtime_dir_under_it_empty(tmp_p
                 f"cat {root}/beside"
             )
             ctx = RecordingContext(Path("/tmp"))
-            text = text_of(await ExecuteCommand(sandbox=sandbox).execute(ctx, {"command": command}))
+            text = text_in(await ExecuteCommand(sandbox=sandbox).execute(ctx, {"command": command}))
         assert "control=1" in text and "hdsp.sqlite3" not in text, text
         assert text.endswith("shown"), text
     finally:

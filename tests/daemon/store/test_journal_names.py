@@ -10,18 +10,17 @@ from pathlib import Path
 
 import msgspec
 
-from hdsp.daemon.store import Store, insert_task
+from hdsp.daemon.store import Store
 from hdsp.protocol import (
     ClineMessage,
     HistoryItem,
     MessageEvent,
     MessagePayload,
     Say,
-    TaskCreated,
     TaskState,
     TaskTodoListUpdated,
 )
-from tests.daemon.store.journals import Published, running_journal
+from tests.daemon.store.journals import Published, create_task, running_journal
 
 _NAME = "r\udcff.csv"  # os.fsdecode(b"r\xff.csv")
 _ITEM = HistoryItem(id="t", number=1, ts=1, task="t", state=TaskState.IDLE)
@@ -39,7 +38,7 @@ async def test_a_name_that_is_not_utf8_is_stored_and_published_escaped(
     item = HistoryItem(id="t", number=1, ts=1, task=f"look at {_NAME}", state=TaskState.IDLE)
     async with Store.open(store_location) as store:
         async with running_journal(store, out.publish) as journal:
-            await journal.emit(TaskCreated(payload=("t",)), insert_task(item))
+            await create_task(journal, item)
             await journal.emit(_said("t", 10, f"saw {_NAME}", checkpoint={"changed": [_NAME]}))
             await journal.emit(_said("t", 11, "after"))
             await journal.flush()
@@ -63,7 +62,7 @@ async def test_a_record_that_cannot_be_encoded_is_replaced_and_the_writer_goes_o
     out = Published()
     async with Store.open(store_location) as store:
         async with running_journal(store, out.publish) as journal:
-            await journal.emit(TaskCreated(payload=("t",)), insert_task(_ITEM))
+            await create_task(journal, _ITEM)
             await journal.emit(_said("t", 10, "before"))
             # (A value no JSON encoder takes: a bug of some tool, never the writer's end.)
             await journal.emit(_said("t", 11, "broken", checkpoint={"x": complex(1, 2)}))

@@ -22,8 +22,13 @@ from hdsp.daemon.store import (
     open_database,
 )
 from hdsp.daemon.store.postgres import PostgresDatabase, to_psycopg
-from hdsp.protocol import HistoryItem, StorageState, TaskCreated, TaskState
-from tests.daemon.store.journals import Published, running_journal
+from hdsp.protocol import HistoryItem, StorageState, TaskState
+from tests.daemon.store.journals import (
+    Published,
+    create_task,
+    create_while_refused,
+    running_journal,
+)
 from tests.support.pg_proxy import PgProxy
 from tests.support.postgres import PostgresCluster
 from tests.support.stored_database import rows
@@ -60,17 +65,13 @@ async def test_a_lost_server_holds_the_batch_and_commits_it_once_it_answers_agai
     async with Store.open(pg_url) as store:
         monitor = store.monitor
         async with running_journal(store, out.publish) as journal:
-            await journal.emit(TaskCreated(payload=("t1",)), insert_task(_task(1)))
+            await create_task(journal, _task(1))
             await journal.flush()
             await store.read(store.db.list_tasks, None, 10)  # the reader is connected too
 
             postgres.cut_off(pg_url, allow=False)
-            seen = monitor.version
-            for n in range(2, 5):
-                await journal.emit(TaskCreated(payload=(f"t{n}",)), insert_task(_task(n)))
             with anyio.fail_after(20):
-                await monitor.wait_changed(seen)
-            health = monitor.health()
+                health = await create_while_refused(store, journal, map(_task, range(2, 5)))
             assert health.state is StorageState.FAILING
             assert health.advice is not None and "reconnects and retries" in health.advice
             await journal.flush_for_read()  # a read does not wait for the server
@@ -132,7 +133,7 @@ async def test_a_daemon_that_finds_another_wrote_meanwhile_writes_nothing_more(
     out = Published()
     async with Store.open(pg_url) as store:
         async with running_journal(store, out.publish) as journal:
-            await journal.emit(TaskCreated(payload=("t1",)), insert_task(_task(1)))
+            await create_task(journal, _task(1))
             await journal.flush()
             postgres.cut_off(pg_url, allow=False)
             postgres.cut_off(pg_url, allow=True)
@@ -141,7 +142,7 @@ async def test_a_daemon_that_finds_another_wrote_meanwhile_writes_nothing_more(
             other.commit([insert_task(_task(2))], [(2, "t2", 0, b"{}")])
             other.close()
             seen = store.monitor.version
-            await journal.emit(TaskCreated(payload=("t3",)), insert_task(_task(3)))
+            await create_task(journal, _task(3))
             with pytest.raises(StorageUnavailable, match="read-only"):
                 await journal.flush()
             await store.monitor.wait_changed(seen)

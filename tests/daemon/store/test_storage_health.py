@@ -13,12 +13,16 @@ import pytest
 from hdsp.daemon.store import (
     Store,
     StoreCorrupt,
-    insert_task,
     integrity_check,
 )
 from hdsp.daemon.store.sqlite import SqliteDatabase
-from hdsp.protocol import HistoryItem, StorageState, TaskCreated, TaskState
-from tests.daemon.store.journals import Published, running_journal
+from hdsp.protocol import HistoryItem, StorageState, TaskState
+from tests.daemon.store.journals import (
+    Published,
+    create_task,
+    create_while_refused,
+    running_journal,
+)
 
 
 def _task(n: int, text: str) -> HistoryItem:
@@ -32,20 +36,15 @@ async def test_a_full_database_holds_the_batch_and_commits_it_when_room_returns(
     async with Store.open(tmp_path / "db.sqlite3") as store:
         monitor = store.monitor
         async with running_journal(store, out.publish) as journal:
-            await journal.emit(TaskCreated(payload=("t1",)), insert_task(_task(1, "small")))
+            await create_task(journal, _task(1, "small"))
             await journal.flush()
             assert [e.seq for e in out.events] == [1]
             writer = store.db._writer
             (pages,) = writer.execute("PRAGMA page_count").fetchone()
             writer.execute(f"PRAGMA max_page_count = {pages}")
-            seen = monitor.version
-            for n in range(2, 5):
-                await journal.emit(
-                    TaskCreated(payload=(f"t{n}",)), insert_task(_task(n, "x" * 20_000))
-                )
+            large = [_task(n, "x" * 20_000) for n in range(2, 5)]
             with anyio.fail_after(10):
-                await monitor.wait_changed(seen)
-            health = monitor.health()
+                health = await create_while_refused(store, journal, large)
             assert health.state is StorageState.FAILING
             assert health.reason is not None and "full" in health.reason
             await journal.flush_for_read()  # a read does not wait for the disk

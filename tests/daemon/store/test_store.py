@@ -43,7 +43,7 @@ from hdsp.protocol import (
     TaskState,
     decode_event,
 )
-from tests.daemon.store.journals import running_journal
+from tests.daemon.store.journals import create_task, running_journal
 
 
 def _item(task_id: str, number: int) -> HistoryItem:
@@ -76,7 +76,7 @@ async def test_journal_orders_persists_and_publishes(store_location: Path | str)
         rec.db = store.db
         async with running_journal(store, rec.publish) as journal:
             for n, tid in enumerate(["a", "b"], start=1):
-                await journal.emit(TaskCreated(payload=(tid,)), insert_task(_item(tid, n)))
+                await create_task(journal, _item(tid, n))
             await journal.emit(_message("a", 10, "He", partial=True, action="created"))
             await journal.emit(_message("a", 10, "Hel", partial=True, action="updated"))
             await journal.emit(_message("b", 11, "x", partial=False, action="created"))
@@ -213,7 +213,7 @@ async def test_wal_is_checkpointed_beside_the_writer(tmp_path: Path) -> None:
     wal = path.with_name(path.name + "-wal")
     async with Store.open(path) as store:
         async with running_journal(store, Recorder().publish) as journal:
-            await journal.emit(TaskCreated(payload=("a",)), insert_task(_item("a", 1)))
+            await create_task(journal, _item("a", 1))
             sizes = []
             for ts in range(1, 8 * CHECKPOINT_EVERY):
                 await journal.emit(_message("a", ts, "x" * 200, partial=False, action="created"))
@@ -233,7 +233,7 @@ async def test_a_live_event_goes_out_at_once_but_never_before_what_was_queued(
     rec = Recorder()
     async with Store.open(store_location) as store:
         async with running_journal(store, rec.publish) as journal:
-            await journal.emit(TaskCreated(payload=("a",)), insert_task(_item("a", 1)))
+            await create_task(journal, _item("a", 1))
             await journal.flush()
             # Nothing queued: a live-only update is published before emit returns.
             await journal.emit(_message("a", 5, "He", partial=True, action="updated"))

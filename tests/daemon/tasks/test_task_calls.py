@@ -4,7 +4,8 @@ step; a call interrupted by a restart is reported, not run again."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -24,7 +25,15 @@ from hdsp.daemon.tools import (
     ToolError,
     ToolResult,
 )
-from hdsp.protocol import Ask, AskResponse, Event, Say, TaskState, TaskToolFailed
+from hdsp.protocol import (
+    Ask,
+    AskResponse,
+    ClineMessage,
+    Event,
+    Say,
+    TaskState,
+    TaskToolFailed,
+)
 from tests.support.task_parts import Parts, open_parts
 
 pytestmark = pytest.mark.timeout(30)
@@ -45,6 +54,13 @@ class _NoteTool(Tool):
     def __init__(self) -> None:
         self.runs: list[Mapping[str, Any]] = []
 
+    async def execute(self, ctx: ToolContext, args: Mapping[str, Any]) -> ToolResult:
+        self.runs.append(args)
+        return await self.answer(ctx, args["text"])
+
+    async def answer(self, ctx: ToolContext, text: str) -> ToolResult:
+        raise NotImplementedError
+
 
 class Peek(_NoteTool):
     """A read-only tool: approved without asking; it says what it read."""
@@ -53,14 +69,13 @@ class Peek(_NoteTool):
     description: ClassVar[str] = "Read a note."
     category: ClassVar[ToolCategory] = ToolCategory.READ
 
-    async def execute(self, ctx: ToolContext, args: Mapping[str, Any]) -> ToolResult:
-        self.runs.append(args)
-        await ctx.say(Say.TEXT, f"peeking at {args['text']}")
-        if args["text"] == "missing":
+    async def answer(self, ctx: ToolContext, text: str) -> ToolResult:
+        await ctx.say(Say.TEXT, f"peeking at {text}")
+        if text == "missing":
             raise ToolError("there is no such note")
-        if args["text"] == "crash":
+        if text == "crash":
             raise RuntimeError("a bug in the tool")
-        return ToolResult.text(f"note {args['text']}")
+        return ToolResult.text(f"note {text}")
 
 
 class Scribble(_NoteTool):
@@ -70,8 +85,7 @@ class Scribble(_NoteTool):
     description: ClassVar[str] = "Write a note."
     category: ClassVar[ToolCategory] = ToolCategory.WRITE
 
-    async def execute(self, ctx: ToolContext, args: Mapping[str, Any]) -> ToolResult:
-        self.runs.append(args)
+    async def answer(self, ctx: ToolContext, text: str) -> ToolResult:
         return ToolResult.text("written")
 
 
@@ -93,6 +107,25 @@ class Rig:
         if state is TaskState.INTERACTIVE:
             self.asking.set()
 
+    @asynccontextmanager
+    async def asked(self, call: CallState) -> AsyncIterator[ClineMessage]:
+        """`call` running in a task of its own until it asks; the block has its
+        ask to answer, and its end waits for the call to end."""
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self.calls.run, call)
+            with anyio.fail_after(5):
+                await self.asking.wait()
+            ask = self.asks.pending
+            assert ask is not None
+            yield ask
+
+
+@asynccontextmanager
+async def _rig(tmp_path: Path, *tools: Tool) -> AsyncIterator[Rig]:
+    """A Rig over the task's parts, with `tools`."""
+    async with open_parts(tmp_path, tools=list(tools)) as parts:
+        yield Rig(parts)
+
 
 def _call(name: str, arguments: dict[str, Any] | None, raw: str = "") -> CallState:
     return CallState(id=f"call-{name}", name=name, arguments=arguments, raw_arguments=raw)
@@ -105,8 +138,7 @@ def _text(call: CallState) -> str:
 
 async def test_an_approved_call_runs_and_its_messages_carry_its_id(tmp_path: Path) -> None:
     peek = Peek()
-    async with open_parts(tmp_path, tools=[peek]) as parts:
-        rig = Rig(parts)
+    async with _rig(tmp_path, peek) as rig:
         call = _call("peek", {"text": "a"})
         await rig.calls.run(call)
         assert (call.status, _text(call), call.is_error) == ("done", "note a", False)
@@ -114,15 +146,14 @@ async def test_an_approved_call_runs_and_its_messages_carry_its_id(tmp_path: Pat
         assert rig.calls.mistakes == 0
         assert rig.calls.tool_usage["peek"].attempts == 1
         assert rig.saves >= 2  # running, then done
-        stored = await parts.stored_messages()
+        stored = await rig.parts.stored_messages()
         said = [(m.say, m.tool_use_id) for m in stored]
         assert (Say.TOOL, "call-peek") in said and (Say.TEXT, "call-peek") in said
         assert rig.messages.tool_use_id is None
 
 
 async def test_calls_that_cannot_run_are_errors_the_model_and_people_see(tmp_path: Path) -> None:
-    async with open_parts(tmp_path, tools=[Peek()]) as parts:
-        rig = Rig(parts)
+    async with _rig(tmp_path, Peek()) as rig:
         unknown = _call("nope", {})
         not_json = _call("peek", None, raw="{text: a")
         invalid = _call("peek", {"text": 3})
@@ -134,15 +165,14 @@ async def test_calls_that_cannot_run_are_errors_the_model_and_people_see(tmp_pat
         assert "invalid arguments for peek" in _text(invalid)
         assert rig.calls.mistakes == 3
         assert rig.calls.tool_usage["peek"].failures == 2
-        assert len(await parts.of(TaskToolFailed)) == 3
-        errors = [m.text for m in await parts.stored_messages() if m.say == Say.ERROR]
+        assert len(await rig.parts.of(TaskToolFailed)) == 3
+        errors = [m.text for m in await rig.parts.stored_messages() if m.say == Say.ERROR]
         assert len(errors) == 3 and not any(e and e.startswith("Error:") for e in errors)
 
 
 async def test_the_same_call_again_and_again_is_refused(tmp_path: Path) -> None:
     peek = Peek()
-    async with open_parts(tmp_path, tools=[peek]) as parts:
-        rig = Rig(parts)
+    async with _rig(tmp_path, peek) as rig:
         calls = [_call("peek", {"text": "same"}) for _ in range(REPETITION_LIMIT)]
         for call in calls:
             await rig.calls.run(call)
@@ -154,8 +184,7 @@ async def test_the_same_call_again_and_again_is_refused(tmp_path: Path) -> None:
 
 
 async def test_tool_errors_count_as_mistakes_and_a_success_resets_them(tmp_path: Path) -> None:
-    async with open_parts(tmp_path, tools=[Peek()]) as parts:
-        rig = Rig(parts)
+    async with _rig(tmp_path, Peek()) as rig:
         missing, crash = _call("peek", {"text": "missing"}), _call("peek", {"text": "crash"})
         await rig.calls.run(missing)
         await rig.calls.run(crash)
@@ -168,16 +197,11 @@ async def test_tool_errors_count_as_mistakes_and_a_success_resets_them(tmp_path:
 
 async def test_a_write_asks_and_runs_once_approved(tmp_path: Path) -> None:
     scribble = Scribble()
-    async with open_parts(tmp_path, tools=[scribble]) as parts:
-        rig = Rig(parts)
+    async with _rig(tmp_path, scribble) as rig:
         call = _call("scribble", {"text": "hi"})
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(rig.calls.run, call)
-            with anyio.fail_after(5):
-                await rig.asking.wait()
+        async with rig.asked(call) as ask:
             assert call.status == "asking"
-            ask = rig.asks.pending
-            assert ask is not None and ask.ask == Ask.TOOL and ask.ts == call.ask_ts
+            assert ask.ask == Ask.TOOL and ask.ts == call.ask_ts
             await rig.asks.respond(ask.ts, AskAnswer(AskResponse.YES))
         assert (call.status, _text(call)) == ("done", "written")
         assert scribble.runs == [{"text": "hi"}]
@@ -185,15 +209,9 @@ async def test_a_write_asks_and_runs_once_approved(tmp_path: Path) -> None:
 
 async def test_a_denied_write_does_not_run_and_says_why(tmp_path: Path) -> None:
     scribble = Scribble()
-    async with open_parts(tmp_path, tools=[scribble]) as parts:
-        rig = Rig(parts)
+    async with _rig(tmp_path, scribble) as rig:
         call = _call("scribble", {"text": "hi"})
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(rig.calls.run, call)
-            with anyio.fail_after(5):
-                await rig.asking.wait()
-            ask = rig.asks.pending
-            assert ask is not None
+        async with rig.asked(call) as ask:
             await rig.asks.respond(ask.ts, AskAnswer(AskResponse.NO, "not there"))
         assert scribble.runs == []
         assert _text(call) == "The user denied this operation. The user said: not there"
@@ -202,8 +220,7 @@ async def test_a_denied_write_does_not_run_and_says_why(tmp_path: Path) -> None:
 
 async def test_a_call_interrupted_by_a_restart_is_reported_not_run_again(tmp_path: Path) -> None:
     peek = Peek()
-    async with open_parts(tmp_path, tools=[peek]) as parts:
-        rig = Rig(parts)
+    async with _rig(tmp_path, peek) as rig:
         rig.messages.tool_use_id = "call-peek"
         await rig.messages.say(Say.TEXT, "half of the output")
         rig.messages.tool_use_id = None
@@ -216,10 +233,9 @@ async def test_a_call_interrupted_by_a_restart_is_reported_not_run_again(tmp_pat
 
 
 async def test_the_tool_context_is_the_tasks(tmp_path: Path) -> None:
-    async with open_parts(tmp_path) as parts:
-        rig = Rig(parts)
+    async with _rig(tmp_path) as rig:
         ctx = rig.calls.context
         assert ctx.task_id == "task-1"
-        assert ctx.workspace == parts.workspace
+        assert ctx.workspace == rig.parts.workspace
         with pytest.raises(KeyError):
             ctx.service("kernels")  # no kernel service was handed in

@@ -8,7 +8,7 @@ the tests see tasks unloaded after a turn or two.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,36 +31,23 @@ from hdsp.protocol import (
     TaskConfiguration,
     TaskEvent,
     TaskInteractive,
-    decode_event,
 )
+from tests.daemon.store.journals import Published
 from tests.fakes.openai_server import FakeOpenAI, ToolCall
 from tests.fakes.openai_server import Reply as FakeReply
 
 pytestmark = pytest.mark.timeout(30)
 
 
-class Events:
-    """What the journal published, and a way to wait for more."""
-
-    def __init__(self) -> None:
-        self.seen: list[TaskEvent] = []
-        self._changed = anyio.Event()
-
-    async def publish(self, topic: bytes, body: bytes) -> None:
-        self.seen.append(decode_event(body))
-        self._changed.set()
-        self._changed = anyio.Event()
+class Events(Published):
+    """What the journal published, by task and kind."""
 
     def of(self, task_id: str, kind: type) -> list[TaskEvent]:
-        return [e for e in self.seen if isinstance(e.data, kind) and _task_of(e) == task_id]
-
-    async def wait_for(self, condition: Callable[[], bool]) -> None:
-        with anyio.fail_after(10):
-            while not condition():
-                await self._changed.wait()
+        return [e for e in self.events if isinstance(e.data, kind) and _task_of(e) == task_id]
 
     async def wait_for_count(self, task_id: str, kind: type, count: int) -> TaskEvent:
-        await self.wait_for(lambda: len(self.of(task_id, kind)) >= count)
+        with anyio.fail_after(10):
+            await self.wait_for(lambda: len(self.of(task_id, kind)) >= count)
         return self.of(task_id, kind)[count - 1]
 
 

@@ -9,8 +9,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from hdsp.daemon.tools import ExecuteCommand, OutsideWorkspaceError, ToolError, ToolResult
+from hdsp.daemon.tools import ExecuteCommand, OutsideWorkspaceError, ToolError
 from hdsp.protocol import ClineMessage, Say, encode
+from tests.daemon.tools.tool_results import text_in
 from tests.support.tool_context import RecordingContext
 
 #: Prints the pids of two background children and of the shell, then waits.
@@ -30,10 +31,6 @@ def pids_in(text: str) -> list[int]:
     return [int(pid) for pid in re.findall(r"(?:child|leader)=(\d+)", text)]
 
 
-def text_of(result: ToolResult) -> str:
-    return "".join(getattr(block, "text", "") for block in result.content)
-
-
 @pytest.fixture
 def ctx(tmp_path: Path) -> RecordingContext:
     root = tmp_path.resolve() / "ws"
@@ -46,7 +43,7 @@ async def test_output_streams_in_several_updates_and_is_finalised(ctx: Recording
     # The command paces itself; the test only observes.
     command = "for i in 1 2 3 4 5; do echo line$i; sleep 0.15; done"
     result = await tool.execute(ctx, {"command": command})
-    assert text_of(result) == "Exit code: 0\nOutput:\nline1\nline2\nline3\nline4\nline5"
+    assert text_in(result) == "Exit code: 0\nOutput:\nline1\nline2\nline3\nline4\nline5"
     assert not result.is_error
     [message] = ctx.of_kind(Say.COMMAND_OUTPUT)
     assert not message.partial and message.text == "line1\nline2\nline3\nline4\nline5\n"
@@ -58,7 +55,7 @@ async def test_output_streams_in_several_updates_and_is_finalised(ctx: Recording
 
 async def test_exit_code_and_stderr(ctx: RecordingContext) -> None:
     result = await ExecuteCommand().execute(ctx, {"command": "echo out; echo oops >&2; exit 3"})
-    assert text_of(result) == "Exit code: 3\nOutput:\nout\noops"
+    assert text_in(result) == "Exit code: 3\nOutput:\nout\noops"
     assert not result.is_error
 
 
@@ -67,19 +64,19 @@ async def test_output_that_is_not_utf8_is_represented_not_raised(ctx: RecordingC
     # Latin-1 file, a binary) reach the model and the clients as U+FFFD, and the
     # message they are in encodes.
     result = await ExecuteCommand().execute(ctx, {"command": "printf 'caf\\351 \\377\\n'"})
-    assert text_of(result) == "Exit code: 0\nOutput:\ncaf\ufffd \ufffd"
+    assert text_in(result) == "Exit code: 0\nOutput:\ncaf\ufffd \ufffd"
     [message] = ctx.of_kind(Say.COMMAND_OUTPUT)
     assert encode(message) and message.text == "caf\ufffd \ufffd\n"
 
 
 async def test_no_output(ctx: RecordingContext) -> None:
     result = await ExecuteCommand().execute(ctx, {"command": "true"})
-    assert text_of(result) == "Exit code: 0\n(no output)"
+    assert text_in(result) == "Exit code: 0\n(no output)"
 
 
 async def test_cwd_must_be_inside_the_workspace(ctx: RecordingContext) -> None:
     result = await ExecuteCommand().execute(ctx, {"command": "pwd", "cwd": "sub"})
-    assert text_of(result).endswith(str(ctx.workspace / "sub"))
+    assert text_in(result).endswith(str(ctx.workspace / "sub"))
     with pytest.raises(OutsideWorkspaceError):
         await ExecuteCommand().execute(ctx, {"command": "pwd", "cwd": ".."})
     with pytest.raises(ToolError, match="No such file"):
@@ -94,13 +91,13 @@ async def test_the_daemons_keys_are_not_in_the_environment(
     monkeypatch.setenv("HDSP_TEST_VISIBLE", "visible")
     command = 'echo "[$HDSP_API_KEY][$HDSP_TEST_VISIBLE]"'
     result = await ExecuteCommand().execute(ctx, {"command": command})
-    assert text_of(result).endswith("[][visible]")
+    assert text_in(result).endswith("[][visible]")
 
 
 async def test_huge_output_is_cut_in_the_middle_for_the_model(ctx: RecordingContext) -> None:
     tool = ExecuteCommand(max_output_chars=600, max_client_chars=3000)
     result = await tool.execute(ctx, {"command": "seq 1 100000"})
-    text = text_of(result)
+    text = text_in(result)
     assert text.startswith("Exit code: 0\nOutput:\n1\n2\n3\n")
     assert text.endswith("99999\n100000")
     assert re.search(r"\[\.\.\. [\d,]+ characters cut \.\.\.\]", text)
@@ -114,7 +111,7 @@ async def test_ansi_codes_and_progress_redraws_are_cleaned_for_the_model(
 ) -> None:
     command = r"printf '\033[32mok\033[0m\n10%%\r50%%\r100%%\ndone\n'"
     result = await ExecuteCommand().execute(ctx, {"command": command})
-    assert text_of(result) == "Exit code: 0\nOutput:\nok\n100%\ndone"
+    assert text_in(result) == "Exit code: 0\nOutput:\nok\n100%\ndone"
     # Clients get the raw bytes: they may render colours.
     assert "\x1b[32m" in (ctx.of_kind(Say.COMMAND_OUTPUT)[0].text or "")
 
@@ -122,7 +119,7 @@ async def test_ansi_codes_and_progress_redraws_are_cleaned_for_the_model(
 async def test_timeout_kills_the_whole_group(ctx: RecordingContext) -> None:
     tool = ExecuteCommand(kill_grace=2)
     result = await tool.execute(ctx, {"command": SPAWNS_CHILDREN, "timeout": 1})
-    text = text_of(result)
+    text = text_in(result)
     assert result.is_error
     assert text.startswith("The command timed out after 1 s; hdsp stopped it and every process")
     pids = pids_in(text)
@@ -140,7 +137,7 @@ async def test_children_that_ignore_sigterm_get_sigkill(ctx: RecordingContext) -
     command = "trap '' TERM; " + SPAWNS_CHILDREN
     with anyio.fail_after(20):
         result = await tool.execute(ctx, {"command": command, "timeout": 0.5})
-    pids = pids_in(text_of(result))
+    pids = pids_in(text_in(result))
     assert len(pids) == 3
     assert not [pid for pid in pids if alive(pid)]
 
@@ -150,7 +147,7 @@ async def test_background_processes_stop_when_the_command_ends(ctx: RecordingCon
     result = await tool.execute(
         ctx, {"command": "sleep 1000 & echo child=$!; sleep 1000 >/dev/null 2>&1 & echo child=$!"}
     )
-    text = text_of(result)
+    text = text_in(result)
     assert text.startswith("Exit code: 0")
     pids = pids_in(text)
     assert len(pids) == 2
