@@ -18,7 +18,6 @@ import re
 import subprocess
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -97,15 +96,10 @@ def task_id_of(text: str) -> str:
     raise AssertionError(f"no task line in:\n{text}")
 
 
-@contextmanager
-def terminal(daemon: DaemonProcess, *args: str, **options: Any) -> Iterator[Terminal]:
-    """`hdsp ARGS` on a terminal (`options` as `Terminal` takes them), closed
-    (the CLI killed if it still runs) on the way out."""
-    term = Terminal(daemon.runtime_dir, *args, **options)
-    try:
-        yield term
-    finally:
-        term.close()
+def terminal(daemon: DaemonProcess, *args: str, **options: Any) -> Terminal:
+    """`hdsp ARGS` on a terminal (`options` as `Terminal` takes them), to use in
+    a `with`, which closes it."""
+    return Terminal(daemon.runtime_dir, *args, **options)
 
 
 def finished(daemon: DaemonProcess, *args: str, **options: Any) -> Terminal:
