@@ -18,18 +18,11 @@ from hdsp.client.exit_codes import ExitCode
 from hdsp.client.sync import connect
 from hdsp.daemon.llm.demo import DEMO_NOTE, demo_tool_call
 from hdsp.protocol import MAX_PROMPT_BYTES, ErrorCode, TaskAborted, TaskIdle, TaskState
-from tests.client.test_cli_pty import (
-    PROMPT,
-    chat_at_prompt,
-    finish,
-    lead_calls_a_writer,
-    say,
-    spawn,
-    write_call,
-)
+from tests.client.test_cli_pty import lead_calls_a_writer, write_call
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.openai_server import Reply as FakeReply
 from tests.support.cli_process import cli_env, run_hdsp
+from tests.support.cli_pty import PROMPT, chat_at_prompt, finish, say, spawn
 from tests.support.daemon_process import DaemonProcess
 from tests.support.events import ENDINGS, collect_turn
 
