@@ -28,12 +28,11 @@ TITLE = "\x1b]0;pwned\x07"  # "set the window title"
 
 
 @pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    (ws / "victim").mkdir()
-    (ws / "victim" / "data.csv").write_text("x\n1\n")
-    return ws
+def workspace(workspace: Path) -> Path:
+    """The shared workspace, with a directory `victim` a spoofed command would move."""
+    (workspace / "victim").mkdir()
+    (workspace / "victim" / "data.csv").write_text("x\n1\n")
+    return workspace
 
 
 def test_a_spoofed_command_ask_shows_its_escapes_and_enter_does_not_approve(
