@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ import pytest
 
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.openai_server import Reply as OAI
+from tests.support.cli_process import run_hdsp_sync
 from tests.support.daemon_process import DaemonProcess, short_tmp_dir
 from tests.support.scripted_turns import call
 from tests.support.terminal import Terminal, cli_env
@@ -77,15 +77,7 @@ def hdsp(
     daemon: DaemonProcess, *args: str, cwd: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
     """`hdsp ARGS` on pipes (no terminal)."""
-    return subprocess.run(
-        [sys.executable, "-m", "hdsp.client", *args],
-        env=cli_env(daemon.runtime_dir, term="dumb"),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        stdin=subprocess.DEVNULL,
-        cwd=cwd,
-    )
+    return run_hdsp_sync(cli_env(daemon.runtime_dir, term="dumb"), *args, cwd=cwd, timeout=120)
 
 
 def task_id_of(text: str) -> str:
