@@ -62,7 +62,7 @@ import anyio
 from hdsp.client import Client, connect
 from hdsp.protocol import TaskAborted, TaskCompleted, TaskIdle, TaskResumable
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
-from tests.support.daemon_process import DaemonProcess, short_tmp_dir
+from tests.support.daemon_process import DaemonProcess, model_env, short_tmp_dir
 
 from .harness import Figure, Result, percentile, table
 
@@ -174,14 +174,7 @@ async def measure(calls: int, root: Path) -> dict[str, Any]:
     model = BurstModel(paths)
     with FakeOpenAI() as fake:
         fake.responder = model
-        daemon = DaemonProcess(
-            short_tmp_dir(),
-            env={
-                "HDSP_BASE_URL": fake.base_url,
-                "HDSP_MODEL": "gpt-test",
-                "HDSP_API_KEY": "sk-bench-not-a-real-key",
-            },
-        )
+        daemon = DaemonProcess(short_tmp_dir(), env=model_env(fake.base_url))
         try:
             daemon.start()
             assert daemon.proc is not None

@@ -62,7 +62,7 @@ from hdsp.protocol import (
     TaskEvent,
     encode,
 )
-from tests.support.daemon_process import DaemonProcess, short_tmp_dir
+from tests.support.daemon_process import DaemonProcess, model_env, short_tmp_dir
 
 from .harness import Figure, Result
 from .peers import BENCH_TASK, RAW_TOPIC
@@ -363,11 +363,10 @@ async def _turn_events(tasks: int, turns_each: int) -> tuple[float, float, int, 
     has the last durable event. Returns (seconds, seconds until the last turn
     ended as the driving client saw it, durable events, frames, bytes) as the
     first subscriber saw them."""
-    from .bench_scale import _API_KEY, _APPROVALS, _MODEL, _FakeModel, _Turns
+    from .bench_scale import _APPROVALS, _MODEL, _FakeModel, _Turns
 
     async with _FakeModel() as fake:
-        env = {"HDSP_BASE_URL": fake.base_url, "HDSP_MODEL": _MODEL, "HDSP_API_KEY": _API_KEY}
-        daemon = DaemonProcess(short_tmp_dir(), env=env)
+        daemon = DaemonProcess(short_tmp_dir(), env=model_env(fake.base_url, _MODEL))
         subs: _Subscribers | None = None
         try:
             await anyio.to_thread.run_sync(daemon.start)

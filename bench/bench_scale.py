@@ -85,7 +85,7 @@ from hdsp.protocol import (
     TaskInteractive,
     TaskResumable,
 )
-from tests.support.daemon_process import DaemonProcess, short_tmp_dir
+from tests.support.daemon_process import DaemonProcess, model_env, short_tmp_dir
 
 from .harness import Figure, Result, percentile, table
 from .process import Peer
@@ -367,8 +367,7 @@ async def measure(*, quick: bool) -> Measured:
     sequential = 30 if quick else 300
     errors = m.errors
     async with _FakeModel() as fake:
-        env = {"HDSP_BASE_URL": fake.base_url, "HDSP_MODEL": _MODEL, "HDSP_API_KEY": _API_KEY}
-        daemon = DaemonProcess(short_tmp_dir(), env=env)
+        daemon = DaemonProcess(short_tmp_dir(), env=model_env(fake.base_url, _MODEL))
         try:
             daemon.start()
             assert daemon.proc is not None

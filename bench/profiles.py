@@ -43,7 +43,7 @@ import anyio
 import zmq
 
 from hdsp.daemon.paths import resolve_paths
-from tests.support.daemon_process import DaemonProcess, short_tmp_dir
+from tests.support.daemon_process import DaemonProcess, model_env, short_tmp_dir
 
 __all__ = ["main"]
 
@@ -194,11 +194,10 @@ def _status(seconds: float) -> None:
 async def _turns(count: int) -> None:
     from hdsp.client import connect
 
-    from .bench_scale import _API_KEY, _APPROVALS, _MODEL, _FakeModel, _Turns
+    from .bench_scale import _APPROVALS, _MODEL, _FakeModel, _Turns
 
     async with _FakeModel() as fake:
-        env = {"HDSP_BASE_URL": fake.base_url, "HDSP_MODEL": _MODEL, "HDSP_API_KEY": _API_KEY}
-        daemon = DaemonProcess(short_tmp_dir(), env=env)
+        daemon = DaemonProcess(short_tmp_dir(), env=model_env(fake.base_url, _MODEL))
         await anyio.to_thread.run_sync(daemon.start)
         assert daemon.proc is not None
         pid = daemon.proc.pid

@@ -4,25 +4,19 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.openai_server import Reply as FakeReply
+from tests.support.cli_process import run_hdsp_sync
 from tests.support.daemon_process import DaemonProcess
 
 
 def hdsp(daemon_runtime: Path, *args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "hdsp.client", *args],
-        env={"HDSP_RUNTIME_DIR": str(daemon_runtime), "PATH": "/usr/bin:/bin", "NO_COLOR": "1"},
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
-    )
+    env = {"HDSP_RUNTIME_DIR": str(daemon_runtime), "PATH": "/usr/bin:/bin", "NO_COLOR": "1"}
+    return run_hdsp_sync(env, *args, timeout=timeout)
 
 
 def test_run_streams_the_reply_and_exits_0(daemon: DaemonProcess, fake_openai: FakeOpenAI) -> None:

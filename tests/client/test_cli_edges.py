@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import anyio
@@ -18,18 +17,11 @@ from hdsp.client.exit_codes import ExitCode
 from hdsp.client.sync import connect
 from hdsp.daemon.llm.demo import DEMO_NOTE, demo_tool_call
 from hdsp.protocol import MAX_PROMPT_BYTES, ErrorCode, TaskAborted, TaskIdle, TaskState
-from tests.client.test_cli_pty import (
-    PROMPT,
-    chat_at_prompt,
-    finish,
-    lead_calls_a_writer,
-    say,
-    spawn,
-    write_call,
-)
+from tests.client.test_cli_pty import lead_calls_a_writer, write_call
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.openai_server import Reply as FakeReply
-from tests.support.cli_process import cli_env, run_hdsp
+from tests.support.cli_process import cli_env, run_hdsp, run_hdsp_sync
+from tests.support.cli_pty import PROMPT, chat_at_prompt, finish, say, spawn
 from tests.support.daemon_process import DaemonProcess
 from tests.support.events import ENDINGS, collect_turn
 
@@ -41,15 +33,7 @@ def refused() -> FakeReply:
 
 def hdsp(daemon: DaemonProcess, *args: str) -> subprocess.CompletedProcess[str]:
     """`hdsp ARGS` off a terminal, from a test that is not async."""
-    return subprocess.run(
-        [sys.executable, "-m", "hdsp.client", *args],
-        env=cli_env(daemon.runtime_dir),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        stdin=subprocess.DEVNULL,
-        check=False,
-    )
+    return run_hdsp_sync(cli_env(daemon.runtime_dir), *args)
 
 
 async def until(client: Client, task_id: str, since: int, kinds: tuple[type, ...]) -> type:

@@ -16,9 +16,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +24,7 @@ import pytest
 
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.openai_server import Reply as OAI
+from tests.support.cli_process import run_hdsp_sync
 from tests.support.daemon_process import DaemonProcess, short_tmp_dir
 from tests.support.scripted_turns import call
 from tests.support.terminal import Terminal, cli_env
@@ -78,15 +77,7 @@ def hdsp(
     daemon: DaemonProcess, *args: str, cwd: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
     """`hdsp ARGS` on pipes (no terminal)."""
-    return subprocess.run(
-        [sys.executable, "-m", "hdsp.client", *args],
-        env=cli_env(daemon.runtime_dir, term="dumb"),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        stdin=subprocess.DEVNULL,
-        cwd=cwd,
-    )
+    return run_hdsp_sync(cli_env(daemon.runtime_dir, term="dumb"), *args, cwd=cwd, timeout=120)
 
 
 def task_id_of(text: str) -> str:
@@ -97,15 +88,10 @@ def task_id_of(text: str) -> str:
     raise AssertionError(f"no task line in:\n{text}")
 
 
-@contextmanager
-def terminal(daemon: DaemonProcess, *args: str, **options: Any) -> Iterator[Terminal]:
-    """`hdsp ARGS` on a terminal (`options` as `Terminal` takes them), closed
-    (the CLI killed if it still runs) on the way out."""
-    term = Terminal(daemon.runtime_dir, *args, **options)
-    try:
-        yield term
-    finally:
-        term.close()
+def terminal(daemon: DaemonProcess, *args: str, **options: Any) -> Terminal:
+    """`hdsp ARGS` on a terminal (`options` as `Terminal` takes them), to use in
+    a `with`, which closes it."""
+    return Terminal(daemon.runtime_dir, *args, **options)
 
 
 def finished(daemon: DaemonProcess, *args: str, **options: Any) -> Terminal:

@@ -7,7 +7,6 @@ import inspect
 import json
 import re
 import signal
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,48 +19,9 @@ from hdsp.protocol import MessageEvent, TaskAborted, TaskCompleted, TaskIdle, Ta
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.openai_server import Reply as FakeReply
 from tests.integration.test_agents_e2e import agent_of, results_in
-from tests.support.cli_process import cli_env
+from tests.support.cli_pty import ENTER, PROMPT, chat_at_prompt, finish, say, spawn
 from tests.support.daemon_process import DaemonProcess
 from tests.support.scripted_turns import call, done
-
-ENTER = "\r"  # what the Enter key sends on a terminal
-PROMPT = "you>"  # (prompt_toolkit draws the space after it by moving the cursor)
-
-
-def spawn(daemon: DaemonProcess, *args: str, cwd: Path | None = None) -> pexpect.spawn:
-    return pexpect.spawn(
-        sys.executable,
-        ["-m", "hdsp.client", *args],
-        env=cli_env(daemon.runtime_dir),
-        cwd=str(cwd) if cwd else None,
-        encoding="utf-8",
-        codec_errors="replace",
-        timeout=30,
-        dimensions=(50, 200),
-    )
-
-
-def chat_at_prompt(daemon: DaemonProcess, *args: str, cwd: Path | None = None) -> pexpect.spawn:
-    """`hdsp chat ARGS` on a terminal, once it shows its first prompt."""
-    child = spawn(daemon, "chat", *args, cwd=cwd)
-    child.expect_exact(PROMPT)
-    return child
-
-
-def finish(child: pexpect.spawn) -> int:
-    """Wait for the command to end; its exit code (128+N for a signal)."""
-    child.expect(pexpect.EOF)
-    child.close()
-    if child.signalstatus is not None:
-        return 128 + int(child.signalstatus)
-    return int(child.exitstatus)
-
-
-def say(child: pexpect.spawn, line: str, *shown: str) -> None:
-    """Type `line` and Enter, then wait for each of `shown` in turn."""
-    child.send(line + ENTER)
-    for text in shown:
-        child.expect_exact(text)
 
 
 def run(daemon: DaemonProcess, *args: str, cwd: Path | None = None) -> tuple[int, str]:

@@ -14,9 +14,9 @@ import pytest
 
 from hdsp.client import connect
 from hdsp.protocol import ActiveCell, PromptContext, TaskInteractive
-from tests.client.test_cli_pty import PROMPT, chat_at_prompt, finish, say, spawn
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.openai_server import Reply as FakeReply
+from tests.support.cli_pty import PROMPT, chat_at_prompt, finish, say, spawn
 from tests.support.daemon_process import DaemonProcess
 from tests.support.scripted_turns import call
 

@@ -13,18 +13,11 @@ from pathlib import Path
 import zmq
 
 from hdsp.client.remotes import load_remotes
-from tests.support.cli_process import cli_env
+from tests.support.cli_process import cli_env, run_hdsp_sync
 
 
 def _hdsp(config: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "hdsp.client", *args],
-        env=cli_env(config / "no-runtime", HDSP_CONFIG_DIR=str(config), **env),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    return run_hdsp_sync(cli_env(config / "no-runtime", HDSP_CONFIG_DIR=str(config), **env), *args)
 
 
 def _mode(path: Path) -> int:

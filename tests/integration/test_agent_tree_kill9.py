@@ -33,13 +33,6 @@ from tests.support.events import collect_turn, logged_events
 TREE_AGENTS = [*AGENTS, {"name": "e", "instructions": "Agent E.", "groups": ["read"]}]
 
 
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    return ws
-
-
 def tree_of_five(leaves_answer: threading.Event) -> Callable[[dict[str, Any]], Reply | None]:
     """lead calls b and c in one reply; b calls d, c calls e; d and e hang
     until `leaves_answer` is set, then finish."""

@@ -41,13 +41,6 @@ AGENTS = [
 APPROVALS = {"always_allow_subtasks": True}
 
 
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    return ws
-
-
 def calls(*pairs: tuple[str, dict[str, Any]]) -> Reply:
     return Reply.tool_calls([ToolCall(name, json.dumps(args)) for name, args in pairs])
 

@@ -7,7 +7,6 @@ the daemon's memory comes back to where it was."""
 
 from __future__ import annotations
 
-import statistics
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -27,6 +26,7 @@ from tests.support.daemon_process import DaemonProcess
 from tests.support.events import collect_turn, texts
 from tests.support.fuzz_client import FuzzFigures
 from tests.support.fuzz_frames import CLASSES
+from tests.support.ping_latency import percentile, ping_times
 from tests.support.raw_peer import daemon_rss_kib
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,19 +36,6 @@ SOCKETS = 4
 #: Frames each socket may have sent and not yet had answered.
 WINDOW = 32
 REPLY = "A long reply that streams while the fuzz goes on. " * 30
-
-
-async def _ping_times(client: Client, n: int) -> list[float]:
-    times = []
-    for _ in range(n):
-        t = time.perf_counter()
-        await client.ping()
-        times.append(time.perf_counter() - t)
-    return times
-
-
-def _p(times: list[float], q: int) -> float:
-    return statistics.quantiles(times, n=100)[q - 1]
 
 
 async def _run_fuzzer(daemon: DaemonProcess, frames: int, seed: int) -> FuzzFigures:
@@ -98,7 +85,7 @@ async def _fuzz(
 
         async def ping() -> None:
             while not done.is_set():
-                seen.pings.extend(await _ping_times(client, 10))
+                seen.pings.extend(await ping_times(client, 10))
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(stream)
@@ -108,7 +95,7 @@ async def _fuzz(
         return seen, result
 
     # Undisturbed: the same streaming and pinging, no fuzz, for as many pings.
-    quiet, _ = await phase(lambda: _ping_times(client, 600))
+    quiet, _ = await phase(lambda: ping_times(client, 600))
     rss_before = daemon_rss_kib(daemon)
     started = time.perf_counter()
     seen, figures = await phase(lambda: _run_fuzzer(daemon, frames, seed=1000))
@@ -118,14 +105,18 @@ async def _fuzz(
 
     sent = sum(figures.sent.values())
     alive = daemon.proc is not None and daemon.proc.poll() is None
+
+    def ms(times: list[float], q: int) -> str:
+        return f"{percentile(times, q) * 1e3:.2f}"
+
     print(
         f"\nfuzz: {sent} frames in {elapsed:.1f} s ({sent / elapsed:.0f}/s) from {SOCKETS} "
         f"sockets, {figures.replies} replies, daemon {'alive' if alive else 'DEAD'}, "
         f"turns streamed {seen.turns}\n"
         f"  by class: {figures.sent}\n"
         f"  answers: {figures.codes}\n"
-        f"  Ping p50/p99 quiet {_p(quiet_pings, 50) * 1e3:.2f}/{_p(quiet_pings, 99) * 1e3:.2f} ms, during "
-        f"{_p(seen.pings, 50) * 1e3:.2f}/{_p(seen.pings, 99) * 1e3:.2f} ms "
+        f"  Ping p50/p99 quiet {ms(quiet_pings, 50)}/{ms(quiet_pings, 99)} ms, during "
+        f"{ms(seen.pings, 50)}/{ms(seen.pings, 99)} ms "
         f"({len(seen.pings)} pings)\n"
         f"  RSS before {rss_before / 1024:.1f} MiB, after {rss_after / 1024:.1f} MiB"
     )
@@ -135,7 +126,7 @@ async def _fuzz(
     assert not figures.mismatches, figures.mismatches[:10]
     assert set(figures.sent) == set(CLASSES)
     assert seen.turns >= 1
-    assert _p(seen.pings, 99) <= max(5 * _p(quiet_pings, 99), 0.02)
+    assert percentile(seen.pings, 99) <= max(5 * percentile(quiet_pings, 99), 0.02)
     assert rss_after <= rss_before * 1.2, (rss_before, rss_after)
     assert (await client.ping()).server_time > 0
     return figures

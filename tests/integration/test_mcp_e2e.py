@@ -43,13 +43,6 @@ from tests.support.scripted_turns import ask_or_end, call, done, next_ask, run_t
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    return ws
-
-
 async def configure(client: Client, servers: dict[str, Any]) -> None:
     await client.update_settings({"mcp": {"servers": servers}})
 

@@ -228,8 +228,9 @@ def test_scenario_1_a_task_streams_its_text_and_completes(
     gate = threading.Event()
     fake_openai.script(streamed_reply(gate))
     started = time.monotonic()
-    term = Terminal(daemon.runtime_dir, "run", "--workspace", str(workspace), "Describe data.csv")
-    try:
+    with Terminal(
+        daemon.runtime_dir, "run", "--workspace", str(workspace), "Describe data.csv"
+    ) as term:
         # (It draws whole words of a reply still streaming: the first is enough.)
         term.wait_for(
             lambda: any(line.startswith("The") for line in term.lines), "the streamed text"
@@ -237,8 +238,6 @@ def test_scenario_1_a_task_streams_its_text_and_completes(
         cli_ms = (time.monotonic() - started) * 1000
         gate.set()
         assert term.finish() == 0, term.text
-    finally:
-        term.close()
     print(f"HDSP_CLI_FIRST_TOKEN_MS={cli_ms:.0f}")
     print(f"first streamed token on screen: panel {panel_ms:.0f} ms, CLI {cli_ms:.0f} ms")
 

@@ -17,11 +17,10 @@ from tests.support.scripted_turns import ask_or_end, call, done, start
 
 
 @pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    (ws / "keep.txt").write_text("keep me\n")
-    return ws
+def workspace(workspace: Path) -> Path:
+    """The shared workspace, with a file `keep.txt` no command may touch."""
+    (workspace / "keep.txt").write_text("keep me\n")
+    return workspace
 
 
 async def test_ampersand_redirect_with_only_ls_allowed_asks(

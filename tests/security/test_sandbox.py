@@ -83,13 +83,6 @@ def keyring_file(daemon: DaemonProcess) -> Path:
 
 
 @pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    return ws
-
-
-@pytest.fixture
 def listener() -> Iterator[int]:
     """A TCP port on the host's loopback that accepts connections."""
     with socket.socket() as server:

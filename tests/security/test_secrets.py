@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from hdsp.client import connect
 from hdsp.protocol import Ask, MessageEvent, Say, encode
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.openai_server import Reply as FakeReply
+from tests.support.cli_process import run_hdsp_sync
 from tests.support.daemon_process import DaemonProcess, short_tmp_dir
 from tests.support.events import collect_turn, texts
 
@@ -44,14 +44,8 @@ def daemon() -> Iterator[DaemonProcess]:
 def _hdsp(
     daemon: DaemonProcess, *args: str, stdin: str | None = None
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "hdsp.client", *args],
-        env={"HDSP_RUNTIME_DIR": str(daemon.runtime_dir), "NO_COLOR": "1"},
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    env = {"HDSP_RUNTIME_DIR": str(daemon.runtime_dir), "NO_COLOR": "1"}
+    return run_hdsp_sync(env, *args, stdin=stdin)
 
 
 def _database_bytes(data_dir: Path) -> bytes:

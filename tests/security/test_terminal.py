@@ -8,12 +8,8 @@ approves."""
 from __future__ import annotations
 
 import json
-import os
-import pty
-import select
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -22,6 +18,7 @@ from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.openai_server import Reply as FakeReply
 from tests.support.daemon_process import DaemonProcess
 from tests.support.scripted_turns import call
+from tests.support.terminal import Terminal, cli_env
 
 pytestmark = pytest.mark.slow
 
@@ -30,83 +27,12 @@ OSC52 = "\x1b]52;c;ZXZpbA==\x07"  # "set the clipboard to 'evil'"
 TITLE = "\x1b]0;pwned\x07"  # "set the window title"
 
 
-def cli_env(daemon: DaemonProcess) -> dict[str, str]:
-    return {
-        "HDSP_RUNTIME_DIR": str(daemon.runtime_dir),
-        "PATH": "/usr/bin:/bin",
-        "NO_COLOR": "1",
-        "TERM": "dumb",
-    }
-
-
-class Terminal:
-    """`hdsp ARGS` on a pseudo-terminal (stdin, stdout and stderr), as a person
-    runs it: what it printed so far, and what the person types."""
-
-    def __init__(self, daemon: DaemonProcess, *args: str, cwd: Path) -> None:
-        self.master, slave = pty.openpty()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "hdsp.client", *args],
-            stdin=slave,
-            stdout=slave,
-            stderr=slave,
-            cwd=cwd,
-            env=cli_env(daemon),
-            start_new_session=True,
-        )
-        os.close(slave)
-        self.output = b""
-
-    def read_until(self, marker: bytes, *, after: int = 0, timeout: float = 30) -> None:
-        """Read until `marker` appears after offset `after` (or the CLI ends)."""
-        deadline = time.monotonic() + timeout
-        while marker not in self.output[after:]:
-            left = deadline - time.monotonic()
-            assert left > 0, f"no {marker!r} in {self.output!r}"
-            ready, _, _ = select.select([self.master], [], [], left)
-            if not ready:
-                continue
-            try:
-                chunk = os.read(self.master, 65536)
-            except OSError:  # EIO: the CLI closed the terminal
-                chunk = b""
-            assert chunk, f"hdsp ended before {marker!r}: {self.output!r}"
-            self.output += chunk
-
-    def type(self, text: str) -> None:
-        os.write(self.master, text.encode())
-
-    def finish(self, timeout: float = 60) -> int:
-        """Read everything until the CLI exits; its exit code."""
-        deadline = time.monotonic() + timeout
-        while True:
-            left = deadline - time.monotonic()
-            assert left > 0, f"hdsp did not end: {self.output!r}"
-            ready, _, _ = select.select([self.master], [], [], left)
-            if not ready:
-                continue
-            try:
-                chunk = os.read(self.master, 65536)
-            except OSError:
-                chunk = b""
-            if not chunk:
-                break
-            self.output += chunk
-        os.close(self.master)
-        return self.proc.wait(30)
-
-    @property
-    def text(self) -> str:
-        return self.output.decode("utf-8", "replace")
-
-
 @pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    (ws / "victim").mkdir()
-    (ws / "victim" / "data.csv").write_text("x\n1\n")
-    return ws
+def workspace(workspace: Path) -> Path:
+    """The shared workspace, with a directory `victim` a spoofed command would move."""
+    (workspace / "victim").mkdir()
+    (workspace / "victim" / "data.csv").write_text("x\n1\n")
+    return workspace
 
 
 def test_a_spoofed_command_ask_shows_its_escapes_and_enter_does_not_approve(
@@ -115,20 +41,21 @@ def test_a_spoofed_command_ask_shows_its_escapes_and_enter_does_not_approve(
     fake_openai.script(
         call("execute_command", command=SPOOF), call("attempt_completion", result="ok")
     )
-    term = Terminal(daemon, "run", "tidy up", cwd=workspace)
-    prompt = b"es / [n]o"
-    term.read_until(prompt)
-    asked = len(term.output)
-    term.type("\n")  # a bare Enter
-    term.read_until(b"Enter alone does neither", after=asked)
-    term.read_until(prompt, after=asked)
-    assert (workspace / "victim").is_dir() and not (workspace / "elsewhere").exists()
-    term.type("n\n")
-    assert term.finish() == 0, term.text
+    with Terminal(daemon.runtime_dir, "run", "tidy up", cwd=workspace, term="dumb") as term:
+        prompt = b"es / [n]o"
+        term.wait_for_output(prompt, timeout=30)
+        asked = len(term.output)
+        term.type("\n")  # a bare Enter
+        term.wait_for_output(b"Enter alone does neither", after=asked, timeout=30)
+        term.wait_for_output(prompt, after=asked, timeout=30)
+        assert (workspace / "victim").is_dir() and not (workspace / "elsewhere").exists()
+        term.type("n\n")
+        assert term.finish() == 0, term.text
     assert (workspace / "victim").is_dir() and not (workspace / "elsewhere").exists()
     # The command shows whole, its escapes as text, with where it would run.
-    assert "$ mv victim elsewhere # \\x1b[2K\\r  $ ls -la" in term.text
-    assert f"ask: run a command in {workspace}" in term.text
+    printed = term.output.decode("utf-8", "replace")
+    assert "$ mv victim elsewhere # \\x1b[2K\\r  $ ls -la" in printed
+    assert f"ask: run a command in {workspace}" in printed
     assert b"\x1b" not in term.output  # not one raw ESC reached the terminal
     # The model was told the user said no.
     assert "denied" in json.dumps(fake_openai.requests[1]["messages"])
@@ -146,7 +73,7 @@ def test_osc_and_title_escapes_from_model_file_command_and_kernel_are_shown_esca
         call("execute_code", code=code),
         call("attempt_completion", result=f"done {TITLE}"),
     )
-    env = cli_env(daemon)
+    env = cli_env(daemon.runtime_dir, term="dumb")
 
     def hdsp(*args: str) -> subprocess.CompletedProcess[bytes]:
         return subprocess.run(

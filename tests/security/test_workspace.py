@@ -30,6 +30,7 @@ from hdsp.protocol import (
 )
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.openai_server import Reply as FakeReply
+from tests.support.cli_process import run_hdsp_sync
 from tests.support.daemon_process import DaemonProcess, model_env, short_tmp_dir
 from tests.support.raw_peer import RawPeer
 from tests.support.sandbox_probes import probe_code
@@ -37,15 +38,8 @@ from tests.support.scripted_turns import call
 
 
 def hdsp(daemon: DaemonProcess, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "hdsp.client", *args],
-        env={"HDSP_RUNTIME_DIR": str(daemon.runtime_dir), "PATH": "/usr/bin:/bin", "NO_COLOR": "1"},
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        stdin=subprocess.DEVNULL,
-    )
+    env = {"HDSP_RUNTIME_DIR": str(daemon.runtime_dir), "PATH": "/usr/bin:/bin", "NO_COLOR": "1"}
+    return run_hdsp_sync(env, *args, cwd=cwd)
 
 
 @pytest.fixture

@@ -1,15 +1,18 @@
-"""Running the real `hdsp` CLI from async tests, against a real daemon."""
+"""Running the real `hdsp` CLI to its end, off a terminal, against a real
+daemon: from async tests (`run_hdsp`) and from tests that are not async
+(`run_hdsp_sync`, in an environment the test gives)."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import anyio
 
-__all__ = ["cli_env", "run_hdsp"]
+__all__ = ["cli_env", "run_hdsp", "run_hdsp_sync"]
 
 
 def cli_env(runtime_dir: Path, **extra: str) -> dict[str, str]:
@@ -42,4 +45,26 @@ async def run_hdsp(
         )
     return subprocess.CompletedProcess(
         done.args, done.returncode, done.stdout.decode(), done.stderr.decode()
+    )
+
+
+def run_hdsp_sync(
+    env: Mapping[str, str],
+    *args: str,
+    cwd: Path | None = None,
+    stdin: str | None = None,
+    timeout: float = 60,
+) -> subprocess.CompletedProcess[str]:
+    """`hdsp ARGS` to its end in `env`, not on a terminal, `stdin` its input
+    (none by default); stdout and stderr as text."""
+    return subprocess.run(
+        [sys.executable, "-m", "hdsp.client", *args],
+        env=env,
+        cwd=cwd,
+        input=stdin,
+        stdin=subprocess.DEVNULL if stdin is None else None,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
     )

@@ -19,6 +19,7 @@ import termios
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from types import TracebackType
 
 import pyte
 
@@ -40,7 +41,9 @@ def _take_terminal() -> None:
 
 
 class Terminal:
-    """`hdsp ARGS` on a pty of `rows` x `cols`: its screen, and what a person types."""
+    """`hdsp ARGS` on a pty of `rows` x `cols`: its screen, and what a person types.
+
+    As a context manager it closes on the way out (the CLI killed if it still runs)."""
 
     def __init__(
         self,
@@ -127,6 +130,17 @@ class Terminal:
         if not self._closed:
             self._closed = True
             os.close(self.master)
+
+    def __enter__(self) -> Terminal:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
 
     # ---- the screen ---------------------------------------------------------
 
