@@ -5,7 +5,6 @@ and a client that goes away costs no stall. The attacker is a process of its own
 
 from __future__ import annotations
 
-import statistics
 import subprocess
 import sys
 import time
@@ -23,6 +22,7 @@ from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.openai_server import Reply as FakeReply
 from tests.support.daemon_process import DaemonProcess
 from tests.support.events import collect_turn, texts
+from tests.support.ping_latency import percentile, ping_times
 from tests.support.raw_peer import daemon_rss_kib
 from tests.support.subscription_flood import subscribe_then_sync
 
@@ -59,17 +59,8 @@ def flood(daemon: DaemonProcess, size: int, count: int, *mode: str) -> Iterator[
         proc.wait(10)
 
 
-async def ping_times(client: Client, n: int) -> list[float]:
-    times = []
-    for _ in range(n):
-        t = time.perf_counter()
-        await client.ping()
-        times.append(time.perf_counter() - t)
-    return times
-
-
 def p99(times: list[float]) -> float:
-    return statistics.quantiles(times, n=100)[98]
+    return percentile(times, 99)
 
 
 #: The longest a single Ping may take while a flood goes on. Before the bounds, a
