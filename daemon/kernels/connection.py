@@ -25,7 +25,9 @@ the way out; the service runs it in the kernel's task group.
 
 from __future__ import annotations
 
+import itertools
 import json
+import os
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -164,9 +166,21 @@ class KernelConnection(Protocol):
         ...
 
 
+#: Numbers the monitors' endpoints (see `_watch_connection`).
+_monitor_numbers = itertools.count()
+
+
 def _watch_connection(socket: zmq.asyncio.Socket) -> zmq.asyncio.Socket:
-    """A monitor that reports when `socket`'s connection handshake succeeds."""
-    monitor: zmq.asyncio.Socket = socket.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED)
+    """A monitor that reports when `socket`'s connection handshake succeeds.
+
+    Each monitor gets an endpoint of its own: pyzmq's default names it by the
+    socket, and libzmq frees a stopped monitor's endpoint later, on its reaper
+    thread, so watching the same socket again at once (a rebind) could fail
+    with "Address already in use" (CI)."""
+    address = f"inproc://hdsp-monitor-{os.getpid()}-{next(_monitor_numbers)}"
+    monitor: zmq.asyncio.Socket = socket.get_monitor_socket(
+        zmq.EVENT_HANDSHAKE_SUCCEEDED, addr=address
+    )
     return monitor
 
 
