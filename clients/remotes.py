@@ -29,7 +29,7 @@ from typing import Any
 
 import platformdirs
 
-from hdsp.protocol import Z85_KEY_PATTERN, secret_file_problem, tcp_endpoints
+from hdsp.protocol import check_curve_key, secret_file_problem, tcp_endpoints
 
 from .errors import RemoteConfigError
 from .private_files import UntrustedFile, read_checked, write_whole
@@ -50,7 +50,6 @@ __all__ = [
 
 REMOTE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 _NAME = re.compile(REMOTE_NAME_PATTERN)
-_KEY = re.compile(Z85_KEY_PATTERN)
 _CLIENT = "client"
 
 
@@ -161,27 +160,18 @@ class Remote:
 
     @property
     def control(self) -> str:
-        return tcp_endpoints(self.address)[0]
+        return tcp_endpoints(self.address).control
 
     @property
     def events(self) -> str:
-        return tcp_endpoints(self.address)[1]
+        return tcp_endpoints(self.address).events
 
 
 def check_server_key(text: str) -> str:
-    key = text.strip()
-    if not _KEY.match(key):
-        raise RemoteConfigError(
-            f"{key[:60]!r} is not a CURVE public key: 40 characters of Z85, as `hdspd keys` "
-            "prints it on the daemon's host."
-        )
     try:
-        from zmq.utils import z85
-
-        z85.decode(key)
-    except (ValueError, OverflowError, KeyError):
-        raise RemoteConfigError(f"{key!r} is not valid Z85.") from None
-    return key
+        return check_curve_key(text)
+    except ValueError as exc:
+        raise RemoteConfigError(f"{exc}, as `hdspd keys` prints it on the daemon's host.") from None
 
 
 def _remotes_file(base: Path | None) -> Path:

@@ -47,7 +47,7 @@ from .relayed_calls import __all__ as _relayed_calls_all
 from .settings import *  # noqa: F403
 from .settings import __all__ as _settings_all
 from .storage import StorageHealth, StorageState
-from .tcp import Z85_KEY_PATTERN, tcp_endpoints
+from .tcp import Z85_KEY_PATTERN, TcpEndpoints, check_curve_key, tcp_endpoints
 from .variables import *  # noqa: F403
 from .variables import __all__ as _variables_all
 from .version import PROTOCOL_VERSION, __version__
@@ -63,8 +63,10 @@ __all__ = [
     "ErrorCode",
     "StorageHealth",
     "StorageState",
+    "TcpEndpoints",
     "Z85_KEY_PATTERN",
     "__version__",
+    "check_curve_key",
     "tcp_endpoints",
     *_blobs_all,
     *_codec_all,
