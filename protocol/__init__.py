@@ -46,7 +46,11 @@ from .relayed_calls import *  # noqa: F403
 from .relayed_calls import __all__ as _relayed_calls_all
 from .settings import *  # noqa: F403
 from .settings import __all__ as _settings_all
+from .status import *  # noqa: F403
+from .status import __all__ as _status_all
 from .storage import StorageHealth, StorageState
+from .tasks import *  # noqa: F403
+from .tasks import __all__ as _tasks_all
 from .tcp import Z85_KEY_PATTERN, TcpEndpoints, check_curve_key, tcp_endpoints
 from .variables import *  # noqa: F403
 from .variables import __all__ as _variables_all
@@ -84,5 +88,7 @@ __all__ = [
     *_prompt_context_all,
     *_relayed_calls_all,
     *_settings_all,
+    *_status_all,
+    *_tasks_all,
     *_variables_all,
 ]
