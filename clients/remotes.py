@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +28,7 @@ from typing import Any
 
 import platformdirs
 
-from hdsp.protocol import check_curve_key, secret_file_problem, tcp_endpoints
+from hdsp.protocol import check_curve_key, private_dir_ready, secret_file_problem, tcp_endpoints
 
 from .errors import RemoteConfigError
 from .private_files import UntrustedFile, read_checked, write_whole
@@ -62,12 +61,9 @@ def config_dir() -> Path:
 
 
 def _private_dir(path: Path) -> Path:
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    st = os.lstat(path)
-    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
-        raise RemoteConfigError(f"{path} is not a directory of yours; hdsp will not use it.")
-    if stat.S_IMODE(st.st_mode) & 0o077:
-        os.chmod(path, 0o700)
+    problem = private_dir_ready(path, parents=True)
+    if problem is not None:
+        raise RemoteConfigError(f"{problem}; hdsp will not use it.")
     return path
 
 

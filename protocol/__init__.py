@@ -20,6 +20,7 @@ from .discovery import (
     Discovery,
     discovery_path,
     private_dir_problem,
+    private_dir_ready,
     private_file_problem,
     secret_file_problem,
 )
@@ -62,6 +63,7 @@ __all__ = [
     "Discovery",
     "discovery_path",
     "private_dir_problem",
+    "private_dir_ready",
     "private_file_problem",
     "secret_file_problem",
     "ErrorCode",

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +35,7 @@ import zmq.auth
 
 from hdsp.daemon.atomic_write import fsync_directory, write_atomically
 from hdsp.daemon.logs import register_secret
-from hdsp.protocol import check_curve_key, secret_file_problem
+from hdsp.protocol import check_curve_key, private_dir_ready, secret_file_problem
 
 __all__ = [
     "AUTHORIZED_KEYS",
@@ -341,10 +340,8 @@ def _names_line(line: str, name: str) -> bool:
 
 
 def curve_dir_ready(curve_dir: Path) -> None:
-    """Make `curve_dir` (0700) if missing; CurveError for one open to others."""
-    curve_dir.mkdir(mode=0o700, parents=False, exist_ok=True)
-    st = os.lstat(curve_dir)
-    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
-        raise CurveError(f"{curve_dir} is not a directory of yours; hdspd will not use it.")
-    if stat.S_IMODE(st.st_mode) & 0o077:
-        os.chmod(curve_dir, 0o700)
+    """Make `curve_dir` (0700) if missing, or tighten it to 0700; CurveError for
+    one that is not a directory of ours."""
+    problem = private_dir_ready(curve_dir)
+    if problem is not None:
+        raise CurveError(f"{problem}; hdspd will not use it.")
