@@ -15,15 +15,8 @@ from .codec import *  # noqa: F403
 from .codec import __all__ as _codec_all
 from .commands import *  # noqa: F403
 from .commands import __all__ as _commands_all
-from .discovery import (
-    DISCOVERY_FILENAME,
-    Discovery,
-    discovery_path,
-    private_dir_problem,
-    private_dir_ready,
-    private_file_problem,
-    secret_file_problem,
-)
+from .discovery import *  # noqa: F403
+from .discovery import __all__ as _discovery_all
 from .documents import *  # noqa: F403
 from .documents import __all__ as _documents_all
 from .envelope import *  # noqa: F403
@@ -58,14 +51,7 @@ from .variables import __all__ as _variables_all
 from .version import PROTOCOL_VERSION, __version__
 
 __all__ = [
-    "DISCOVERY_FILENAME",
     "PROTOCOL_VERSION",
-    "Discovery",
-    "discovery_path",
-    "private_dir_problem",
-    "private_dir_ready",
-    "private_file_problem",
-    "secret_file_problem",
     "ErrorCode",
     "StorageHealth",
     "StorageState",
@@ -77,6 +63,7 @@ __all__ = [
     *_blobs_all,
     *_codec_all,
     *_commands_all,
+    *_discovery_all,
     *_documents_all,
     *_envelope_all,
     *_events_all,
