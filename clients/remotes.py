@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +28,7 @@ from typing import Any
 
 import platformdirs
 
-from hdsp.protocol import Z85_KEY_PATTERN, secret_file_problem, tcp_endpoints
+from hdsp.protocol import check_curve_key, private_dir_ready, secret_file_problem, tcp_endpoints
 
 from .errors import RemoteConfigError
 from .private_files import UntrustedFile, read_checked, write_whole
@@ -50,7 +49,6 @@ __all__ = [
 
 REMOTE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 _NAME = re.compile(REMOTE_NAME_PATTERN)
-_KEY = re.compile(Z85_KEY_PATTERN)
 _CLIENT = "client"
 
 
@@ -63,12 +61,9 @@ def config_dir() -> Path:
 
 
 def _private_dir(path: Path) -> Path:
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    st = os.lstat(path)
-    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
-        raise RemoteConfigError(f"{path} is not a directory of yours; hdsp will not use it.")
-    if stat.S_IMODE(st.st_mode) & 0o077:
-        os.chmod(path, 0o700)
+    problem = private_dir_ready(path, parents=True)
+    if problem is not None:
+        raise RemoteConfigError(f"{problem}; hdsp will not use it.")
     return path
 
 
@@ -161,27 +156,18 @@ class Remote:
 
     @property
     def control(self) -> str:
-        return tcp_endpoints(self.address)[0]
+        return tcp_endpoints(self.address).control
 
     @property
     def events(self) -> str:
-        return tcp_endpoints(self.address)[1]
+        return tcp_endpoints(self.address).events
 
 
 def check_server_key(text: str) -> str:
-    key = text.strip()
-    if not _KEY.match(key):
-        raise RemoteConfigError(
-            f"{key[:60]!r} is not a CURVE public key: 40 characters of Z85, as `hdspd keys` "
-            "prints it on the daemon's host."
-        )
     try:
-        from zmq.utils import z85
-
-        z85.decode(key)
-    except (ValueError, OverflowError, KeyError):
-        raise RemoteConfigError(f"{key!r} is not valid Z85.") from None
-    return key
+        return check_curve_key(text)
+    except ValueError as exc:
+        raise RemoteConfigError(f"{exc}, as `hdspd keys` prints it on the daemon's host.") from None
 
 
 def _remotes_file(base: Path | None) -> Path:

@@ -15,14 +15,8 @@ from .codec import *  # noqa: F403
 from .codec import __all__ as _codec_all
 from .commands import *  # noqa: F403
 from .commands import __all__ as _commands_all
-from .discovery import (
-    DISCOVERY_FILENAME,
-    Discovery,
-    discovery_path,
-    private_dir_problem,
-    private_file_problem,
-    secret_file_problem,
-)
+from .discovery import *  # noqa: F403
+from .discovery import __all__ as _discovery_all
 from .documents import *  # noqa: F403
 from .documents import __all__ as _documents_all
 from .envelope import *  # noqa: F403
@@ -46,29 +40,30 @@ from .relayed_calls import *  # noqa: F403
 from .relayed_calls import __all__ as _relayed_calls_all
 from .settings import *  # noqa: F403
 from .settings import __all__ as _settings_all
+from .status import *  # noqa: F403
+from .status import __all__ as _status_all
 from .storage import StorageHealth, StorageState
-from .tcp import Z85_KEY_PATTERN, tcp_endpoints
+from .tasks import *  # noqa: F403
+from .tasks import __all__ as _tasks_all
+from .tcp import Z85_KEY_PATTERN, TcpEndpoints, check_curve_key, tcp_endpoints
 from .variables import *  # noqa: F403
 from .variables import __all__ as _variables_all
 from .version import PROTOCOL_VERSION, __version__
 
 __all__ = [
-    "DISCOVERY_FILENAME",
     "PROTOCOL_VERSION",
-    "Discovery",
-    "discovery_path",
-    "private_dir_problem",
-    "private_file_problem",
-    "secret_file_problem",
     "ErrorCode",
     "StorageHealth",
     "StorageState",
+    "TcpEndpoints",
     "Z85_KEY_PATTERN",
     "__version__",
+    "check_curve_key",
     "tcp_endpoints",
     *_blobs_all,
     *_codec_all,
     *_commands_all,
+    *_discovery_all,
     *_documents_all,
     *_envelope_all,
     *_events_all,
@@ -82,5 +77,7 @@ __all__ = [
     *_prompt_context_all,
     *_relayed_calls_all,
     *_settings_all,
+    *_status_all,
+    *_tasks_all,
     *_variables_all,
 ]

@@ -26,6 +26,7 @@ __all__ = [
     "Discovery",
     "discovery_path",
     "private_dir_problem",
+    "private_dir_ready",
     "private_file_problem",
     "secret_file_problem",
 ]
@@ -141,6 +142,19 @@ def private_dir_problem(path: Path, *, uid: int | None = None) -> str | None:
     if not stat.S_ISDIR(st.st_mode):
         return f"{path} is not a directory"
     return _ownership_problem(st, path, uid, "0700") or _ancestor_problem(path.parent, uid)
+
+
+def private_dir_ready(path: Path, *, parents: bool = False) -> str | None:
+    """Make `path` a directory of ours that nobody else may enter (a key store):
+    made 0700 if missing, tightened to 0700 if open to others. Returns why it
+    cannot be one (it is not a directory of ours), or None."""
+    path.mkdir(mode=0o700, parents=parents, exist_ok=True)
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+        return f"{path} is not a directory of yours"
+    if stat.S_IMODE(st.st_mode) & 0o077:
+        os.chmod(path, 0o700)
+    return None
 
 
 def private_file_problem(st: os.stat_result, path: Path, *, uid: int | None = None) -> str | None:

@@ -21,7 +21,18 @@ __all__ = [
     "VariableList",
     "VariableSection",
     "VariableSummary",
+    "format_bytes",
 ]
+
+
+def format_bytes(n: int) -> str:
+    """`n` bytes for a reader (a variable's `memory`): "512 B", "1.5 KB", "2.0 GB"."""
+    size = float(n)
+    for unit in ("B", "KB", "MB"):
+        if size < 1024:
+            return f"{int(size)} B" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} GB"
 
 
 class VariableColumn(WireStruct, frozen=True):

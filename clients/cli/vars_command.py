@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from hdsp.protocol import VariableList, VariableSummary
+from hdsp.protocol import VariableList, VariableSummary, format_bytes
 
 from ..exit_codes import ExitCode
 from .console import Console, print_result
@@ -22,15 +22,6 @@ if TYPE_CHECKING:
 __all__ = ["add_vars_parser", "format_variables"]
 
 
-def _bytes(n: int) -> str:
-    size = float(n)
-    for unit in ("B", "KB", "MB", "GB"):
-        if size < 1024 or unit == "GB":
-            return f"{int(size)} B" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{n} B"
-
-
 def _variable(v: VariableSummary) -> list[str]:
     facts = [v.type]
     if v.shape is not None:
@@ -40,7 +31,7 @@ def _variable(v: VariableSummary) -> list[str]:
     if v.dtype:
         facts.append(v.dtype)
     if v.memory is not None:
-        facts.append(_bytes(v.memory))
+        facts.append(format_bytes(v.memory))
     lines = [f"{v.name}  " + "  ".join(facts)]
     if v.columns:
         cols = ", ".join(f"{c.name}: {c.dtype}" for c in v.columns)

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,11 +32,10 @@ from pathlib import Path
 import structlog
 import zmq
 import zmq.auth
-from zmq.utils import z85
 
 from hdsp.daemon.atomic_write import fsync_directory, write_atomically
 from hdsp.daemon.logs import register_secret
-from hdsp.protocol import Z85_KEY_PATTERN, secret_file_problem
+from hdsp.protocol import check_curve_key, private_dir_ready, secret_file_problem
 
 __all__ = [
     "AUTHORIZED_KEYS",
@@ -66,7 +64,6 @@ AUTHORIZED_KEYS = "authorized_keys"
 #: A client's name in the authorised keys file: what the history records.
 CLIENT_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$"
 _NAME = re.compile(CLIENT_NAME_PATTERN)
-_KEY = re.compile(Z85_KEY_PATTERN)
 
 _HEADER = (
     "# Clients hdspd lets in over TCP (CURVE): one a line, NAME PUBLIC-KEY.\n"
@@ -92,17 +89,10 @@ class KeyPair:
 
 def check_public_key(text: str) -> bytes:
     """`text` as a Z85 public key (40 characters, 32 bytes); ValueError if it is not."""
-    key = text.strip()
-    if not _KEY.match(key):
-        raise ValueError(
-            f"{key[:60]!r} is not a CURVE public key (40 characters of Z85, as `hdsp keys` "
-            "prints it)"
-        )
     try:
-        z85.decode(key)
-    except (ValueError, OverflowError, KeyError):
-        raise ValueError(f"{key!r} is not valid Z85") from None
-    return key.encode("ascii")
+        return check_curve_key(text).encode("ascii")
+    except ValueError as exc:
+        raise ValueError(f"{exc}, as `hdsp keys` prints it") from None
 
 
 # ---- files ---------------------------------------------------------------------
@@ -350,10 +340,8 @@ def _names_line(line: str, name: str) -> bool:
 
 
 def curve_dir_ready(curve_dir: Path) -> None:
-    """Make `curve_dir` (0700) if missing; CurveError for one open to others."""
-    curve_dir.mkdir(mode=0o700, parents=False, exist_ok=True)
-    st = os.lstat(curve_dir)
-    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
-        raise CurveError(f"{curve_dir} is not a directory of yours; hdspd will not use it.")
-    if stat.S_IMODE(st.st_mode) & 0o077:
-        os.chmod(curve_dir, 0o700)
+    """Make `curve_dir` (0700) if missing, or tighten it to 0700; CurveError for
+    one that is not a directory of ours."""
+    problem = private_dir_ready(curve_dir)
+    if problem is not None:
+        raise CurveError(f"{problem}; hdspd will not use it.")

@@ -86,11 +86,11 @@ class TcpListener:
 
     @property
     def control(self) -> str:
-        return tcp_endpoints(self.address)[0]
+        return tcp_endpoints(self.address).control
 
     @property
     def events(self) -> str:
-        return tcp_endpoints(self.address)[1]
+        return tcp_endpoints(self.address).events
 
     def secure(self, sock: zmq.Socket[Any]) -> None:
         """Make `sock`'s next bind a CURVE server whose handshakes ZAP decides

@@ -34,6 +34,7 @@ from hdsp.daemon.tools import (
     Tool,
     ToolCategory,
     ToolContext,
+    ToolContextBase,
     ToolError,
     ToolRegistry,
     ToolResult,
@@ -114,7 +115,7 @@ def command_cwd(workspace: Path, given: Any) -> str:
     return os.path.normpath(os.path.join(workspace, str(given or ".")))
 
 
-class CallContext:
+class CallContext(ToolContextBase):
     """What a running tool sees of its task (a :class:`ToolContext`): its messages,
     its asks, its workspace and the daemon's kernels."""
 
@@ -128,21 +129,12 @@ class CallContext:
         checkpoints: CheckpointService | None = None,
         services: Mapping[str, Any] | None = None,
     ) -> None:
+        super().__init__(task_id, workspace)
         self._services = dict(services or {})
-        self._task_id = task_id
-        self._workspace = workspace
         self._messages = messages
         self._asks = asks
         self._kernels = kernels
         self._checkpoints = checkpoints
-
-    @property
-    def task_id(self) -> str:
-        return self._task_id
-
-    @property
-    def workspace(self) -> Path:
-        return self._workspace
 
     async def say(
         self, say: str, text: str | None = None, *, partial: bool = False, **fields: Any

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from hdsp.daemon.sandbox import Sandbox
 
-from .base import AskAnswer, Tool, ToolCategory, ToolContext, ToolError, ToolResult
+from .base import AskAnswer, Tool, ToolCategory, ToolContext, ToolContextBase, ToolError, ToolResult
 from .completion import AttemptCompletion
 from .files import EditFile, ListFiles, ReadFile, SearchFiles, WriteToFile
 from .followup import AskFollowupQuestion
@@ -42,6 +42,7 @@ __all__ = [
     "Tool",
     "ToolCategory",
     "ToolContext",
+    "ToolContextBase",
     "ToolError",
     "ToolRegistry",
     "ToolResult",

@@ -23,6 +23,7 @@ __all__ = [
     "Tool",
     "ToolCategory",
     "ToolContext",
+    "ToolContextBase",
     "ToolError",
     "ToolResult",
 ]
@@ -115,6 +116,24 @@ class ToolContext(Protocol):
     def service(self, name: str) -> Any:
         """A daemon service the tool needs (for example "kernels"), or KeyError."""
         ...
+
+
+class ToolContextBase:
+    """What every ToolContext holds the same way: the task it stands for and that
+    task's workspace. The task's own context and the tests' recording one build on
+    it and say, ask and find services each their own way."""
+
+    def __init__(self, task_id: str, workspace: Path) -> None:
+        self._task_id = task_id
+        self._workspace = workspace
+
+    @property
+    def task_id(self) -> str:
+        return self._task_id
+
+    @property
+    def workspace(self) -> Path:
+        return self._workspace
 
 
 class Tool(ABC):

@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 from hdsp.daemon.kernels import KernelError, KernelService, TaskKernel
 from hdsp.daemon.kernels.variables import VariableInspection, is_variable_name
-from hdsp.protocol import VariableDetail, VariableList, VariableSummary
+from hdsp.protocol import VariableDetail, VariableList, VariableSummary, format_bytes
 
 from .base import Tool, ToolCategory, ToolContext, ToolError, ToolResult
 from .kernel_tools import kernel_service
@@ -23,19 +23,9 @@ from .kernel_tools import kernel_service
 __all__ = [
     "DescribeVariableTool",
     "ListVariablesTool",
-    "format_bytes",
     "render_detail",
     "render_listing",
 ]
-
-
-def format_bytes(n: int) -> str:
-    size = float(n)
-    for unit in ("B", "KB", "MB", "GB"):
-        if size < 1024 or unit == "GB":
-            return f"{int(size)} B" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    raise AssertionError("unreachable")
 
 
 def _indent(text: str, prefix: str = "    ") -> str:

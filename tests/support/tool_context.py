@@ -16,13 +16,13 @@ from typing import Any
 import anyio
 import msgspec
 
-from hdsp.daemon.tools import AskAnswer
+from hdsp.daemon.tools import AskAnswer, ToolContextBase
 from hdsp.protocol import ClineMessage
 
 __all__ = ["RecordingContext"]
 
 
-class RecordingContext:
+class RecordingContext(ToolContextBase):
     def __init__(
         self,
         workspace: Path,
@@ -31,8 +31,7 @@ class RecordingContext:
         task_id: str = "task-test",
         services: dict[str, Any] | None = None,
     ) -> None:
-        self._workspace = workspace
-        self._task_id = task_id
+        super().__init__(task_id, workspace)
         self._answers = deque(answers)
         self._services = services or {}
         self._ts = 1_000
@@ -43,14 +42,6 @@ class RecordingContext:
         self.messages: dict[int, ClineMessage] = {}
 
     # ---- ToolContext -------------------------------------------------------------
-
-    @property
-    def task_id(self) -> str:
-        return self._task_id
-
-    @property
-    def workspace(self) -> Path:
-        return self._workspace
 
     async def say(
         self, say: str, text: str | None = None, *, partial: bool = False, **fields: Any
